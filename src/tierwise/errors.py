@@ -1,0 +1,82 @@
+"""The exception tree. Every error a user can cause is a :class:`TierwiseError`.
+
+::
+
+    TierwiseError                 bad user input; the CLI prints the message, exit code 2, no traceback
+    ├── UnitError                 a quantity that does not parse ("400 Gbs", "-1 GB")
+    ├── CatalogError              unknown catalog name (with did-you-mean)
+    ├── SpecError                 a malformed spec: YAML syntax (with line), unknown or missing keys, bad values
+    │   └── ScenarioError         a scenario file that does not hold together
+    ├── PlanError                 degrees that do not fit the model or the cluster (tp not dividing heads, ...)
+    ├── TopologyError             a fabric that cannot be built (radix too small, oversubscription < 1, ...)
+    └── MeasureError              a benchmark or log that cannot be used (not nccl-tests output, empty sweep, ...)
+
+A plan that does not fit in memory is *not* an error: the estimate says ``fits: false`` with the numbers.
+``assert`` is kept for our own invariants.
+
+Messages name the bad value and how to fix it, e.g.
+``PlanError: tp=12 does not divide num_attention_heads=64; try tp in {1, 2, 4, 8, 16, 32, 64}``.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+__all__ = [
+    "TierwiseError",
+    "UnitError",
+    "CatalogError",
+    "SpecError",
+    "ScenarioError",
+    "PlanError",
+    "TopologyError",
+    "MeasureError",
+    "did_you_mean",
+]
+
+
+class TierwiseError(Exception):
+    """Bad input from the user. The message is complete: it names the value and the fix."""
+
+
+class UnitError(TierwiseError, ValueError):
+    """A quantity that does not parse or is out of range."""
+
+
+class CatalogError(TierwiseError, KeyError):
+    """An unknown catalog name."""
+
+    def __str__(self) -> str:  # KeyError would add quotes around the message
+        return str(self.args[0]) if self.args else ""
+
+
+class SpecError(TierwiseError, ValueError):
+    """A spec (accelerator, cluster, model, plan) that is malformed."""
+
+
+class ScenarioError(SpecError):
+    """A scenario file that does not hold together."""
+
+
+class PlanError(TierwiseError, ValueError):
+    """Parallel degrees that do not fit the model or the cluster."""
+
+
+class TopologyError(TierwiseError, ValueError):
+    """A network topology that cannot be built or simulated as asked."""
+
+
+class MeasureError(TierwiseError, ValueError):
+    """A measurement or a log that cannot be used."""
+
+
+def did_you_mean(name: str, choices: list[str] | tuple[str, ...] | set[str]) -> str:
+    """A suffix such as ``"; did you mean 'h100-sxm'?"`` (empty when nothing is close).
+
+    >>> did_you_mean("h100", ["h100-sxm", "a100-sxm-80gb"])
+    "; did you mean 'h100-sxm'?"
+    """
+    close = difflib.get_close_matches(name, sorted(choices), n=3, cutoff=0.5)
+    if not close:
+        return ""
+    return "; did you mean " + " or ".join(repr(c) for c in close) + "?"

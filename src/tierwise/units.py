@@ -1,0 +1,192 @@
+"""Parse and format physical quantities; everything inside tierwise is in SI base units.
+
+Conventions (ARCHITECTURE.md, "Units live in names, base units inside"):
+
+* bytes are bytes; ``B`` is a byte and ``b`` is a bit, so ``"400 Gb/s"`` is 50e9 bytes/s;
+* decimal prefixes (k, M, G, T, P) are powers of 1000, binary prefixes (Ki, Mi, Gi, Ti) powers of 1024,
+  the convention of nccl-tests and of every accelerator datasheet (``GB/s`` = 1e9 bytes/s);
+* time is in seconds, rates per second.
+
+>>> parse_bytes("16GB")
+16000000000.0
+>>> parse_bytes("1 GiB")
+1073741824.0
+>>> parse_bandwidth("400 Gb/s")
+50000000000.0
+>>> parse_bandwidth("400Gbps")
+50000000000.0
+>>> format_bytes(2**30)
+'1.07 GB'
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from tierwise.errors import UnitError
+
+__all__ = [
+    "parse_bytes",
+    "parse_bandwidth",
+    "parse_time",
+    "parse_count",
+    "format_bytes",
+    "format_bandwidth",
+    "format_time",
+    "format_flops",
+]
+
+_PREFIX = {
+    "": 1.0,
+    "k": 1e3,
+    "K": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "P": 1e15,
+    "Ki": 2.0**10,
+    "KI": 2.0**10,
+    "ki": 2.0**10,
+    "Mi": 2.0**20,
+    "Gi": 2.0**30,
+    "Ti": 2.0**40,
+    "Pi": 2.0**50,
+}
+
+_NUMBER = r"(?P<num>[+-]?(?:\d+(?:[._]\d+)*(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
+_QTY = re.compile(_NUMBER + r"\s*(?P<prefix>Ki|Mi|Gi|Ti|Pi|ki|KI|[kKMGTP]?)(?P<unit>[A-Za-z/]*)\s*$")
+
+_BYTE_UNITS = {"B": 1.0, "byte": 1.0, "bytes": 1.0, "b": 1 / 8, "bit": 1 / 8, "bits": 1 / 8, "": 1.0}
+_RATE_UNITS = {
+    "B/s": 1.0,
+    "Bps": 1.0,
+    "b/s": 1 / 8,
+    "bps": 1 / 8,
+    "bit/s": 1 / 8,
+}
+_TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "min": 60.0, "h": 3600.0}
+
+
+def _number(text: str) -> float:
+    # digit-group underscores appear in some nccl-tests reformatted logs ("1_073_741_824")
+    return float(text.replace("_", ""))
+
+
+def _split(value: str, what: str, example: str) -> tuple[float, str, str]:
+    match = _QTY.match(value.strip())
+    if not match:
+        raise UnitError(f"cannot parse {what} {value!r}; write a number and a unit, e.g. {example!r}")
+    return _number(match["num"]), match["prefix"], match["unit"]
+
+
+def _check_positive(number: float, value: object, what: str, allow_zero: bool) -> float:
+    if not math.isfinite(number) or number < 0 or (number == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise UnitError(f"{what} {value!r} must be {bound}")
+    return number
+
+
+def parse_bytes(value: str | float | int, *, what: str = "size", allow_zero: bool = False) -> float:
+    """Parse a size such as ``"16GB"``, ``"1 GiB"``, ``"67108864B"`` or ``"400Gb"`` into bytes.
+
+    A bare number is bytes. ``b`` (lower case) is a bit: ``"8b"`` is one byte.
+    """
+    if isinstance(value, bool):
+        raise UnitError(f"{what} {value!r} is not a size; write e.g. '16 GB'")
+    if isinstance(value, int | float):
+        return _check_positive(float(value), value, what, allow_zero)
+    number, prefix, unit = _split(str(value), what, "16 GB")
+    if unit in ("", "B", "byte", "bytes") and prefix == "" and unit == "":
+        return _check_positive(number, value, what, allow_zero)
+    if unit not in _BYTE_UNITS:
+        raise UnitError(
+            f"unknown size unit {unit!r} in {value!r}; use B (byte) or b (bit) with a prefix, e.g. '16 GB', '1 GiB'"
+        )
+    if unit == "" and prefix:
+        raise UnitError(f"size {value!r} has a prefix but no unit; write B for bytes or b for bits, e.g. '16 GB'")
+    return _check_positive(number * _PREFIX[prefix] * _BYTE_UNITS[unit], value, what, allow_zero)
+
+
+def parse_bandwidth(value: str | float | int, *, what: str = "bandwidth") -> float:
+    """Parse a rate such as ``"400 Gb/s"``, ``"400Gbps"`` or ``"50 GB/s"`` into bytes per second.
+
+    A bare number is bytes per second. Note: this parses a *figure*; whether it is one-way or both
+    directions together is the caller's business (specs name it).
+    """
+    if isinstance(value, bool):
+        raise UnitError(f"{what} {value!r} is not a bandwidth; write e.g. '400 Gb/s' or '50 GB/s'")
+    if isinstance(value, int | float):
+        return _check_positive(float(value), value, what, allow_zero=False)
+    number, prefix, unit = _split(str(value), what, "400 Gb/s")
+    if unit == "" and prefix == "":
+        return _check_positive(number, value, what, allow_zero=False)
+    if unit not in _RATE_UNITS:
+        raise UnitError(
+            f"unknown bandwidth unit {unit!r} in {value!r}; use B/s (bytes) or b/s (bits), e.g. '50 GB/s' or '400 Gb/s'"
+        )
+    return _check_positive(number * _PREFIX[prefix] * _RATE_UNITS[unit], value, what, allow_zero=False)
+
+
+def parse_time(value: str | float | int, *, what: str = "time", allow_zero: bool = True) -> float:
+    """Parse a duration such as ``"1.5 ms"``, ``"3us"`` or ``"2 s"`` into seconds (bare number: seconds)."""
+    if isinstance(value, bool):
+        raise UnitError(f"{what} {value!r} is not a duration; write e.g. '1.5 us'")
+    if isinstance(value, int | float):
+        return _check_positive(float(value), value, what, allow_zero)
+    text = str(value).strip()
+    match = re.match(_NUMBER + r"\s*(?P<unit>[a-zµ]*)\s*$", text)
+    if not match or match["unit"] not in _TIME_UNITS and match["unit"] != "":
+        raise UnitError(f"cannot parse {what} {value!r}; write a number and one of s, ms, us, ns, e.g. '1.5 us'")
+    scale = _TIME_UNITS.get(match["unit"], 1.0)
+    return _check_positive(_number(match["num"]) * scale, value, what, allow_zero)
+
+
+def parse_count(value: str | int | float, *, what: str = "count", minimum: int = 1) -> int:
+    """Parse a positive integer count; ``"16k"`` is 16,000 and ``"16Ki"`` is 16,384."""
+    if isinstance(value, bool):
+        raise UnitError(f"{what} {value!r} is not a whole number")
+    if isinstance(value, int | float):
+        number = float(value)
+    else:
+        number, prefix, unit = _split(str(value), what, "1024")
+        if unit:
+            raise UnitError(f"{what} {value!r} must be a whole number, e.g. 1024 or 16Ki")
+        number *= _PREFIX[prefix]
+    if not math.isfinite(number) or number != int(number):
+        raise UnitError(f"{what} {value!r} must be a whole number")
+    if number < minimum:
+        raise UnitError(f"{what} {value!r} must be >= {minimum}")
+    return int(number)
+
+
+def _si(value: float, unit: str, digits: int = 3) -> str:
+    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.{digits}g} {prefix}{unit}"
+    return f"{value:.{digits}g} {unit}"
+
+
+def format_bytes(value: float) -> str:
+    """Decimal bytes, e.g. ``'16 GB'``."""
+    return _si(value, "B")
+
+
+def format_bandwidth(value: float) -> str:
+    """Decimal bytes per second, e.g. ``'450 GB/s'``."""
+    return _si(value, "B/s")
+
+
+def format_flops(value: float) -> str:
+    """FLOP/s, e.g. ``'989 TFLOP/s'``."""
+    return _si(value, "FLOP/s")
+
+
+def format_time(value: float) -> str:
+    """Seconds in the most readable unit, e.g. ``'36 ms'``."""
+    if not math.isfinite(value):
+        return str(value)
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value / 1e-9:.3g} ns"
