@@ -1,0 +1,1 @@
+"""Frozen, typed specs (accelerator, cluster, model, plan) and their loading from the catalog or files."""
