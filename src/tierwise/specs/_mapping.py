@@ -1,0 +1,60 @@
+"""Helpers for turning user mappings into specs: key checks and typed getters with one-line errors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from tierwise.errors import SpecError, did_you_mean
+
+__all__ = ["check_keys", "get_int", "get_bool", "get_float", "require_mapping"]
+
+
+def require_mapping(data: Any, origin: str) -> Mapping[str, Any]:
+    if not isinstance(data, Mapping):
+        raise SpecError(f"{origin} must be a mapping of keys to values, got {type(data).__name__}: {data!r}")
+    return data
+
+
+def check_keys(data: Mapping[str, Any], allowed: Iterable[str], origin: str, required: Iterable[str] = ()) -> None:
+    """Unknown keys and missing required keys are errors naming the key and the valid ones."""
+    allowed = list(allowed)
+    for key in data:
+        if key not in allowed:
+            raise SpecError(
+                f"unknown key {key!r} in {origin}{did_you_mean(str(key), allowed)}; valid keys: {', '.join(allowed)}"
+            )
+    for key in required:
+        if key not in data or data[key] is None:
+            raise SpecError(f"{origin} is missing the required key {key!r}")
+
+
+def get_int(data: Mapping[str, Any], key: str, origin: str, default: int | None = None, minimum: int = 1) -> int:
+    value = data.get(key, default)
+    if value is None:
+        raise SpecError(f"{origin} is missing the required key {key!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+        raise SpecError(f"{key}={value!r} in {origin} must be a whole number")
+    if value < minimum:
+        raise SpecError(f"{key}={value!r} in {origin} must be >= {minimum}")
+    return int(value)
+
+
+def get_float(data: Mapping[str, Any], key: str, origin: str, default: float | None = None,
+              minimum: float = 0.0, maximum: float | None = None) -> float:
+    value = data.get(key, default)
+    if value is None:
+        raise SpecError(f"{origin} is missing the required key {key!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SpecError(f"{key}={value!r} in {origin} must be a number")
+    if value < minimum or (maximum is not None and value > maximum):
+        hi = f" and <= {maximum}" if maximum is not None else ""
+        raise SpecError(f"{key}={value!r} in {origin} must be >= {minimum}{hi}")
+    return float(value)
+
+
+def get_bool(data: Mapping[str, Any], key: str, origin: str, default: bool | None = None) -> bool:
+    value = data.get(key, default)
+    if not isinstance(value, bool):
+        raise SpecError(f"{key}={value!r} in {origin} must be true or false")
+    return value

@@ -1,0 +1,254 @@
+"""Cluster specs: accelerators grouped into hosts and scale-up domains, joined by a scale-out network.
+
+A cluster distinguishes the **host** (``gpus_per_node``: the GPUs that share a server, its PCIe and its NICs)
+from the **scale-up domain** (``scale_up_domain``: the GPUs one NVLink/NVSwitch or Infinity Fabric joins:
+8 on a DGX, 72 on an NVL72 rack whose hosts hold 4 GPUs each).
+
+Bandwidths are one-way per GPU (or per NIC where named so). A cluster mapping may start from a catalog
+cluster (``base: dgx-h100``) and override any key, or describe a cluster fully. It may also carry figures
+fitted by ``tierwise calibrate`` (``fitted``) or simulated by ``tierwise simulate --emit-cluster``
+(``efficiency``); the collective model uses them in place of the catalog defaults.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tierwise.errors import SpecError
+from tierwise.specs import catalog
+from tierwise.specs._mapping import check_keys, get_bool, get_float, get_int, require_mapping
+from tierwise.specs.accelerator import Accelerator, load_accelerator
+from tierwise.units import parse_bandwidth, parse_bytes, parse_time
+
+__all__ = ["Cluster", "ScaleOutLevel", "FittedRegime", "FittedTier", "cluster_from_mapping", "load_cluster"]
+
+_KEYS = (
+    "base", "name", "display_name", "accelerator", "gpus_per_node", "scale_up_domain", "nics_per_node",
+    "nic_bandwidth", "scale_up_bandwidth", "scale_up_p2p_bandwidth", "scale_up_topology", "in_network_reduction",
+    "host_bandwidth", "scale_up_latency", "host_latency", "scale_out_latency", "scale_out_levels", "efficiency",
+    "fitted", "source", "notes", "num_gpus_max",
+)
+TIER_NAMES = ("scale_up", "host", "scale_out")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScaleOutLevel:
+    """One level of a multi-level scale-out fabric (leaf, spine, ...)."""
+
+    name: str
+    domain_size: int
+    """GPUs below one switch group of this level; a group spanning more GPUs crosses the next level up."""
+    oversubscription: float = 1.0
+    """Downlink:uplink ratio above this level (2.0 halves the bandwidth of traffic that leaves it)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FittedRegime:
+    """One alpha-beta line of a fitted collective: ``time = latency_s + size x bus_factor / busbw``."""
+
+    name: str
+    min_bytes: float
+    max_bytes: float
+    latency_s: float
+    busbw_bytes_per_s: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class FittedTier:
+    """Collective figures fitted for one tier by ``tierwise calibrate`` (see ``measure/fit.py``)."""
+
+    num_ranks: int
+    ranks_per_domain: int
+    op: str
+    regimes: tuple[FittedRegime, ...]
+    source: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cluster:
+    """A cluster of identical accelerators (one-way bandwidths, per GPU unless named otherwise)."""
+
+    name: str
+    accelerator: Accelerator
+    gpus_per_node: int
+    scale_up_domain: int
+    nics_per_node: int
+    nic_bytes_per_s: float
+    """One-way line rate of one NIC (400 Gb/s NDR: 50e9)."""
+    scale_up_bytes_per_s: float
+    scale_up_p2p_bytes_per_s: float
+    scale_up_topology: str
+    in_network_reduction: bool
+    """NVLink SHARP (NVLS) in the scale-up switches: all-reduce reduced inside the switch."""
+    host_bytes_per_s: float
+    scale_up_latency_s: float
+    host_latency_s: float
+    scale_out_latency_s: float
+    scale_out_levels: tuple[ScaleOutLevel, ...] = ()
+    efficiency: Mapping[str, float] = field(default_factory=dict)
+    """Per-tier bandwidth efficiency overriding the global parameters (e.g. from the network simulator)."""
+    fitted: Mapping[str, FittedTier] = field(default_factory=dict)
+    display_name: str = ""
+    source: str = ""
+    notes: str = ""
+
+    @property
+    def scale_out_bytes_per_s(self) -> float:
+        """One-way scale-out bandwidth per GPU: its share of its host's NICs."""
+        return self.nics_per_node * self.nic_bytes_per_s / self.gpus_per_node
+
+    @property
+    def scale_up_bidirectional_bytes_per_s(self) -> float:
+        return 2.0 * self.scale_up_bytes_per_s
+
+
+def _latency(data: Mapping[str, Any], key: str, default_s: float, origin: str) -> float:
+    if key not in data:
+        return default_s
+    return parse_time(data[key], what=f"{origin}: {key}", allow_zero=True)
+
+
+def _levels(raw: Any, origin: str) -> tuple[ScaleOutLevel, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise SpecError(f"scale_out_levels in {origin} must be a list of {{name, domain_size, oversubscription}}")
+    levels = []
+    for i, item in enumerate(raw):
+        where = f"{origin}: scale_out_levels[{i}]"
+        item = require_mapping(item, where)
+        check_keys(item, ("name", "domain_size", "oversubscription"), where, required=("domain_size",))
+        over = get_float(item, "oversubscription", where, default=1.0, minimum=1.0)
+        levels.append(ScaleOutLevel(name=str(item.get("name", f"level{i + 1}")),
+                                    domain_size=get_int(item, "domain_size", where), oversubscription=over))
+    return tuple(sorted(levels, key=lambda lv: lv.domain_size))
+
+
+def _efficiency(raw: Any, origin: str) -> dict[str, float]:
+    if raw is None:
+        return {}
+    raw = require_mapping(raw, f"{origin}: efficiency")
+    check_keys(raw, TIER_NAMES, f"{origin}: efficiency")
+    return {k: get_float(raw, k, f"{origin}: efficiency", minimum=1e-6, maximum=1.0) for k in raw}
+
+
+def _fitted(raw: Any, origin: str) -> dict[str, FittedTier]:
+    if raw is None:
+        return {}
+    raw = require_mapping(raw, f"{origin}: fitted")
+    out: dict[str, FittedTier] = {}
+    source = str(raw.get("source", ""))
+    for tier, spec in raw.items():
+        if tier == "source":
+            continue
+        where = f"{origin}: fitted.{tier}"
+        if tier not in TIER_NAMES:
+            raise SpecError(f"unknown tier {tier!r} in {origin}: fitted; use one of {', '.join(TIER_NAMES)}")
+        spec = require_mapping(spec, where)
+        check_keys(spec, ("num_ranks", "ranks_per_domain", "op", "regimes", "residuals", "source"), where,
+                   required=("num_ranks", "regimes"))
+        regimes = []
+        for j, reg in enumerate(spec["regimes"] or []):
+            rw = f"{where}.regimes[{j}]"
+            reg = require_mapping(reg, rw)
+            check_keys(reg, ("name", "min_bytes", "max_bytes", "latency_s", "busbw_bytes_per_s"), rw,
+                       required=("latency_s", "busbw_bytes_per_s"))
+            max_b = reg.get("max_bytes")
+            regimes.append(FittedRegime(
+                name=str(reg.get("name", f"regime{j}")),
+                min_bytes=parse_bytes(reg.get("min_bytes", 0), what=f"{rw}.min_bytes", allow_zero=True),
+                max_bytes=math.inf if max_b is None else parse_bytes(max_b, what=f"{rw}.max_bytes"),
+                latency_s=parse_time(reg["latency_s"], what=f"{rw}.latency_s"),
+                busbw_bytes_per_s=parse_bandwidth(reg["busbw_bytes_per_s"], what=f"{rw}.busbw_bytes_per_s"),
+            ))
+        if not regimes:
+            raise SpecError(f"{where} has no regimes; run tierwise calibrate again or remove it")
+        num_ranks = get_int(spec, "num_ranks", where, minimum=2)
+        out[tier] = FittedTier(
+            num_ranks=num_ranks,
+            ranks_per_domain=get_int(spec, "ranks_per_domain", where, default=num_ranks),
+            op=str(spec.get("op", "all-reduce")),
+            regimes=tuple(regimes),
+            source=str(spec.get("source", source)),
+        )
+    return out
+
+
+def _merge_base(data: Mapping[str, Any], origin: str) -> dict[str, Any]:
+    base_name = str(data["base"])
+    merged = dict(catalog.entry("clusters", base_name))
+    merged.update({k: v for k, v in data.items() if k != "base"})
+    if "name" not in data:
+        merged["name"] = f"{base_name} (modified)" if len(data) > 1 else base_name
+    return merged
+
+
+def cluster_from_mapping(data: Mapping[str, Any], *, name: str | None = None, origin: str = "cluster") -> Cluster:
+    """Build and validate a :class:`Cluster` from a mapping (catalog entry, scenario, or file)."""
+    data = require_mapping(data, origin)
+    check_keys(data, _KEYS, origin)
+    if "base" in data:
+        data = _merge_base(data, origin)
+    check_keys(data, _KEYS, origin, required=("accelerator",))
+    acc = load_accelerator(data["accelerator"])
+    gpn = get_int(data, "gpus_per_node", origin, default=8)
+    domain = get_int(data, "scale_up_domain", origin, default=acc.scale_up_domain_size or gpn)
+    nics = get_int(data, "nics_per_node", origin, default=gpn, minimum=0)
+    nic_bw = (parse_bandwidth(data["nic_bandwidth"], what=f"{origin}: nic_bandwidth")
+              if "nic_bandwidth" in data else acc.scale_out_bytes_per_s)
+    if nics > 0 and nic_bw <= 0:
+        raise SpecError(f"{origin} has nics_per_node={nics} but no nic_bandwidth; add e.g. nic_bandwidth: '400 Gb/s'")
+    if domain % gpn and gpn % domain:
+        raise SpecError(
+            f"scale_up_domain={domain} and gpus_per_node={gpn} in {origin}: one must divide the other "
+            "(a scale-up domain is a group of whole hosts, or a host holds whole domains)"
+        )
+    up_bw = (parse_bandwidth(data["scale_up_bandwidth"], what=f"{origin}: scale_up_bandwidth")
+             if "scale_up_bandwidth" in data else acc.scale_up_bytes_per_s)
+    p2p_bw = (parse_bandwidth(data["scale_up_p2p_bandwidth"], what=f"{origin}: scale_up_p2p_bandwidth")
+              if "scale_up_p2p_bandwidth" in data else acc.scale_up_p2p_bytes_per_s * up_bw / acc.scale_up_bytes_per_s)
+    topo = str(data.get("scale_up_topology", acc.scale_up_topology))
+    if topo not in ("switched", "mesh", "torus"):
+        raise SpecError(f"scale_up_topology={topo!r} in {origin}; use switched, mesh or torus")
+    from tierwise.specs.parameters import load_parameters
+
+    lat = load_parameters().latency
+    return Cluster(
+        name=str(data.get("name", name or "custom")),
+        display_name=str(data.get("display_name", data.get("name", name or "custom"))),
+        accelerator=acc,
+        gpus_per_node=gpn,
+        scale_up_domain=domain,
+        nics_per_node=nics,
+        nic_bytes_per_s=nic_bw,
+        scale_up_bytes_per_s=up_bw,
+        scale_up_p2p_bytes_per_s=p2p_bw,
+        scale_up_topology=topo,
+        in_network_reduction=get_bool(data, "in_network_reduction", origin, default=False),
+        host_bytes_per_s=(parse_bandwidth(data["host_bandwidth"], what=f"{origin}: host_bandwidth")
+                          if "host_bandwidth" in data else acc.host_bytes_per_s),
+        scale_up_latency_s=_latency(data, "scale_up_latency", lat["nvlink"], origin),
+        host_latency_s=_latency(data, "host_latency", lat["pci"], origin),
+        scale_out_latency_s=_latency(data, "scale_out_latency", lat["net"], origin),
+        scale_out_levels=_levels(data.get("scale_out_levels"), origin),
+        efficiency=_efficiency(data.get("efficiency"), origin),
+        fitted=_fitted(data.get("fitted"), origin),
+        source=str(data.get("source", "")),
+        notes=str(data.get("notes", "")),
+    )
+
+
+def load_cluster(ref: str | Mapping[str, Any] | Path) -> Cluster:
+    """A catalog name, a mapping, or the path of a YAML file holding a cluster mapping."""
+    if isinstance(ref, Mapping):
+        return cluster_from_mapping(ref, origin="cluster")
+    text = str(ref)
+    if isinstance(ref, Path) or text.endswith((".yaml", ".yml", ".json")) or "/" in text:
+        data = catalog.load_yaml_file(text)
+        return cluster_from_mapping(data, name=Path(text).stem, origin=f"cluster file {text!r}")
+    key = text.strip().lower()
+    return cluster_from_mapping(catalog.entry("clusters", key), name=key, origin=f"catalog cluster {key!r}")
