@@ -1,4 +1,4 @@
-"""One-off generator: shared/data/hardware.csv -> src/tierwise/specs/catalog/accelerators.yaml (kept for provenance)."""
+"""One-off generator (the `generation:` lines were added by hand afterwards): shared/data/hardware.csv -> src/tierwise/specs/catalog/accelerators.yaml (kept for provenance)."""
 import csv
 import sys
 

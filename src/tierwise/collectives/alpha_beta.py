@@ -27,6 +27,7 @@ __all__ = [
     "tree_time",
     "direct_all_to_all_time",
     "ring_node_egress_bytes",
+    "tree_egress_factor",
 ]
 
 
@@ -116,9 +117,12 @@ def tree_time(kind, size_bytes, n, nl, b_in, b_out, l_in, l_out):
     * chain: every rank forwards the whole buffer up (reduce) and down (broadcast): egress ``2 S`` at
       ``b_in`` when nl > 1 (a chain end sends only S, the middle sets the pace);
     * double binary tree (Sanders et al. 2009): each tree carries S/2; a node is inner in one tree and a
-      leaf in the other, so its egress is ``2 (m-1)/m x S`` (S for two domains, tending to 2S), over the
-      ``nl x b_out`` NIC bandwidth of the group's ranks in the domain. With two domains this is S against
-      a ring's 2(n-1)/n S, which is why two-node tree busbw exceeds the node's NIC total.
+      leaf in the other. The busiest node, inner with a parent and two children, sends S/2 up and S/2 to
+      each child in its inner tree plus S/2 up as a leaf of the other: 2S; with three domains no node has
+      both a parent and two children (1.5S), with two each sends S/2 per tree (S). See
+      :func:`tree_egress_factor`. This crosses the ``nl x b_out`` NIC bandwidth of the group's ranks in
+      the domain. With two domains it is S against a ring's 2(n-1)/n S, which is why two-node tree busbw
+      exceeds the node's NIC total.
     * latency: ``2 ((nl-1) l_in + ceil(log2 m) l_out)`` (NCCL ``tuning.cc`` composition).
     """
     if kind != "all-reduce":
@@ -127,10 +131,19 @@ def tree_time(kind, size_bytes, n, nl, b_in, b_out, l_in, l_out):
     m = n / nl
     size = _f(size_bytes)
     chain = np.where(nl > 1, 2.0 * size / _f(b_in), 0.0)
-    trees = np.where(m > 1, 2.0 * (m - 1) / m * size / (nl * _f(b_out)), 0.0)
+    trees = np.where(m > 1, tree_egress_factor(m) * size / (nl * _f(b_out)), 0.0)
     depth = np.ceil(np.log2(np.maximum(m, 1.0)))
     latency = 2.0 * ((nl - 1) * _f(l_in) + depth * _f(l_out))
     return np.where(n > 1, latency + np.maximum(chain, trees), 0.0)
+
+
+def tree_egress_factor(m):
+    """Bytes (in units of S) the busiest domain sends in a double-binary-tree all-reduce over m domains.
+
+    Derivation in :func:`tree_time`: 1 for m = 2, 1.5 for m = 3, 2 for m >= 4 (0 for m = 1).
+    """
+    m = _f(m)
+    return np.select([m <= 1, m == 2, m == 3], [0.0, 1.0, 1.5], 2.0)
 
 
 def direct_all_to_all_time(size_bytes, n, nl, b_in, b_out, l_in, l_out):

@@ -22,7 +22,7 @@ PRECISIONS = ("bf16", "fp8", "fp4")
 
 _KEYS = (
     "display_name", "vendor", "peak_dense_tflops", "hbm_capacity", "hbm_type", "hbm_bandwidth", "scale_up",
-    "host_link", "scale_out", "power_w", "power_term", "confidence", "source", "notes", "base",
+    "host_link", "scale_out", "power_w", "power_term", "confidence", "source", "notes", "base", "generation",
 )
 _SCALE_UP_KEYS = ("fabric", "bandwidth_bidirectional", "bandwidth_one_way", "p2p_one_way", "topology",
                   "domain_size", "domain_max")
@@ -53,6 +53,8 @@ class Accelerator:
     scale_out_bytes_per_s: float = 0.0
     """One-way NIC bandwidth per accelerator in a typical deployment."""
     power_w: float | None = None
+    generation: str = ""
+    """NVIDIA architecture (``ampere``, ``hopper``, ``blackwell``) for NCCL's per-generation protocol caps."""
     source: str = ""
     notes: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -118,6 +120,7 @@ def accelerator_from_mapping(data: Mapping[str, Any], *, name: str, origin: str)
                                                what=f"{origin}: scale_out.bandwidth_per_accelerator")
                                if "bandwidth_per_accelerator" in out else 0.0),
         power_w=float(data["power_w"]) if data.get("power_w") is not None else None,
+        generation=str(data.get("generation", "")),
         source=str(data.get("source", "")),
         notes=str(data.get("notes", "")),
     )

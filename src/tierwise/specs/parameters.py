@@ -48,6 +48,12 @@ def load_parameters() -> Parameters:
         "simple_chunk_bytes": float(col["simple_chunk_bytes"]),
         "simple_channels": float(col["simple_channels"]),
         "launch_overhead": parse_time(col["launch_overhead"]),
+        "launch_overhead_per_extra_gpu": parse_time(col["launch_overhead_per_extra_gpu_in_process"]),
+        "nvls_latency": parse_time(col["nvls_latency"]),
+        "ll_max_busbw": {k: float(v) * 1e9 for k, v in col["ll_max_busbw"].items()},
+        "ll_max_busbw_multi_node": {k: float(v) * 1e9 for k, v in col["ll_max_busbw_multi_node"].items()},
+        "ll128_per_channel_busbw": {k: float(v) * 1e9 for k, v in col["ll128_per_channel_busbw"].items()},
+        "nvls_tree_net_latency": parse_time(col["nvls_tree_net_latency"]),
     }
     lat = {k: parse_time(v) for k, v in raw["latency"].items() if k != "source"}
     return Parameters(latency=lat, collectives=parsed, compute=dict(raw.get("compute", {})), raw=raw)

@@ -1,0 +1,272 @@
+"""The analytic collective model: every algorithm x protocol on the tiers a group spans; ``auto`` = fastest.
+
+``collective_cost(kind, size_bytes, span, cluster, algorithm="auto")`` is vectorized over sizes and groups
+(numpy arrays broadcast together). For each candidate algorithm it builds effective bandwidths and step
+latencies from the cluster and the global parameters (``catalog/parameters.yaml``) and hands them to the
+alpha-beta forms of :mod:`tierwise.collectives.alpha_beta`. As NCCL does (``topoGetAlgoInfo`` in
+``tuning.cc``, collectives-notes.md section 4.1), each algorithm is costed under each protocol and the
+minimum is taken:
+
+* **protocol** (LL, LL128, Simple): a step latency ``ll_step_latency[link] + extra[protocol][link]``; a
+  bandwidth fraction (LL 8 of 16 bytes, LL128 120 of 128, Simple all); Simple also pays one chunk time per
+  pipelined step, ``chunk_bytes / (tier rate / channels)`` (the pipeline cannot forward a chunk before it
+  has arrived);
+* **link efficiency**: the achievable fraction of a tier's one-way line rate (``link_efficiency``, or the
+  cluster's ``efficiency`` from the simulator);
+* **mesh** scale-up (MI300X): a point-to-point transfer uses one link; rings use edge-disjoint directed
+  Hamiltonian cycles of the complete digraph on the group, g-1 of them (Tillson 1980: K*_g decomposes into
+  g-1 Hamiltonian cycles for every g except 4 and 6, where g-2 are used here);
+* **in-network reduction** (NVLS, NVLSTree) where the scale-up switches reduce;
+* **fitted** figures from ``tierwise calibrate`` replace all of this for the tier they were fitted on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tierwise.collectives import alpha_beta
+from tierwise.collectives.volumes import bus_factor, normalize_kind
+from tierwise.errors import SpecError
+from tierwise.hierarchy import GroupSpan
+from tierwise.specs.cluster import Cluster
+from tierwise.specs.parameters import load_parameters
+
+__all__ = ["CollectiveCost", "collective_cost", "ALGORITHMS", "PROTOCOLS", "algorithms_for"]
+
+ALGORITHMS = ("ring", "tree", "hierarchical", "nvls", "direct", "fitted")
+PROTOCOLS = ("ll", "ll128", "simple", "-")
+_FOR_KIND = {
+    "all-reduce": ("ring", "tree", "hierarchical", "nvls"),
+    "reduce-scatter": ("ring", "hierarchical"),
+    "all-gather": ("ring", "hierarchical"),
+    "all-to-all": ("direct",),
+    "broadcast": ("ring",),
+    "send-recv": ("direct",),
+}
+
+
+def algorithms_for(kind: str) -> tuple[str, ...]:
+    """Algorithms tierwise models for ``kind`` (``auto`` chooses among them)."""
+    return _FOR_KIND[normalize_kind(kind)]
+
+
+@dataclass(frozen=True)
+class CollectiveCost:
+    """Result arrays (one shape): time, chosen algorithm/protocol codes, and bytes on each tier per rank."""
+
+    time_s: np.ndarray
+    algorithm: np.ndarray
+    """Index into :data:`ALGORITHMS`."""
+    protocol: np.ndarray
+    """Index into :data:`PROTOCOLS`."""
+    bytes_per_rank: np.ndarray
+    """Ring-equivalent bytes each rank sends (busbw factor x size)."""
+    scale_up_bytes: np.ndarray
+    """Bytes each rank sends over its scale-up (or host) links with the chosen algorithm."""
+    scale_out_bytes: np.ndarray
+    """Bytes each rank sends over its share of the NICs with the chosen algorithm."""
+
+
+def _mesh_ring_links(g):
+    g = np.asarray(g, dtype=float)
+    return np.where((g == 4) | (g == 6), g - 2, np.maximum(g - 1, 1))
+
+
+def _tier_rates(cluster: Cluster, span: GroupSpan, p):
+    """Achievable one-way rates per rank: (ring b_in, p2p b_in, b_out); and the inner link class."""
+    eff = {**p["link_efficiency"], **cluster.efficiency}
+    nl = span.ranks_per_domain
+    if cluster.scale_up_topology == "mesh":
+        per_link = cluster.scale_up_p2p_bytes_per_s * p["mesh_link_efficiency"]
+        b_ring = _mesh_ring_links(nl) * per_link
+        b_p2p = np.full(nl.shape, per_link)
+    else:
+        b_ring = np.full(nl.shape, cluster.scale_up_bytes_per_s * eff["scale_up"])
+        b_p2p = b_ring
+    host = cluster.host_bytes_per_s * eff["host"] if cluster.host_bytes_per_s else 0.0
+    out = cluster.scale_out_bytes_per_s * eff["scale_out"] / span.oversubscription
+    # groups that leave a scale-up domain inside one PCIe server cross the host link instead of NICs
+    b_out = np.where(span.tier == 2, host, out)
+    return b_ring, b_p2p, b_out
+
+
+def _protocol_cap(cluster: Cluster, span: GroupSpan, p, protocol: str):
+    """NCCL's per-generation bus-bandwidth cap for LL / LL128 (inf where none applies)."""
+    gen = cluster.accelerator.generation
+    if protocol == "ll" and gen in p["ll_max_busbw"]:
+        multi = p["ll_max_busbw_multi_node"]
+        return np.where(span.num_domains > 2, multi["more"],
+                        np.where(span.num_domains == 2, multi["two"], p["ll_max_busbw"][gen]))
+    if protocol == "ll128" and gen in p["ll128_per_channel_busbw"]:
+        return np.full(span.size.shape, p["ll128_per_channel_busbw"][gen] * p["simple_channels"])
+    return np.full(span.size.shape, np.inf)
+
+
+def _latencies(cluster: Cluster, span: GroupSpan, p, protocol: str, b_in, b_out):
+    """Per-step latency inside and between domains for one protocol (Simple adds its chunk time).
+
+    ``b_out`` is the rate the ring's inter-domain step runs at (the domain's NIC share, ``nl x b_out``).
+    """
+    extra = p["protocol_extra_step_latency"][protocol]
+    l_in = cluster.scale_up_latency_s + extra["nvlink"]
+    outer_is_host = span.tier == 2
+    l_out = np.where(outer_is_host, cluster.host_latency_s + extra["pci"], cluster.scale_out_latency_s + extra["net"])
+    if protocol == "simple":
+        per_chunk = p["simple_chunk_bytes"] * p["simple_channels"]
+        l_in = l_in + per_chunk / b_in
+        l_out = l_out + per_chunk / np.maximum(b_out, 1e-30)
+    return l_in, l_out
+
+
+def _candidates(kind: str, size, span: GroupSpan, cluster: Cluster, p, algorithms, gpus_per_process: int):
+    """Yield (algorithm, protocol, time array, scale-up bytes, scale-out bytes) for each candidate."""
+    n, nl, m = span.size.astype(float), span.ranks_per_domain.astype(float), span.num_domains.astype(float)
+    b_ring, b_p2p, b_out_bulk = _tier_rates(cluster, span, p)
+    launch = p["launch_overhead"] + (gpus_per_process - 1) * p["launch_overhead_per_extra_gpu"]
+    factor = bus_factor(kind, n) if kind != "send-recv" else np.ones_like(n)
+    for algo in algorithms:
+        if algo == "nvls":
+            if kind != "all-reduce" or not cluster.in_network_reduction:
+                continue
+            # (nl+1)/nl x S through each GPU's NVLink ports (sjeaugey, nccl-tests PR #239); between domains
+            # a double binary tree (NVLSTree), pipelined with it
+            # (pipelined, Simple protocol: each of the 1 + 2 log2(m) pipeline stages adds one chunk time)
+            b_nvls = cluster.scale_up_bytes_per_s * p["nvls_efficiency"]
+            b_tree = nl * b_out_bulk * p["tree_efficiency"]
+            egress = alpha_beta.tree_egress_factor(m)
+            intra = (nl + 1) / nl * size / b_nvls
+            inter = np.where(m > 1, egress * size / b_tree, 0.0)
+            depth = np.ceil(np.log2(np.maximum(m, 1)))
+            chunk = p["simple_chunk_bytes"] * p["simple_channels"]
+            fill = chunk / b_nvls + 2 * depth * chunk / b_tree
+            lat = (launch + p["nvls_latency"] + fill
+                   + 2 * depth * (cluster.scale_out_latency_s + p["nvls_tree_net_latency"]))
+            t = np.where((nl > 1) & (n > 1), lat + np.maximum(intra, inter), np.inf)
+            yield algo, "simple", t, (nl + 1) / nl * size, np.where(m > 1, egress * size / nl, 0.0)
+            continue
+        for proto in ("ll", "ll128", "simple"):
+            frac = p["protocol_bandwidth_fraction"][proto]
+            base = p["base_latency"][algo if algo in p["base_latency"] else "ring"][proto]
+            if algo == "direct":
+                b_in, b_out = b_p2p * frac, b_out_bulk * frac
+            else:
+                b_in, b_out = b_ring * frac, b_out_bulk * frac
+            if algo == "tree":
+                b_in, b_out = b_in * p["tree_efficiency"], b_out * p["tree_efficiency"]
+            if algo in ("ring", "tree"):
+                # a ring's rate is min(b_in, nl x b_out); capping both at the protocol's bus bandwidth caps it
+                cap = _protocol_cap(cluster, span, p, proto)
+                b_in, b_out = np.minimum(b_in, cap), np.minimum(b_out, cap / nl)
+            l_in, l_out = _latencies(cluster, span, p, proto, b_in, nl * b_out)
+            lat0 = launch + base
+            if algo == "ring":
+                t = alpha_beta.ring_time(kind, size, n, nl, b_in, b_out, l_in, l_out)
+                up = np.where(nl > 1, factor * size, 0.0)
+                out = np.where(m > 1, factor * size / nl, 0.0)
+            elif algo == "tree":
+                t = alpha_beta.tree_time(kind, size, n, nl, b_in, b_out, l_in, l_out)
+                up = np.where(nl > 1, 2.0 * size, 0.0)
+                out = np.where(m > 1, alpha_beta.tree_egress_factor(m) * size / nl, 0.0)
+            elif algo == "hierarchical":
+                if kind == "all-reduce":
+                    t = alpha_beta.hierarchical_time(kind, size, n, nl, b_in, b_out, l_in, l_out)
+                    up = 2 * (nl - 1) / nl * size
+                    out = 2 * (m - 1) / m * size / nl
+                else:
+                    t = alpha_beta.hierarchical_time(kind, size, n, nl, b_in, b_out, l_in, l_out)
+                    up = (nl - 1) / nl * size
+                    out = (m - 1) / m * size / nl
+                # a hierarchy with one level is just a ring; keep the ring as the name for that case
+                t = np.where((nl > 1) & (m > 1), t, np.inf)
+            elif kind == "send-recv":
+                # one transfer of S over the tier between the two ranks
+                inner = nl >= n
+                t = np.where(inner, size / b_in + l_in, size / np.maximum(b_out, 1e-30) + l_out)
+                up = np.where(inner, size, 0.0)
+                out = np.where(inner, 0.0, size)
+            else:  # direct all-to-all
+                t = alpha_beta.direct_all_to_all_time(size, n, nl, b_in, b_out, l_in, l_out)
+                up = (nl - 1) * size / n
+                out = (n - nl) * size / n
+            yield algo, proto, np.where(n > 1, lat0 + t, 0.0), up, out
+
+
+def _fitted_time(kind: str, size, span: GroupSpan, cluster: Cluster):
+    """Time from ``tierwise calibrate`` regimes for the tier the group bottlenecks on, else None.
+
+    Each regime is a line ``latency_s + size x bus_factor / busbw``; the time is the minimum over the
+    regimes covering ``size`` (NCCL's minimum over protocols). The latency was fitted for ``num_ranks``
+    ranks; for other group sizes it is scaled by the ratio of ring steps ((n-1) against (n_fit-1)).
+    """
+    n = span.size.astype(float)
+    tier_of = np.where(span.tier == 3, "scale_out", np.where(span.tier == 2, "host", "scale_up"))
+    result = np.full(np.broadcast(size, n).shape, np.nan)
+    for tier_name, fit in cluster.fitted.items():
+        mask = (tier_of == tier_name) & (n > 1)
+        if not np.any(mask):
+            continue
+        best = np.full(result.shape, np.inf)
+        for reg in fit.regimes:
+            scale = (n - 1) / max(fit.num_ranks - 1, 1)
+            t = reg.latency_s * scale + size * bus_factor(kind, n) / reg.busbw_bytes_per_s
+            ok = (size >= reg.min_bytes) & (size <= reg.max_bytes)
+            best = np.where(ok, np.minimum(best, t), best)
+        # a size outside every regime's range falls back to the closest line (the largest one)
+        best = np.where(np.isinf(best), fit.regimes[-1].latency_s + size * bus_factor(kind, n)
+                        / fit.regimes[-1].busbw_bytes_per_s, best)
+        result = np.where(mask, best, result)
+    return result
+
+
+def collective_cost(kind: str, size_bytes, span: GroupSpan, cluster: Cluster, algorithm: str = "auto",
+                    gpus_per_process: int = 1) -> CollectiveCost:
+    """Time of ``kind`` over the groups in ``span``, choosing the fastest algorithm and protocol.
+
+    ``size_bytes`` follows nccl-tests (the whole buffer); see :mod:`tierwise.collectives.volumes`.
+    ``gpus_per_process`` > 1 models one process driving several GPUs (nccl-tests ``-g 8``): their kernel
+    launches are serialized. Training frameworks run one process per GPU (the default).
+    """
+    kind = normalize_kind(kind)
+    p = load_parameters().collectives
+    size = np.asarray(size_bytes, dtype=float)
+    allowed = _FOR_KIND[kind]
+    if algorithm == "auto":
+        algorithms = allowed
+    elif algorithm in allowed:
+        algorithms = (algorithm,)
+    else:
+        raise SpecError(f"algorithm {algorithm!r} does not exist for {kind} in tierwise; use auto or one of "
+                        f"{', '.join(allowed)}")
+    shape = np.broadcast(size, span.size).shape
+    best_t = np.full(shape, np.inf)
+    best_a = np.zeros(shape, dtype=np.int8)
+    best_p = np.zeros(shape, dtype=np.int8)
+    best_up = np.zeros(shape)
+    best_out = np.zeros(shape)
+    for algo, proto, t, up, out in _candidates(kind, size, span, cluster, p, algorithms, gpus_per_process):
+        t = np.broadcast_to(t, shape)
+        better = t < best_t
+        best_t = np.where(better, t, best_t)
+        best_a = np.where(better, ALGORITHMS.index(algo), best_a)
+        best_p = np.where(better, PROTOCOLS.index(proto), best_p)
+        best_up = np.where(better, np.broadcast_to(up, shape), best_up)
+        best_out = np.where(better, np.broadcast_to(out, shape), best_out)
+    if algorithm == "auto" and cluster.fitted:
+        fitted = np.broadcast_to(_fitted_time(kind, size, span, cluster), shape)
+        use = ~np.isnan(fitted)
+        best_t = np.where(use, fitted, best_t)
+        best_a = np.where(use, ALGORITHMS.index("fitted"), best_a)
+        best_p = np.where(use, PROTOCOLS.index("-"), best_p)
+    if algorithm != "auto" and np.any(np.isinf(best_t) & (span.size > 1)):
+        raise SpecError(
+            f"algorithm {algorithm!r} cannot run here (nvls needs in-switch reduction and a group of >= 2 ranks per "
+            "scale-up domain; hierarchical needs >= 2 ranks per domain and >= 2 domains); use --algorithm auto"
+        )
+    n = span.size.astype(float)
+    factor = bus_factor(kind, n) if kind != "send-recv" else np.ones_like(n)
+    best_t = np.where(np.broadcast_to(n, shape) > 1, best_t, 0.0)
+    return CollectiveCost(time_s=best_t, algorithm=best_a, protocol=best_p,
+                          bytes_per_rank=np.broadcast_to(factor * size, shape),
+                          scale_up_bytes=best_up, scale_out_bytes=best_out)
