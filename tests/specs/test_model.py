@@ -343,3 +343,11 @@ def test_bad_values_give_one_line_errors_naming_the_value(change, message):
 def test_not_a_mapping():
     with pytest.raises(SpecError, match="must be a mapping"):
         model_from_mapping([1, 2], origin="x")  # type: ignore[arg-type]
+
+
+def test_hf_name_defaults_to_the_file_or_folder(tmp_path):
+    assert load_model(str(HF_DIR / "Llama-3.1-8B.config.json")).name == "Llama-3.1-8B"
+    folder = tmp_path / "Qwen3-30B-A3B"
+    folder.mkdir()
+    (folder / "config.json").write_text((HF_DIR / "Qwen3-30B-A3B.config.json").read_text())
+    assert load_model(folder / "config.json").name == "Qwen3-30B-A3B"

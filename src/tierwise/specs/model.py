@@ -497,10 +497,10 @@ def _hf_deepseek(cfg: Mapping[str, Any], arch: str) -> dict[str, Any]:
 
 def _hf_gpt_oss(cfg: Mapping[str, Any], arch: str) -> dict[str, Any]:
     out = _hf_common(cfg, arch, tied_default=False)
-    top_k = cfg.get("num_experts_per_tok") or cfg.get("experts_per_token")
+    # the released config.json carries both spellings of each key; transformers reads the first
     out["moe"] = {
         "num_experts": cfg.get("num_local_experts") or _hf_get(cfg, "num_experts", arch),
-        "top_k": top_k if top_k else _hf_get(cfg, "num_experts_per_tok", arch),
+        "top_k": cfg.get("num_experts_per_tok") or _hf_get(cfg, "experts_per_token", arch),
         "ffn_hidden_size": out["ffn_hidden_size"],
     }
     return out
@@ -614,7 +614,9 @@ def model_from_hf_config(path_or_dict: str | Path | Mapping[str, Any], *, name: 
     else:
         path = Path(path_or_dict)
         cfg, where = _read_json(path), str(path)
+        # ".../Llama-3.1-8B/config.json" -> "Llama-3.1-8B"; "Llama-3.1-8B.config.json" -> "Llama-3.1-8B"
         default_name = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
+        default_name = default_name.removesuffix(".config")
         if not isinstance(cfg, Mapping):
             raise SpecError(f"{where} does not hold a JSON object; is it a config.json?")
     arch, reader = _hf_reader(cfg, where)
