@@ -1,0 +1,671 @@
+"""Model specs: the shape of a decoder-only transformer, as the workload formulas need it.
+
+A model comes from one of three places, all ending in the same frozen :class:`ModelSpec`:
+
+* a catalog name (``specs/catalog/models.yaml``, every entry with its ``source``);
+* an inline mapping with the same keys (a scenario's ``model:``, or a ``.yaml`` file);
+* a Hugging Face ``config.json`` (:func:`model_from_hf_config`).
+
+:func:`load_model` accepts any of them. Every malformed input raises a one-line :class:`SpecError`
+(or :class:`CatalogError` for an unknown name) that names the value and the fix.
+
+Inline keys (the issue's contract)::
+
+    num_layers, hidden_size, ffn_hidden_size, num_attention_heads, num_kv_heads, head_dim, vocab_size,
+    gated_mlp, tied_embeddings, sliding_window, sliding_window_layers, params_b, display_name, source,
+    notes, moe: {num_experts, top_k, ffn_hidden_size, shared_experts, shared_ffn_hidden_size,
+                 first_dense_layers, layer_freq},
+    mla: {q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim}
+
+Under ``moe``, ``ffn_hidden_size`` is one routed expert's MLP width; the top-level ``ffn_hidden_size`` is
+the dense layers' MLP width.
+
+>>> m = model_from_mapping({"num_layers": 2, "hidden_size": 64, "ffn_hidden_size": 256,
+...                         "num_attention_heads": 4, "vocab_size": 100, "gated_mlp": False},
+...                        origin="example")
+>>> m.num_kv_heads, m.head_dim, m.num_dense_layers
+(4, 16, 2)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tierwise.errors import SpecError, did_you_mean
+
+__all__ = [
+    "MoESpec",
+    "MLASpec",
+    "ModelSpec",
+    "model_from_mapping",
+    "model_from_hf_config",
+    "load_model",
+    "HF_ARCHITECTURES",
+]
+
+
+# --------------------------------------------------------------------------------------------------
+# spec types
+
+
+def _positive(owner: str, name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise SpecError(f"{owner}: {name}={value!r} must be a positive integer")
+
+
+def _non_negative(owner: str, name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise SpecError(f"{owner}: {name}={value!r} must be an integer >= 0")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MoESpec:
+    """The mixture-of-experts part of a model (routed experts, optional shared experts, layer pattern)."""
+
+    num_experts: int
+    """Routed experts per MoE layer."""
+    top_k: int
+    """Routed experts each token is sent to."""
+    ffn_hidden_size: int
+    """MLP intermediate width of one routed expert."""
+    shared_experts: int = 0
+    """Always-on shared experts per MoE layer (DeepSeek-V3: 1)."""
+    shared_ffn_hidden_size: int | None = None
+    """MLP intermediate width of one shared expert; ``None`` on input means ``ffn_hidden_size`` and is
+    resolved on construction, so it is always an int afterwards."""
+    first_dense_layers: int = 0
+    """Leading dense (non-MoE) layers (DeepSeek-V3: 3)."""
+    layer_freq: int = 1
+    """After ``first_dense_layers``, every ``layer_freq``-th layer is MoE, the others dense: with
+    ``j`` counted from 0 after the leading dense layers, layer ``j`` is MoE when ``(j + 1) % layer_freq == 0``
+    (Hugging Face's ``decoder_sparse_step`` convention; 1 = every layer)."""
+
+    def __post_init__(self) -> None:
+        owner = "moe"
+        for name in ("num_experts", "top_k", "ffn_hidden_size", "layer_freq"):
+            _positive(owner, name, getattr(self, name))
+        for name in ("shared_experts", "first_dense_layers"):
+            _non_negative(owner, name, getattr(self, name))
+        if self.shared_ffn_hidden_size is None:
+            object.__setattr__(self, "shared_ffn_hidden_size", self.ffn_hidden_size)
+        _positive(owner, "shared_ffn_hidden_size", self.shared_ffn_hidden_size)
+        if self.top_k > self.num_experts:
+            raise SpecError(
+                f"moe: top_k={self.top_k} exceeds num_experts={self.num_experts}; "
+                f"a token can be routed to at most {self.num_experts} experts"
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class MLASpec:
+    """DeepSeek multi-head latent attention (DeepSeek-V2 paper, arXiv 2405.04434, Sec. 2.1).
+
+    Queries: ``h -> q_lora_rank -> heads * (qk_nope_head_dim + qk_rope_head_dim)`` (a direct
+    ``h -> heads * (nope + rope)`` projection when ``q_lora_rank`` is ``None``). Keys and values: ``h ->
+    kv_lora_rank`` (the cached latent) plus a shared ``qk_rope_head_dim`` rotary key, then ``kv_lora_rank ->
+    heads * (qk_nope_head_dim + v_head_dim)``. Output: ``heads * v_head_dim -> h``.
+    """
+
+    q_lora_rank: int | None
+    """Rank of the query down-projection; ``None`` = no query compression (DeepSeek-V2-Lite)."""
+    kv_lora_rank: int
+    """Rank of the joint key-value latent."""
+    qk_nope_head_dim: int
+    """Per-head query/key width without rotary embedding."""
+    qk_rope_head_dim: int
+    """Per-head query/key width that carries the rotary embedding (the key part is shared by all heads)."""
+    v_head_dim: int
+    """Per-head value width."""
+
+    def __post_init__(self) -> None:
+        if self.q_lora_rank is not None:
+            _positive("mla", "q_lora_rank", self.q_lora_rank)
+        for name in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"):
+            _positive("mla", name, getattr(self, name))
+
+    @property
+    def qk_head_dim(self) -> int:
+        """Width of one head's query-key dot product: ``qk_nope_head_dim + qk_rope_head_dim``."""
+        return self.qk_nope_head_dim + self.qk_rope_head_dim
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSpec:
+    """A decoder-only transformer: the dimensions FLOP, memory and traffic formulas read.
+
+    Every layer has attention and an MLP; with ``moe`` set, some layers' MLP is a mixture of experts
+    (see :attr:`moe_layer_mask`). Biases, learned position embeddings and norms' shapes are not modelled
+    separately (they are a fraction of a percent of parameters and FLOPs).
+    """
+
+    name: str
+    """Catalog name (lowercase, hyphens) or a name given by the user."""
+    num_layers: int
+    """Transformer layers (decoder blocks)."""
+    hidden_size: int
+    """Model width ``h``."""
+    ffn_hidden_size: int
+    """Dense layers' MLP intermediate width."""
+    num_attention_heads: int
+    """Query heads."""
+    num_kv_heads: int
+    """Key/value heads (= ``num_attention_heads`` for multi-head attention, fewer for GQA/MQA)."""
+    head_dim: int = 0
+    """Per-head width; 0 on input means ``hidden_size // num_attention_heads``, resolved on construction.
+    With ``mla`` set it is the query-key width ``qk_nope_head_dim + qk_rope_head_dim``."""
+    vocab_size: int
+    """Vocabulary size as the embedding table holds it (padded, where the framework pads)."""
+    gated_mlp: bool
+    """True for SwiGLU/GeGLU (three matrices: gate, up, down), False for GeLU/ReLU^2 (two: up, down)."""
+    tied_embeddings: bool = False
+    """Whether the output projection shares the input embedding's weights."""
+    moe: MoESpec | None = None
+    """Mixture-of-experts part, or None for a dense model."""
+    mla: MLASpec | None = None
+    """Multi-head latent attention dimensions, or None for standard (GQA/MHA) attention."""
+    sliding_window: int | None = None
+    """Window (tokens) of the sliding-window attention layers (GPT-OSS: 128), None without any."""
+    sliding_window_layers: int = 0
+    """How many layers use the sliding window (GPT-OSS-120B: 18 of 36, alternating)."""
+    params_b: float | None = None
+    """Published parameter count in billions, for reference and tests."""
+    display_name: str = ""
+    """Human-readable name; defaults to ``name``."""
+    source: str = ""
+    """Where the values come from (paper section, config.json URL)."""
+    notes: str = ""
+    """Caveats: simplifications, ambiguities, which source won where sources disagree."""
+
+    def __post_init__(self) -> None:
+        owner = f"model {self.name!r}"
+        for name in ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
+                     "num_kv_heads", "vocab_size"):
+            _positive(owner, name, getattr(self, name))
+        if self.head_dim == 0:
+            if self.hidden_size % self.num_attention_heads:
+                raise SpecError(
+                    f"{owner}: hidden_size={self.hidden_size} is not a multiple of "
+                    f"num_attention_heads={self.num_attention_heads}; give head_dim explicitly"
+                )
+            object.__setattr__(self, "head_dim", self.hidden_size // self.num_attention_heads)
+        _positive(owner, "head_dim", self.head_dim)
+        if self.num_attention_heads % self.num_kv_heads:
+            divisors = [d for d in range(1, self.num_attention_heads + 1) if self.num_attention_heads % d == 0]
+            raise SpecError(
+                f"{owner}: num_attention_heads={self.num_attention_heads} is not a multiple of "
+                f"num_kv_heads={self.num_kv_heads}; use num_kv_heads in {{{', '.join(map(str, divisors))}}}"
+            )
+        self._check_flags(owner)
+        self._check_moe(owner)
+        self._check_sliding_window(owner)
+        if self.params_b is not None and (
+            isinstance(self.params_b, bool) or not isinstance(self.params_b, int | float) or self.params_b <= 0
+        ):
+            raise SpecError(f"{owner}: params_b={self.params_b!r} must be a positive number (billions)")
+        if not self.display_name:
+            object.__setattr__(self, "display_name", self.name)
+
+    def _check_flags(self, owner: str) -> None:
+        for name in ("gated_mlp", "tied_embeddings"):
+            if not isinstance(getattr(self, name), bool):
+                raise SpecError(f"{owner}: {name}={getattr(self, name)!r} must be true or false")
+        for name in ("name", "display_name", "source", "notes"):
+            if not isinstance(getattr(self, name), str):
+                raise SpecError(f"{owner}: {name}={getattr(self, name)!r} must be a string")
+
+    def _check_moe(self, owner: str) -> None:
+        if self.moe is None:
+            return
+        if self.moe.first_dense_layers >= self.num_layers:
+            raise SpecError(
+                f"{owner}: moe.first_dense_layers={self.moe.first_dense_layers} leaves no MoE layer of "
+                f"num_layers={self.num_layers}; use first_dense_layers < {self.num_layers}, or drop moe"
+            )
+        if self.num_moe_layers == 0:
+            raise SpecError(
+                f"{owner}: moe.layer_freq={self.moe.layer_freq} leaves no MoE layer among the "
+                f"{self.num_layers - self.moe.first_dense_layers} layers after the dense ones; lower layer_freq"
+            )
+
+    def _check_sliding_window(self, owner: str) -> None:
+        if self.sliding_window is not None:
+            _positive(owner, "sliding_window", self.sliding_window)
+        _non_negative(owner, "sliding_window_layers", self.sliding_window_layers)
+        if self.sliding_window_layers > self.num_layers:
+            raise SpecError(
+                f"{owner}: sliding_window_layers={self.sliding_window_layers} exceeds "
+                f"num_layers={self.num_layers}"
+            )
+        if self.sliding_window_layers and self.sliding_window is None:
+            raise SpecError(
+                f"{owner}: sliding_window_layers={self.sliding_window_layers} needs sliding_window "
+                f"(the window size in tokens)"
+            )
+
+    # derived values -------------------------------------------------------------------------------
+
+    @property
+    def is_moe(self) -> bool:
+        """Whether some layers are mixture-of-experts layers."""
+        return self.moe is not None
+
+    @property
+    def moe_layer_mask(self) -> tuple[bool, ...]:
+        """Per layer (0 .. num_layers-1), whether its MLP is an MoE layer.
+
+        Layer ``i`` is MoE when ``i >= first_dense_layers`` and ``(i - first_dense_layers + 1) %
+        layer_freq == 0``; all False for a dense model. Pipeline stages slice this to count their layers.
+        """
+        if self.moe is None:
+            return (False,) * self.num_layers
+        first, freq = self.moe.first_dense_layers, self.moe.layer_freq
+        return tuple(i >= first and (i - first + 1) % freq == 0 for i in range(self.num_layers))
+
+    @property
+    def num_moe_layers(self) -> int:
+        """Layers whose MLP is a mixture of experts."""
+        return sum(self.moe_layer_mask)
+
+    @property
+    def num_dense_layers(self) -> int:
+        """Layers with a dense MLP of width ``ffn_hidden_size``."""
+        return self.num_layers - self.num_moe_layers
+
+    @property
+    def kv_channels(self) -> int:
+        """Width of the key (and of the value) projection output: ``num_kv_heads * head_dim``."""
+        return self.num_kv_heads * self.head_dim
+
+    @property
+    def q_channels(self) -> int:
+        """Width of the query projection output: ``num_attention_heads * head_dim``."""
+        return self.num_attention_heads * self.head_dim
+
+
+# --------------------------------------------------------------------------------------------------
+# inline mappings and catalog entries
+
+_MODEL_FIELDS = tuple(f.name for f in dataclasses.fields(ModelSpec))
+_MOE_FIELDS = tuple(f.name for f in dataclasses.fields(MoESpec))
+_MLA_FIELDS = tuple(f.name for f in dataclasses.fields(MLASpec))
+_REQUIRED = ("num_layers", "hidden_size", "num_attention_heads", "vocab_size", "gated_mlp")
+_MOE_REQUIRED = ("num_experts", "top_k", "ffn_hidden_size")
+_MLA_REQUIRED = _MLA_FIELDS
+
+
+def _check_keys(data: Mapping[str, Any], valid: tuple[str, ...], where: str, prefix: str = "") -> None:
+    for key in data:
+        if key not in valid:
+            raise SpecError(
+                f"unknown model key {prefix + str(key)!r} in {where}{did_you_mean(str(key), list(valid))}; "
+                f"valid keys{' under ' + prefix.rstrip('.') if prefix else ''}: {', '.join(valid)}"
+            )
+
+
+def _check_required(data: Mapping[str, Any], required: tuple[str, ...], where: str, prefix: str = "") -> None:
+    missing = [k for k in required if k not in data]
+    if missing:
+        raise SpecError(
+            f"model in {where} is missing required key{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(prefix + k for k in missing)}; add {'them' if len(missing) > 1 else 'it'}"
+        )
+
+
+def _sub_mapping(data: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any] | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise SpecError(f"model key {key!r} in {where} must be a mapping of keys, not {value!r}")
+    return value
+
+
+def model_from_mapping(data: Mapping[str, Any], *, origin: str) -> ModelSpec:
+    """Build a :class:`ModelSpec` from an inline mapping or a catalog entry.
+
+    ``origin`` says where the mapping came from ("catalog model 'llama3.1-8b'", a file path, "scenario
+    model"); every error names it. Defaults: ``num_kv_heads`` = ``num_attention_heads``, ``head_dim`` =
+    ``hidden_size // num_attention_heads``, ``ffn_hidden_size`` = ``moe.ffn_hidden_size`` when the model has
+    no dense layer (it is required otherwise), ``name`` = ``"custom"``.
+    """
+    if not isinstance(data, Mapping):
+        raise SpecError(f"model in {origin} must be a mapping of keys (num_layers, hidden_size, ...), not {data!r}")
+    _check_keys(data, _MODEL_FIELDS, origin)
+    _check_required(data, _REQUIRED, origin)
+    kwargs: dict[str, Any] = {k: v for k, v in data.items() if k not in ("moe", "mla")}
+    moe_data = _sub_mapping(data, "moe", origin)
+    mla_data = _sub_mapping(data, "mla", origin)
+    try:
+        if moe_data is not None:
+            _check_keys(moe_data, _MOE_FIELDS, origin, prefix="moe.")
+            _check_required(moe_data, _MOE_REQUIRED, origin, prefix="moe.")
+            kwargs["moe"] = MoESpec(**moe_data)
+        if mla_data is not None:
+            _check_keys(mla_data, _MLA_FIELDS, origin, prefix="mla.")
+            _check_required(mla_data, _MLA_REQUIRED, origin, prefix="mla.")
+            kwargs["mla"] = MLASpec(**mla_data)
+        kwargs.setdefault("name", "custom")
+        kwargs.setdefault("num_kv_heads", kwargs.get("num_attention_heads"))
+        if "ffn_hidden_size" not in kwargs:
+            moe = kwargs.get("moe")
+            if moe is None or moe.first_dense_layers > 0 or moe.layer_freq > 1:
+                raise SpecError(
+                    f"model in {origin} is missing required key ffn_hidden_size (the dense layers' MLP "
+                    f"width); add it"
+                )
+            kwargs["ffn_hidden_size"] = moe.ffn_hidden_size
+        if kwargs.get("head_dim") == 0:
+            raise SpecError("head_dim=0 must be a positive integer")
+        return ModelSpec(**kwargs)
+    except SpecError as exc:
+        message = str(exc)
+        if origin in message:
+            raise
+        owner = f"model {kwargs.get('name')!r}: "
+        if message.startswith(owner):
+            message = message[len(owner):]
+        raise SpecError(f"{origin}: {message}") from None
+
+
+# --------------------------------------------------------------------------------------------------
+# Hugging Face config.json
+
+
+def _hf_get(cfg: Mapping[str, Any], key: str, arch: str, default: Any = ...) -> Any:
+    value = cfg.get(key, default)
+    if value is ...:
+        raise SpecError(f"Hugging Face config ({arch}) has no {key!r}; is this a complete config.json?")
+    return value
+
+
+def _hf_common(cfg: Mapping[str, Any], arch: str, *, tied_default: bool) -> dict[str, Any]:
+    """Keys shared by the Llama-style configs (Llama, Mistral, Qwen, Mixtral, DeepSeek, GPT-OSS, Nemotron)."""
+    heads = _hf_get(cfg, "num_attention_heads", arch)
+    out = {
+        "num_layers": _hf_get(cfg, "num_hidden_layers", arch),
+        "hidden_size": _hf_get(cfg, "hidden_size", arch),
+        "ffn_hidden_size": _hf_get(cfg, "intermediate_size", arch),
+        "num_attention_heads": heads,
+        "num_kv_heads": cfg.get("num_key_value_heads") or heads,
+        "vocab_size": _hf_get(cfg, "vocab_size", arch),
+        "tied_embeddings": bool(cfg.get("tie_word_embeddings", tied_default)),
+        "gated_mlp": True,
+    }
+    if cfg.get("head_dim"):
+        out["head_dim"] = cfg["head_dim"]
+    out.update(_hf_sliding_window(cfg, out["num_layers"]))
+    return out
+
+
+def _hf_sliding_window(cfg: Mapping[str, Any], num_layers: int) -> dict[str, Any]:
+    """Sliding-window layers: ``layer_types`` when given, else Mistral's all-layer window, else Qwen2's
+    ``use_sliding_window`` (layers from ``max_window_layers`` on use the window)."""
+    window = cfg.get("sliding_window")
+    layer_types = cfg.get("layer_types")
+    if isinstance(layer_types, list) and layer_types:
+        count = sum(1 for t in layer_types if t == "sliding_attention")
+    elif "use_sliding_window" in cfg:
+        start = cfg.get("max_window_layers", num_layers)
+        count = max(0, num_layers - start) if cfg.get("use_sliding_window") else 0
+    else:
+        count = num_layers if window else 0
+    if not window or not count:
+        return {}
+    return {"sliding_window": window, "sliding_window_layers": count}
+
+
+def _hf_llama(cfg: Mapping[str, Any], arch: str) -> dict[str, Any]:
+    return _hf_common(cfg, arch, tied_default=False)
+
+
+def _hf_mixtral(cfg: Mapping[str, Any], arch: str) -> dict[str, Any]:
+    out = _hf_common(cfg, arch, tied_default=False)
+    out["moe"] = {
+        "num_experts": _hf_get(cfg, "num_local_experts", arch),
+        "top_k": _hf_get(cfg, "num_experts_per_tok", arch),
+        "ffn_hidden_size": out["ffn_hidden_size"],
+    }
+    return out
+
+
+def _hf_qwen_moe(cfg: Mapping[str, Any], arch: str) -> dict[str, Any]:
+    out = _hf_common(cfg, arch, tied_default=False)
+    num_layers = out["num_layers"]
+    dense = sorted(cfg.get("mlp_only_layers") or [])
+    if dense != list(range(len(dense))):
+        raise SpecError(
+            f"Hugging Face config ({arch}): mlp_only_layers={dense} are not the leading layers; tierwise "
+            f"models dense layers as a leading block (first_dense_layers), give the model inline instead"
+        )
+    moe = {
+        "num_experts": _hf_get(cfg, "num_experts", arch),
+        "top_k": _hf_get(cfg, "num_experts_per_tok", arch),
+        "ffn_hidden_size": _hf_get(cfg, "moe_intermediate_size", arch),
+        "first_dense_layers": len(dense),
+        "layer_freq": cfg.get("decoder_sparse_step", 1) or 1,
+    }
+    if dense and moe["layer_freq"] != 1:
+        raise SpecError(
+            f"Hugging Face config ({arch}): mlp_only_layers together with decoder_sparse_step="
+            f"{moe['layer_freq']} is not supported; give the model inline instead"
+        )
+    shared = cfg.get("shared_expert_intermediate_size")  # Qwen2-MoE: one shared expert of this width
+    if shared:
+        moe["shared_experts"] = 1
+        moe["shared_ffn_hidden_size"] = shared
+    if moe["first_dense_layers"] >= num_layers:
+        raise SpecError(f"Hugging Face config ({arch}): every layer is in mlp_only_layers; it is not an MoE model")
+    out["moe"] = moe
+    return out
+
+
+def _hf_deepseek(cfg: Mapping[str, Any], arch: str) -> dict[str, Any]:
+    out = _hf_common(cfg, arch, tied_default=False)
+    freq = cfg.get("moe_layer_freq", 1)
+    if freq != 1:
+        # DeepSeek counts its frequency from layer 0 (layer_idx % freq == 0), ours after the dense block.
+        raise SpecError(
+            f"Hugging Face config ({arch}): moe_layer_freq={freq} is not supported (only 1); give the model "
+            f"inline with moe.first_dense_layers and moe.layer_freq"
+        )
+    moe_ffn = _hf_get(cfg, "moe_intermediate_size", arch)
+    out["moe"] = {
+        "num_experts": _hf_get(cfg, "n_routed_experts", arch),
+        "top_k": _hf_get(cfg, "num_experts_per_tok", arch),
+        "ffn_hidden_size": moe_ffn,
+        "shared_experts": cfg.get("n_shared_experts") or 0,
+        "shared_ffn_hidden_size": moe_ffn,
+        "first_dense_layers": cfg.get("first_k_dense_replace", 0) or 0,
+    }
+    mla = {
+        "q_lora_rank": cfg.get("q_lora_rank"),
+        "kv_lora_rank": _hf_get(cfg, "kv_lora_rank", arch),
+        "qk_nope_head_dim": _hf_get(cfg, "qk_nope_head_dim", arch),
+        "qk_rope_head_dim": _hf_get(cfg, "qk_rope_head_dim", arch),
+        "v_head_dim": _hf_get(cfg, "v_head_dim", arch),
+    }
+    out["mla"] = mla
+    # transformers' DeepseekV3Config sets head_dim = qk_rope_head_dim; the query-key width is nope + rope.
+    out["head_dim"] = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
+    return out
+
+
+def _hf_gpt_oss(cfg: Mapping[str, Any], arch: str) -> dict[str, Any]:
+    out = _hf_common(cfg, arch, tied_default=False)
+    # the released config.json carries both spellings of each key; transformers reads the first
+    out["moe"] = {
+        "num_experts": cfg.get("num_local_experts") or _hf_get(cfg, "num_experts", arch),
+        "top_k": cfg.get("num_experts_per_tok") or _hf_get(cfg, "experts_per_token", arch),
+        "ffn_hidden_size": out["ffn_hidden_size"],
+    }
+    return out
+
+
+def _hf_nemotron(cfg: Mapping[str, Any], arch: str) -> dict[str, Any]:
+    out = _hf_common(cfg, arch, tied_default=False)
+    out["gated_mlp"] = False  # Nemotron's MLP is up -> squared ReLU -> down, no gate
+    return out
+
+
+def _hf_mpt(cfg: Mapping[str, Any], arch: str) -> dict[str, Any]:
+    d_model = _hf_get(cfg, "d_model", arch)
+    ratio = cfg.get("expansion_ratio") or (cfg.get("ffn_config") or {}).get("expansion_ratio") or 4
+    ffn = d_model * ratio
+    if ffn != int(ffn):
+        raise SpecError(f"Hugging Face config ({arch}): d_model * expansion_ratio = {ffn} is not an integer")
+    return {
+        "num_layers": _hf_get(cfg, "n_layers", arch),
+        "hidden_size": d_model,
+        "ffn_hidden_size": int(ffn),
+        "num_attention_heads": _hf_get(cfg, "n_heads", arch),
+        "num_kv_heads": (cfg.get("attn_config") or {}).get("kv_n_heads") or cfg["n_heads"],
+        "vocab_size": _hf_get(cfg, "vocab_size", arch),
+        "gated_mlp": False,
+        "tied_embeddings": True,  # MPT's output layer reuses the token embedding
+    }
+
+
+def _hf_gpt2(cfg: Mapping[str, Any], arch: str) -> dict[str, Any]:
+    n_embd = _hf_get(cfg, "n_embd", arch)
+    heads = _hf_get(cfg, "n_head", arch)
+    return {
+        "num_layers": _hf_get(cfg, "n_layer", arch),
+        "hidden_size": n_embd,
+        "ffn_hidden_size": cfg.get("n_inner") or 4 * n_embd,
+        "num_attention_heads": heads,
+        "num_kv_heads": heads,
+        "vocab_size": _hf_get(cfg, "vocab_size", arch),
+        "gated_mlp": False,
+        "tied_embeddings": bool(cfg.get("tie_word_embeddings", True)),
+    }
+
+
+def _hf_gpt_neox(cfg: Mapping[str, Any], arch: str) -> dict[str, Any]:
+    out = _hf_common(cfg, arch, tied_default=False)
+    out["gated_mlp"] = False
+    return out
+
+
+# architecture class name (config "architectures") and model_type -> reader
+HF_ARCHITECTURES: dict[str, tuple[str, Any]] = {
+    "LlamaForCausalLM": ("llama", _hf_llama),
+    "MistralForCausalLM": ("mistral", _hf_llama),
+    "Qwen2ForCausalLM": ("qwen2", _hf_llama),
+    "Qwen3ForCausalLM": ("qwen3", _hf_llama),
+    "MixtralForCausalLM": ("mixtral", _hf_mixtral),
+    "Qwen2MoeForCausalLM": ("qwen2_moe", _hf_qwen_moe),
+    "Qwen3MoeForCausalLM": ("qwen3_moe", _hf_qwen_moe),
+    "DeepseekV2ForCausalLM": ("deepseek_v2", _hf_deepseek),
+    "DeepseekV3ForCausalLM": ("deepseek_v3", _hf_deepseek),
+    "GptOssForCausalLM": ("gpt_oss", _hf_gpt_oss),
+    "MptForCausalLM": ("mpt", _hf_mpt),
+    "GPT2LMHeadModel": ("gpt2", _hf_gpt2),
+    "GPTNeoXForCausalLM": ("gpt_neox", _hf_gpt_neox),
+    "NemotronForCausalLM": ("nemotron", _hf_nemotron),
+}
+_HF_BY_MODEL_TYPE = {model_type: (arch, reader) for arch, (model_type, reader) in HF_ARCHITECTURES.items()}
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise SpecError(f"file {str(path)!r} does not exist; check the path") from None
+    except OSError as exc:
+        raise SpecError(f"cannot read {str(path)!r}: {exc.strerror}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SpecError(
+            f"malformed JSON in {path}, line {exc.lineno}, column {exc.colno}: {exc.msg}; fix the syntax there"
+        ) from None
+
+
+def _hf_reader(cfg: Mapping[str, Any], where: str) -> tuple[str, Any]:
+    archs = cfg.get("architectures") or []
+    for arch in archs if isinstance(archs, list) else [archs]:
+        if arch in HF_ARCHITECTURES:
+            return arch, HF_ARCHITECTURES[arch][1]
+    model_type = cfg.get("model_type")
+    if model_type in _HF_BY_MODEL_TYPE:
+        return _HF_BY_MODEL_TYPE[model_type]
+    got = archs or model_type
+    raise SpecError(
+        f"unsupported Hugging Face architecture {got!r} in {where}; supported: "
+        f"{', '.join(HF_ARCHITECTURES)} (or describe the model inline with num_layers, hidden_size, ...)"
+    )
+
+
+def model_from_hf_config(path_or_dict: str | Path | Mapping[str, Any], *, name: str | None = None) -> ModelSpec:
+    """Build a :class:`ModelSpec` from a Hugging Face ``config.json`` (a path or the parsed dict).
+
+    The architecture is read from ``architectures`` (else ``model_type``); see :data:`HF_ARCHITECTURES`.
+    Name defaults to the config's ``_name_or_path``, else the folder holding ``config.json``, else the
+    file's stem. Attention biases, GPT-OSS attention sinks and learned position embeddings are dropped
+    (a fraction of a percent of the parameters).
+    """
+    if isinstance(path_or_dict, Mapping):
+        cfg, where, default_name = path_or_dict, "Hugging Face config", "hf-model"
+    else:
+        path = Path(path_or_dict)
+        cfg, where = _read_json(path), str(path)
+        # ".../Llama-3.1-8B/config.json" -> "Llama-3.1-8B"; "Llama-3.1-8B.config.json" -> "Llama-3.1-8B"
+        default_name = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
+        default_name = default_name.removesuffix(".config")
+        if not isinstance(cfg, Mapping):
+            raise SpecError(f"{where} does not hold a JSON object; is it a config.json?")
+    arch, reader = _hf_reader(cfg, where)
+    values = reader(cfg, arch)
+    values["name"] = name or str(cfg.get("_name_or_path") or default_name)
+    values["source"] = f"Hugging Face config.json ({arch}): {where}"
+    return model_from_mapping(values, origin=where)
+
+
+# --------------------------------------------------------------------------------------------------
+# one entry point
+
+
+def _looks_like_path(ref: str) -> bool:
+    return ref.endswith((".yaml", ".yml", ".json")) or "/" in ref or "\\" in ref
+
+
+def load_model(ref: str | Path | Mapping[str, Any] | ModelSpec) -> ModelSpec:
+    """A model from a catalog name, an inline mapping, a ``.yaml``/``.yml`` file of that mapping, or a
+    ``.json`` file (a Hugging Face config when it has ``architectures`` or ``model_type``).
+
+    An unknown catalog name raises :class:`~tierwise.errors.CatalogError` with did-you-mean suggestions.
+    """
+    from tierwise.specs import catalog
+
+    if isinstance(ref, ModelSpec):
+        return ref
+    if isinstance(ref, Mapping):
+        return model_from_mapping(ref, origin="inline model")
+    if isinstance(ref, Path) or (isinstance(ref, str) and _looks_like_path(ref)):
+        return _load_model_file(Path(ref))
+    if isinstance(ref, str):
+        key = ref.strip().lower()
+        data = catalog.entry("models", key)
+        return model_from_mapping({**data, "name": key}, origin=f"catalog model {key!r}")
+    raise SpecError(f"model must be a catalog name, a mapping or a file path, not {ref!r}")
+
+
+def _load_model_file(path: Path) -> ModelSpec:
+    from tierwise.specs import catalog
+
+    if path.suffix == ".json":
+        data = _read_json(path)
+        if isinstance(data, Mapping) and ("architectures" in data or "model_type" in data):
+            return model_from_hf_config(path)
+    elif path.suffix in (".yaml", ".yml"):
+        data = catalog.load_yaml_file(path)
+    else:
+        raise SpecError(f"model file {str(path)!r} must end in .yaml, .yml or .json (a Hugging Face config)")
+    if isinstance(data, Mapping):
+        data = {"name": path.stem, **data}
+    return model_from_mapping(data, origin=str(path))
