@@ -1,0 +1,472 @@
+"""One training step of many parallel plans at once: compute roofline, pipeline bubble, communication, overlap.
+
+:func:`estimate` takes one model, one cluster and a :class:`~tierwise.specs.plan.PlanBatch` (numpy struct of
+arrays) and returns :class:`StepEstimates` (arrays). A single estimate is a batch of one; the planner calls
+the same function on millions of plans. The composition, per pipeline stage ``p`` and micro-batch:
+
+``t_mb(p) = fwd(p) + bwd(p) + recompute(p) + exposed TP + exposed EP + exposed CP + PP send/recv``
+
+``step = (m + (pp - 1) / v) x max_p t_mb(p) + exposed DP + exposed parameter gathers + optimizer``
+
+with ``m`` micro-batches and ``v`` interleaved chunks: the 1F1B bubble is ``(pp - 1)`` micro-batch times,
+divided by ``v`` when interleaved (Narayanan et al. 2021, section 2.2.2). The slowest stage sets the pace.
+
+Overlap switches (named, visible in ``assumed``):
+
+* DP gradient reduction (``overlap_grad_reduce``) hides behind the backward of the *last* micro-batch
+  only (with gradient accumulation earlier micro-batches have nothing to hide behind), except its last
+  bucket (Megatron-Core DDP; PyTorch DDP, Li et al. VLDB 2020, section 3.2.3);
+* the distributed optimizer's parameter all-gather (``overlap_param_gather``) hides behind the first
+  micro-batch's forward; ZeRO-3 gathers are prefetched one layer ahead behind each micro-batch's compute
+  (FSDP, Zhao et al. VLDB 2023, section 3.3), except the first layer's;
+* TP communication is exposed unless ``tp_comm_overlap`` (then it hides behind the layer's GEMMs);
+* CP ring attention overlaps with attention compute; EP all-to-all and PP send/recv are exposed.
+
+Compute roofline: GEMMs at ``peak x eff(M, N, K)`` (``eff = max / (1 + d0/M + d0/N + d0/K)``, a saturating
+form for tile/wave quantization, parameters in ``catalog/parameters.yaml``), flash attention at
+``attention_efficiency`` of peak, elementwise kernels and the optimizer at HBM bandwidth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tierwise.collectives.model import collective_cost
+from tierwise.hierarchy import group_span
+from tierwise.specs.cluster import Cluster
+from tierwise.specs.model import ModelSpec
+from tierwise.specs.parameters import load_parameters
+from tierwise.specs.plan import ORDERS, PRECISION, PlanBatch
+from tierwise.units import parse_bytes
+from tierwise.workload.flops import Gemm, ModelShape, attention_core_flops_per_token, model_shape
+from tierwise.workload.memory import activation_bytes_per_token_per_layer, in_flight_microbatches
+
+__all__ = ["estimate", "StepEstimates", "AXES", "TIERS"]
+
+AXES = ("tp", "cp", "ep", "pp", "dp")
+TIERS = ("local", "scale_up", "host", "scale_out")
+
+
+@dataclass
+class StepEstimates:
+    """Arrays (one entry per plan) of everything an estimate reports."""
+
+    step_time_s: np.ndarray
+    tokens_per_s: np.ndarray
+    tokens_per_s_per_gpu: np.ndarray
+    model_flops_per_step: np.ndarray
+    hardware_flops_per_step: np.ndarray
+    model_tflops_per_gpu: np.ndarray
+    hardware_tflops_per_gpu: np.ndarray
+    mfu: np.ndarray
+    hfu: np.ndarray
+    scaling_efficiency: np.ndarray
+    compute_s: np.ndarray
+    recompute_s: np.ndarray
+    bubble_s: np.ndarray
+    exposed_comm_s: np.ndarray
+    optimizer_s: np.ndarray
+    memory: dict[str, np.ndarray]
+    axis_bytes: dict[str, np.ndarray]
+    axis_time_s: dict[str, np.ndarray]
+    axis_exposed_s: dict[str, np.ndarray]
+    axis_tier: dict[str, np.ndarray]
+    num_microbatches: np.ndarray
+    peak_flops_per_s: np.ndarray
+    notes: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return int(self.step_time_s.shape[0])
+
+    def per_tier(self, i: int) -> dict[str, dict[str, float]]:
+        out: dict[str, dict[str, float]] = {}
+        for axis in AXES:
+            tier = TIERS[int(self.axis_tier[axis][i])]
+            if self.axis_bytes[axis][i] <= 0:
+                continue
+            slot = out.setdefault(tier, {"bytes": 0.0, "time_s": 0.0, "exposed_s": 0.0})
+            slot["bytes"] += float(self.axis_bytes[axis][i])
+            slot["time_s"] += float(self.axis_time_s[axis][i])
+            slot["exposed_s"] += float(self.axis_exposed_s[axis][i])
+        return out
+
+
+def _compute_params():
+    p = load_parameters().compute
+    return {k: v for k, v in p.items() if k != "source"}
+
+
+def _gemm_time(gemm: Gemm, tokens, tp, etp, peak, cp_params, experts_per_rank=None, top_k=1):
+    """Seconds for one forward GEMM over ``tokens`` tokens on one rank (arrays)."""
+    split = np.where(gemm.expert, etp, tp) if gemm.split != "none" else 1
+    split = np.asarray(split, dtype=float)
+    n = gemm.out_features / (split if gemm.split == "out" else 1)
+    k = gemm.in_features / (split if gemm.split == "in" else 1)
+    if gemm.expert:
+        # balanced routing: each local expert sees tokens x top_k / (experts per rank) rows... per expert
+        rows = tokens * top_k / experts_per_rank
+        total_tokens = tokens * top_k
+    else:
+        rows = tokens
+        total_tokens = tokens
+    d0, emax = cp_params["matmul_half_dim"], cp_params["matmul_efficiency_max"]
+    eff = emax / (1 + d0 / np.maximum(rows, 1) + d0 / n + d0 / k)
+    flops = 2.0 * n * k * total_tokens
+    return flops / (peak * eff), flops
+
+
+def _strides(plans: PlanBatch):
+    """Stride of each axis's group for the plans' placement orders (innermost axis stride 1)."""
+    strides = {a: np.ones(len(plans), dtype=np.int64) for a in ("tp", "cp", "dp", "pp")}
+    for code, order in enumerate(ORDERS):
+        mask = plans.order == code
+        if not np.any(mask):
+            continue
+        acc = np.ones(int(mask.sum()), dtype=np.int64)
+        for axis in order.split("-"):
+            strides[axis][mask] = acc
+            acc = acc * getattr(plans, axis)[mask]
+    return strides
+
+
+def _stage_layers(model: ModelSpec, plans: PlanBatch):
+    """(first, middle, last) layer counts and their MoE layer counts per plan (middle = average)."""
+    L = model.num_layers
+    pp = plans.pp
+    even = L // np.maximum(pp * 1, 1)
+    first = np.where(plans.first_stage_layers > 0, plans.first_stage_layers, even)
+    last = np.where(plans.last_stage_layers > 0, plans.last_stage_layers, even)
+    last = np.where(pp == 1, first, last)
+    n_mid = np.maximum(pp - 2, 0)
+    mid = np.where(n_mid > 0, (L - first - last) / np.maximum(n_mid, 1), 0.0)
+    first = np.where(pp == 1, L, first)
+    cum = np.concatenate([[0], np.cumsum(np.array(model.moe_layer_mask, dtype=float))])
+    moe_first = cum[np.clip(first, 0, L).astype(int)]
+    moe_last = np.where(pp == 1, moe_first, cum[L] - cum[np.clip(L - last, 0, L).astype(int)])
+    moe_mid = np.where(n_mid > 0, (cum[L] - moe_first - (cum[L] - cum[np.clip(L - last, 0, L).astype(int)]))
+                       / np.maximum(n_mid, 1), 0.0)
+    return (first.astype(float), mid, last.astype(float)), (moe_first, moe_mid, moe_last)
+
+
+def _layer_times(model, shape: ModelShape, plans: PlanBatch, tokens, peak, cparams, moe_layer: bool):
+    """Forward seconds and FLOPs of one layer on one rank: (linear, attention core, elementwise) parts."""
+    tp, etp, ep = plans.tp.astype(float), plans.etp.astype(float), plans.ep.astype(float)
+    lin_t = np.zeros(len(plans))
+    lin_f = np.zeros(len(plans))
+    gemms = list(shape.attention_gemms)
+    if moe_layer:
+        experts_per_rank = shape.num_experts / ep
+        for g in shape.moe_gemms:
+            t, f = _gemm_time(g, tokens, tp, etp, peak, cparams, experts_per_rank, shape.top_k)
+            lin_t, lin_f = lin_t + t, lin_f + f
+    else:
+        gemms += list(shape.dense_mlp_gemms)
+    for g in gemms:
+        t, f = _gemm_time(g, tokens, tp, etp, peak, cparams)
+        lin_t, lin_f = lin_t + t, lin_f + f
+    return lin_t, lin_f
+
+
+def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch) -> StepEstimates:
+    """Estimate one training step for every plan in ``plans`` (see the module docstring)."""
+    cparams = _compute_params()
+    shape = model_shape(model)
+    acc = cluster.accelerator
+    n = len(plans)
+    tp, pp, cp, dp = (plans.tp.astype(float), plans.pp.astype(float), plans.cp.astype(float),
+                      plans.dp.astype(float))
+    ep, etp, vpp = plans.ep.astype(float), plans.etp.astype(float), plans.vpp.astype(float)
+    b, s = plans.micro_batch_size.astype(float), plans.seq_length.astype(float)
+    num_gpus = tp * pp * cp * dp
+    m = plans.global_batch_size / (b * dp)
+    tokens = b * s / cp
+    sp = plans.sequence_parallel & (plans.tp > 1)
+    rc = plans.recompute.astype(int)
+
+    bf16_peak = acc.peak_flops_per_s("bf16")
+    fp8_peak = acc.peak_dense_flops_per_s.get("fp8", bf16_peak)
+    is_fp8 = plans.precision == PRECISION.index("fp8")
+    gemm_peak = np.where(is_fp8, fp8_peak * cparams["fp8_efficiency_ratio"], bf16_peak)
+    plan_peak = np.where(is_fp8, fp8_peak, bf16_peak)
+
+    # ---- per-layer forward compute on one rank, one micro-batch
+    dense_lin_t, dense_lin_f = _layer_times(model, shape, plans, tokens, gemm_peak, cparams, False)
+    moe_lin_t, moe_lin_f = (_layer_times(model, shape, plans, tokens, gemm_peak, cparams, True)
+                            if model.moe is not None else (dense_lin_t * 0, dense_lin_f * 0))
+    core_f = attention_core_flops_per_token(model, shape, s, causal_halving=True) * tokens / tp
+    core_t = core_f / (bf16_peak * cparams["attention_efficiency"])
+    hbm = acc.hbm_bytes_per_s * cparams["memory_bound_efficiency"]
+    seq_shard = np.where(sp, tp, 1.0)
+    f_dense = model.ffn_hidden_size
+    f_bytes = cparams["elementwise_bytes_per_f_gated" if model.gated_mlp else "elementwise_bytes_per_f"]
+    elem_dense = tokens * (cparams["elementwise_bytes_per_h"] * model.hidden_size / seq_shard
+                           + f_bytes * f_dense / tp) / hbm
+    if model.moe is not None:
+        f_moe = model.moe.top_k * model.moe.ffn_hidden_size / etp + model.moe.shared_experts * model.moe.shared_ffn_hidden_size / tp
+        elem_moe = tokens * (cparams["elementwise_bytes_per_h"] * model.hidden_size / seq_shard + f_bytes * f_moe) / hbm
+    else:
+        elem_moe = elem_dense * 0
+
+    fwd_dense = dense_lin_t + core_t + elem_dense
+    fwd_moe = moe_lin_t + core_t + elem_moe
+    # recompute adds a forward: full = the whole layer, selective = the attention core
+    rec_dense = np.select([rc == 2, rc == 1], [fwd_dense, core_t], 0.0)
+    rec_moe = np.select([rc == 2, rc == 1], [fwd_moe, core_t], 0.0)
+
+    (l_first, l_mid, l_last), (e_first, e_mid, e_last) = _stage_layers(model, plans)
+    logits_t = 2.0 * model.hidden_size * model.vocab_size / tp * tokens / (gemm_peak * cparams["matmul_efficiency_max"])
+    logits_elem = tokens * model.vocab_size / tp * 4 * 3 / hbm  # fp32 logits: write, softmax read, grad write
+
+    def stage(layers, moe_layers, last: bool):
+        dense_layers = layers - moe_layers
+        fwd = dense_layers * fwd_dense + moe_layers * fwd_moe + np.where(last, logits_t + logits_elem / 3, 0.0)
+        rec = dense_layers * rec_dense + moe_layers * rec_moe
+        return fwd, rec
+
+    stages = [stage(l_first, e_first, pp == 1), stage(l_last, e_last, np.ones(n, bool))]
+    stages.append(stage(l_mid, e_mid, np.zeros(n, bool)))
+    mid_exists = pp > 2
+
+    # ---- communication
+    strides = _strides(plans)
+    act_bytes = 2.0 * tokens * model.hidden_size
+    tp_span = group_span(cluster, plans.tp, strides["tp"])
+    if np.any(plans.tp > 1):
+        ar = collective_cost("all-reduce", act_bytes, tp_span, cluster).time_s
+        ag = collective_cost("all-gather", act_bytes, tp_span, cluster).time_s
+        rs = collective_cost("reduce-scatter", act_bytes, tp_span, cluster).time_s
+        tp_pair = np.where(sp, ag + rs, 2 * ar)  # one block's forward+backward: (AG+RS) or 2 x AR
+    else:
+        tp_pair = np.zeros(n)
+    # per layer: attention and MLP blocks, forward and backward -> 2 pairs; full recompute redoes the forward
+    tp_layer_t = 2 * tp_pair + np.where(rc == 2, tp_pair, 0.0)
+    tp_layer_bytes = np.where(plans.tp > 1, (4 + 2 * (rc == 2)) * 2 * (tp - 1) / tp * act_bytes * np.where(sp, 0.5, 1.0), 0.0)
+    tp_layer_exposed = np.where(plans.tp_comm_overlap, np.maximum(tp_layer_t - 3 * dense_lin_t, 0.0), tp_layer_t)
+
+    # expert parallel all-to-all: dispatch + combine, forward and backward (+ forward again under full recompute)
+    ep_stride = etp
+    ep_span = group_span(cluster, plans.ep, ep_stride.astype(np.int64))
+    if model.moe is not None and np.any(plans.ep > 1):
+        a2a_size = np.where(sp, tokens / tp, tokens) * model.moe.top_k * model.hidden_size * 2.0
+        a2a = collective_cost("all-to-all", a2a_size, ep_span, cluster).time_s
+        ep_layer_t = (4 + 2 * (rc == 2)) * a2a
+        ep_layer_bytes = np.where(plans.ep > 1, (4 + 2 * (rc == 2)) * (ep - 1) / ep * a2a_size, 0.0)
+    else:
+        ep_layer_t = ep_layer_bytes = np.zeros(n)
+
+    # context parallel ring attention: (cp - 1) K/V chunk passes forward, twice the data backward
+    cp_span = group_span(cluster, plans.cp, strides["cp"])
+    if np.any(plans.cp > 1):
+        kv_chunk = 2.0 * tokens * shape.kv_bytes_channels / np.minimum(tp, model.num_kv_heads if model.mla is None else tp)
+        p2p = collective_cost("send-recv", kv_chunk, group_span(cluster, np.full(n, 2), strides["cp"]), cluster).time_s
+        cp_fwd = (cp - 1) * p2p
+        cp_layer_t = cp_fwd * 3
+        cp_layer_exposed = np.maximum(cp_fwd - core_t, 0) + np.maximum(2 * cp_fwd - 2 * core_t, 0)
+        cp_layer_bytes = np.where(plans.cp > 1, 3 * (cp - 1) * kv_chunk, 0.0)
+    else:
+        cp_layer_t = cp_layer_exposed = cp_layer_bytes = np.zeros(n)
+
+    # pipeline send/recv of one micro-batch's activations (scatter/gather over tp when SP), fwd and bwd, per chunk
+    pp_pair = group_span(cluster, np.where(plans.pp > 1, 2, 1), strides["pp"])
+    pp_msg = act_bytes / seq_shard
+    pp_t = np.where(plans.pp > 1, 2 * vpp * collective_cost("send-recv", pp_msg, pp_pair, cluster).time_s, 0.0)
+    pp_bytes_mb = np.where(plans.pp > 1, 2 * vpp * pp_msg, 0.0)
+
+    # ---- per-micro-batch time of each stage, and the pipeline
+    per_mb = []
+    comm_mb = []
+    for i, (fwd, rec) in enumerate(stages):
+        layers = (l_first, l_last, l_mid)[i]
+        moe_layers = (e_first, e_last, e_mid)[i]
+        dense_layers = layers - moe_layers
+        comm = (layers * (tp_layer_exposed + cp_layer_exposed) + moe_layers * ep_layer_t + pp_t)
+        per_mb.append(3 * fwd + rec + comm)
+        comm_mb.append(comm)
+        del dense_layers
+    t_mb = np.maximum(per_mb[0], per_mb[1])
+    t_mb = np.where(mid_exists, np.maximum(t_mb, per_mb[2]), t_mb)
+    slow = np.where(per_mb[0] >= per_mb[1], 0, 1)
+    slow = np.where(mid_exists & (per_mb[2] > np.maximum(per_mb[0], per_mb[1])), 2, slow)
+    pick = lambda arrs: np.choose(slow, arrs)  # noqa: E731
+    fwd_slow = pick([st[0] for st in stages])
+    rec_slow = pick([st[1] for st in stages])
+    comm_slow = pick(comm_mb)
+    layers_slow = pick([l_first, l_last, l_mid])
+    bubble = (pp - 1) / vpp * t_mb
+
+    # ---- data-parallel gradient reduction and parameter gathers (per stage; the fullest stage)
+    dense_params = (layers_slow * (shape.attention_params + shape.norm_params) / tp
+                    + (layers_slow - pick([e_first, e_last, e_mid])) * shape.dense_mlp_params / tp
+                    + pick([e_first, e_last, e_mid]) * shape.moe_other_params / tp
+                    + np.where(pp == 1, (shape.embedding_params + shape.lm_head_params) / tp,
+                               np.select([slow == 0, slow == 1], [shape.embedding_params / tp, shape.lm_head_params / tp], 0.0)))
+    expert_params = pick([e_first, e_last, e_mid]) * shape.expert_params * shape.num_experts / (ep * etp)
+    gb, wb = cparams["grad_bytes"], cparams["weight_bytes"]
+    dp_group = dp * cp
+    dp_span = group_span(cluster, (dp_group).astype(np.int64), strides["tp"] if True else None)
+    edp = np.maximum(tp * cp * dp / (etp * ep), 1)
+    edp_span = group_span(cluster, edp.astype(np.int64), (etp * ep).astype(np.int64))
+    zero = plans.zero_stage
+    shard = plans.dp_shard.astype(float) * cp
+    hsdp = (plans.dp_shard < plans.dp) & (zero >= 1)
+    shard_span = group_span(cluster, shard.astype(np.int64), strides["tp"])
+    repl_span = group_span(cluster, (dp_group / shard).astype(np.int64), (strides["tp"] * shard).astype(np.int64))
+
+    def dp_costs(params, span_full, group):
+        """(time, bytes) of gradient reduction and parameter gathers per step for ``params`` per GPU."""
+        g_bytes = gb * params
+        w_bytes = wb * params
+        ar = collective_cost("all-reduce", g_bytes, span_full, cluster)
+        rs_full = collective_cost("reduce-scatter", g_bytes, span_full, cluster)
+        ag_full = collective_cost("all-gather", w_bytes, span_full, cluster)
+        rs_sh = collective_cost("reduce-scatter", g_bytes, shard_span, cluster)
+        ag_sh = collective_cost("all-gather", w_bytes, shard_span, cluster)
+        ar_rep = collective_cost("all-reduce", g_bytes / np.maximum(shard, 1), repl_span, cluster)
+        rs = np.where(hsdp, rs_sh.time_s + ar_rep.time_s, rs_full.time_s)
+        ag = np.where(hsdp, ag_sh.time_s, ag_full.time_s)
+        grad_t = np.where(zero == 0, ar.time_s, rs)
+        gather_t = np.where(zero == 0, 0.0, ag)
+        bytes_ = np.where(zero == 0, ar.bytes_per_rank,
+                          np.where(hsdp, rs_sh.bytes_per_rank + ar_rep.bytes_per_rank + ag_sh.bytes_per_rank,
+                                   rs_full.bytes_per_rank + ag_full.bytes_per_rank))
+        return grad_t, gather_t, np.where(group > 1, bytes_, 0.0)
+
+    d_grad, d_gather, d_bytes = dp_costs(dense_params, dp_span, dp_group)
+    e_grad, e_gather, e_bytes = dp_costs(expert_params, edp_span, edp)
+    d_grad = np.where(dp_group > 1, d_grad, 0.0)
+    d_gather = np.where(dp_group > 1, d_gather, 0.0)
+    e_grad = np.where(edp > 1, e_grad, 0.0)
+    e_gather = np.where(edp > 1, e_gather, 0.0)
+    grad_t = d_grad + e_grad
+    gather_t = d_gather + e_gather
+    total_params_local = dense_params + expert_params
+    bucket = np.maximum(cparams["bucket_params_min"], cparams["bucket_params_per_dp"] * dp)
+    last_bucket = np.minimum(1.0, bucket / np.maximum(total_params_local, 1))
+    bwd_last_mb = 2 * fwd_slow + rec_slow
+    fwd_first_mb = fwd_slow
+    z3 = zero == 3
+    # ZeRO 0-2: one reduction per step behind the last micro-batch's backward; one gather behind the first forward
+    grad_exposed = np.where(plans.overlap_grad_reduce,
+                            np.maximum(grad_t - bwd_last_mb, 0.0) + grad_t * last_bucket, grad_t)
+    gather_exposed = np.where(plans.overlap_param_gather, np.maximum(gather_t - fwd_first_mb, 0.0), gather_t)
+    # ZeRO 3: per micro-batch gather (fwd, and bwd again when resharding) + reduce-scatter, prefetched a layer ahead
+    regather = np.where(plans.reshard_after_forward, 1.0, 0.0)
+    z3_per_mb = gather_t * (1 + regather) + grad_t
+    per_layer = 1.0 / np.maximum(layers_slow, 1)
+    z3_exposed_mb = (np.maximum(gather_t - fwd_slow, 0) + np.maximum(gather_t * regather + grad_t - bwd_last_mb, 0)
+                     + (gather_t + grad_t) * per_layer)
+    dp_time = np.where(z3, z3_per_mb * m, grad_t + gather_t)
+    dp_exposed = np.where(z3, z3_exposed_mb * m, grad_exposed + gather_exposed)
+    dp_bytes = np.where(z3, (d_bytes + e_bytes) * m * np.where(plans.reshard_after_forward, 1.5, 1.0) * 1.0, d_bytes + e_bytes)
+
+    # ---- optimizer step (memory bound), sharded under ZeRO >= 1
+    opt_params = np.where(zero >= 1, dense_params / np.maximum(np.where(hsdp, shard, dp_group), 1)
+                          + expert_params / edp, total_params_local)
+    optimizer_t = opt_params * cparams["optimizer_bytes_per_param"] / hbm
+
+    step = m * t_mb + bubble + dp_exposed + optimizer_t
+
+    # ---- FLOPs, MFU, HFU
+    tokens_step = plans.global_batch_size * s
+    model_core = attention_core_flops_per_token(model, shape, s, causal_halving=True)
+    fwd_flops_token = (shape.num_dense_layers * (sum(g.flops_per_token for g in shape.attention_gemms)
+                                                  + sum(g.flops_per_token for g in shape.dense_mlp_gemms))
+                       + shape.num_moe_layers * (sum(g.flops_per_token for g in shape.attention_gemms)
+                                                 + sum(g.flops_per_token * (shape.top_k if g.expert else 1)
+                                                       for g in shape.moe_gemms))
+                       + model.num_layers * model_core + 2.0 * model.hidden_size * model.vocab_size)
+    model_flops = 3 * fwd_flops_token * tokens_step
+    rec_flops_token = np.select([rc == 2, rc == 1], [fwd_flops_token - 2.0 * model.hidden_size * model.vocab_size,
+                                                     model.num_layers * model_core], 0.0)
+    hw_flops = model_flops + rec_flops_token * tokens_step
+    tflops = model_flops / (step * num_gpus)
+    hw_tflops = hw_flops / (step * num_gpus)
+    compute_useful = m * 3 * fwd_slow
+    exposed_comm = m * comm_slow + dp_exposed
+
+    # ---- memory of the fullest stage
+    memory = _memory(model, shape, cluster, plans, tokens, sp, rc, m, dense_params, expert_params,
+                     dp_group, edp, shard, hsdp, cparams, l_first, e_first, l_last, e_last)
+
+    axis_bytes = {
+        "tp": np.where(plans.tp > 1, tp_layer_bytes * layers_slow * m, 0.0),
+        "cp": np.where(plans.cp > 1, cp_layer_bytes * layers_slow * m, 0.0),
+        "ep": np.where(plans.ep > 1, ep_layer_bytes * pick([e_first, e_last, e_mid]) * m, 0.0),
+        "pp": pp_bytes_mb * m,
+        "dp": dp_bytes,
+    }
+    moe_slow = pick([e_first, e_last, e_mid])
+    axis_time = {
+        "tp": tp_layer_t * layers_slow * m,
+        "cp": cp_layer_t * layers_slow * m,
+        "ep": ep_layer_t * moe_slow * m,
+        "pp": pp_t * m,
+        "dp": dp_time,
+    }
+    axis_exposed = {
+        "tp": tp_layer_exposed * layers_slow * m,
+        "cp": cp_layer_exposed * layers_slow * m,
+        "ep": ep_layer_t * moe_slow * m,
+        "pp": pp_t * m,
+        "dp": dp_exposed,
+    }
+    axis_tier = {"tp": tp_span.tier, "cp": cp_span.tier, "ep": ep_span.tier, "pp": pp_pair.tier,
+                 "dp": np.maximum(dp_span.tier, np.where(edp > 1, edp_span.tier, 0))}
+    return StepEstimates(
+        step_time_s=step, tokens_per_s=tokens_step / step, tokens_per_s_per_gpu=tokens_step / step / num_gpus,
+        model_flops_per_step=model_flops, hardware_flops_per_step=hw_flops,
+        model_tflops_per_gpu=tflops / 1e12, hardware_tflops_per_gpu=hw_tflops / 1e12,
+        mfu=tflops / plan_peak, hfu=hw_tflops / plan_peak, scaling_efficiency=compute_useful / step,
+        compute_s=compute_useful, recompute_s=m * rec_slow, bubble_s=bubble, exposed_comm_s=exposed_comm,
+        optimizer_s=optimizer_t, memory=memory, axis_bytes=axis_bytes, axis_time_s=axis_time,
+        axis_exposed_s=axis_exposed, axis_tier=axis_tier, num_microbatches=m, peak_flops_per_s=plan_peak,
+    )
+
+
+def _memory(model, shape, cluster, plans, tokens, sp, rc, m, dense_params, expert_params, dp_group, edp, shard,
+            hsdp, cparams, l_first, e_first, l_last, e_last):
+    """Bytes per GPU on the fullest of the first and last stage (see :mod:`tierwise.workload.memory`)."""
+    zero = plans.zero_stage
+    tp, etp = plans.tp.astype(float), plans.etp.astype(float)
+    dense_shard = np.where(hsdp, shard, dp_group)
+    wb, gb, ob = cparams["weight_bytes"], cparams["grad_bytes"], cparams["optimizer_state_bytes"]
+    fp8_extra = np.where(plans.precision == PRECISION.index("fp8"), 1.0, 0.0)
+
+    def sharded(params, shard_deg, stage_min):
+        return np.where(zero >= stage_min, params / np.maximum(shard_deg, 1), params)
+
+    weights = (sharded(dense_params, dense_shard, 3) + sharded(expert_params, edp, 3)) * (wb + fp8_extra)
+    grads = (sharded(dense_params, dense_shard, 2) + sharded(expert_params, edp, 2)) * gb
+    optimizer = (sharded(dense_params, dense_shard, 1) + sharded(expert_params, edp, 1)) * ob
+    # ZeRO-3 keeps the gathered weights of the layers in flight (prefetch: about two layers)
+    layers = np.maximum(l_first, 1)
+    gathered = np.where(zero == 3, 2 * (dense_params + expert_params) / layers * wb, 0.0)
+    in_flight = in_flight_microbatches(m, plans.pp, plans.vpp)
+    dense_act = activation_bytes_per_token_per_layer(model, shape, tp, etp, sp, rc, moe_layer=False)
+    moe_act = (activation_bytes_per_token_per_layer(model, shape, tp, etp, sp, rc, moe_layer=True)
+               if model.moe is not None else dense_act)
+
+    def acts(layers, moe_layers, last):
+        per_mb = ((layers - moe_layers) * dense_act + moe_layers * moe_act) * tokens
+        logits = np.where(last, tokens * model.vocab_size / tp * (4 + 4 + 2), 0.0)
+        held = np.where(last, np.minimum(m, 1.0), in_flight)
+        return per_mb * held + logits
+
+    act_first = acts(l_first, e_first, plans.pp == 1)
+    act_last = acts(l_last, e_last, np.ones(len(plans), bool))
+    activations = np.maximum(act_first, act_last)
+    overhead = parse_bytes(cparams["memory_overhead"])
+    total = weights + grads + optimizer + gathered + activations + overhead
+    capacity = cluster.accelerator.hbm_capacity_bytes
+    return {
+        "per_gpu_bytes": total,
+        "capacity_bytes": np.full(len(plans), capacity),
+        "fits": total <= capacity,
+        "weights_bytes": weights + gathered,
+        "gradients_bytes": grads,
+        "optimizer_bytes": optimizer,
+        "activations_bytes": activations,
+        "overhead_bytes": np.full(len(plans), overhead),
+    }

@@ -1,0 +1,75 @@
+"""Memory per GPU: weights, gradients, optimizer state under ZeRO, and activations tensor by tensor.
+
+Vectorized over plans. The reference for activations is Korthikanti et al. 2022, "Reducing Activation
+Recomputation in Large Transformer Models" (arXiv:2205.05198), section 4: 34 s b h + 5 a s^2 b bytes per
+layer for a GPT layer (bf16, dropout, 4h GeLU MLP), divided by t where tensor/sequence parallelism shards a
+tensor. Here every stored tensor is listed so GQA, SwiGLU, MoE and flash attention change the right terms:
+
+==========================  ==========================================  =======================
+tensor (bf16 unless noted)  bytes per token                              sharded by
+==========================  ==========================================  =======================
+norm 1 input                2 h                                         t with SP, else none
+QKV GEMM input              2 h                                         t with SP, else none
+Q, K, V                     2 (a d + 2 k d)                             t
+attention output            2 a d_v  (+ 4 a fp32 softmax statistics)    t
+norm 2 input                2 h                                         t with SP, else none
+MLP up input                2 h                                         t with SP, else none
+MLP up output               2 f x (2 gated, 1 GeLU)                     t
+activation output           2 f                                         t
+==========================  ==========================================  =======================
+
+Flash attention (Dao et al. 2022) stores no s x s matrix, so Korthikanti's 5 a s^2 b term vanishes; no
+dropout masks are stored (modern LLM recipes train without dropout). An MoE layer stores its routed
+tokens' expert inputs and outputs for ``top_k`` copies of each token, divided by etp, plus its shared experts.
+Full recompute stores only each layer's input (2 h per token, /t with SP). Selective recompute
+(Korthikanti section 5) drops the attention core's stored tensors: with flash attention those are
+already gone, so it saves nothing more here.
+
+The first pipeline stage holds the activations of ``min(m, pp)`` micro-batches (1F1B), times
+``1 + (pp - 1) / (pp v)`` with ``v`` interleaved chunks (Korthikanti section 4.2.3); the last stage also
+holds fp32 logits ``4 s b V / t`` and their gradient.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["activation_bytes_per_token_per_layer", "in_flight_microbatches"]
+
+
+def activation_bytes_per_token_per_layer(model, shape, tp, etp, sp, recompute_code, moe_layer: bool):
+    """Stored activation bytes per token (of the rank's micro-batch) for one layer, array over plans.
+
+    ``recompute_code``: 0 none, 1 selective, 2 full.
+    """
+    h = model.hidden_size
+    t = np.asarray(tp, dtype=float)
+    seq_shard = np.where(sp, t, 1.0)
+    a = model.num_attention_heads
+    if model.mla is not None:
+        qkv = a * (shape.qk_head_dim * 2 + shape.v_head_dim)
+    else:
+        qkv = model.q_channels + 2 * model.kv_channels
+    attn = 2 * h / seq_shard * 2 + (2 * qkv + 2 * a * shape.v_head_dim + 4 * a) / t
+    if moe_layer and model.moe is not None:
+        e = model.moe
+        up = (2 if model.gated_mlp else 1) * e.ffn_hidden_size
+        routed = e.top_k * (2 * h + 2 * up + 2 * e.ffn_hidden_size) / np.asarray(etp, dtype=float)
+        shared_f = e.shared_experts * e.shared_ffn_hidden_size
+        shared = (2 * (2 if model.gated_mlp else 1) * shared_f + 2 * shared_f) / t if shared_f else 0.0
+        mlp = 2 * h / seq_shard * 2 + routed + shared + 4 * e.num_experts / seq_shard
+    else:
+        f = model.ffn_hidden_size
+        up = (2 if model.gated_mlp else 1) * f
+        mlp = 2 * h / seq_shard * 2 + (2 * up + 2 * f) / t
+    full = 2 * h / seq_shard
+    return np.where(np.asarray(recompute_code) == 2, full, attn + mlp)
+
+
+def in_flight_microbatches(num_microbatches, pp, vpp):
+    """Micro-batches whose activations the first stage holds at its peak (1F1B / interleaved)."""
+    m = np.asarray(num_microbatches, dtype=float)
+    pp = np.asarray(pp, dtype=float)
+    vpp = np.asarray(vpp, dtype=float)
+    held = np.minimum(m, pp)
+    return held * np.where(vpp > 1, 1 + (pp - 1) / (pp * vpp), 1.0)
