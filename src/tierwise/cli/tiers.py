@@ -1,0 +1,56 @@
+"""``tierwise tiers CLUSTER``: the interconnect hierarchy, tier by tier, datasheet and one-way figures."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from tierwise.cli._output import emit
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("tiers")
+    def tiers_cmd(cluster: Annotated[str, typer.Argument(help="catalog cluster name or cluster YAML path")] = "dgx-h100",
+                  as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
+        """Show a cluster's tiers: datasheet figure, one-way figure per GPU, latency, ratios to HBM."""
+        from tierwise.hierarchy import tiers
+        from tierwise.specs.cluster import load_cluster
+
+        c = load_cluster(cluster)
+        rows = tiers(c)
+        data = [{
+            "name": t.name, "technology": t.technology, "domain_size": t.domain_size,
+            "datasheet_bytes_per_s": t.datasheet_bytes_per_s, "datasheet_direction": t.datasheet_direction,
+            "bytes_per_s": t.bytes_per_s, "latency_s": t.latency_s, "ratio_to_hbm": t.ratio_to_hbm,
+            "datasheet_ratio_to_hbm": t.datasheet_ratio_to_hbm, "note": t.note,
+        } for t in rows]
+
+        def render(console):
+            from rich.table import Table
+
+            from tierwise.units import format_bandwidth, format_time
+
+            table = Table(title=f"{c.display_name or c.name}: interconnect tiers (fastest first)")
+            for col in ("tier", "technology", "domain", "datasheet", "one-way / GPU", "latency",
+                        "HBM / tier (one-way)", "HBM / tier (datasheet)"):
+                table.add_column(col)
+            for t in rows:
+                table.add_row(t.name, t.technology, "cluster" if t.domain_size == 0 else str(t.domain_size),
+                              f"{format_bandwidth(t.datasheet_bytes_per_s)} {t.datasheet_direction}",
+                              format_bandwidth(t.bytes_per_s), format_time(t.latency_s) if t.latency_s else "-",
+                              f"{t.ratio_to_hbm:.3g}x", f"{t.datasheet_ratio_to_hbm:.3g}x")
+            console.print(table)
+            for t in rows:
+                if t.note:
+                    console.print(f"[dim]{t.name}: {t.note}[/dim]")
+            up = next((t for t in rows if t.name == "scale_up"), None)
+            out = next((t for t in rows if t.name == "scale_out"), None)
+            if up and out:
+                console.print(
+                    f"scale_up / scale_out: datasheet {up.datasheet_bytes_per_s / out.datasheet_bytes_per_s:.3g}x "
+                    f"(a {up.datasheet_direction} NVLink-class figure against a one-way NIC figure); "
+                    f"one-way against one-way {up.bytes_per_s / out.datasheet_bytes_per_s:.3g}x per NIC, "
+                    f"{up.bytes_per_s / out.bytes_per_s:.3g}x per GPU share")
+
+        emit(data, as_json, render)

@@ -1,0 +1,135 @@
+"""Scenario files for ``tierwise estimate``: model + cluster + number of GPUs + plan, and the JSON result.
+
+::
+
+    model: llama3.1-70b          # catalog name | inline mapping | path to a Hugging Face config.json
+    cluster: dgx-h100            # catalog name | mapping (``base:`` + overrides) | path to a cluster YAML
+    num_gpus: 1024
+    plan: {tp: 8, pp: 4, global_batch_size: 1024, seq_length: 8192, recompute: selective}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tierwise.errors import ScenarioError, TierwiseError
+from tierwise.specs import catalog
+from tierwise.specs._mapping import check_keys, get_int, require_mapping
+from tierwise.specs.cluster import Cluster, load_cluster
+from tierwise.specs.model import ModelSpec, load_model
+from tierwise.specs.plan import Plan, PlanBatch, plan_from_mapping, validate_plan_batch
+
+__all__ = ["Scenario", "load_scenario", "scenario_from_mapping", "estimate_scenario", "result_dict"]
+
+_KEYS = ("model", "cluster", "num_gpus", "plan", "name")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    model: ModelSpec
+    cluster: Cluster
+    num_gpus: int
+    plan: Plan
+    name: str = ""
+
+
+def scenario_from_mapping(data: Mapping[str, Any], *, origin: str = "scenario", base_dir: Path | None = None) -> Scenario:
+    data = require_mapping(data, origin)
+    check_keys(data, _KEYS, origin, required=("model", "cluster", "num_gpus", "plan"))
+    model_ref = data["model"]
+    cluster_ref = data["cluster"]
+    if base_dir is not None:
+        # relative file paths in a scenario are relative to the scenario file
+        for ref_name in ("model_ref", "cluster_ref"):
+            ref = locals()[ref_name]
+            if isinstance(ref, str) and (ref.endswith((".json", ".yaml", ".yml")) or "/" in ref):
+                candidate = base_dir / ref
+                if candidate.exists():
+                    if ref_name == "model_ref":
+                        model_ref = str(candidate)
+                    else:
+                        cluster_ref = str(candidate)
+    model = load_model(model_ref)
+    cluster = load_cluster(cluster_ref)
+    num_gpus = get_int(data, "num_gpus", origin)
+    plan = plan_from_mapping(data["plan"], num_gpus=num_gpus, origin=f"{origin}: plan")
+    validate_plan_batch(model, [plan])
+    return Scenario(model=model, cluster=cluster, num_gpus=num_gpus, plan=plan, name=str(data.get("name", "")))
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    p = Path(path)
+    data = catalog.load_yaml_file(p)
+    if data is None:
+        raise ScenarioError(f"scenario file {str(p)!r} is empty; it needs model, cluster, num_gpus and plan")
+    return scenario_from_mapping(data, origin=f"scenario {str(p)!r}", base_dir=p.parent)
+
+
+def estimate_scenario(scenario: Scenario) -> dict[str, Any]:
+    """Estimate one scenario and return the ``estimate --json`` document."""
+    from tierwise.estimate.step import estimate
+
+    result = estimate(scenario.model, scenario.cluster, PlanBatch.from_plans([scenario.plan]))
+    return result_dict(result, 0, scenario.plan, scenario)
+
+
+def result_dict(result, i: int, plan: Plan, scenario: Scenario | None = None) -> dict[str, Any]:
+    """The stable JSON document of plan ``i`` of a :class:`~tierwise.estimate.step.StepEstimates`."""
+    from tierwise.estimate.step import AXES, TIERS
+
+    mem = {k: (bool(v[i]) if k == "fits" else float(v[i])) for k, v in result.memory.items()}
+    per_axis = {}
+    tiers = {}
+    for axis in AXES:
+        tier = TIERS[int(result.axis_tier[axis][i])]
+        per_axis[axis] = {
+            "bytes": float(result.axis_bytes[axis][i]),
+            "time_s": float(result.axis_time_s[axis][i]),
+            "exposed_s": float(result.axis_exposed_s[axis][i]),
+            "tier": tier,
+        }
+        tiers[axis] = tier
+    doc: dict[str, Any] = {}
+    if scenario is not None:
+        doc.update({"model": scenario.model.name, "cluster": scenario.cluster.name, "num_gpus": scenario.num_gpus})
+    doc.update({
+        "plan": plan.as_dict(),
+        "step_time_s": float(result.step_time_s[i]),
+        "tokens_per_s": float(result.tokens_per_s[i]),
+        "tokens_per_s_per_gpu": float(result.tokens_per_s_per_gpu[i]),
+        "model_tflops_per_gpu": float(result.model_tflops_per_gpu[i]),
+        "hardware_tflops_per_gpu": float(result.hardware_tflops_per_gpu[i]),
+        "mfu": float(result.mfu[i]),
+        "hfu": float(result.hfu[i]),
+        "flops_note": ("model FLOPs count forward + backward (3 x forward) with causal attention halved and no "
+                       "recompute; hardware FLOPs add recompute; both against the dense peak of the plan's "
+                       f"matmul precision ({result.peak_flops_per_s[i] / 1e12:.0f} TFLOP/s)"),
+        "scaling_efficiency": float(result.scaling_efficiency[i]),
+        "num_microbatches": float(result.num_microbatches[i]),
+        "assumed": list(plan.assumed),
+        "memory": mem,
+        "breakdown": {
+            "compute_s": float(result.compute_s[i]),
+            "recompute_s": float(result.recompute_s[i]),
+            "bubble_s": float(result.bubble_s[i]),
+            "exposed_comm_s": float(result.exposed_comm_s[i]),
+            "optimizer_s": float(result.optimizer_s[i]),
+            "per_tier": result.per_tier(i),
+            "per_axis": per_axis,
+        },
+        "tiers": tiers,
+    })
+    return doc
+
+
+def safe_estimate(path: str) -> dict[str, Any]:
+    """Estimate one file; a user error becomes ``{"file": .., "error": ..}`` (for multi-file runs)."""
+    try:
+        doc = estimate_scenario(load_scenario(path))
+    except TierwiseError as exc:
+        return {"file": path, "error": str(exc)}
+    doc = {"file": path, **doc}
+    return doc
