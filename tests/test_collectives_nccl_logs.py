@@ -33,7 +33,8 @@ CASES = [
 
 
 def _measured(name: str, column: str | None):
-    rows = parse_nccl_log(LOGS / name, column=column).rows
+    sweeps = parse_nccl_log(LOGS / name)
+    rows = next(sw for sw in sweeps if column is None or sw.label == column).rows
     sizes = np.array([r.size_bytes for r in rows], dtype=float)
     busbw = np.array([r.busbw_bytes_per_s for r in rows], dtype=float)
     return sizes, busbw

@@ -271,6 +271,9 @@ def _affine_min(kind, size_b, small: GroupSpan, inverse, cluster, p, algorithms,
     """Fastest candidate per element from each geometry's lower envelope of (latency + size x cost) lines."""
     zero = list(_candidates(kind, np.zeros(small.size.shape), small, cluster, p, algorithms, gpus_per_process))
     one = list(_candidates(kind, np.ones(small.size.shape), small, cluster, p, algorithms, gpus_per_process))
+    if not zero:  # no candidate applies (e.g. nvls forced on a fabric without in-switch reduction)
+        none = np.zeros(size_b.shape)
+        return np.full(size_b.shape, np.inf), none.astype(np.int8), none.astype(np.int8), none, none
     u = small.size.shape[0]
     alpha = np.array([np.broadcast_to(c[2], (u,)) for c in zero])
     with np.errstate(invalid="ignore"):
@@ -354,5 +357,5 @@ def collective_cost(kind: str, size_bytes, span: GroupSpan, cluster: Cluster, al
     factor = bus_factor(kind, n) if kind != "send-recv" else np.ones_like(n)
     best_t = np.where(n > 1, best_t, 0.0)
     return CollectiveCost(time_s=best_t, algorithm=best_a, protocol=best_p,
-                          bytes_per_rank=factor * size_b,
+                          bytes_per_rank=np.where(n > 1, factor * size_b, 0.0),
                           scale_up_bytes=best_up, scale_out_bytes=best_out)

@@ -81,9 +81,10 @@ def bus_factor(kind: str, num_ranks):
 
 
 def bytes_per_rank(kind: str, size_bytes, num_ranks):
-    """Ring-equivalent bytes each rank sends: ``bus_factor x size`` (the table in the module docstring).
+    """Ring-equivalent bytes each rank sends: ``bus_factor x size`` (the table above; 0 for one rank).
 
     >>> float(bytes_per_rank("all-reduce", 16e9, 1024)) / 1e9  # the seeds' 8B-parameter BF16 gradients
     31.96875
     """
-    return bus_factor(kind, num_ranks) * np.asarray(size_bytes, dtype=float)
+    n = np.asarray(num_ranks)
+    return np.where(n > 1, bus_factor(kind, n) * np.asarray(size_bytes, dtype=float), 0.0)

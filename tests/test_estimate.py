@@ -1,0 +1,122 @@
+"""The step estimator: invariants, memory formulas, and the vectorized batch equal to single estimates."""
+
+import numpy as np
+import pytest
+
+from tierwise.estimate import estimate
+from tierwise.specs.cluster import load_cluster
+from tierwise.specs.model import load_model, model_from_mapping
+from tierwise.specs.plan import PlanBatch, plan_from_mapping, validate_plan_batch
+from tierwise.workload.flops import model_shape
+from tierwise.workload.memory import activation_bytes_per_token_per_layer
+
+
+def run(model, cluster, num_gpus, **plan):
+    m = load_model(model) if isinstance(model, str) else model
+    p = plan_from_mapping(plan, num_gpus=num_gpus)
+    validate_plan_batch(m, [p])
+    return estimate(m, load_cluster(cluster), PlanBatch.from_plans([p]))
+
+
+BASE = dict(global_batch_size=512, seq_length=4096)
+
+
+@pytest.mark.parametrize("axis", ["tp", "cp", "pp", "ep", "dp"])
+def test_degree_one_means_no_traffic_on_that_axis(axis):
+    model = "mixtral-8x7b"
+    r = run(model, "dgx-h100", 8, tp=1, pp=1, cp=1, ep=1, dp=8 if axis != "dp" else 1,
+            global_batch_size=64, seq_length=4096) if axis != "dp" else run(model, "dgx-h100", 8, tp=8, dp=1,
+                                                                              global_batch_size=64, seq_length=4096)
+    assert float(r.axis_bytes[axis][0]) == 0
+    assert float(r.axis_time_s[axis][0]) == 0
+    assert float(r.axis_exposed_s[axis][0]) == 0
+
+
+def test_each_axis_carries_traffic_when_its_degree_is_above_one():
+    r = run("mixtral-8x7b", "dgx-h100", 64, tp=2, pp=2, cp=2, ep=4, global_batch_size=64, seq_length=4096)
+    for axis in ("tp", "cp", "pp", "ep", "dp"):
+        assert float(r.axis_bytes[axis][0]) > 0, axis
+
+
+def test_tp_tier_follows_placement():
+    inside = run("llama3.1-70b", "dgx-h100", 64, tp=8, **BASE)
+    across = run("llama3.1-70b", "dgx-h100", 64, tp=16, **BASE)
+    assert int(inside.axis_tier["tp"][0]) == 1  # scale_up
+    assert int(across.axis_tier["tp"][0]) == 3  # scale_out
+    assert float(across.axis_time_s["tp"][0]) > float(inside.axis_time_s["tp"][0])
+
+
+def test_memory_falls_with_each_zero_stage_and_recompute():
+    mems = [float(run("llama3.1-8b", "dgx-h100", 64, zero_stage=z, **BASE).memory["per_gpu_bytes"][0]) for z in range(4)]
+    assert mems == sorted(mems, reverse=True) and mems[0] > mems[3]
+    acts = [float(run("llama3.1-8b", "dgx-h100", 64, recompute=r, **BASE).memory["activations_bytes"][0])
+            for r in ("none", "selective", "full")]
+    assert acts[0] >= acts[1] > acts[2]
+
+
+def test_activation_bytes_match_korthikanti_without_dropout_masks():
+    """Korthikanti et al. 2022 sec. 4.2.2: 34 s b h / t per layer with TP+SP and no s^2 term (flash attention);
+    this model stores no dropout masks (2 s b h of the 34), and adds fp32 softmax statistics (4 a per token)."""
+    gpt = model_from_mapping({"name": "gpt", "num_layers": 4, "hidden_size": 4096, "ffn_hidden_size": 16384,
+                              "num_attention_heads": 32, "vocab_size": 51200, "gated_mlp": False}, origin="test")
+    shape = model_shape(gpt)
+    for t in (1, 2, 8):
+        got = activation_bytes_per_token_per_layer(gpt, shape, np.array([t]), np.array([t]), np.array([True]),
+                                                   np.array([0]), moe_layer=False)
+        assert float(got[0]) == pytest.approx((34 - 2) * 4096 / t + 4 * 32 / t)
+
+
+def test_plan_that_does_not_fit_is_not_an_error():
+    r = run("llama3.1-405b", "dgx-h100", 8, tp=8, global_batch_size=8, seq_length=8192)
+    assert not bool(r.memory["fits"][0])
+    assert float(r.memory["per_gpu_bytes"][0]) > float(r.memory["capacity_bytes"][0])
+    assert np.isfinite(r.step_time_s[0])
+
+
+def test_mfu_hfu_and_recompute():
+    plain = run("gpt3-175b", "dgx-a100", 512, tp=8, pp=8, recompute="none", global_batch_size=512, seq_length=2048)
+    full = run("gpt3-175b", "dgx-a100", 512, tp=8, pp=8, recompute="full", global_batch_size=512, seq_length=2048)
+    assert float(plain.mfu[0]) == pytest.approx(float(plain.hfu[0]))
+    assert float(full.hfu[0]) > float(full.mfu[0])
+    assert float(full.step_time_s[0]) > float(plain.step_time_s[0])
+    assert 0 < float(plain.mfu[0]) < 1
+
+
+def test_interleaving_shrinks_the_bubble():
+    one = run("gpt3-175b", "dgx-a100", 512, tp=8, pp=8, vpp=1, global_batch_size=512, seq_length=2048)
+    six = run("gpt3-175b", "dgx-a100", 512, tp=8, pp=8, vpp=3, global_batch_size=512, seq_length=2048)
+    assert float(six.bubble_s[0]) < float(one.bubble_s[0])
+
+
+def test_grad_reduce_overlap_hides_dp_traffic():
+    on = run("llama3.1-8b", "dgx-h100", 256, overlap_grad_reduce=True, **BASE)
+    off = run("llama3.1-8b", "dgx-h100", 256, overlap_grad_reduce=False, overlap_param_gather=False, **BASE)
+    assert float(on.axis_exposed_s["dp"][0]) < float(off.axis_exposed_s["dp"][0])
+    assert float(off.axis_exposed_s["dp"][0]) == pytest.approx(float(off.axis_time_s["dp"][0]))
+
+
+def test_scaling_efficiency_is_compute_over_step():
+    r = run("llama3.1-70b", "dgx-h100", 256, tp=8, pp=4, **BASE)
+    assert float(r.scaling_efficiency[0]) == pytest.approx(float(r.compute_s[0] / r.step_time_s[0]))
+    assert 0 < float(r.scaling_efficiency[0]) <= 1
+
+
+def test_a_batch_equals_its_plans_estimated_one_by_one():
+    m, c = load_model("llama3.1-70b"), load_cluster("dgx-h100")
+    plans = [plan_from_mapping(dict(tp=tp, pp=pp, recompute=rc, zero_stage=z, **BASE), num_gpus=256)
+             for tp, pp, rc, z in ((8, 4, "full", 1), (4, 8, "selective", 0), (8, 2, "none", 3), (2, 16, "full", 2))]
+    together = estimate(m, c, PlanBatch.from_plans(plans))
+    for i, p in enumerate(plans):
+        alone = estimate(m, c, PlanBatch.from_plans([p]))
+        assert float(alone.step_time_s[0]) == pytest.approx(float(together.step_time_s[i]), rel=1e-12)
+        assert float(alone.memory["per_gpu_bytes"][0]) == pytest.approx(float(together.memory["per_gpu_bytes"][i]))
+
+
+def test_faster_network_never_slows_a_step():
+    slow = run("llama3.1-70b", "dgx-a100", 256, tp=8, pp=4, **BASE)
+    from tierwise.specs.cluster import cluster_from_mapping
+
+    fast_cluster = cluster_from_mapping({"base": "dgx-a100", "nic_bandwidth": "400 Gb/s"})
+    p = plan_from_mapping(dict(tp=8, pp=4, **BASE), num_gpus=256)
+    fast = estimate(load_model("llama3.1-70b"), fast_cluster, PlanBatch.from_plans([p]))
+    assert float(fast.step_time_s[0]) <= float(slow.step_time_s[0])
