@@ -57,7 +57,8 @@ _register_all()
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; user errors print one line on stderr and return exit code 2 (no traceback)."""
     try:
-        app(args=argv, prog_name="tierwise", standalone_mode=False)
+        # with standalone_mode=False click returns the code of a typer.Exit instead of raising it
+        result = app(args=argv, prog_name="tierwise", standalone_mode=False)
     except TierwiseError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             exc.show()
             return 2
         raise
-    return 0
+    return result if isinstance(result, int) else 0
 
 
 if __name__ == "__main__":  # pragma: no cover
