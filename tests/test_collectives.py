@@ -153,3 +153,33 @@ def test_unknown_algorithm_is_a_clear_error():
 def test_algorithm_names_are_reported():
     cost = _cost("all-reduce", 8e9, 8)
     assert ALGORITHMS[int(cost.algorithm)] == "nvls"
+
+
+# Published reference bus bandwidths (large messages), collectives-notes.md sections 3.1-3.5 and
+# hardware-notes.md section 1: (cluster, kind, ranks, algorithm, GB/s, source)
+REFERENCES = [
+    ("dgx-h100", "all-reduce", 8, "ring", 370, "sjeaugey nccl-tests #212; NVIDIA GTC24 NVLink4"),
+    ("dgx-h100", "all-reduce", 8, "auto", 480, "NVIDIA GTC24 NVLink4 SHARP"),
+    ("dgx-a100", "all-reduce", 8, "auto", 232, "NVIDIA GTC24 NVLink3"),
+    ("dgx-b200", "all-reduce", 8, "ring", 700, "NVIDIA GTC25 NVLink5"),
+    ("dgx-b200", "all-reduce", 8, "auto", 850, "NVIDIA GTC25 NVLink5 SHARP"),
+    ("gb200-nvl72", "all-reduce", 32, "ring", 680, "NVIDIA GTC25 GB200 NVL72 NVLink"),
+    ("dgx-h100", "all-reduce", 32, "ring", 370, "NVIDIA GTC25 NVL4 + 8x400Gb RDMA, 32 GPUs"),
+    ("dgx-a100", "all-reduce", 32, "ring", 192, "NVIDIA GTC24 NVL3 + 8x200Gb RDMA"),
+    ("dgx-h100", "all-to-all", 8, "auto", 320, "NVIDIA GTC25 all-to-all NVLink4"),
+    ("dgx-a100", "all-to-all", 8, "auto", 210, "NVIDIA GTC25 all-to-all NVLink3"),
+    ("dgx-b200", "all-to-all", 8, "auto", 640, "NVIDIA GTC25 all-to-all NVLink5"),
+    ("dgx-h100", "all-to-all", 32, "auto", 48, "NVIDIA GTC25 all-to-all 8x400Gb RDMA, 32 GPUs"),
+    ("dgx-a100", "all-to-all", 32, "auto", 24, "NVIDIA GTC25 all-to-all 8x200Gb RDMA, 32 GPUs"),
+    ("mi300x-8", "all-reduce", 8, "ring", 312.9, "hardware-notes S2: measured 8 x MI300X"),
+    ("mi300x-8", "all-reduce", 2, "ring", 47.7, "hardware-notes S2: measured 2 x MI300X"),
+]
+
+
+@pytest.mark.parametrize(("cluster", "kind", "ranks", "algo", "gbps", "source"), REFERENCES)
+def test_published_large_message_busbw_within_15_percent(cluster, kind, ranks, algo, gbps, source):
+    c = load_cluster(cluster)
+    size = 16 * 2**30
+    cost = _cost(kind, size, ranks, c, algorithm=algo)
+    busbw = size / float(cost.time_s) * float(np.asarray(bytes_per_rank(kind, 1.0, ranks)))
+    assert busbw / 1e9 == pytest.approx(gbps, rel=0.15), source

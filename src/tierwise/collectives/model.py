@@ -133,7 +133,8 @@ def _candidates(kind: str, size, span: GroupSpan, cluster: Cluster, p, algorithm
             # (nl+1)/nl x S through each GPU's NVLink ports (sjeaugey, nccl-tests PR #239); between domains
             # a double binary tree (NVLSTree), pipelined with it
             # (pipelined, Simple protocol: each of the 1 + 2 log2(m) pipeline stages adds one chunk time)
-            b_nvls = cluster.scale_up_bytes_per_s * p["nvls_efficiency"]
+            nvls_eff = p["nvls_efficiency_by_generation"].get(cluster.accelerator.generation, p["nvls_efficiency"])
+            b_nvls = cluster.scale_up_bytes_per_s * nvls_eff
             b_tree = nl * b_out_bulk * p["tree_efficiency"]
             egress = alpha_beta.tree_egress_factor(m)
             intra = (nl + 1) / nl * size / b_nvls
@@ -150,7 +151,8 @@ def _candidates(kind: str, size, span: GroupSpan, cluster: Cluster, p, algorithm
             frac = p["protocol_bandwidth_fraction"][proto]
             base = p["base_latency"][algo if algo in p["base_latency"] else "ring"][proto]
             if algo == "direct":
-                b_in, b_out = b_p2p * frac, b_out_bulk * frac
+                a2a = p["all_to_all_efficiency"] if kind == "all-to-all" else 1.0
+                b_in, b_out = b_p2p * frac * a2a, b_out_bulk * frac * a2a
             else:
                 b_in, b_out = b_ring * frac, b_out_bulk * frac
             if algo == "tree":

@@ -44,6 +44,8 @@ def load_parameters() -> Parameters:
         "link_efficiency": dict(col["link_efficiency"]),
         "mesh_link_efficiency": float(col["mesh_link_efficiency"]),
         "nvls_efficiency": float(col["nvls_efficiency"]),
+        "nvls_efficiency_by_generation": {k: float(v) for k, v in col["nvls_efficiency_by_generation"].items()},
+        "all_to_all_efficiency": float(col["all_to_all_efficiency"]),
         "tree_efficiency": float(col["tree_efficiency"]),
         "simple_chunk_bytes": float(col["simple_chunk_bytes"]),
         "simple_channels": float(col["simple_channels"]),
