@@ -1,0 +1,149 @@
+"""Collectives and traffic patterns as phases of flows, using the steady state of pipelined algorithms.
+
+A pipelined ring does not need its 2(n-1) steps simulated one by one: in steady state every rank sends
+to its successor at the same rate, so a ring (one NCCL channel) is a single *unit* whose flows all move in
+lock step at the rate of its slowest hop, and which must move ``factor x S / channels`` bytes per rank
+(Patarasuk & Yuan, JPDC 2009; the factors are :func:`tierwise.collectives.volumes.bus_factor`). Its latency
+is the pipeline's critical path: a chunk crosses ``steps`` hops one after another, each on average the
+ring's mean hop latency (derivation: a chunk of a ring all-reduce travels 2(n-1) consecutive ring hops;
+summed over the ring those hops have latency ``(n-m) l_in + m l_out`` per lap of n hops).
+
+Units of one phase run concurrently and share the fabric max-min fairly; phases run in sequence.
+
+* ``ring``: NCCL-style multi-channel ring: ``nl`` channels (ranks per domain) when the group spans
+  several domains, channel c visiting each domain's ranks rotated by c so that each channel leaves a
+  domain through a different GPU and NIC (as :func:`tierwise.collectives.alpha_beta.ring_node_egress_bytes`
+  assumes);
+* ``hierarchical``: reduce-scatter ring inside each domain, then ``nl`` rings between domains (one per
+  local rank, each carrying the 1/nl shard), then all-gather inside (collectives-notes.md section 5.4);
+* ``direct`` all-to-all: every rank sends S/n to every other rank, each flow on its own;
+* ``permutation``: every rank sends S to one other rank of a seeded random derangement;
+* ``pipeline``: rank r sends S to rank r + n/stages (activations between pipeline stages).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tierwise.collectives.volumes import bus_factor
+
+__all__ = ["Phase", "collective_phases"]
+
+
+@dataclass
+class Phase:
+    name: str
+    src: np.ndarray
+    dst: np.ndarray
+    unit: np.ndarray
+    """Unit id of each flow; a pipelined unit moves in lock step."""
+    unit_bytes: np.ndarray
+    """Bytes each flow of the unit must move."""
+    unit_steps: np.ndarray
+    """Sequential hops on the unit's latency critical path (0: one path latency, for direct flows)."""
+    pipelined: bool
+    extra: dict = field(default_factory=dict)
+
+
+def _ring_steps(kind: str, n: int) -> int:
+    return 2 * (n - 1) if kind == "all-reduce" else n - 1
+
+
+def _by_domain(ranks: np.ndarray, domain_size: int):
+    dom = ranks // domain_size
+    order = np.lexsort((ranks, dom))
+    r, d = ranks[order], dom[order]
+    starts = np.r_[0, np.nonzero(np.diff(d))[0] + 1]
+    counts = np.diff(np.r_[starts, r.size])
+    pos = np.arange(r.size) - np.repeat(starts, counts)
+    return r, d, pos, np.repeat(counts, counts), starts.size
+
+
+def _ring_phase(name, kind, ranks, domain_size, size_bytes, channels: int) -> Phase:
+    r, d, pos, cnt, _ = _by_domain(ranks, domain_size)
+    n = r.size
+    src, dst, unit = [], [], []
+    for c in range(channels):
+        rot = (pos - c) % cnt
+        order = r[np.lexsort((rot, d))]
+        src.append(order)
+        dst.append(np.roll(order, -1))
+        unit.append(np.full(n, c))
+    factor = float(bus_factor(kind, n))
+    return Phase(name, np.concatenate(src), np.concatenate(dst), np.concatenate(unit),
+                 np.full(channels, factor * size_bytes / channels), np.full(channels, _ring_steps(kind, n)),
+                 pipelined=True)
+
+
+def _rings_of(name, kind, groups: list[np.ndarray] | tuple, size_bytes) -> Phase:
+    """One single-channel ring per group (``groups`` = (ranks, group id) arrays, ranks in ring order)."""
+    ranks, gid = groups
+    order = np.lexsort((ranks, gid))
+    ranks, gid = ranks[order], gid[order]
+    starts = np.r_[0, np.nonzero(np.diff(gid))[0] + 1]
+    counts = np.diff(np.r_[starts, ranks.size])
+    nxt = np.arange(ranks.size) + 1
+    ends = starts + counts
+    nxt[ends - 1] = starts
+    keep = np.repeat(counts, counts) > 1
+    uid = np.repeat(np.arange(starts.size), counts)
+    n = counts.astype(float)
+    factor = np.where(n > 1, bus_factor(kind, np.maximum(n, 2)), 0.0)
+    steps = np.where(kind == "all-reduce", 2 * (counts - 1), counts - 1)
+    return Phase(name, ranks[keep], ranks[nxt][keep], uid[keep], factor * size_bytes, steps, pipelined=True)
+
+
+def collective_phases(kind: str, algorithm: str, ranks: np.ndarray, domain_size: int, size_bytes: float,
+                      *, seed: int = 1, stages: int = 4) -> list[Phase]:
+    """Phases of ``kind`` over GPU ids ``ranks`` (see the module docstring)."""
+    ranks = np.sort(np.asarray(ranks, dtype=np.int64))
+    n = ranks.size
+    _, _, pos, cnt, m = _by_domain(ranks, domain_size)
+    nl = int(cnt.max()) if n else 1
+    if n < 2:
+        return []
+    if kind in ("all-reduce", "all-gather", "reduce-scatter") and algorithm == "ring":
+        channels = nl if (m > 1 and nl > 1) or m == 1 else 1
+        return [_ring_phase("ring", kind, ranks, domain_size, size_bytes, channels)]
+    if kind in ("all-reduce", "all-gather", "reduce-scatter") and algorithm == "hierarchical":
+        r, d, pos, _, _ = _by_domain(ranks, domain_size)
+        intra = _rings_of("intra-domain", "reduce-scatter", (r, d), size_bytes)
+        inter_kind = kind
+        inter = _rings_of("inter-domain", inter_kind, (r, pos), size_bytes / nl)
+        if kind == "all-reduce":
+            ag = _rings_of("intra-domain", "all-gather", (r, d), size_bytes)
+            return [p for p in (intra, inter, ag) if p.src.size]
+        first, last = (intra, inter) if kind == "reduce-scatter" else (inter, intra)
+        return [p for p in (first, last) if p.src.size]
+    if kind == "all-to-all":
+        s = np.repeat(ranks, n)
+        t = np.tile(ranks, n)
+        keep = s != t
+        s, t = s[keep], t[keep]
+        return [Phase("all-to-all", s, t, np.arange(s.size), np.full(s.size, size_bytes / n),
+                      np.zeros(s.size, dtype=np.int64), pipelined=False)]
+    if kind == "permutation":
+        rng = np.random.default_rng(seed)
+        perm = rng.permutation(n)
+        fixed = perm == np.arange(n)
+        while fixed.any():  # derangement: rotate the fixed points among themselves (or with a neighbour)
+            idx = np.nonzero(fixed)[0]
+            if idx.size == 1:
+                j = (idx[0] + 1) % n
+                perm[idx[0]], perm[j] = perm[j], perm[idx[0]]
+            else:
+                perm[idx] = perm[np.roll(idx, 1)]
+            fixed = perm == np.arange(n)
+        return [Phase("permutation", ranks, ranks[perm], np.arange(n), np.full(n, float(size_bytes)),
+                      np.zeros(n, dtype=np.int64), pipelined=False)]
+    if kind == "pipeline":
+        off = max(1, n // max(stages, 2))
+        s, t = ranks[: n - off], ranks[off:]
+        return [Phase("pipeline", s, t, np.arange(s.size), np.full(s.size, float(size_bytes)),
+                      np.zeros(s.size, dtype=np.int64), pipelined=False)]
+    from tierwise.errors import TopologyError
+
+    raise TopologyError(f"--algorithm {algorithm} is not simulated for {kind}; use ring or hierarchical "
+                        f"for all-reduce/all-gather/reduce-scatter, direct for all-to-all")
