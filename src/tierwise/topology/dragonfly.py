@@ -11,8 +11,9 @@ Routing is minimal (local, global, local; at most 3 switch-to-switch hops). Unde
 next group, the paper's worst case (section 4.2); Valiant routing through a random intermediate group
 would halve the peak and recover it, and is not modelled here (documented in docs/topology.md).
 
-Bisection (one-way): cutting the groups in halves cuts ``(g/2)^2`` group pairs, each with
-``a h / (g - 1)`` global links of bandwidth b: ``B = (g/2)^2 x a h / (g-1) x b`` (for even g).
+Bisection (one-way): cutting the groups in halves cuts ``floor(g/2) ceil(g/2)`` group pairs, each with at
+least ``floor(a h / (g - 1))`` global links of bandwidth b: ``B = floor(g/2) ceil(g/2) floor(a h/(g-1)) b``
+(exact when ``g - 1`` divides ``a h``, e.g. the maximum ``g = a h + 1``; Kim et al. section 3.2).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def dragonfly_bisection(groups: int, radix: int, b: float) -> float:
     p, a, h = dragonfly_shape(radix)
     if groups < 2:
         return 0.0
-    return (groups // 2) * (groups - groups // 2) * (a * h / (groups - 1)) * b
+    return (groups // 2) * (groups - groups // 2) * (a * h // (groups - 1)) * b
 
 
 def add_dragonfly(gb: GraphBuilder, nic_nodes: np.ndarray, *, radix: int, groups: int | None, cap: float,
