@@ -11,13 +11,14 @@ summed over the ring those hops have latency ``(n-m) l_in + m l_out`` per lap of
 Units of one phase run concurrently and share the fabric max-min fairly; phases run in sequence.
 
 * ``ring``: NCCL-style multi-channel ring: ``nl`` channels (ranks per domain) when the group spans
-  several domains, channel c visiting each domain's ranks rotated by c so that each channel leaves a
-  domain through a different GPU and NIC (as :func:`tierwise.collectives.alpha_beta.ring_node_egress_bytes`
-  assumes);
+  several domains, each channel leaving a domain through a different GPU and NIC (as
+  :func:`tierwise.collectives.alpha_beta.ring_node_egress_bytes` assumes) and entering the next domain on
+  the same rail;
 * ``hierarchical``: reduce-scatter ring inside each domain, then ``nl`` rings between domains (one per
   local rank, each carrying the 1/nl shard), then all-gather inside (collectives-notes.md section 5.4);
 * ``direct`` all-to-all: every rank sends S/n to every other rank, each flow on its own;
-* ``permutation``: every rank sends S to one other rank of a seeded random derangement;
+* ``permutation``: every rank sends S to one other rank of a seeded random derangement, or with
+  ``shift`` to rank ``r + shift`` (e.g. one dragonfly group's worth: the adversarial pattern);
 * ``pipeline``: rank r sends S to rank r + n/stages (activations between pipeline stages).
 """
 
@@ -65,8 +66,13 @@ def _ring_phase(name, kind, ranks, domain_size, size_bytes, channels: int) -> Ph
     r, d, pos, cnt, _ = _by_domain(ranks, domain_size)
     n = r.size
     src, dst, unit = [], [], []
+    dom_index = np.unique(d, return_inverse=True)[1]
     for c in range(channels):
-        rot = (pos - c) % cnt
+        # domain D is entered at local rank s = (c + D) mod nl and walked downwards s, s-1, ..., s+1, so it
+        # is left from local rank s+1 towards the next domain's local rank s+1: the hop between domains
+        # stays on one rail (NCCL builds rail-aligned rings), and each channel uses a different NIC.
+        start = (c + dom_index) % cnt
+        rot = (start - pos) % cnt
         order = r[np.lexsort((rot, d))]
         src.append(order)
         dst.append(np.roll(order, -1))
@@ -96,7 +102,7 @@ def _rings_of(name, kind, groups: list[np.ndarray] | tuple, size_bytes) -> Phase
 
 
 def collective_phases(kind: str, algorithm: str, ranks: np.ndarray, domain_size: int, size_bytes: float,
-                      *, seed: int = 1, stages: int = 4) -> list[Phase]:
+                      *, seed: int = 1, stages: int = 4, shift: int | None = None) -> list[Phase]:
     """Phases of ``kind`` over GPU ids ``ranks`` (see the module docstring)."""
     ranks = np.sort(np.asarray(ranks, dtype=np.int64))
     n = ranks.size
@@ -124,6 +130,10 @@ def collective_phases(kind: str, algorithm: str, ranks: np.ndarray, domain_size:
         s, t = s[keep], t[keep]
         return [Phase("all-to-all", s, t, np.arange(s.size), np.full(s.size, size_bytes / n),
                       np.zeros(s.size, dtype=np.int64), pipelined=False)]
+    if kind == "permutation" and shift:
+        perm = (np.arange(n) + shift) % n
+        return [Phase("permutation", ranks, ranks[perm], np.arange(n), np.full(n, float(size_bytes)),
+                      np.zeros(n, dtype=np.int64), pipelined=False)]
     if kind == "permutation":
         rng = np.random.default_rng(seed)
         perm = rng.permutation(n)

@@ -134,7 +134,7 @@ def _node_name(fab: Fabric, node: int) -> str:
 
 
 def simulate(fab: Fabric, kind: str, size_bytes: float, *, algorithm: str = "auto", num_ranks: int | None = None,
-             routing: str = "adaptive", seed: int = 1, failures: Failures | None = None, stages: int = 4,
+             routing: str = "adaptive", seed: int = 1, failures: Failures | None = None, stages: int = 4, shift: int | None = None,
              max_events: int = 8, compare_healthy: bool = True) -> dict:
     """Simulate; returns a JSON-ready dict (time_s, algbw/busbw, analytic_time_s, bottleneck_links, ...)."""
     from tierwise.errors import TopologyError
@@ -160,7 +160,7 @@ def simulate(fab: Fabric, kind: str, size_bytes: float, *, algorithm: str = "aut
     for _ in range(4):
         alive = np.setdiff1d(ranks, np.fromiter(unreachable, dtype=np.int64, count=len(unreachable)))
         phases = collective_phases(kind, algorithm, alive, fab.domain_size if fab.scale_up != "none" else 1,
-                                   size_bytes, seed=seed, stages=stages)
+                                   size_bytes, seed=seed, stages=stages, shift=shift)
         routed, newly = [], set()
         for ph in phases:
             paths, ok = route(fab, ph.src, ph.dst, seed=seed, link_ok=link_ok, nics=nics)
@@ -185,6 +185,7 @@ def simulate(fab: Fabric, kind: str, size_bytes: float, *, algorithm: str = "aut
         "algorithm": algorithm,
         "routing": routing,
         "seed": seed,
+        "shift": shift,
         "size_bytes": float(size_bytes),
         "num_ranks": n,
         "num_ranks_simulated": n_alive,
@@ -201,7 +202,7 @@ def simulate(fab: Fabric, kind: str, size_bytes: float, *, algorithm: str = "aut
     }
     if failures.any and compare_healthy:
         healthy = simulate(fab, kind, size_bytes, algorithm=algorithm, num_ranks=n, routing=routing, seed=seed,
-                           stages=stages, max_events=max_events, compare_healthy=False)
+                           stages=stages, shift=shift, max_events=max_events, compare_healthy=False)
         out["healthy_time_s"] = healthy["time_s"]
         out["degradation"] = time_s / healthy["time_s"] if healthy["time_s"] else None
     return out

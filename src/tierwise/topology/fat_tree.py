@@ -62,7 +62,10 @@ def _check_size(num: int, radix: int, tiers: int, o: float, num_gpus: int | None
     need = radix
     while max_endpoints(need, tiers, o) < num:
         need += 2
-    what = f"{num_gpus} GPUs ({num} NICs)" if num_gpus is not None and num_gpus != num else f"{num} NICs"
+    if num_gpus is None:
+        what = f"{num} NICs"
+    else:
+        what = f"{num_gpus} GPUs" + (f" ({num} NICs)" if num_gpus != num else "")
     more = f" or --tiers {tiers + 1}" if tiers < 3 else ""
     raise TopologyError(
         f"radix {radix} is too small for {what} in a {tiers}-tier fat tree (max {cap}); "
