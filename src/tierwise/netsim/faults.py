@@ -32,10 +32,7 @@ def parse_fail_count(value: str | int, total: int, what: str, flag: str) -> int:
     """A count or a percentage of ``total``; more than ``total`` is an error naming both."""
     text = str(value).strip()
     try:
-        if text.endswith("%"):
-            count = int(round(float(text[:-1]) / 100.0 * total))
-        else:
-            count = int(text)
+        count = int(round(float(text[:-1]) / 100.0 * total)) if text.endswith("%") else int(text)
     except ValueError:
         raise TopologyError(f"{flag} {value!r} is neither a count nor a percentage; write e.g. 12 or 0.1%") from None
     if count < 0:

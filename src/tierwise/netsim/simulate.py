@@ -76,7 +76,6 @@ def _run_phase(fab, phase: Phase, paths, res, cap, max_events: int) -> _PhaseRes
 
 def _direct(A, cap, size, max_events):
     """Event-driven max-min: returns (transfer time, resource load of the first allocation)."""
-    n = size.size
     remaining = size.copy()
     active = remaining > 0
     t = 0.0
@@ -109,10 +108,7 @@ def _direct(A, cap, size, max_events):
 
 
 def _describe(fab: Fabric, res_id: int, routing: str) -> str:
-    if routing == "adaptive":
-        members = np.nonzero(fab.link_group == res_id)[0]
-    else:
-        members = np.array([res_id])
+    members = np.nonzero(fab.link_group == res_id)[0] if routing == "adaptive" else np.array([res_id])
     link = members[0]
     tier = LINK_TIER_NAMES.get(int(fab.link_tier[link]), "?")
     s, d = int(fab.link_src[link]), int(fab.link_dst[link])

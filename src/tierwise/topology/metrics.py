@@ -89,7 +89,7 @@ def hops(fab: Fabric, max_pairs: int = 20000, seed: int = 0) -> dict:
     dom = max(fab.domain_size, 1) if fab.scale_up != "none" else 1
     G = fab.num_gpus
     rng = np.random.default_rng(seed)
-    if G * G <= max_pairs:
+    if max_pairs >= G * G:
         s, d = np.repeat(np.arange(G), G), np.tile(np.arange(G), G)
     else:
         s, d = rng.integers(0, G, max_pairs), rng.integers(0, G, max_pairs)
