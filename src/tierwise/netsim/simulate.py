@@ -70,8 +70,9 @@ def _run_phase(fab, phase: Phase, paths, res, cap, max_events: int) -> _PhaseRes
         time_s += float(lat_flow.max()) if lat_flow.size else 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
         util = np.where(cap > 0, load / cap, 0.0)
-    return _PhaseResult(phase.name, time_s, util, cap, lat_flow[local].tolist()[:1] and [float(lat_flow[local].mean())],
-                        lat_flow[~local].tolist()[:1] and [float(lat_flow[~local].mean())])
+    lat_in = [float(lat_flow[local].mean())] if local.any() else []
+    lat_out = [float(lat_flow[~local].mean())] if (~local).any() else []
+    return _PhaseResult(phase.name, time_s, util, cap, lat_in, lat_out)
 
 
 def _direct(A, cap, size, max_events):
@@ -126,7 +127,11 @@ def _node_name(fab: Fabric, node: int) -> str:
         return f"scaleup-switch{node}"
     if kind == 2:
         return f"nic{node}"
-    return {1: "leaf", 2: "spine", 3: "core"}.get(int(fab.node_tier[node]), "switch") + str(node)
+    tier = int(fab.node_tier[node])
+    if fab.family == "dragonfly":
+        return f"router{node}"
+    three = bool((fab.node_tier == 3).any())
+    return {1: "leaf", 2: "agg" if three else "spine", 3: "core"}.get(tier, "switch") + str(node)
 
 
 def simulate(fab: Fabric, kind: str, size_bytes: float, *, algorithm: str = "auto", num_ranks: int | None = None,
