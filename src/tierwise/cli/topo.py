@@ -49,7 +49,8 @@ _O = dict(
     oversubscription=typer.Option(1.0, "--oversubscription", help="leaf down:up ratio (1 = non-blocking)"),
     nic_bandwidth=typer.Option("400 Gb/s", "--nic-bandwidth", help="one-way per NIC"),
     scale_up=typer.Option("nvswitch", "--scale-up", help="nvswitch | mesh | none"),
-    scale_up_bandwidth=typer.Option("450 GB/s", "--scale-up-bandwidth", help="one-way per GPU"),
+    scale_up_bandwidth=typer.Option(None, "--scale-up-bandwidth", help="one-way per GPU (default 450 GB/s; "
+                                    "900 GB/s for nvl72)"),
     domain_size=typer.Option(None, "--domain-size", help="GPUs per scale-up domain (default the node; 72 nvl72)"),
     hop_latency=typer.Option("300 ns", "--hop-latency", help="per scale-out link"),
     dims=typer.Option(None, "--dims", help="torus dims, e.g. 8x8x8"),

@@ -51,7 +51,7 @@ def _resources(fab: Fabric, paths: np.ndarray, link_cap: np.ndarray, routing: st
 def _run_phase(fab, phase: Phase, paths, res, cap, max_events: int) -> _PhaseResult:
     lat_flow = np.where(paths >= 0, fab.link_lat[np.maximum(paths, 0)], 0.0).sum(axis=1)
     hops = paths.shape[1]
-    num_units = int(phase.unit.max()) + 1 if phase.unit.size else 0
+    num_units = int(phase.unit_bytes.size)
     A = incidence(np.repeat(phase.unit, hops), res.ravel(), num_units, cap.size)
     local = (phase.src // max(fab.domain_size, 1)) == (phase.dst // max(fab.domain_size, 1))
     if fab.scale_up == "none":
@@ -192,9 +192,11 @@ def simulate(fab: Fabric, kind: str, size_bytes: float, *, algorithm: str = "aut
         "num_ranks_simulated": n_alive,
         "unreachable_ranks": sorted(int(x) for x in unreachable),
         "time_s": time_s,
-        "algbw_bytes_per_s": size_bytes / time_s if time_s > 0 else float("inf"),
-        "busbw_bytes_per_s": float(bus_factor(_bus_kind(kind), n_alive)) * size_bytes / time_s if time_s else 0.0,
-        "analytic_time_s": analytic_time(fab, kind, algorithm, size_bytes, n_alive, nl, l_in, l_out),
+        "algbw_bytes_per_s": size_bytes / time_s if time_s > 0 else 0.0,
+        "busbw_bytes_per_s": (float(bus_factor(_bus_kind(kind), n_alive)) * size_bytes / time_s
+                              if time_s and n_alive >= 2 else 0.0),
+        "analytic_time_s": (analytic_time(fab, kind, algorithm, size_bytes, n_alive, nl, l_in, l_out)
+                            if n_alive >= 2 else 0.0),
         "latency_in_s": l_in,
         "latency_out_s": l_out,
         "phases": [{"name": r.name, "time_s": r.time_s} for r in results],

@@ -48,7 +48,8 @@ def build_fabric(spec: TopologySpec) -> Fabric:
 
     domain, scale_up = _check_counts(spec)
     b_nic = parse_bandwidth(spec.nic_bandwidth, what="nic bandwidth")
-    b_in = parse_bandwidth(spec.scale_up_bandwidth, what="scale-up bandwidth")
+    default_in = "900 GB/s" if spec.family == "nvl72" else "450 GB/s"
+    b_in = parse_bandwidth(spec.scale_up_bandwidth or default_in, what="scale-up bandwidth")
     lat = parse_time(spec.hop_latency, what="hop latency")
     lat_in = parse_time(spec.scale_up_latency, what="scale-up latency")
     gb = GraphBuilder()

@@ -32,8 +32,9 @@ class TopologySpec:
     nic_bandwidth: str = "400 Gb/s"
     scale_up: str = "nvswitch"
     """nvswitch (a crossbar per domain), mesh (switchless all-to-all links) or none."""
-    scale_up_bandwidth: str = "450 GB/s"
-    """One-way per GPU (H100 NVLink4: 900 GB/s bidirectional)."""
+    scale_up_bandwidth: str | None = None
+    """One-way per GPU; default 450 GB/s (H100 NVLink4, 900 GB/s bidirectional), 900 GB/s for nvl72
+    (GB200 NVLink5, 1.8 TB/s bidirectional)."""
     domain_size: int | None = None
     """GPUs per scale-up domain; default the node (72 for nvl72)."""
     hop_latency: str = "300 ns"
