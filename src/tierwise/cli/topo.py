@@ -88,7 +88,7 @@ def register(app: typer.Typer) -> None:
         size: str = typer.Option("1GB", "--size", help="collective size (nccl-tests convention)"),
         ranks: int = typer.Option(None, "--ranks", help="ranks taking part (first N GPUs; default all)"),
         routing: str = typer.Option("adaptive", "--routing", help="ecmp | adaptive"),
-        algorithm: str = typer.Option("auto", "--algorithm", help="ring | hierarchical | direct (auto: ring/direct)"),
+        algorithm: str = typer.Option("auto", "--algorithm", help="ring | hierarchical | tree (all-reduce) | direct (auto: ring/direct)"),
         fail_links: str = typer.Option("0", "--fail-links", help="scale-out cables to fail: N or P%"),
         fail_switches: str = typer.Option("0", "--fail-switches", help="fabric switches to fail: N or P%"),
         fail_domains: str = typer.Option("0", "--fail-domains", help="scale-up domains (nodes/racks) to fail"),

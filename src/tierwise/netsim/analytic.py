@@ -29,7 +29,8 @@ def analytic_time(fab: Fabric, kind: str, algorithm: str, size_bytes: float, n: 
     b_in, b_out = rank_bandwidths(fab)
     args = (size_bytes, n, nl, b_in, b_out, l_in, l_out)
     if kind in ("all-reduce", "all-gather", "reduce-scatter"):
-        fn = alpha_beta.hierarchical_time if algorithm == "hierarchical" else alpha_beta.ring_time
+        fn = {"hierarchical": alpha_beta.hierarchical_time, "tree": alpha_beta.tree_time}.get(
+            algorithm, alpha_beta.ring_time)
         return float(fn(kind, *args))
     if kind == "all-to-all":
         return float(alpha_beta.direct_all_to_all_time(*args))

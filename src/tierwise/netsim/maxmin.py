@@ -20,12 +20,15 @@ import numpy as np
 __all__ = ["incidence", "max_min_rates"]
 
 
-def incidence(unit: np.ndarray, resource: np.ndarray, num_units: int, num_resources: int):
-    """Sparse ``A`` (resources x units) from (unit, resource) pairs; repeated pairs add up."""
+def incidence(unit: np.ndarray, resource: np.ndarray, num_units: int, num_resources: int, weight=None):
+    """Sparse ``A`` (resources x units) from (unit, resource) pairs; repeated pairs add up.
+
+    ``weight`` (per pair, default 1) is the bytes a flow moves per byte of its unit's progress (a tree
+    edge carries half of a double-binary-tree channel's buffer)."""
     from scipy import sparse
 
     keep = resource >= 0
-    data = np.ones(int(keep.sum()))
+    data = np.ones(int(keep.sum())) if weight is None else np.asarray(weight, dtype=float)[keep]
     A = sparse.coo_matrix((data, (resource[keep], unit[keep])), shape=(num_resources, num_units))
     return A.tocsr()
 

@@ -16,6 +16,9 @@ Units of one phase run concurrently and share the fabric max-min fairly; phases 
   the same rail;
 * ``hierarchical``: reduce-scatter ring inside each domain, then ``nl`` rings between domains (one per
   local rank, each carrying the 1/nl shard), then all-gather inside (collectives-notes.md section 5.4);
+* ``tree`` (all-reduce): NCCL's tree: per channel a chain through each domain and a double binary tree
+  between domains (Sanders, Speck & Traeff 2009), reduce and broadcast pipelined together, so every
+  chain edge carries the channel's buffer once each way and every tree edge half of it each way;
 * ``direct`` all-to-all: every rank sends S/n to every other rank, each flow on its own;
 * ``permutation``: every rank sends S to one other rank of a seeded random derangement, or with
   ``shift`` to rank ``r + shift`` (e.g. one dragonfly group's worth: the adversarial pattern);
@@ -45,6 +48,10 @@ class Phase:
     unit_steps: np.ndarray
     """Sequential hops on the unit's latency critical path (0: one path latency, for direct flows)."""
     pipelined: bool
+    flow_weight: np.ndarray | None = None
+    """Bytes each flow moves per byte of its unit's progress (default 1)."""
+    unit_steps_split: tuple[np.ndarray, np.ndarray] | None = None
+    """(intra-domain, inter-domain) hops on the latency critical path, when known apart."""
     extra: dict = field(default_factory=dict)
 
 
@@ -123,6 +130,8 @@ def collective_phases(kind: str, algorithm: str, ranks: np.ndarray, domain_size:
             return [p for p in (intra, inter, ag) if p.src.size]
         first, last = (intra, inter) if kind == "reduce-scatter" else (inter, intra)
         return [p for p in (first, last) if p.src.size]
+    if kind == "all-reduce" and algorithm == "tree":
+        return [_tree_phase(ranks, domain_size, size_bytes, nl)]
     if kind == "all-to-all":
         s = np.repeat(ranks, n)
         t = np.tile(ranks, n)
@@ -156,4 +165,51 @@ def collective_phases(kind: str, algorithm: str, ranks: np.ndarray, domain_size:
     from tierwise.errors import TopologyError
 
     raise TopologyError(f"--algorithm {algorithm} is not simulated for {kind}; use ring or hierarchical "
-                        f"for all-reduce/all-gather/reduce-scatter, direct for all-to-all")
+                        f"for all-reduce/all-gather/reduce-scatter (tree for all-reduce), direct for all-to-all")
+
+
+def _double_binary_trees(m: int) -> tuple[np.ndarray, np.ndarray]:
+    """Parents (-1 at a root) of two binary trees over m domains whose interior nodes are the other's leaves.
+
+    Tree A is the heap-ordered tree (parent of i is (i-1)//2: interior nodes 0..m/2-1); tree B is the same
+    shape on the reversed order, so (for even m) every domain is interior in exactly one tree, the property
+    that lets the two trees together run at full bandwidth (Sanders et al. 2009, section 3).
+    """
+    i = np.arange(m)
+    a = np.where(i > 0, (i - 1) // 2, -1)
+    rev = m - 1 - i
+    b = np.where(rev > 0, m - 1 - (rev - 1) // 2, -1)
+    return a, b
+
+
+def _tree_phase(ranks, domain_size, size_bytes, nl) -> Phase:
+    r, d, pos, cnt, m = _by_domain(ranks, domain_size)
+    dom_index = np.unique(d, return_inverse=True)[1]
+    channels = nl
+    src, dst, unit, weight = [], [], [], []
+    parent_a, parent_b = _double_binary_trees(m)
+    for c in range(channels):
+        # chain through each domain starting at its head, local rank c: head, head+1, ...
+        rot = (pos - c) % cnt
+        order = np.lexsort((rot, d))
+        rr, dd, rot_sorted = r[order], dom_index[order], rot[order]
+        nxt_same = np.r_[dd[1:] == dd[:-1], False]
+        a_, b_ = rr[:-1][nxt_same[:-1]], rr[1:][nxt_same[:-1]]
+        src += [a_, b_]
+        dst += [b_, a_]
+        unit += [np.full(2 * a_.size, c)]
+        weight += [np.ones(2 * a_.size)]
+        head = rr[rot_sorted == 0]  # one per domain, in domain order
+        for parent in (parent_a, parent_b):
+            child = np.nonzero(parent >= 0)[0]
+            ch, pa = head[child], head[parent[child]]
+            src += [ch, pa]
+            dst += [pa, ch]
+            unit += [np.full(2 * ch.size, c)]
+            weight += [np.full(2 * ch.size, 0.5)]
+    depth = int(np.ceil(np.log2(max(m, 1)))) if m > 1 else 0
+    steps_in = np.full(channels, 2 * (nl - 1))
+    steps_out = np.full(channels, 2 * depth)
+    return Phase("tree", np.concatenate(src), np.concatenate(dst), np.concatenate(unit),
+                 np.full(channels, float(size_bytes) / channels), steps_in + steps_out, pipelined=True,
+                 flow_weight=np.concatenate(weight), unit_steps_split=(steps_in, steps_out))

@@ -52,7 +52,8 @@ def _run_phase(fab, phase: Phase, paths, res, cap, max_events: int) -> _PhaseRes
     lat_flow = np.where(paths >= 0, fab.link_lat[np.maximum(paths, 0)], 0.0).sum(axis=1)
     hops = paths.shape[1]
     num_units = int(phase.unit_bytes.size)
-    A = incidence(np.repeat(phase.unit, hops), res.ravel(), num_units, cap.size)
+    w = None if phase.flow_weight is None else np.repeat(phase.flow_weight, hops)
+    A = incidence(np.repeat(phase.unit, hops), res.ravel(), num_units, cap.size, weight=w)
     local = (phase.src // max(fab.domain_size, 1)) == (phase.dst // max(fab.domain_size, 1))
     if fab.scale_up == "none":
         local[:] = False
@@ -60,8 +61,15 @@ def _run_phase(fab, phase: Phase, paths, res, cap, max_events: int) -> _PhaseRes
         rate = max_min_rates(A, cap)
         cnt = np.bincount(phase.unit, minlength=num_units)
         mean_lat = np.bincount(phase.unit, weights=lat_flow, minlength=num_units) / np.maximum(cnt, 1)
+        if phase.unit_steps_split is not None:
+            steps_in, steps_out = phase.unit_steps_split
+            lat_in = _mean_by_unit(phase.unit, lat_flow, local, num_units)
+            lat_out = _mean_by_unit(phase.unit, lat_flow, ~local, num_units)
+            latency = steps_in * lat_in + steps_out * lat_out
+        else:
+            latency = phase.unit_steps * mean_lat
         with np.errstate(divide="ignore"):
-            unit_t = phase.unit_bytes / rate + phase.unit_steps * mean_lat
+            unit_t = phase.unit_bytes / rate + latency
         unit_t = np.where(cnt > 0, unit_t, 0.0)
         time_s = float(unit_t.max()) if unit_t.size else 0.0
         load = A @ np.where(np.isfinite(rate), rate, 0.0)
@@ -73,6 +81,12 @@ def _run_phase(fab, phase: Phase, paths, res, cap, max_events: int) -> _PhaseRes
     lat_in = [float(lat_flow[local].mean())] if local.any() else []
     lat_out = [float(lat_flow[~local].mean())] if (~local).any() else []
     return _PhaseResult(phase.name, time_s, util, cap, lat_in, lat_out)
+
+
+def _mean_by_unit(unit, value, mask, num_units):
+    cnt = np.bincount(unit[mask], minlength=num_units)
+    tot = np.bincount(unit[mask], weights=value[mask], minlength=num_units)
+    return tot / np.maximum(cnt, 1)
 
 
 def _direct(A, cap, size, max_events):
