@@ -97,3 +97,26 @@ def test_unknown_topology_key():
 def test_torus_dims_must_hold_the_gpus():
     with pytest.raises(TopologyError, match="hold 16 GPUs"):
         build_fabric(TopologySpec(family="torus", gpus=64, dims="4x4"))
+
+
+def test_hops_fat_tree_average_matches_pair_counting():
+    from tierwise.netsim.routing import route
+    from tierwise.topology.metrics import hops
+
+    # k=4 3-tier, one GPU per node: 16 NICs, 2 per leaf, 4 per pod. From any NIC: 1 at 2 hops,
+    # 2 at 4 hops, 12 at 6 hops -> (2 + 8 + 72) / 15
+    fab = build_fabric(TopologySpec(family="fat-tree", gpus=16, gpus_per_node=1, radix=4, tiers=3))
+    h = hops(fab, route)
+    assert h["diameter_hops"] == 6 and h["max_hops_seen"] == 6
+    assert h["avg_hops"] == pytest.approx(82 / 15)
+    assert hops(fab)["avg_hops"] is None
+
+
+def test_topology_does_not_import_netsim():
+    import pathlib
+
+    import tierwise.topology
+
+    for path in pathlib.Path(tierwise.topology.__file__).parent.glob("*.py"):
+        text = path.read_text()
+        assert "import tierwise.netsim" not in text and "from tierwise.netsim" not in text, path.name

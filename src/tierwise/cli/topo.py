@@ -71,13 +71,14 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="print JSON"),
     ) -> None:
         """Inventory, bisection (one-way), hops, capex and power of a scale-out fabric."""
+        from tierwise.netsim.routing import route
         from tierwise.topology import build_fabric
         from tierwise.topology.costs import load_prices
         from tierwise.topology.metrics import topology_report
 
         spec = _spec(family, gpus, gpus_per_node, nics_per_node, radix, tiers, oversubscription, nic_bandwidth,
                      scale_up, scale_up_bandwidth, domain_size, hop_latency, dims, groups)
-        report = topology_report(build_fabric(spec), load_prices(prices))
+        report = topology_report(build_fabric(spec), load_prices(prices), route_fn=route)
         emit(report, as_json, lambda con: _render_topo(con, report))
 
     @app.command("simulate")
@@ -158,7 +159,7 @@ def _render_topo(con, r: dict) -> None:
         ("scale-out cables", f"{r['num_links']}  by tier {r['cables_by_tier']}"),
         ("transceivers", ", ".join(f"{k}: {v}" for k, v in r["transceivers_by_speed"].items()) or "none"),
         ("bisection (one-way)", format_bandwidth(r["bisection_bytes_per_s"])),
-        ("diameter / avg hops", f"{r['diameter_hops']} / {r['avg_hops']:.2f}"),
+        ("diameter / avg hops", f"{r['diameter_hops']} / {r['avg_hops']:.2f}  (scale-out links, NIC to NIC)"),
         ("network capex", f"${r['network_capex_usd']:,.0f}"),
         ("network power", f"{r['network_power_w'] / 1e3:,.1f} kW"),
         ("network share of cost", f"{100 * r['network_share_of_cluster_cost']:.1f}%"),

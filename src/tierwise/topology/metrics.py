@@ -76,10 +76,13 @@ def min_cut(fab: Fabric, side_a: np.ndarray) -> float:
     return float(value)
 
 
-def hops(fab: Fabric, max_pairs: int = 20000, seed: int = 0) -> dict:
-    """Scale-out links crossed NIC to NIC: diameter (closed form) and average (all pairs or a sample)."""
-    from tierwise.netsim.routing import route
+def hops(fab: Fabric, route_fn=None, max_pairs: int = 20000, seed: int = 0) -> dict:
+    """Scale-out links crossed NIC to NIC: diameter (closed form) and average (all pairs or a sample).
 
+    ``route_fn(fab, src, dst) -> (paths, ok)`` is :func:`tierwise.netsim.routing.route`, passed in by the
+    caller because topology sits below netsim (ARCHITECTURE.md: nothing flows upward); without it the
+    average is None.
+    """
     if fab.family == "torus":
         diameter = sum(k // 2 for k in fab.tables["dims"])
     elif fab.family == "dragonfly":
@@ -96,7 +99,9 @@ def hops(fab: Fabric, max_pairs: int = 20000, seed: int = 0) -> dict:
     far = (s // dom) != (d // dom)
     if not far.any():
         return {"diameter_hops": 0, "avg_hops": 0.0, "hop_pairs": 0}
-    paths, _ = route(fab, s[far], d[far])
+    if route_fn is None:
+        return {"diameter_hops": int(diameter), "avg_hops": None, "hop_pairs": 0}
+    paths, _ = route_fn(fab, s[far], d[far])
     out = (paths >= 0) & (fab.link_tier[np.maximum(paths, 0)] >= 1)
     return {"diameter_hops": int(diameter), "avg_hops": float(out.sum(axis=1).mean()),
             "hop_pairs": int(far.sum()), "max_hops_seen": int(out.sum(axis=1).max())}
@@ -133,12 +138,12 @@ def inventory(fab: Fabric) -> dict:
     }
 
 
-def topology_report(fab: Fabric, prices: dict | None = None) -> dict:
-    """Everything ``tierwise topo`` prints."""
+def topology_report(fab: Fabric, prices: dict | None = None, route_fn=None) -> dict:
+    """Everything ``tierwise topo`` prints (``route_fn`` as in :func:`hops`)."""
     from tierwise.topology.costs import load_prices, network_cost
 
     inv = inventory(fab)
-    h = hops(fab)
+    h = hops(fab, route_fn)
     cost = network_cost(inv, fab.num_gpus, fab.nic_bytes_per_s, prices or load_prices())
     return {
         "topology": fab.family,
