@@ -228,3 +228,74 @@ def route(fab: Fabric, src: np.ndarray, dst: np.ndarray, *, seed: int = 1,
         paths[far, :2] = head
         paths[far, 2:] = body
     return paths, ok
+
+
+def dragonfly_ugal(fab: Fabric, src: np.ndarray, dst: np.ndarray, *, seed: int, link_ok: np.ndarray,
+                   nics: np.ndarray, num_valiant: int = 4):
+    """Adaptive dragonfly routing: UGAL with global load knowledge, as a fixed multipath split.
+
+    Kim et al. (ISCA 2008, section 4.2) route a packet minimally unless the minimal global channel's
+    queue times its hop count exceeds the non-minimal one's; Valiant's non-minimal path goes through a
+    random intermediate group (two global hops). In a fluid model we take the decision per group pair
+    from the offered load: ``L_min = flows(Gs, Gt) / links(Gs, Gt)`` against the average global load
+    ``L_avg``; pairs with ``L_min > 2 L_avg`` (Valiant doubles the global hops) spread each flow evenly over
+    ``num_valiant`` hashed intermediate groups, others stay minimal.
+
+    Returns (row: the input flow of each path, fraction of that flow's bytes on it, paths, ok).
+    """
+    paths, ok = route(fab, src, dst, seed=seed, link_ok=link_ok, nics=nics)
+    tb = fab.tables
+    a, g = tb["a"], tb["groups"]
+    s_nic, t_nic = nics[src], nics[dst]
+    valid = (s_nic >= 0) & (t_nic >= 0)
+    gs = np.where(valid, tb["nic_router"][np.maximum(s_nic, 0)] // a, -1)
+    gt = np.where(valid, tb["nic_router"][np.maximum(t_nic, 0)] // a, -1)
+    inter = valid & (gs != gt) & (gs >= 0)
+    rows = np.arange(src.size)
+    frac = np.ones(src.size)
+    if g < 3 or not inter.any():
+        return rows, frac, paths, ok
+    pair = gs * g + gt
+    flows = np.bincount(pair[inter], minlength=g * g).astype(float)
+    links = np.maximum(tb["glob_count"].ravel(), 1)
+    l_min = flows / links
+    l_avg = flows.sum() / tb["glob_count"].sum()
+    nonmin = inter & (l_min[np.maximum(pair, 0)] > 2 * l_avg)
+    idx = np.nonzero(nonmin)[0]
+    if not idx.size:
+        return rows, frac, paths, ok
+    k = min(num_valiant, g - 2)
+    rep = np.repeat(idx, k)
+    j = np.tile(np.arange(k), idx.size)
+    h = _hash(src[rep], dst[rep], seed, 97)
+    o = ((h % np.uint64(g - 2)).astype(np.int64) + j) % (g - 2)
+    lo, hi = np.minimum(gs[rep], gt[rep]), np.maximum(gs[rep], gt[rep])
+    mid = o + (o >= lo)
+    mid = mid + (mid >= hi)
+    vpaths = _valiant_paths(fab, s_nic[rep], t_nic[rep], gs[rep], mid, gt[rep], h, paths.shape[1])
+    keep = np.setdiff1d(rows, idx)
+    vok = ~((vpaths >= 0) & ~link_ok[np.maximum(vpaths, 0)]).any(axis=1)
+    return (np.r_[keep, rep], np.r_[frac[keep], np.full(rep.size, 1.0 / k)],
+            np.vstack([paths[keep], vpaths]), np.r_[ok[keep], vok & ok[rep]])
+
+
+def _valiant_paths(fab, s_nic, t_nic, gs, gi, gt, h, width):
+    tb = fab.tables
+    a, base = tb["a"], tb["router_base"]
+    up, down = tb["nic_up"], tb["nic_down"]
+    rs, rt = tb["nic_router"][s_nic], tb["nic_router"][t_nic]
+    c1 = np.maximum(tb["glob_count"][gs, gi], 1).astype(np.uint64)
+    c2 = np.maximum(tb["glob_count"][gi, gt], 1).astype(np.uint64)
+    g1 = tb["glob"][gs, gi, (h % c1).astype(np.int64)]
+    g2 = tb["glob"][gi, gt, (splitmix(h) % c2).astype(np.int64)]
+    r1, r2 = fab.link_src[g1] - base, fab.link_dst[g1] - base
+    r3, r4 = fab.link_src[g2] - base, fab.link_dst[g2] - base
+
+    def local(x, y, grp):
+        return np.where(x != y, tb["local"][grp, x % a, y % a], -1)
+
+    out = np.full((s_nic.size, max(width, 7)), -1, dtype=np.int64)
+    cols = [up[s_nic], local(rs, r1, gs), g1, local(r2, r3, gi), g2, local(r4, rt, gt), down[t_nic]]
+    for i, c in enumerate(cols):
+        out[:, i] = c
+    return out[:, :width] if width >= 7 else out

@@ -83,6 +83,18 @@ def _run_phase(fab, phase: Phase, paths, res, cap, max_events: int) -> _PhaseRes
     return _PhaseResult(phase.name, time_s, util, cap, lat_in, lat_out)
 
 
+def _ugal(fab, ph: Phase, seed, link_ok, nics) -> Phase:
+    """Expand a phase's flows into UGAL's minimal / Valiant sub-paths (same unit, bytes split by fraction)."""
+    from dataclasses import replace
+
+    from tierwise.netsim.routing import dragonfly_ugal
+
+    rows, frac, paths, ok = dragonfly_ugal(fab, ph.src, ph.dst, seed=seed, link_ok=link_ok, nics=nics)
+    w = frac if ph.flow_weight is None else ph.flow_weight[rows] * frac
+    return replace(ph, src=ph.src[rows], dst=ph.dst[rows], unit=ph.unit[rows], flow_weight=w,
+                   extra={"paths": paths, "ok": ok})
+
+
 def _mean_by_unit(unit, value, mask, num_units):
     cnt = np.bincount(unit[mask], minlength=num_units)
     tot = np.bincount(unit[mask], weights=value[mask], minlength=num_units)
@@ -178,7 +190,11 @@ def simulate(fab: Fabric, kind: str, size_bytes: float, *, algorithm: str = "aut
                                    size_bytes, seed=seed, stages=stages, shift=shift)
         routed, newly = [], set()
         for ph in phases:
-            paths, ok = route(fab, ph.src, ph.dst, seed=seed, link_ok=link_ok, nics=nics)
+            if fab.family == "dragonfly" and routing == "adaptive":
+                ph = _ugal(fab, ph, seed, link_ok, nics)
+                paths, ok = ph.extra.pop("paths"), ph.extra.pop("ok")
+            else:
+                paths, ok = route(fab, ph.src, ph.dst, seed=seed, link_ok=link_ok, nics=nics)
             res, cap = _resources(fab, paths, link_cap, routing)
             zero = ((res >= 0) & (cap[np.maximum(res, 0)] <= 0)).any(axis=1)
             bad = ~ok | zero

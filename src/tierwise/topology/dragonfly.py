@@ -6,10 +6,10 @@ global links. With radix k we take the paper's balanced choice ``a = 2p = 2h`` (
 (router ``q // h``) goes to group ``(G + 1 + q mod (g-1)) mod g`` (the consecutive arrangement), so with
 the maximum ``g = a h + 1`` groups every pair of groups shares exactly one global link.
 
-Routing is minimal (local, global, local; at most 3 switch-to-switch hops). Under adversarial traffic
-(every NIC of group G sends to group G+1) all ``a p`` NICs of a group share the one global link to the
-next group, the paper's worst case (section 4.2); Valiant routing through a random intermediate group
-would halve the peak and recover it, and is not modelled here (documented in docs/topology.md).
+Minimal routing (ECMP) takes local, global, local hops (at most 3 switch-to-switch hops). Under
+adversarial traffic (every NIC of group G sends to group G+1) all ``a p`` NICs of a group share the one
+global link to the next group, the paper's worst case (section 4.2). Adaptive routing is UGAL with
+Valiant paths through intermediate groups (:func:`tierwise.netsim.routing.dragonfly_ugal`).
 
 Bisection (one-way): cutting the groups in halves cuts ``floor(g/2) ceil(g/2)`` group pairs, each with at
 least ``floor(a h / (g - 1))`` global links of bandwidth b: ``B = floor(g/2) ceil(g/2) floor(a h/(g-1)) b``
