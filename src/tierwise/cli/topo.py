@@ -1,0 +1,196 @@
+"""``tierwise topo FAMILY`` (fabric inventory, bisection, hops, cost, power) and ``tierwise simulate PATTERN``
+(flow-level simulation of a collective on a fabric). numpy and the simulator load inside the commands."""
+
+from __future__ import annotations
+
+import os
+import shlex
+
+import typer
+
+from tierwise.cli._output import emit
+
+__all__ = ["register"]
+
+_FAMILY_HELP = "fat-tree | rail-optimized | rail-only | dragonfly | torus | nvl72, or a topology YAML file"
+
+
+def _spec(family, gpus, gpus_per_node, nics_per_node, radix, tiers, oversubscription, nic_bandwidth, scale_up,
+          scale_up_bandwidth, domain_size, hop_latency, dims, groups):
+    from tierwise.topology.spec import load_topology_yaml, spec_from_mapping
+
+    if family.endswith((".yaml", ".yml")) or os.path.isfile(family):
+        return load_topology_yaml(family)
+    if gpus_per_node is None:
+        gpus_per_node = 4 if family == "nvl72" else (1 if family == "torus" else 8)
+    data = dict(family=family, gpus=gpus, gpus_per_node=gpus_per_node, nics_per_node=nics_per_node, radix=radix,
+                tiers=tiers, oversubscription=oversubscription, nic_bandwidth=nic_bandwidth, scale_up=scale_up,
+                scale_up_bandwidth=scale_up_bandwidth, domain_size=domain_size, hop_latency=hop_latency,
+                groups=groups)
+    if dims is not None:
+        data["dims"] = dims
+    elif family == "torus":
+        data["dims"] = _square_dims(gpus)
+    return spec_from_mapping({k: v for k, v in data.items() if v is not None})
+
+
+def _square_dims(gpus: int) -> str:
+    side = int(round(gpus ** 0.5))
+    return f"{side}x{gpus // side}" if side * (gpus // side) == gpus else f"{gpus}"
+
+
+# shared option declarations (typer reads defaults from these)
+_O = dict(
+    gpus=typer.Option(1024, "--gpus", help="number of GPUs"),
+    gpus_per_node=typer.Option(None, "--gpus-per-node", help="default 8 (4 for nvl72, 1 for torus)"),
+    nics_per_node=typer.Option(None, "--nics-per-node", help="scale-out NICs per node (default one per GPU)"),
+    radix=typer.Option(64, "--radix", help="switch ports at the NIC speed"),
+    tiers=typer.Option(3, "--tiers", help="fat-tree tiers: 1, 2 or 3"),
+    oversubscription=typer.Option(1.0, "--oversubscription", help="leaf down:up ratio (1 = non-blocking)"),
+    nic_bandwidth=typer.Option("400 Gb/s", "--nic-bandwidth", help="one-way per NIC"),
+    scale_up=typer.Option("nvswitch", "--scale-up", help="nvswitch | mesh | none"),
+    scale_up_bandwidth=typer.Option(None, "--scale-up-bandwidth", help="one-way per GPU (default 450 GB/s; "
+                                    "900 GB/s for nvl72)"),
+    domain_size=typer.Option(None, "--domain-size", help="GPUs per scale-up domain (default the node; 72 nvl72)"),
+    hop_latency=typer.Option("300 ns", "--hop-latency", help="per scale-out link"),
+    dims=typer.Option(None, "--dims", help="torus dims, e.g. 8x8x8"),
+    groups=typer.Option(None, "--groups", help="dragonfly groups (default: as few as fit)"),
+)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("topo")
+    def topo(
+        family: str = typer.Argument(..., help=_FAMILY_HELP),
+        gpus: int = _O["gpus"], gpus_per_node: int = _O["gpus_per_node"], nics_per_node: int = _O["nics_per_node"],
+        radix: int = _O["radix"], tiers: int = _O["tiers"], oversubscription: float = _O["oversubscription"],
+        nic_bandwidth: str = _O["nic_bandwidth"], scale_up: str = _O["scale_up"],
+        scale_up_bandwidth: str = _O["scale_up_bandwidth"], domain_size: int = _O["domain_size"],
+        hop_latency: str = _O["hop_latency"], dims: str = _O["dims"], groups: int = _O["groups"],
+        prices: str = typer.Option(None, "--prices", help="price/power YAML overriding the shipped one"),
+        as_json: bool = typer.Option(False, "--json", help="print JSON"),
+    ) -> None:
+        """Inventory, bisection (one-way), hops, capex and power of a scale-out fabric."""
+        from tierwise.netsim.routing import route
+        from tierwise.topology import build_fabric
+        from tierwise.topology.costs import load_prices
+        from tierwise.topology.metrics import topology_report
+
+        spec = _spec(family, gpus, gpus_per_node, nics_per_node, radix, tiers, oversubscription, nic_bandwidth,
+                     scale_up, scale_up_bandwidth, domain_size, hop_latency, dims, groups)
+        report = topology_report(build_fabric(spec), load_prices(prices), route_fn=route)
+        emit(report, as_json, lambda con: _render_topo(con, report))
+
+    @app.command("simulate")
+    def simulate_cmd(
+        pattern: str = typer.Argument(..., help="all-reduce | all-gather | reduce-scatter | all-to-all | "
+                                      "pipeline | permutation"),
+        topology: str = typer.Option("fat-tree", "--topology", help=_FAMILY_HELP),
+        size: str = typer.Option("1GB", "--size", help="collective size (nccl-tests convention)"),
+        ranks: int = typer.Option(None, "--ranks", help="ranks taking part (first N GPUs; default all)"),
+        routing: str = typer.Option("adaptive", "--routing", help="ecmp | adaptive"),
+        algorithm: str = typer.Option("auto", "--algorithm", help="ring | hierarchical | tree (all-reduce) | direct (auto: ring/direct)"),
+        fail_links: str = typer.Option("0", "--fail-links", help="scale-out cables to fail: N or P%"),
+        fail_switches: str = typer.Option("0", "--fail-switches", help="fabric switches to fail: N or P%"),
+        fail_domains: str = typer.Option("0", "--fail-domains", help="scale-up domains (nodes/racks) to fail"),
+        stages: int = typer.Option(4, "--stages", help="pipeline stages (pattern pipeline)"),
+        shift: int = typer.Option(None, "--shift", help="permutation r -> r+SHIFT instead of random"),
+        seed: int = typer.Option(1, "--seed", help="seed of ECMP hashing, permutations and failures"),
+        emit_cluster: str = typer.Option(None, "--emit-cluster", help="write a cluster YAML with the simulated "
+                                         "scale-out efficiency"),
+        gpus: int = _O["gpus"], gpus_per_node: int = _O["gpus_per_node"], nics_per_node: int = _O["nics_per_node"],
+        radix: int = _O["radix"], tiers: int = _O["tiers"], oversubscription: float = _O["oversubscription"],
+        nic_bandwidth: str = _O["nic_bandwidth"], scale_up: str = _O["scale_up"],
+        scale_up_bandwidth: str = _O["scale_up_bandwidth"], domain_size: int = _O["domain_size"],
+        hop_latency: str = _O["hop_latency"], dims: str = _O["dims"], groups: int = _O["groups"],
+        as_json: bool = typer.Option(False, "--json", help="print JSON"),
+    ) -> None:
+        """Flow-level simulation: completion time, algbw/busbw, bottleneck links, degradation under failures."""
+        from tierwise.collectives.volumes import normalize_kind
+        from tierwise.netsim import Failures, simulate
+        from tierwise.topology import build_fabric
+        from tierwise.units import parse_bytes
+
+        kind = pattern if pattern in ("pipeline", "permutation") else normalize_kind(pattern)
+        spec = _spec(topology, gpus, gpus_per_node, nics_per_node, radix, tiers, oversubscription, nic_bandwidth,
+                     scale_up, scale_up_bandwidth, domain_size, hop_latency, dims, groups)
+        fab = build_fabric(spec)
+        result = simulate(fab, kind, parse_bytes(size), algorithm=algorithm, num_ranks=ranks, routing=routing,
+                          seed=seed, stages=stages, shift=shift,
+                          failures=Failures(links=fail_links, switches=fail_switches, domains=fail_domains))
+        if emit_cluster:
+            result["emitted_cluster"] = write_cluster(emit_cluster, fab, result, _argv_text())
+        emit(result, as_json, lambda con: _render_sim(con, result))
+
+
+def _argv_text() -> str:
+    import sys
+
+    return shlex.join(sys.argv[1:]) if sys.argv[1:] else "(in-process)"
+
+
+def write_cluster(path: str, fab, result: dict, args: str) -> str:
+    """Write the cluster mapping the core's loader accepts; scale-out efficiency = ideal / simulated time."""
+    import yaml
+
+    eff = result["analytic_time_s"] / result["time_s"] if result["time_s"] else 0.0
+    data = {
+        "name": f"{fab.family}-{fab.num_gpus}-simulated",
+        "gpus_per_node": fab.gpus_per_node,
+        "scale_up_domain": fab.domain_size,
+        "nics_per_node": fab.nics_per_node,
+        "nic_bandwidth": f"{fab.nic_bytes_per_s * 8 / 1e9:g} Gb/s",
+        "efficiency": {"scale_out": round(float(min(max(eff, 0.0), 1.0)), 4)},
+        "source": f"tierwise simulate {args} (seed {result['seed']})",
+    }
+    with open(path, "w", encoding="utf-8") as fh:
+        yaml.safe_dump(data, fh, sort_keys=False)
+    return path
+
+
+def _render_topo(con, r: dict) -> None:
+    from rich.table import Table
+
+    from tierwise.units import format_bandwidth
+
+    t = Table(title=f"{r['topology']} fabric, {r['num_gpus']} GPUs", show_header=False)
+    rows = [
+        ("switches", f"{r['num_switches']}  ({', '.join(f'{k}: {v}' for k, v in r['switches_per_tier'].items() if v)})"),
+        ("scale-out cables", f"{r['num_links']}  by tier {r['cables_by_tier']}"),
+        ("transceivers", ", ".join(f"{k}: {v}" for k, v in r["transceivers_by_speed"].items()) or "none"),
+        ("bisection (one-way)", format_bandwidth(r["bisection_bytes_per_s"])),
+        ("diameter / avg hops", f"{r['diameter_hops']} / {r['avg_hops']:.2f}  (scale-out links, NIC to NIC)"),
+        ("network capex", f"${r['network_capex_usd']:,.0f}"),
+        ("network power", f"{r['network_power_w'] / 1e3:,.1f} kW"),
+        ("network share of cost", f"{100 * r['network_share_of_cluster_cost']:.1f}%"),
+    ]
+    for k, v in rows:
+        t.add_row(k, v)
+    con.print(t)
+    a = r["cost_assumptions"]
+    con.print(f"assumptions: {a['gpu_cost']}; {a['optics']}; {a['switch_scaling']}")
+    for k, v in a["estimates"].items():
+        con.print(f"  estimate {k}: {v}")
+
+
+def _render_sim(con, r: dict) -> None:
+    from rich.table import Table
+
+    from tierwise.units import format_bandwidth, format_time
+
+    t = Table(title=f"{r['pattern']} ({r['algorithm']}, {r['routing']}) on {r['topology']}, "
+              f"{r['num_ranks_simulated']} ranks", show_header=False)
+    t.add_row("time", format_time(r["time_s"]))
+    t.add_row("analytic (alpha-beta, same fabric)", format_time(r["analytic_time_s"]))
+    t.add_row("algbw / busbw", f"{format_bandwidth(r['algbw_bytes_per_s'])} / {format_bandwidth(r['busbw_bytes_per_s'])}")
+    if "healthy_time_s" in r:
+        t.add_row("healthy fabric", f"{format_time(r['healthy_time_s'])} (x{r['degradation']:.3f})")
+    if r["unreachable_ranks"]:
+        t.add_row("unreachable ranks", f"{len(r['unreachable_ranks'])}: {r['unreachable_ranks'][:16]}")
+    con.print(t)
+    b = Table(title="bottleneck links")
+    for col in ("link", "utilization", "phase"):
+        b.add_column(col)
+    for x in r["bottleneck_links"]:
+        b.add_row(x["link"], f"{x['utilization']:.3f}", x["phase"])
+    con.print(b)

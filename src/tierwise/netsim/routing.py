@@ -1,0 +1,301 @@
+"""Paths of flows: scale-up hop(s) inside a domain, otherwise NIC -> fabric switches -> NIC.
+
+* **ECMP** (RFC 2992): every switch hashes the flow's (source, destination, seed) to pick one of the
+  equal-cost next hops; we draw all of a flow's choices from one splitmix64 hash (Steele et al.,
+  "Fast splittable pseudorandom number generators", OOPSLA 2014), so two flows collide on a link exactly
+  when their hashes agree, as in a real fabric. A path through a failed link is rehashed with a new salt
+  (the fabric manager removing the dead next hop), up to 16 times, then reported unreachable.
+* **Adaptive spraying** is applied by the caller: it maps each link of the ECMP path to its link group
+  (all equal-cost parallel links at that hop), which ideal per-packet spraying fills evenly.
+
+Paths are (flows x max hops) arrays of link ids padded with -1. NIC choice fails over: a GPU whose NIC
+cable is down uses the first healthy NIC of its node. In rail-only fabrics a flow to another rail first
+crosses the scale-up domain to the source node's GPU on the destination's rail (PXN).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tierwise.topology.graph import Fabric
+
+__all__ = ["splitmix", "effective_nics", "route"]
+
+_M1, _M2, _GOLD = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB), np.uint64(0x9E3779B97F4A7C15)
+
+
+def splitmix(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser (uint64 in, uint64 out)."""
+    z = np.asarray(x, dtype=np.uint64) + _GOLD
+    z = (z ^ (z >> np.uint64(30))) * _M1
+    z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))
+
+
+def _hash(src, dst, seed: int, salt: int) -> np.ndarray:
+    key = src.astype(np.uint64) * np.uint64(0x100000001B3) ^ dst.astype(np.uint64)
+    return splitmix(splitmix(key) ^ np.uint64((seed * 1_000_003 + salt) & 0xFFFFFFFFFFFFFFFF))
+
+
+def _nic_links(fab: Fabric):
+    t = fab.tables
+    if "trees" in t:
+        return t["trees"], None
+    return None, (t["nic_up"], t["nic_down"])
+
+
+def nic_access(fab: Fabric) -> tuple[np.ndarray, np.ndarray]:
+    """(uplink, downlink) of every NIC to its first switch (-1 for a torus)."""
+    t = fab.tables
+    if "trees" in t:
+        up = np.full(fab.num_nics, -1, dtype=np.int64)
+        down = up.copy()
+        for tree in t["trees"]:
+            m = tree["nic_up"] >= 0
+            up[m], down[m] = tree["nic_up"][m], tree["nic_down"][m]
+        return up, down
+    if "nic_up" in t:
+        return t["nic_up"], t["nic_down"]
+    return np.full(fab.num_nics, -1, dtype=np.int64), np.full(fab.num_nics, -1, dtype=np.int64)
+
+
+def effective_nics(fab: Fabric, link_ok: np.ndarray) -> np.ndarray:
+    """NIC each GPU uses after failover (-1 if its node has none left)."""
+    if fab.family == "torus":
+        return fab.gpu_nic.copy()
+    up, down = nic_access(fab)
+    healthy = link_ok[up] & link_ok[down]
+    nic = fab.gpu_nic.copy()
+    bad = ~healthy[nic]
+    if bad.any():
+        R = fab.nics_per_node
+        node = np.nonzero(bad)[0] // fab.gpus_per_node
+        cand = node[:, None] * R + np.arange(R)[None, :]
+        ok = healthy[cand]
+        first = np.argmax(ok, axis=1)
+        nic[bad] = np.where(ok.any(axis=1), cand[np.arange(len(node)), first], -1)
+    return nic
+
+
+def _scale_up_path(fab: Fabric, s: np.ndarray, t: np.ndarray) -> np.ndarray:
+    tb = fab.tables
+    if fab.scale_up == "nvswitch":
+        return np.stack([tb["gpu_up"][s], tb["gpu_down"][t]], axis=1)
+    if fab.scale_up == "mesh":
+        return tb["mesh"][s, t % fab.domain_size][:, None]
+    return np.full((s.size, 0), -1, dtype=np.int64)
+
+
+def _fat_tree_hops(tree: dict, s_nic, t_nic, h1, h2) -> np.ndarray:
+    n = s_nic.size
+    out = np.full((n, 4), -1, dtype=np.int64)
+    tiers = tree["tiers"]
+    if tiers == 1:
+        return out
+    ls, lt = tree["nic_leaf"][s_nic], tree["nic_leaf"][t_nic]
+    cross = ls != lt
+    u = tree["u"]
+    a = (h1 % np.uint64(u)).astype(np.int64)
+    if tiers == 2:
+        out[:, 0] = np.where(cross, tree["leaf_up"][ls, a], -1)
+        out[:, 1] = np.where(cross, tree["spine_down"][a, lt], -1)
+        return out
+    half = tree["k"] // 2
+    ps, pt = ls // half, lt // half
+    out[:, 0] = np.where(cross, tree["leaf_up"][ls, a], -1)
+    inter = ps != pt
+    j = (h2 % np.uint64(half)).astype(np.int64)
+    trunk = tree["trunk"]
+    out[:, 1] = np.where(inter, tree["agg_up"][ps, a, j], -1)
+    out[:, 2] = np.where(inter, tree["core_down"][a, j // trunk, pt, j % trunk], -1)
+    out[:, 3] = np.where(cross, tree["agg_down"][pt, a, lt % half], -1)
+    return out
+
+
+def _dragonfly_hops(fab: Fabric, s_nic, t_nic, h1) -> np.ndarray:
+    tb = fab.tables
+    a = tb["a"]
+    rs, rt = tb["nic_router"][s_nic], tb["nic_router"][t_nic]
+    gs, gt = rs // a, rt // a
+    out = np.full((s_nic.size, 3), -1, dtype=np.int64)
+    same_g = gs == gt
+    out[:, 0] = np.where(same_g & (rs != rt), tb["local"][gs, rs % a, rt % a], -1)
+    x = ~same_g
+    cnt = np.maximum(tb["glob_count"][gs, gt], 1)
+    m = (h1 % cnt.astype(np.uint64)).astype(np.int64)
+    g_link = tb["glob"][gs, gt, m]
+    r1 = fab.link_src[np.maximum(g_link, 0)] - tb["router_base"]
+    r2 = fab.link_dst[np.maximum(g_link, 0)] - tb["router_base"]
+    out[:, 0] = np.where(x & (r1 != rs), tb["local"][gs, rs % a, r1 % a], out[:, 0])
+    out[:, 1] = np.where(x, g_link, -1)
+    out[:, 2] = np.where(x & (r2 != rt), tb["local"][gt, r2 % a, rt % a], -1)
+    return out
+
+
+def _torus_path(fab: Fabric, s, t, h1) -> np.ndarray:
+    tb = fab.tables
+    dims = tb["dims"]
+    coords = tb["coords"]
+    cur = coords[s].copy()
+    cols = []
+    for d, k in enumerate(dims):
+        if k < 2:
+            continue
+        delta = (coords[t, d] - cur[:, d]) % k
+        tie = (2 * delta == k) & ((h1 >> np.uint64(d)) & np.uint64(1)).astype(bool)
+        go_plus = (2 * delta < k) | tie
+        steps = np.where(go_plus, delta, (k - delta) % k)
+        for step in range(k // 2):
+            move = steps > step
+            node = np.ravel_multi_index(tuple(cur.T), dims)
+            link = np.where(go_plus, tb["plus"][node, d], tb["minus"][node, d])
+            cols.append(np.where(move, link, -1))
+            cur[:, d] = np.where(move, (cur[:, d] + np.where(go_plus, 1, -1)) % k, cur[:, d])
+    if not cols:
+        return np.full((s.size, 0), -1, dtype=np.int64)
+    return np.stack(cols, axis=1)
+
+
+def _fabric_hops(fab: Fabric, s_nic, t_nic, s_gpu, t_gpu, seed: int, salt: int) -> np.ndarray:
+    h1 = _hash(s_gpu, t_gpu, seed, salt)
+    if fab.family == "torus":
+        return _torus_path(fab, s_nic, t_nic, h1)
+    up, down = nic_access(fab)
+    if fab.family == "dragonfly":
+        mid = _dragonfly_hops(fab, s_nic, t_nic, h1)
+    else:
+        h2 = splitmix(h1)
+        trees = fab.tables["trees"]
+        tree_of = fab.tables["nic_tree"][s_nic]
+        mid = np.full((s_nic.size, 4), -1, dtype=np.int64)
+        for i, tree in enumerate(trees):
+            m = tree_of == i
+            if m.any():
+                mid[m] = _fat_tree_hops(tree, s_nic[m], t_nic[m], h1[m], h2[m])
+    return np.concatenate([up[s_nic][:, None], mid, down[t_nic][:, None]], axis=1)
+
+
+def route(fab: Fabric, src: np.ndarray, dst: np.ndarray, *, seed: int = 1,
+          link_ok: np.ndarray | None = None, nics: np.ndarray | None = None):
+    """ECMP link paths of flows ``src[i] -> dst[i]`` (GPU ids): (paths, reachable mask)."""
+    src = np.asarray(src, dtype=np.int64)
+    dst = np.asarray(dst, dtype=np.int64)
+    if link_ok is None:
+        link_ok = np.ones(fab.num_links, dtype=bool)
+    if nics is None:
+        nics = effective_nics(fab, link_ok)
+    n = src.size
+    dom = fab.domain_size if fab.scale_up != "none" else 1
+    local = (src // dom == dst // dom) & (src != dst) & (dom > 1)
+    body_width = 6 if fab.family != "torus" else max(1, sum(k // 2 for k in fab.tables["dims"]))
+    width = 2 + body_width
+    paths = np.full((n, width), -1, dtype=np.int64)
+    ok = np.ones(n, dtype=bool)
+    if local.any():
+        su = _scale_up_path(fab, src[local], dst[local])
+        paths[local, : su.shape[1]] = su
+    far = np.nonzero(~local & (src != dst))[0]
+    if far.size:
+        s_nic, t_nic = nics[src[far]], nics[dst[far]]
+        dead = (s_nic < 0) | (t_nic < 0)
+        ok[far[dead]] = False
+        far, s_nic, t_nic = far[~dead], s_nic[~dead], t_nic[~dead]
+        s_gpu = src[far]
+        head = np.full((far.size, 2), -1, dtype=np.int64)
+        if fab.family == "rail-only":
+            tree = fab.tables["nic_tree"]
+            other = tree[s_nic] != tree[t_nic]
+            if other.any():
+                # proxy: the GPU of the source node attached to the destination's rail
+                node = s_gpu[other] // fab.gpus_per_node
+                rail_nic = node * fab.nics_per_node + t_nic[other] % fab.nics_per_node
+                proxy = node * fab.gpus_per_node + (rail_nic % fab.nics_per_node) * (
+                    fab.gpus_per_node // fab.nics_per_node)
+                su = _scale_up_path(fab, s_gpu[other], proxy)
+                head[np.nonzero(other)[0], : su.shape[1]] = su
+                s_nic = s_nic.copy()
+                s_nic[other] = rail_nic
+        todo = np.arange(far.size)
+        body = np.full((far.size, body_width), -1, dtype=np.int64)
+        for salt in range(16):
+            hops = _fabric_hops(fab, s_nic[todo], t_nic[todo], s_gpu[todo], dst[far[todo]], seed, salt)
+            body[todo, : hops.shape[1]] = hops
+            bad = ((hops >= 0) & ~link_ok[np.maximum(hops, 0)]).any(axis=1)
+            todo = todo[bad]
+            if not todo.size:
+                break
+        ok[far[todo]] = False
+        paths[far, :2] = head
+        paths[far, 2:] = body
+    return paths, ok
+
+
+def dragonfly_ugal(fab: Fabric, src: np.ndarray, dst: np.ndarray, *, seed: int, link_ok: np.ndarray,
+                   nics: np.ndarray, num_valiant: int = 4):
+    """Adaptive dragonfly routing: UGAL with global load knowledge, as a fixed multipath split.
+
+    Kim et al. (ISCA 2008, section 4.2) route a packet minimally unless the minimal global channel's
+    queue times its hop count exceeds the non-minimal one's; Valiant's non-minimal path goes through a
+    random intermediate group (two global hops). In a fluid model we take the decision per group pair
+    from the offered load: ``L_min = flows(Gs, Gt) / links(Gs, Gt)`` against the average global load
+    ``L_avg``; pairs with ``L_min > 2 L_avg`` (Valiant doubles the global hops) spread each flow evenly over
+    ``num_valiant`` hashed intermediate groups, others stay minimal.
+
+    Returns (row: the input flow of each path, fraction of that flow's bytes on it, paths, ok).
+    """
+    paths, ok = route(fab, src, dst, seed=seed, link_ok=link_ok, nics=nics)
+    tb = fab.tables
+    a, g = tb["a"], tb["groups"]
+    s_nic, t_nic = nics[src], nics[dst]
+    valid = (s_nic >= 0) & (t_nic >= 0)
+    gs = np.where(valid, tb["nic_router"][np.maximum(s_nic, 0)] // a, -1)
+    gt = np.where(valid, tb["nic_router"][np.maximum(t_nic, 0)] // a, -1)
+    inter = valid & (gs != gt) & (gs >= 0)
+    rows = np.arange(src.size)
+    frac = np.ones(src.size)
+    if g < 3 or not inter.any():
+        return rows, frac, paths, ok
+    pair = gs * g + gt
+    flows = np.bincount(pair[inter], minlength=g * g).astype(float)
+    links = np.maximum(tb["glob_count"].ravel(), 1)
+    l_min = flows / links
+    l_avg = flows.sum() / tb["glob_count"].sum()
+    nonmin = inter & (l_min[np.maximum(pair, 0)] > 2 * l_avg)
+    idx = np.nonzero(nonmin)[0]
+    if not idx.size:
+        return rows, frac, paths, ok
+    k = min(num_valiant, g - 2)
+    rep = np.repeat(idx, k)
+    j = np.tile(np.arange(k), idx.size)
+    h = _hash(src[rep], dst[rep], seed, 97)
+    o = ((h % np.uint64(g - 2)).astype(np.int64) + j) % (g - 2)
+    lo, hi = np.minimum(gs[rep], gt[rep]), np.maximum(gs[rep], gt[rep])
+    mid = o + (o >= lo)
+    mid = mid + (mid >= hi)
+    vpaths = _valiant_paths(fab, s_nic[rep], t_nic[rep], gs[rep], mid, gt[rep], h, paths.shape[1])
+    keep = np.setdiff1d(rows, idx)
+    vok = ~((vpaths >= 0) & ~link_ok[np.maximum(vpaths, 0)]).any(axis=1)
+    return (np.r_[keep, rep], np.r_[frac[keep], np.full(rep.size, 1.0 / k)],
+            np.vstack([paths[keep], vpaths]), np.r_[ok[keep], vok & ok[rep]])
+
+
+def _valiant_paths(fab, s_nic, t_nic, gs, gi, gt, h, width):
+    tb = fab.tables
+    a, base = tb["a"], tb["router_base"]
+    up, down = tb["nic_up"], tb["nic_down"]
+    rs, rt = tb["nic_router"][s_nic], tb["nic_router"][t_nic]
+    c1 = np.maximum(tb["glob_count"][gs, gi], 1).astype(np.uint64)
+    c2 = np.maximum(tb["glob_count"][gi, gt], 1).astype(np.uint64)
+    g1 = tb["glob"][gs, gi, (h % c1).astype(np.int64)]
+    g2 = tb["glob"][gi, gt, (splitmix(h) % c2).astype(np.int64)]
+    r1, r2 = fab.link_src[g1] - base, fab.link_dst[g1] - base
+    r3, r4 = fab.link_src[g2] - base, fab.link_dst[g2] - base
+
+    def local(x, y, grp):
+        return np.where(x != y, tb["local"][grp, x % a, y % a], -1)
+
+    out = np.full((s_nic.size, max(width, 7)), -1, dtype=np.int64)
+    cols = [up[s_nic], local(rs, r1, gs), g1, local(r2, r3, gi), g2, local(r4, rt, gt), down[t_nic]]
+    for i, c in enumerate(cols):
+        out[:, i] = c
+    return out[:, :width] if width >= 7 else out

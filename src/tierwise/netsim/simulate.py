@@ -1,0 +1,256 @@
+"""Simulate a collective or traffic pattern on a fabric: routing, max-min sharing, completion time.
+
+Steps: apply failures -> drop unreachable ranks -> turn the collective into phases of flows
+(:mod:`.patterns`) -> route every flow (:mod:`.routing`; adaptive maps links to their groups) -> share
+bandwidth max-min fairly (:mod:`.maxmin`) -> time each phase -> compare with the analytic model.
+
+* pipelined phases (rings): each ring moves in lock step at its max-min rate; unit time =
+  ``bytes / rate + steps x mean hop latency``; the phase ends with its slowest ring;
+* direct phases (all-to-all, permutation, pipeline sends): flows finish at different times, and the rate a
+  finished flow frees is re-shared (event-driven progressive filling, at most ``max_events`` rate
+  changes; flows still running after that finish at their last rate, an upper bound);
+* time is the sum over phases; algbw = S / time, busbw = algbw x bus_factor (nccl-tests definitions).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tierwise.collectives.volumes import bus_factor
+from tierwise.netsim.analytic import analytic_time
+from tierwise.netsim.faults import Failures, apply_failures
+from tierwise.netsim.maxmin import incidence, max_min_rates
+from tierwise.netsim.patterns import Phase, collective_phases
+from tierwise.netsim.routing import effective_nics, route
+from tierwise.topology.graph import LINK_TIER_NAMES, Fabric
+
+__all__ = ["simulate", "KINDS"]
+
+KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "pipeline", "permutation")
+
+
+@dataclass
+class _PhaseResult:
+    name: str
+    time_s: float
+    utilization: np.ndarray
+    cap: np.ndarray
+    lat_in: list
+    lat_out: list
+
+
+def _resources(fab: Fabric, paths: np.ndarray, link_cap: np.ndarray, routing: str):
+    if routing == "adaptive":
+        res = np.where(paths >= 0, fab.link_group[np.maximum(paths, 0)], -1)
+        return res, fab.group_capacity(link_cap)
+    return paths, link_cap
+
+
+def _run_phase(fab, phase: Phase, paths, res, cap, max_events: int) -> _PhaseResult:
+    lat_flow = np.where(paths >= 0, fab.link_lat[np.maximum(paths, 0)], 0.0).sum(axis=1)
+    hops = paths.shape[1]
+    num_units = int(phase.unit_bytes.size)
+    w = None if phase.flow_weight is None else np.repeat(phase.flow_weight, hops)
+    A = incidence(np.repeat(phase.unit, hops), res.ravel(), num_units, cap.size, weight=w)
+    local = (phase.src // max(fab.domain_size, 1)) == (phase.dst // max(fab.domain_size, 1))
+    if fab.scale_up == "none":
+        local[:] = False
+    if phase.pipelined:
+        rate = max_min_rates(A, cap)
+        cnt = np.bincount(phase.unit, minlength=num_units)
+        mean_lat = np.bincount(phase.unit, weights=lat_flow, minlength=num_units) / np.maximum(cnt, 1)
+        if phase.unit_steps_split is not None:
+            steps_in, steps_out = phase.unit_steps_split
+            lat_in = _mean_by_unit(phase.unit, lat_flow, local, num_units)
+            lat_out = _mean_by_unit(phase.unit, lat_flow, ~local, num_units)
+            latency = steps_in * lat_in + steps_out * lat_out
+        else:
+            latency = phase.unit_steps * mean_lat
+        with np.errstate(divide="ignore"):
+            unit_t = phase.unit_bytes / rate + latency
+        unit_t = np.where(cnt > 0, unit_t, 0.0)
+        time_s = float(unit_t.max()) if unit_t.size else 0.0
+        load = A @ np.where(np.isfinite(rate), rate, 0.0)
+    else:
+        time_s, load = _direct(A, cap, phase.unit_bytes.astype(float), max_events)
+        time_s += float(lat_flow.max()) if lat_flow.size else 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        util = np.where(cap > 0, load / cap, 0.0)
+    lat_in = [float(lat_flow[local].mean())] if local.any() else []
+    lat_out = [float(lat_flow[~local].mean())] if (~local).any() else []
+    return _PhaseResult(phase.name, time_s, util, cap, lat_in, lat_out)
+
+
+def _ugal(fab, ph: Phase, seed, link_ok, nics) -> Phase:
+    """Expand a phase's flows into UGAL's minimal / Valiant sub-paths (same unit, bytes split by fraction)."""
+    from dataclasses import replace
+
+    from tierwise.netsim.routing import dragonfly_ugal
+
+    rows, frac, paths, ok = dragonfly_ugal(fab, ph.src, ph.dst, seed=seed, link_ok=link_ok, nics=nics)
+    w = frac if ph.flow_weight is None else ph.flow_weight[rows] * frac
+    return replace(ph, src=ph.src[rows], dst=ph.dst[rows], unit=ph.unit[rows], flow_weight=w,
+                   extra={"paths": paths, "ok": ok})
+
+
+def _mean_by_unit(unit, value, mask, num_units):
+    cnt = np.bincount(unit[mask], minlength=num_units)
+    tot = np.bincount(unit[mask], weights=value[mask], minlength=num_units)
+    return tot / np.maximum(cnt, 1)
+
+
+def _direct(A, cap, size, max_events):
+    """Event-driven max-min: returns (transfer time, resource load of the first allocation)."""
+    remaining = size.copy()
+    active = remaining > 0
+    t = 0.0
+    first_load = None
+    A = A.tocsr()
+    for _ in range(max_events):
+        if not active.any():
+            break
+        rate = max_min_rates(A, cap, active=active, rel_tol=1e-3)
+        if first_load is None:
+            first_load = A @ np.where(active & np.isfinite(rate), rate, 0.0)
+        r = rate[active]
+        if np.any(r <= 0):
+            return float("inf"), first_load
+        with np.errstate(divide="ignore"):
+            finish = remaining[active] / r
+        dt = float(finish.min())
+        if not np.isfinite(dt):
+            break
+        idx = np.nonzero(active)[0]
+        done = finish <= dt * (1 + 1e-6) + 1e-18
+        remaining[idx] -= np.where(np.isfinite(r), r * dt, remaining[idx])
+        active[idx[done]] = False
+        remaining[idx[done]] = 0.0
+        t += dt
+    else:
+        if active.any():
+            t += float((remaining[active] / rate[active]).max())
+    return t, (first_load if first_load is not None else np.zeros(cap.size))
+
+
+def _describe(fab: Fabric, res_id: int, routing: str) -> str:
+    members = np.nonzero(fab.link_group == res_id)[0] if routing == "adaptive" else np.array([res_id])
+    link = members[0]
+    tier = LINK_TIER_NAMES.get(int(fab.link_tier[link]), "?")
+    s, d = int(fab.link_src[link]), int(fab.link_dst[link])
+    text = f"{tier} {_node_name(fab, s)} -> {_node_name(fab, d)}"
+    if members.size > 1:
+        text += f" (+{members.size - 1} parallel links sprayed together)"
+    return text
+
+
+def _node_name(fab: Fabric, node: int) -> str:
+    kind = int(fab.node_kind[node])
+    if kind == 0:
+        return f"gpu{node}"
+    if kind == 1:
+        return f"scaleup-switch{node}"
+    if kind == 2:
+        return f"nic{node}"
+    tier = int(fab.node_tier[node])
+    if fab.family == "dragonfly":
+        return f"router{node}"
+    three = bool((fab.node_tier == 3).any())
+    return {1: "leaf", 2: "agg" if three else "spine", 3: "core"}.get(tier, "switch") + str(node)
+
+
+def simulate(fab: Fabric, kind: str, size_bytes: float, *, algorithm: str = "auto", num_ranks: int | None = None,
+             routing: str = "adaptive", seed: int = 1, failures: Failures | None = None, stages: int = 4, shift: int | None = None,
+             max_events: int = 8, compare_healthy: bool = True) -> dict:
+    """Simulate; returns a JSON-ready dict (time_s, algbw/busbw, analytic_time_s, bottleneck_links, ...)."""
+    from tierwise.errors import TopologyError
+
+    if kind not in KINDS:
+        raise TopologyError(f"unknown pattern {kind!r}; choose one of {', '.join(KINDS)}")
+    if routing not in ("ecmp", "adaptive"):
+        raise TopologyError(f"--routing {routing!r} is unknown; choose ecmp or adaptive")
+    if algorithm == "auto":
+        algorithm = "ring" if kind in ("all-reduce", "all-gather", "reduce-scatter") else "direct"
+    n = fab.num_gpus if num_ranks is None else int(num_ranks)
+    if not 2 <= n <= fab.num_gpus:
+        raise TopologyError(f"--ranks {n} must be between 2 and the fabric's {fab.num_gpus} GPUs")
+    failures = failures or Failures()
+    link_ok, gpu_dead, counts = apply_failures(fab, failures, seed)
+    ranks = np.arange(n)
+    nics = effective_nics(fab, link_ok)
+    unreachable = set(np.nonzero(gpu_dead[:n])[0].tolist())
+    spans = fab.domain_size < n or fab.scale_up == "none"
+    if spans:
+        unreachable |= set(np.nonzero(nics[:n] < 0)[0].tolist())
+    link_cap = fab.link_cap * link_ok
+    for _ in range(4):
+        alive = np.setdiff1d(ranks, np.fromiter(unreachable, dtype=np.int64, count=len(unreachable)))
+        phases = collective_phases(kind, algorithm, alive, fab.domain_size if fab.scale_up != "none" else 1,
+                                   size_bytes, seed=seed, stages=stages, shift=shift)
+        routed, newly = [], set()
+        for ph in phases:
+            if fab.family == "dragonfly" and routing == "adaptive":
+                ph = _ugal(fab, ph, seed, link_ok, nics)
+                paths, ok = ph.extra.pop("paths"), ph.extra.pop("ok")
+            else:
+                paths, ok = route(fab, ph.src, ph.dst, seed=seed, link_ok=link_ok, nics=nics)
+            res, cap = _resources(fab, paths, link_cap, routing)
+            zero = ((res >= 0) & (cap[np.maximum(res, 0)] <= 0)).any(axis=1)
+            bad = ~ok | zero
+            newly |= set(ph.src[bad].tolist())
+            routed.append((ph, paths, res, cap))
+        if not newly:
+            break
+        unreachable |= newly
+    results = [_run_phase(fab, ph, p, r, c, max_events) for ph, p, r, c in routed]
+    time_s = sum(r.time_s for r in results)
+    n_alive = int(alive.size)
+    dom = fab.domain_size if fab.scale_up != "none" else 1
+    nl = int(np.bincount(alive // dom).max()) if n_alive else 1
+    l_in = float(np.mean([x for r in results for x in r.lat_in])) if any(r.lat_in for r in results) else 0.0
+    l_out = float(np.mean([x for r in results for x in r.lat_out])) if any(r.lat_out for r in results) else 0.0
+    out = {
+        "topology": fab.family,
+        "pattern": kind,
+        "algorithm": algorithm,
+        "routing": routing,
+        "seed": seed,
+        "shift": shift,
+        "size_bytes": float(size_bytes),
+        "num_ranks": n,
+        "num_ranks_simulated": n_alive,
+        "unreachable_ranks": sorted(int(x) for x in unreachable),
+        "time_s": time_s,
+        "algbw_bytes_per_s": size_bytes / time_s if time_s > 0 else 0.0,
+        "busbw_bytes_per_s": (float(bus_factor(_bus_kind(kind), n_alive)) * size_bytes / time_s
+                              if time_s and n_alive >= 2 else 0.0),
+        "analytic_time_s": (analytic_time(fab, kind, algorithm, size_bytes, n_alive, nl, l_in, l_out)
+                            if n_alive >= 2 else 0.0),
+        "latency_in_s": l_in,
+        "latency_out_s": l_out,
+        "phases": [{"name": r.name, "time_s": r.time_s} for r in results],
+        "bottleneck_links": _bottlenecks(fab, results, routing),
+        "failures": counts,
+    }
+    if failures.any and compare_healthy:
+        healthy = simulate(fab, kind, size_bytes, algorithm=algorithm, num_ranks=n, routing=routing, seed=seed,
+                           stages=stages, shift=shift, max_events=max_events, compare_healthy=False)
+        out["healthy_time_s"] = healthy["time_s"]
+        out["degradation"] = time_s / healthy["time_s"] if healthy["time_s"] else None
+    return out
+
+
+def _bus_kind(kind: str) -> str:
+    return kind if kind in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all") else "send-recv"
+
+
+def _bottlenecks(fab: Fabric, results: list[_PhaseResult], routing: str, top: int = 5) -> list[dict]:
+    if not results:
+        return []
+    worst = max(results, key=lambda r: r.time_s)
+    util = worst.utilization
+    order = np.argsort(-util)[:top]
+    saturated = int((util >= 0.999).sum())
+    return [{"link": _describe(fab, int(i), routing), "utilization": float(util[i]), "phase": worst.name,
+             "saturated_in_phase": saturated} for i in order if util[i] > 0]

@@ -1,0 +1,88 @@
+"""The parameters of a fabric, from CLI flags or a topology YAML, validated once here.
+
+Units are parsed on load (``"400 Gb/s"`` -> bytes/s one-way); unknown keys are an error naming the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from tierwise.errors import TopologyError, did_you_mean
+
+__all__ = ["TopologySpec", "FAMILIES", "load_topology_yaml", "spec_from_mapping"]
+
+FAMILIES = ("fat-tree", "rail-optimized", "rail-only", "dragonfly", "torus", "nvl72")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopologySpec:
+    family: str = "fat-tree"
+    """One of :data:`FAMILIES`."""
+    gpus: int = 1024
+    gpus_per_node: int = 8
+    nics_per_node: int | None = None
+    """Scale-out NICs per node; default one per GPU."""
+    radix: int = 64
+    """Switch ports at the NIC speed."""
+    tiers: int = 3
+    """Fat-tree tiers (1, 2 or 3)."""
+    oversubscription: float = 1.0
+    """Leaf downlinks : uplinks (1 = non-blocking)."""
+    nic_bandwidth: str = "400 Gb/s"
+    scale_up: str = "nvswitch"
+    """nvswitch (a crossbar per domain), mesh (switchless all-to-all links) or none."""
+    scale_up_bandwidth: str | None = None
+    """One-way per GPU; default 450 GB/s (H100 NVLink4, 900 GB/s bidirectional), 900 GB/s for nvl72
+    (GB200 NVLink5, 1.8 TB/s bidirectional)."""
+    domain_size: int | None = None
+    """GPUs per scale-up domain; default the node (72 for nvl72)."""
+    hop_latency: str = "300 ns"
+    """Per scale-out link (switch traversal + wire); network.csv gives 130-500 ns per hop (low confidence)."""
+    scale_up_latency: str = "250 ns"
+    """Per scale-up link (estimate)."""
+    dims: str = "8x8"
+    """Torus dimensions, e.g. 8x8x8 (one GPU per torus node)."""
+    groups: int | None = None
+    """Dragonfly groups; default as many as the endpoints need."""
+
+    @property
+    def nics(self) -> int:
+        return self.gpus_per_node if self.nics_per_node is None else self.nics_per_node
+
+
+_KEYS = {f.name for f in dataclasses.fields(TopologySpec)}
+
+
+def spec_from_mapping(data: dict, where: str = "topology") -> TopologySpec:
+    """Build a spec from a mapping (YAML keys may use '-' or '_'); unknown keys raise TopologyError."""
+    clean = {}
+    for key, value in data.items():
+        name = str(key).replace("-", "_")
+        if name == "topology":
+            name = "family"
+        if name not in _KEYS:
+            raise TopologyError(
+                f"unknown key {key!r} in {where}; allowed keys: {', '.join(sorted(_KEYS))}"
+                f"{did_you_mean(name, sorted(_KEYS))}"
+            )
+        clean[name] = value
+    family = str(clean.get("family", "fat-tree"))
+    if family not in FAMILIES:
+        raise TopologyError(f"unknown topology family {family!r}; choose one of {', '.join(FAMILIES)}")
+    return TopologySpec(**clean)
+
+
+def load_topology_yaml(path: str) -> TopologySpec:
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+    except OSError as exc:
+        raise TopologyError(f"cannot read topology file {path!r}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise TopologyError(f"topology file {path!r} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise TopologyError(f"topology file {path!r} must hold a mapping of keys such as family, gpus, radix")
+    return spec_from_mapping(data, where=f"topology file {path!r}")
