@@ -114,8 +114,9 @@ def tree_time(kind, size_bytes, n, nl, b_in, b_out, l_in, l_out):
 
     Pipelined, so the slower of the two parts sets the rate:
 
-    * chain: every rank forwards the whole buffer up (reduce) and down (broadcast): egress ``2 S`` at
-      ``b_in`` when nl > 1 (a chain end sends only S, the middle sets the pace);
+    * chain: every rank forwards the whole buffer up (reduce) and down (broadcast), egress ``2 S``, except
+      the chain's two ends, which send S; NCCL's channels rotate the chain order so every rank is an end
+      in 2 of nl channels: average egress ``2 (nl-1)/nl x S`` at ``b_in`` when nl > 1;
     * double binary tree (Sanders et al. 2009): each tree carries S/2; a node is inner in one tree and a
       leaf in the other. The busiest node, inner with a parent and two children, sends S/2 up and S/2 to
       each child in its inner tree plus S/2 up as a leaf of the other: 2S; with three domains no node has
@@ -130,7 +131,7 @@ def tree_time(kind, size_bytes, n, nl, b_in, b_out, l_in, l_out):
     n, nl = _f(n), _f(nl)
     m = n / nl
     size = _f(size_bytes)
-    chain = np.where(nl > 1, 2.0 * size / _f(b_in), 0.0)
+    chain = np.where(nl > 1, 2.0 * (nl - 1) / nl * size / _f(b_in), 0.0)
     trees = np.where(m > 1, tree_egress_factor(m) * size / (nl * _f(b_out)), 0.0)
     depth = np.ceil(np.log2(np.maximum(m, 1.0)))
     latency = 2.0 * ((nl - 1) * _f(l_in) + depth * _f(l_out))

@@ -169,7 +169,7 @@ def _candidates(kind: str, size, span: GroupSpan, cluster: Cluster, p, algorithm
                 out = np.where(m > 1, factor * size / nl, 0.0)
             elif algo == "tree":
                 t = alpha_beta.tree_time(kind, size, n, nl, b_in, b_out, l_in, l_out)
-                up = np.where(nl > 1, 2.0 * size, 0.0)
+                up = np.where(nl > 1, 2.0 * (nl - 1) / nl * size, 0.0)
                 out = np.where(m > 1, alpha_beta.tree_egress_factor(m) * size / nl, 0.0)
             elif algo == "hierarchical":
                 if kind == "all-reduce":
