@@ -55,11 +55,20 @@ def test_emit_cluster(tmp_path, capsys):
                "--emit-cluster", str(out)])
     assert rc == 0
     data = yaml.safe_load(out.read_text())
-    assert set(data) == {"name", "gpus_per_node", "scale_up_domain", "nics_per_node", "nic_bandwidth",
+    assert set(data) == {"base", "name", "gpus_per_node", "scale_up_domain", "nics_per_node", "nic_bandwidth",
                          "efficiency", "source"}
     assert 0 < data["efficiency"]["scale_out"] <= 1
     assert data["nic_bandwidth"] == "400 Gb/s"
     assert "seed 1" in data["source"]
+    # estimate and plan accept it: the simulated ECMP loss lowers the scale-out rate the collectives see
+    from tierwise.collectives.model import collective_cost
+    from tierwise.hierarchy import group_span
+    from tierwise.specs.cluster import load_cluster
+
+    emitted, base = load_cluster(str(out)), load_cluster("dgx-h100")
+    assert emitted.efficiency["scale_out"] == data["efficiency"]["scale_out"]
+    t = [float(collective_cost("all-reduce", 1e9, group_span(c, 64, 1), c).time_s) for c in (emitted, base)]
+    assert t[0] >= t[1]
 
 
 def test_topology_yaml(tmp_path, capsys):

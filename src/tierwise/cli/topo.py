@@ -98,6 +98,8 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(1, "--seed", help="seed of ECMP hashing, permutations and failures"),
         emit_cluster: str = typer.Option(None, "--emit-cluster", help="write a cluster YAML with the simulated "
                                          "scale-out efficiency"),
+        cluster: str = typer.Option("dgx-h100", "--cluster", help="catalog cluster the emitted YAML starts from "
+                                    "(its accelerator and links; the fabric's shape replaces the rest)"),
         gpus: int = _O["gpus"], gpus_per_node: int = _O["gpus_per_node"], nics_per_node: int = _O["nics_per_node"],
         radix: int = _O["radix"], tiers: int = _O["tiers"], oversubscription: float = _O["oversubscription"],
         nic_bandwidth: str = _O["nic_bandwidth"], scale_up: str = _O["scale_up"],
@@ -119,7 +121,7 @@ def register(app: typer.Typer) -> None:
                           seed=seed, stages=stages, shift=shift,
                           failures=Failures(links=fail_links, switches=fail_switches, domains=fail_domains))
         if emit_cluster:
-            result["emitted_cluster"] = write_cluster(emit_cluster, fab, result, _argv_text())
+            result["emitted_cluster"] = write_cluster(emit_cluster, fab, result, _argv_text(), base=cluster)
         emit(result, as_json, lambda con: _render_sim(con, result))
 
 
@@ -129,19 +131,32 @@ def _argv_text() -> str:
     return shlex.join(sys.argv[1:]) if sys.argv[1:] else "(in-process)"
 
 
-def write_cluster(path: str, fab, result: dict, args: str) -> str:
-    """Write the cluster mapping the core's loader accepts; scale-out efficiency = ideal / simulated time."""
+def write_cluster(path: str, fab, result: dict, args: str, base: str = "dgx-h100") -> str:
+    """Write a cluster mapping the core's loader accepts (``base:`` + the fabric's shape).
+
+    The analytic model already charges the NIC's achievable fraction of its line rate
+    (``link_efficiency.scale_out`` in catalog/parameters.yaml); what the fabric's shape adds on top is the
+    simulated slowdown against the ideal (``analytic_time_s / time_s``), so the emitted efficiency is their
+    product.
+    """
     import yaml
 
-    eff = result["analytic_time_s"] / result["time_s"] if result["time_s"] else 0.0
+    from tierwise.specs.cluster import load_cluster
+    from tierwise.specs.parameters import load_parameters
+
+    load_cluster(base)  # an unknown base is a clear error before anything is written
+    ratio = result["analytic_time_s"] / result["time_s"] if result["time_s"] else 0.0
+    ratio = min(max(ratio, 0.0), 1.0)
+    eff = load_parameters().collectives["link_efficiency"]["scale_out"] * ratio
     data = {
+        "base": base,
         "name": f"{fab.family}-{fab.num_gpus}-simulated",
         "gpus_per_node": fab.gpus_per_node,
         "scale_up_domain": fab.domain_size,
         "nics_per_node": fab.nics_per_node,
         "nic_bandwidth": f"{fab.nic_bytes_per_s * 8 / 1e9:g} Gb/s",
-        "efficiency": {"scale_out": round(float(min(max(eff, 0.0), 1.0)), 4)},
-        "source": f"tierwise simulate {args} (seed {result['seed']})",
+        "efficiency": {"scale_out": round(float(eff), 4)},
+        "source": f"tierwise {args} (seed {result['seed']})",
     }
     with open(path, "w", encoding="utf-8") as fh:
         yaml.safe_dump(data, fh, sort_keys=False)
