@@ -29,6 +29,7 @@ form for tile/wave quantization, parameters in ``catalog/parameters.yaml``), fla
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -169,9 +170,14 @@ def _layer_times(model, shape: ModelShape, plans: PlanBatch, tokens, peak, cpara
     return lin_t, lin_f
 
 
-def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch) -> StepEstimates:
-    """Estimate one training step for every plan in ``plans`` (see the module docstring)."""
-    cparams = _compute_params()
+def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
+             params: Mapping[str, float] | None = None) -> StepEstimates:
+    """Estimate one training step for every plan in ``plans`` (see the module docstring).
+
+    ``params`` overrides entries of the ``compute:`` parameters (the validation fit and cross-validation
+    evaluate candidate values this way); by default the shipped ``catalog/parameters.yaml`` values are used.
+    """
+    cparams = {**_compute_params(), **(params or {})}
     shape = model_shape(model)
     acc = cluster.accelerator
     n = len(plans)

@@ -1,0 +1,124 @@
+"""Run the estimator on every mapped case, compare with the measurement, and summarize.
+
+The estimator is vectorized per (model, cluster): cases sharing both are estimated as one
+:class:`~tierwise.specs.plan.PlanBatch`. Error is ``(predicted - measured) / measured`` on tokens/s per GPU.
+Summary statistics are over the rows of high and medium confidence that were used ("scored"), per source
+and overall, with the median of per-source medians so that no source dominates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from tierwise.estimate.step import estimate
+from tierwise.specs.plan import PlanBatch
+from tierwise.validate.dataset import DatasetError, load_rows
+from tierwise.validate.mapping import Case, case_from_row
+
+__all__ = ["Validation", "load_cases", "predict", "validate", "summarize", "SCORED_CONFIDENCE"]
+
+SCORED_CONFIDENCE = ("high", "medium")
+
+
+@dataclass
+class Validation:
+    """Cases with predictions, per-case breakdown terms, and the summary."""
+
+    cases: list[Case]
+    predicted: np.ndarray
+    """Predicted tokens/s per GPU (NaN for skipped cases)."""
+    terms: dict[str, np.ndarray]
+    """Per-case step-time breakdown (seconds): compute, recompute, bubble, exposed_comm, optimizer, step."""
+    summary: dict = field(default_factory=dict)
+    params: Mapping[str, float] | None = None
+
+    @property
+    def measured(self) -> np.ndarray:
+        return np.array([c.measured_tokens_per_s_per_gpu for c in self.cases], dtype=float)
+
+    @property
+    def error_pct(self) -> np.ndarray:
+        return (self.predicted - self.measured) / self.measured * 100.0
+
+    @property
+    def scored(self) -> np.ndarray:
+        return np.array([c.used and c.confidence in SCORED_CONFIDENCE for c in self.cases], dtype=bool)
+
+
+def load_cases(path: str | Path | None = None, source: str | None = None) -> list[Case]:
+    """Map every row of a dataset (optionally one source only)."""
+    rows = load_rows(path)
+    if source is not None:
+        known = sorted({r["source_id"] for r in rows})
+        if source not in known:
+            from tierwise.errors import did_you_mean
+
+            raise DatasetError(f"unknown source {source!r}{did_you_mean(source, known)}; the dataset has "
+                               f"{', '.join(known)}")
+        rows = [r for r in rows if r["source_id"] == source]
+    return [case_from_row(r) for r in rows]
+
+
+_TERMS = ("compute_s", "recompute_s", "bubble_s", "exposed_comm_s", "optimizer_s", "step_time_s")
+
+
+def predict(cases: Sequence[Case], params: Mapping[str, float] | None = None) -> tuple[np.ndarray, dict]:
+    """Predicted tokens/s per GPU for each case (NaN where skipped), one estimator call per (model, cluster)."""
+    pred = np.full(len(cases), np.nan)
+    terms = {t: np.full(len(cases), np.nan) for t in _TERMS}
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i, c in enumerate(cases):
+        if c.used:
+            groups.setdefault((id(c.model), id(c.cluster)), []).append(i)
+    for idx in groups.values():
+        first = cases[idx[0]]
+        batch = PlanBatch.from_plans([cases[i].plan for i in idx])
+        est = estimate(first.model, first.cluster, batch, params=params)
+        pred[idx] = est.tokens_per_s_per_gpu
+        for t in _TERMS:
+            terms[t][idx] = getattr(est, t)
+    return pred, terms
+
+
+def _stats(abs_err: np.ndarray) -> dict[str, float | int]:
+    if abs_err.size == 0:
+        return {"rows": 0, "median": float("nan"), "mean": float("nan"), "p90": float("nan"), "max": float("nan")}
+    return {"rows": int(abs_err.size), "median": float(np.median(abs_err)), "mean": float(np.mean(abs_err)),
+            "p90": float(np.percentile(abs_err, 90)), "max": float(np.max(abs_err))}
+
+
+def summarize(cases: Sequence[Case], error_pct: np.ndarray) -> dict:
+    """Rows used/skipped and median / mean / p90 / max absolute % error per source and overall."""
+    scored = np.array([c.used and c.confidence in SCORED_CONFIDENCE for c in cases], dtype=bool)
+    abs_err = np.abs(error_pct)
+    sources = sorted({c.source_id for c in cases})
+    per_source = {}
+    for s in sources:
+        mask = scored & np.array([c.source_id == s for c in cases])
+        per_source[s] = _stats(abs_err[mask])
+        per_source[s]["skipped"] = sum(1 for c in cases if c.source_id == s and not c.used)
+        per_source[s]["signed_median"] = float(np.median(error_pct[mask])) if mask.any() else float("nan")
+    medians = [v["median"] for v in per_source.values() if v["rows"]]
+    return {
+        "rows": len(cases),
+        "used": sum(1 for c in cases if c.used),
+        "scored": int(scored.sum()),
+        "skipped": [{"row_id": c.row_id, "source_id": c.source_id, "reason": c.skip} for c in cases if not c.used],
+        "overall": _stats(abs_err[scored]),
+        "median_of_source_medians": float(np.median(medians)) if medians else float("nan"),
+        "per_source": per_source,
+    }
+
+
+def validate(path: str | Path | None = None, source: str | None = None,
+             params: Mapping[str, float] | None = None, cases: Sequence[Case] | None = None) -> Validation:
+    """Map, predict and summarize a dataset (the shipped one by default)."""
+    cases = list(cases) if cases is not None else load_cases(path, source)
+    pred, terms = predict(cases, params)
+    v = Validation(cases=cases, predicted=pred, terms=terms, params=params)
+    v.summary = summarize(cases, v.error_pct)
+    return v
