@@ -30,11 +30,12 @@ form for tile/wave quantization, parameters in ``catalog/parameters.yaml``), fla
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from tierwise.collectives.model import collective_cost
+from tierwise.collectives.model import collective_cost as _collective_cost
 from tierwise.hierarchy import group_span
 from tierwise.specs.cluster import Cluster
 from tierwise.specs.model import ModelSpec
@@ -92,6 +93,37 @@ class StepEstimates:
             slot["time_s"] += float(self.axis_time_s[axis][i])
             slot["exposed_s"] += float(self.axis_exposed_s[axis][i])
         return out
+
+
+_COMM_MEMO: dict | None = None
+
+
+def _comm(kind, size, span, cluster):
+    """:func:`tierwise.collectives.model.collective_cost`, memoized inside :func:`comm_memo` blocks.
+
+    Communication costs do not depend on the ``compute:`` parameters, so a fit that re-estimates the same
+    plans many times with new compute parameters reuses them (a pure speed-up: same results).
+    """
+    if _COMM_MEMO is None:
+        return _collective_cost(kind, size, span, cluster)
+    size_arr = np.asarray(size, dtype=float)
+    key = (kind, id(cluster), cluster.name, size_arr.tobytes(), size_arr.shape,
+           *(np.asarray(getattr(span, f)).tobytes() for f in span.__dataclass_fields__))
+    if key not in _COMM_MEMO:
+        _COMM_MEMO[key] = _collective_cost(kind, size, span, cluster)
+    return _COMM_MEMO[key]
+
+
+@contextmanager
+def comm_memo():
+    """Memoize communication costs for the duration of the block (see :func:`_comm`)."""
+    global _COMM_MEMO
+    outer = _COMM_MEMO
+    _COMM_MEMO = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _COMM_MEMO = outer
 
 
 def _compute_params():
@@ -240,9 +272,9 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
     act_bytes = 2.0 * tokens * model.hidden_size
     tp_span = group_span(cluster, plans.tp, strides["tp"])
     if np.any(plans.tp > 1):
-        ar = collective_cost("all-reduce", act_bytes, tp_span, cluster).time_s
-        ag = collective_cost("all-gather", act_bytes, tp_span, cluster).time_s
-        rs = collective_cost("reduce-scatter", act_bytes, tp_span, cluster).time_s
+        ar = _comm("all-reduce", act_bytes, tp_span, cluster).time_s
+        ag = _comm("all-gather", act_bytes, tp_span, cluster).time_s
+        rs = _comm("reduce-scatter", act_bytes, tp_span, cluster).time_s
         tp_pair = np.where(sp, ag + rs, 2 * ar)  # one block's forward+backward: (AG+RS) or 2 x AR
     else:
         tp_pair = np.zeros(n)
@@ -256,7 +288,7 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
     ep_span = group_span(cluster, plans.ep, ep_stride.astype(np.int64))
     if model.moe is not None and np.any(plans.ep > 1):
         a2a_size = np.where(sp, tokens / tp, tokens) * model.moe.top_k * model.hidden_size * 2.0
-        a2a = collective_cost("all-to-all", a2a_size, ep_span, cluster).time_s
+        a2a = _comm("all-to-all", a2a_size, ep_span, cluster).time_s
         ep_layer_t = (4 + 2 * (rc == 2)) * a2a
         ep_layer_bytes = np.where(plans.ep > 1, (4 + 2 * (rc == 2)) * (ep - 1) / ep * a2a_size, 0.0)
     else:
@@ -266,7 +298,7 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
     cp_span = group_span(cluster, plans.cp, strides["cp"])
     if np.any(plans.cp > 1):
         kv_chunk = 2.0 * tokens * shape.kv_bytes_channels / np.minimum(tp, model.num_kv_heads if model.mla is None else tp)
-        p2p = collective_cost("send-recv", kv_chunk, group_span(cluster, np.full(n, 2), strides["cp"]), cluster).time_s
+        p2p = _comm("send-recv", kv_chunk, group_span(cluster, np.full(n, 2), strides["cp"]), cluster).time_s
         cp_fwd = (cp - 1) * p2p
         cp_layer_t = cp_fwd * 3
         cp_layer_exposed = np.maximum(cp_fwd - core_t, 0) + np.maximum(2 * cp_fwd - 2 * core_t, 0)
@@ -277,7 +309,7 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
     # pipeline send/recv of one micro-batch's activations (scatter/gather over tp when SP), fwd and bwd, per chunk
     pp_pair = group_span(cluster, np.where(plans.pp > 1, 2, 1), strides["pp"])
     pp_msg = act_bytes / seq_shard
-    pp_t = np.where(plans.pp > 1, 2 * vpp * collective_cost("send-recv", pp_msg, pp_pair, cluster).time_s, 0.0)
+    pp_t = np.where(plans.pp > 1, 2 * vpp * _comm("send-recv", pp_msg, pp_pair, cluster).time_s, 0.0)
     pp_bytes_mb = np.where(plans.pp > 1, 2 * vpp * pp_msg, 0.0)
 
     # ---- per-micro-batch time of each stage, and the pipeline
@@ -324,12 +356,12 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
         """(time, bytes) of gradient reduction and parameter gathers per step for ``params`` per GPU."""
         g_bytes = gb * params
         w_bytes = wb * params
-        ar = collective_cost("all-reduce", g_bytes, span_full, cluster)
-        rs_full = collective_cost("reduce-scatter", g_bytes, span_full, cluster)
-        ag_full = collective_cost("all-gather", w_bytes, span_full, cluster)
-        rs_sh = collective_cost("reduce-scatter", g_bytes, shard_span, cluster)
-        ag_sh = collective_cost("all-gather", w_bytes, shard_span, cluster)
-        ar_rep = collective_cost("all-reduce", g_bytes / np.maximum(shard, 1), repl_span, cluster)
+        ar = _comm("all-reduce", g_bytes, span_full, cluster)
+        rs_full = _comm("reduce-scatter", g_bytes, span_full, cluster)
+        ag_full = _comm("all-gather", w_bytes, span_full, cluster)
+        rs_sh = _comm("reduce-scatter", g_bytes, shard_span, cluster)
+        ag_sh = _comm("all-gather", w_bytes, shard_span, cluster)
+        ar_rep = _comm("all-reduce", g_bytes / np.maximum(shard, 1), repl_span, cluster)
         rs = np.where(hsdp, rs_sh.time_s + ar_rep.time_s, rs_full.time_s)
         ag = np.where(hsdp, ag_sh.time_s, ag_full.time_s)
         grad_t = np.where(zero == 0, ar.time_s, rs)

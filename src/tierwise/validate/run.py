@@ -70,10 +70,10 @@ def predict(cases: Sequence[Case], params: Mapping[str, float] | None = None) ->
     """Predicted tokens/s per GPU for each case (NaN where skipped), one estimator call per (model, cluster)."""
     pred = np.full(len(cases), np.nan)
     terms = {t: np.full(len(cases), np.nan) for t in _TERMS}
-    groups: dict[tuple[int, int], list[int]] = {}
+    groups: dict[tuple, list[int]] = {}
     for i, c in enumerate(cases):
         if c.used:
-            groups.setdefault((id(c.model), id(c.cluster)), []).append(i)
+            groups.setdefault((c.model, c.cluster.name), []).append(i)
     for idx in groups.values():
         first = cases[idx[0]]
         batch = PlanBatch.from_plans([cases[i].plan for i in idx])
