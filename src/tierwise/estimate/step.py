@@ -131,23 +131,38 @@ def _compute_params():
     return {k: v for k, v in p.items() if k != "source"}
 
 
-def _gemm_time(gemm: Gemm, tokens, tp, etp, peak, cp_params, experts_per_rank=None, top_k=1):
-    """Seconds for one forward GEMM over ``tokens`` tokens on one rank (arrays)."""
+def _gemm_time(gemm: Gemm, tokens, tp, etp, peak, cp_params, experts_per_rank=None, top_k=1, *,
+               hbm_bytes_per_s=None, in_bytes=2.0):
+    """Seconds and FLOPs of one forward GEMM over ``tokens`` tokens on one rank (arrays).
+
+    ``t = 2 M N K / (peak x eff(M, N, K)) + w x bytes / HBM`` with ``eff = max / (1 + d0/M + d0/N + d0/K)``
+    (tile and wave quantization: a dimension near the tile size wastes part of each tile) and
+    ``bytes = in_bytes (M K + K N) + 2 M N`` (operands read once, bf16 output written once). ``w``
+    (``matmul_memory_weight``) is the fraction of that traffic time the MMA pipeline does not hide: an
+    additive roofline (Williams et al. 2009, CACM 52(4)), so the part's own FLOP:byte ratio from its
+    datasheet sets how much a skinny GEMM loses (H100: 295 FLOP/B vs A100: 156 FLOP/B).
+    """
     split = np.where(gemm.expert, etp, tp) if gemm.split != "none" else 1
     split = np.asarray(split, dtype=float)
     n = gemm.out_features / (split if gemm.split == "out" else 1)
     k = gemm.in_features / (split if gemm.split == "in" else 1)
     if gemm.expert:
-        # balanced routing: each local expert sees tokens x top_k / (experts per rank) rows... per expert
+        # balanced routing: each of the rank's local experts sees tokens x top_k / experts_per_rank rows
         rows = tokens * top_k / experts_per_rank
         total_tokens = tokens * top_k
+        copies = experts_per_rank
     else:
         rows = tokens
         total_tokens = tokens
+        copies = 1.0
     d0, emax = cp_params["matmul_half_dim"], cp_params["matmul_efficiency_max"]
     eff = emax / (1 + d0 / np.maximum(rows, 1) + d0 / n + d0 / k)
     flops = 2.0 * n * k * total_tokens
-    return flops / (peak * eff), flops
+    t = flops / (peak * eff)
+    if hbm_bytes_per_s is not None:
+        traffic = copies * (in_bytes * (rows * k + k * n) + 2.0 * rows * n)
+        t = t + cp_params.get("matmul_memory_weight", 0.0) * traffic / hbm_bytes_per_s
+    return t, flops
 
 
 def _strides(plans: PlanBatch):
@@ -183,8 +198,9 @@ def _stage_layers(model: ModelSpec, plans: PlanBatch):
     return (first.astype(float), mid, last.astype(float)), (moe_first, moe_mid, moe_last)
 
 
-def _layer_times(model, shape: ModelShape, plans: PlanBatch, tokens, peak, cparams, moe_layer: bool):
-    """Forward seconds and FLOPs of one layer on one rank: (linear, attention core, elementwise) parts."""
+def _layer_times(model, shape: ModelShape, plans: PlanBatch, tokens, peak, cparams, moe_layer: bool,
+                 hbm_bytes_per_s=None, in_bytes=2.0):
+    """Forward seconds and FLOPs of the weight GEMMs of one layer on one rank."""
     tp, etp, ep = plans.tp.astype(float), plans.etp.astype(float), plans.ep.astype(float)
     lin_t = np.zeros(len(plans))
     lin_f = np.zeros(len(plans))
@@ -192,12 +208,13 @@ def _layer_times(model, shape: ModelShape, plans: PlanBatch, tokens, peak, cpara
     if moe_layer:
         experts_per_rank = shape.num_experts / ep
         for g in shape.moe_gemms:
-            t, f = _gemm_time(g, tokens, tp, etp, peak, cparams, experts_per_rank, shape.top_k)
+            t, f = _gemm_time(g, tokens, tp, etp, peak, cparams, experts_per_rank, shape.top_k,
+                              hbm_bytes_per_s=hbm_bytes_per_s, in_bytes=in_bytes)
             lin_t, lin_f = lin_t + t, lin_f + f
     else:
         gemms += list(shape.dense_mlp_gemms)
     for g in gemms:
-        t, f = _gemm_time(g, tokens, tp, etp, peak, cparams)
+        t, f = _gemm_time(g, tokens, tp, etp, peak, cparams, hbm_bytes_per_s=hbm_bytes_per_s, in_bytes=in_bytes)
         lin_t, lin_f = lin_t + t, lin_f + f
     return lin_t, lin_f
 
@@ -230,11 +247,19 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
     plan_peak = np.where(is_fp8, fp8_peak, bf16_peak)
 
     # ---- per-layer forward compute on one rank, one micro-batch
-    dense_lin_t, dense_lin_f = _layer_times(model, shape, plans, tokens, gemm_peak, cparams, False)
-    moe_lin_t, moe_lin_f = (_layer_times(model, shape, plans, tokens, gemm_peak, cparams, True)
+    hbm_raw = acc.hbm_bytes_per_s
+    in_bytes = np.where(is_fp8, 1.0, 2.0)
+    dense_lin_t, dense_lin_f = _layer_times(model, shape, plans, tokens, gemm_peak, cparams, False, hbm_raw, in_bytes)
+    moe_lin_t, moe_lin_f = (_layer_times(model, shape, plans, tokens, gemm_peak, cparams, True, hbm_raw, in_bytes)
                             if model.moe is not None else (dense_lin_t * 0, dense_lin_f * 0))
     core_f = attention_core_flops_per_token(model, shape, s, causal_halving=True) * tokens / tp
     core_t = core_f / (bf16_peak * cparams["attention_efficiency"])
+    # flash-attention backward runs at its own (lower) efficiency: it recomputes the scores and does five
+    # GEMMs against the forward's two (Dao 2023, FlashAttention-2, sections 3.1.2 and 4.1); the extra time
+    # of one layer's attention backward over the 2 x forward that "3 x forward" already counts:
+    attn_bwd_extra = 2.0 * core_f / bf16_peak * (1.0 / cparams.get("attention_backward_efficiency",
+                                                                     cparams["attention_efficiency"])
+                                                 - 1.0 / cparams["attention_efficiency"])
     hbm = acc.hbm_bytes_per_s * cparams["memory_bound_efficiency"]
     seq_shard = np.where(sp, tp, 1.0)
     f_dense = model.ffn_hidden_size
@@ -281,7 +306,10 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
     # per layer: attention and MLP blocks, forward and backward -> 2 pairs; full recompute redoes the forward
     tp_layer_t = 2 * tp_pair + np.where(rc == 2, tp_pair, 0.0)
     tp_layer_bytes = np.where(plans.tp > 1, (4 + 2 * (rc == 2)) * 2 * (tp - 1) / tp * act_bytes * np.where(sp, 0.5, 1.0), 0.0)
-    tp_layer_exposed = np.where(plans.tp_comm_overlap, np.maximum(tp_layer_t - 3 * dense_lin_t, 0.0), tp_layer_t)
+    tp_hidden_ok = np.maximum(tp_layer_t - 3 * dense_lin_t, 0.0)
+    tp_layer_exposed = np.where(plans.tp_comm_overlap,
+                                tp_hidden_ok + cparams.get("overlap_interference", 0.0) * (tp_layer_t - tp_hidden_ok),
+                                tp_layer_t)
 
     # expert parallel all-to-all: dispatch + combine, forward and backward (+ forward again under full recompute)
     ep_stride = etp
@@ -320,7 +348,7 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
         moe_layers = (e_first, e_last, e_mid)[i]
         dense_layers = layers - moe_layers
         comm = (layers * (tp_layer_exposed + cp_layer_exposed) + moe_layers * ep_layer_t + pp_t)
-        per_mb.append(3 * fwd + rec + comm)
+        per_mb.append(3 * fwd + rec + layers * attn_bwd_extra + comm)
         comm_mb.append(comm)
         del dense_layers
     t_mb = np.maximum(per_mb[0], per_mb[1])
@@ -379,6 +407,12 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
     e_gather = np.where(edp > 1, e_gather, 0.0)
     grad_t = d_grad + e_grad
     gather_t = d_gather + e_gather
+    # ZeRO-3 / FSDP issue one gather and one reduce-scatter per layer (or per wrapped unit), each launched
+    # from the training loop between compute kernels; they reach this fraction of the bandwidth the
+    # collective model gives a single bulk collective (one global parameter, fitted)
+    z3_eff = cparams.get("zero3_collective_efficiency", 1.0)
+    grad_t = np.where(zero == 3, grad_t / z3_eff, grad_t)
+    gather_t = np.where(zero == 3, gather_t / z3_eff, gather_t)
     total_params_local = dense_params + expert_params
     bucket = np.maximum(cparams["bucket_params_min"], cparams["bucket_params_per_dp"] * dp)
     last_bucket = np.minimum(1.0, bucket / np.maximum(total_params_local, 1))
@@ -397,6 +431,11 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
                      + (gather_t + grad_t) * per_layer)
     dp_time = np.where(z3, z3_per_mb * m, grad_t + gather_t)
     dp_exposed = np.where(z3, z3_exposed_mb * m, grad_exposed + gather_exposed)
+    # communication hidden behind compute still slows it: NCCL kernels take SMs and HBM bandwidth from the
+    # GEMMs they overlap (Jangda et al. ASPLOS 2022 section 2; Rashidi et al. ISCA 2021); a fraction
+    # ``overlap_interference`` of the hidden time is paid
+    interference = cparams.get("overlap_interference", 0.0)
+    dp_exposed = dp_exposed + interference * np.maximum(dp_time - dp_exposed, 0.0)
     dp_bytes = np.where(z3, (d_bytes + e_bytes) * m * np.where(plans.reshard_after_forward, 1.5, 1.0) * 1.0, d_bytes + e_bytes)
 
     # ---- optimizer step (memory bound), sharded under ZeRO >= 1

@@ -25,6 +25,10 @@ FITTED: dict[str, tuple[float, float]] = {
     "attention_efficiency": (0.1, 0.9),
     "fp8_efficiency_ratio": (0.4, 1.0),
     "memory_bound_efficiency": (0.2, 1.0),
+    "matmul_memory_weight": (0.0, 1.0),
+    "attention_backward_efficiency": (0.05, 0.9),
+    "zero3_collective_efficiency": (0.05, 1.0),
+    "overlap_interference": (0.0, 0.5),
 }
 """The fitted global parameters and their bounds (physically meaningful ranges)."""
 
