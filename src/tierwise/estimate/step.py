@@ -410,7 +410,8 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
     # ZeRO-3 / FSDP issue one gather and one reduce-scatter per layer (or per wrapped unit), each launched
     # from the training loop between compute kernels; they reach this fraction of the bandwidth the
     # collective model gives a single bulk collective (one global parameter, fitted)
-    z3_eff = cparams.get("zero3_collective_efficiency", 1.0)
+    z3_eff = np.where(np.maximum(dp_span.tier, np.where(hsdp, shard_span.tier, 0)) >= 3,
+                      cparams.get("zero3_collective_efficiency", 1.0), 1.0)
     grad_t = np.where(zero == 3, grad_t / z3_eff, grad_t)
     gather_t = np.where(zero == 3, gather_t / z3_eff, gather_t)
     total_params_local = dense_params + expert_params
