@@ -78,6 +78,10 @@ class StepEstimates:
     num_microbatches: np.ndarray
     peak_flops_per_s: np.ndarray
     notes: list[str] = field(default_factory=list)
+    attention_s: np.ndarray | None = None
+    """Of ``compute_s``: the attention core (flash-attention forward and backward) of the slowest stage."""
+    memory_bound_s: np.ndarray | None = None
+    """Of ``compute_s``: elementwise (memory-bound) kernels of the slowest stage."""
 
     def __len__(self) -> int:
         return int(self.step_time_s.shape[0])
@@ -128,7 +132,7 @@ def comm_memo():
 
 def _compute_params():
     p = load_parameters().compute
-    return {k: v for k, v in p.items() if k != "source"}
+    return {k: v for k, v in p.items() if k not in ("source", "fit")}
 
 
 def _gemm_time(gemm: Gemm, tokens, tp, etp, peak, cp_params, experts_per_rank=None, top_k=1, *,
@@ -461,7 +465,11 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
     hw_flops = model_flops + rec_flops_token * tokens_step
     tflops = model_flops / (step * num_gpus)
     hw_tflops = hw_flops / (step * num_gpus)
-    compute_useful = m * 3 * fwd_slow
+    compute_useful = m * (3 * fwd_slow + layers_slow * attn_bwd_extra)
+    moe_slow_layers = pick([e_first, e_last, e_mid])
+    attention_s = m * layers_slow * (3 * core_t + attn_bwd_extra)
+    memory_bound_s = m * 3 * ((layers_slow - moe_slow_layers) * elem_dense + moe_slow_layers * elem_moe
+                              + np.where((slow == 1) | (pp == 1), logits_elem / 3, 0.0))
     exposed_comm = m * comm_slow + dp_exposed
 
     # ---- memory of the fullest stage
@@ -500,6 +508,7 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
         compute_s=compute_useful, recompute_s=m * rec_slow, bubble_s=bubble, exposed_comm_s=exposed_comm,
         optimizer_s=optimizer_t, memory=memory, axis_bytes=axis_bytes, axis_time_s=axis_time,
         axis_exposed_s=axis_exposed, axis_tier=axis_tier, num_microbatches=m, peak_flops_per_s=plan_peak,
+        attention_s=attention_s, memory_bound_s=memory_bound_s,
     )
 
 

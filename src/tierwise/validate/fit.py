@@ -99,3 +99,43 @@ def cross_validate(cases: Sequence[Case]) -> dict:
     medians = [v["median"] for v in out.values()]
     return {"per_source": out, "median_of_source_medians": float(np.median(medians)),
             "overall_median": float(np.median(np.concatenate(all_err)))}
+
+
+def write_parameters(fitted: dict[str, float], note: str, path=None) -> str:
+    """Write fitted values into the ``compute:`` section of ``catalog/parameters.yaml``, with a ``fit:`` note.
+
+    The file is edited line by line so its comments (each value's source) survive; a key not yet in the
+    section is appended to it. Returns the path written.
+    """
+    import re
+    from pathlib import Path
+
+    from tierwise.specs import catalog
+    from tierwise.specs.parameters import load_parameters
+
+    p = Path(path) if path else Path(str(__import__("importlib.resources").resources.files("tierwise.specs")
+                                          .joinpath("catalog", "parameters.yaml")))
+    lines = p.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.rstrip() == "compute:")
+    end = next((i for i in range(start + 1, len(lines)) if lines[i] and not lines[i].startswith((" ", "#"))),
+               len(lines))
+    section = lines[start:end]
+    section = [line for line in section if not line.startswith("  fit:")]
+    for key, value in fitted.items():
+        pat = re.compile(rf"^  {re.escape(key)}:\s")
+        text = f"  {key}: {value:.4g}"
+        for i, line in enumerate(section):
+            if pat.match(line):
+                section[i] = text
+                break
+        else:
+            section.append(text)
+    escaped = note.replace('"', "'")
+    section.insert(1, f'  fit: "{escaped}"')
+    while section and not section[-1].strip():
+        section.pop()
+    out = lines[:start] + section + ([""] if end < len(lines) else []) + lines[end:]
+    p.write_text("\n".join(out) + "\n")
+    catalog.entries.cache_clear()
+    load_parameters.cache_clear()
+    return str(p)

@@ -63,7 +63,8 @@ def load_cases(path: str | Path | None = None, source: str | None = None) -> lis
     return [case_from_row(r) for r in rows]
 
 
-_TERMS = ("compute_s", "recompute_s", "bubble_s", "exposed_comm_s", "optimizer_s", "step_time_s")
+_TERMS = ("compute_s", "attention_s", "memory_bound_s", "recompute_s", "bubble_s", "exposed_comm_s", "optimizer_s",
+          "step_time_s")
 
 
 def predict(cases: Sequence[Case], params: Mapping[str, float] | None = None) -> tuple[np.ndarray, dict]:
@@ -122,3 +123,74 @@ def validate(path: str | Path | None = None, source: str | None = None,
     v = Validation(cases=cases, predicted=pred, terms=terms, params=params)
     v.summary = summarize(cases, v.error_pct)
     return v
+
+
+def plan_label(case: Case) -> str:
+    """Short plan text: ``tp8 pp12 dp16 cp1 mbs1 vpp3 full-rc ZeRO-1 fp8``."""
+    p = case.plan
+    if p is None:
+        return ""
+    parts = [f"tp{p.tp}", f"pp{p.pp}", f"dp{p.dp}"]
+    if p.cp > 1:
+        parts.append(f"cp{p.cp}")
+    parts += [f"mbs{p.micro_batch_size}", f"gbs{p.global_batch_size}", f"seq{p.seq_length}"]
+    if p.vpp > 1:
+        parts.append(f"vpp{p.vpp}")
+    parts += [f"{p.recompute}-rc", f"ZeRO-{p.zero_stage}", p.precision]
+    return " ".join(parts)
+
+
+_SHARE_TERMS = {"gemm": None, "attention": "attention_s", "memory_bound": "memory_bound_s",
+                "recompute": "recompute_s", "bubble": "bubble_s", "exposed_comm": "exposed_comm_s",
+                "optimizer": "optimizer_s"}
+
+
+def row_records(v: Validation) -> list[dict]:
+    """One JSON-ready record per case: what was compared, the prediction, the error, and the step's terms."""
+    out = []
+    err = v.error_pct
+    for i, c in enumerate(v.cases):
+        rec = {
+            "row_id": c.row_id, "source_id": c.source_id, "model": c.model_label, "model_source": c.model_source,
+            "hardware": c.hardware, "cluster": c.cluster.name if c.cluster else None, "num_gpus": c.num_gpus,
+            "plan": plan_label(c), "confidence": c.confidence, "scored": bool(v.scored[i]),
+            "flop_rule": c.rule.key, "flop_rule_label": c.rule.label, "flop_rule_pinned": c.rule.pinned,
+            "metric": c.metric, "filled": list(c.filled), "skipped": c.skip or None,
+            "measured_tokens_per_s_per_gpu": None, "predicted_tokens_per_s_per_gpu": None, "error_pct": None,
+            "step_shares": None,
+        }
+        if c.used:
+            step = v.terms["step_time_s"][i]
+            shares = {}
+            for name, key in _SHARE_TERMS.items():
+                if key is None:
+                    val = v.terms["compute_s"][i] - v.terms["attention_s"][i] - v.terms["memory_bound_s"][i]
+                else:
+                    val = v.terms[key][i]
+                shares[name] = float(val / step)
+            rec.update({
+                "measured_tokens_per_s_per_gpu": float(c.measured_tokens_per_s_per_gpu),
+                "predicted_tokens_per_s_per_gpu": float(v.predicted[i]),
+                "error_pct": float(err[i]),
+                "step_time_s": float(step),
+                "step_shares": shares,
+            })
+        out.append(rec)
+    return out
+
+
+def worst_rows(v: Validation, n: int = 8) -> list[dict]:
+    """The ``n`` scored rows with the largest absolute error, with the step term that dominates them.
+
+    The dominant term is the largest non-GEMM share of the predicted step (attention, memory-bound,
+    recompute, bubble, exposed communication, optimizer); an error on a row dominated by one term points at
+    that term's model first.
+    """
+    recs = [r for r in row_records(v) if r["scored"]]
+    recs.sort(key=lambda r: -abs(r["error_pct"]))
+    out = []
+    for r in recs[:n]:
+        shares = {k: s for k, s in r["step_shares"].items() if k != "gemm"}
+        term = max(shares, key=shares.get)
+        out.append({**r, "dominant_term": term, "dominant_share": shares[term]})
+    return out
