@@ -320,30 +320,27 @@ def measured_tokens(row: dict[str, str], rule: rules.Rule, model: ModelSpec | No
         return tput / n, "tokens/s / GPUs"
     if not rule.pinned:
         raise _Skip(f"only TFLOP/s or MFU given and the FLOP rule is not pinned ({rule.label})")
-    l, h, s = _int(row, "num_layers"), _int(row, "hidden_size"), seq
-    if model is not None:
-        V = model.vocab_size
-    else:
-        V = _int(row, "vocab_size") or 0
+    L, h, s = _int(row, "num_layers"), _int(row, "hidden_size"), seq
+    V = model.vocab_size if model is not None else (_int(row, "vocab_size") or 0)
     tflops = _float(row, "tflops_per_gpu")
     if rule.key == "narayanan-eq3" and tflops:
-        f = rules.narayanan_eq3_flops_per_token(l, h, s, V)
+        f = rules.narayanan_eq3_flops_per_token(L, h, s, V)
         return rules.tokens_per_gpu_from_tflops(tflops, f), f"{tflops:g} TFLOP/s / Eq. 3 FLOPs per token"
     if rule.key == "mcore-r0.8" and tflops and model is not None:
-        f = rules.megatron_core_r08_flops_per_token(l, h, s, V, model.num_attention_heads, model.num_kv_heads,
+        f = rules.megatron_core_r08_flops_per_token(L, h, s, V, model.num_attention_heads, model.num_kv_heads,
                                                      model.ffn_hidden_size, model.gated_mlp, model.head_dim)
         return rules.tokens_per_gpu_from_tflops(tflops, f), f"{tflops:g} TFLOP/s / Megatron-Core r0.8 FLOPs"
     mfu = _float(row, "mfu_pct")
     peak = _float(row, "peak_tflops_assumed")
     if rule.key == "mcore-r0.8" and mfu and peak and model is not None:
-        f = rules.megatron_core_r08_flops_per_token(l, h, s, V, model.num_attention_heads, model.num_kv_heads,
+        f = rules.megatron_core_r08_flops_per_token(L, h, s, V, model.num_attention_heads, model.num_kv_heads,
                                                      model.ffn_hidden_size, model.gated_mlp, model.head_dim)
         return rules.tokens_per_gpu_from_tflops(mfu / 100 * peak, f), f"MFU {mfu:g}% x {peak:g} / Megatron-Core r0.8"
     if rule.key == "palm-mfu" and mfu and peak:
-        f = rules.palm_model_flops_per_token(l, h, s, V)
+        f = rules.palm_model_flops_per_token(L, h, s, V)
         return rules.tokens_per_gpu_from_tflops(mfu / 100 * peak, f), f"MFU {mfu:g}% x {peak:g} / model FLOPs"
     if rule.key == "llmfoundry" and mfu and peak and _float(row, "params_b"):
-        f = rules.llmfoundry_flops_per_token(_float(row, "params_b") * 1e9, l, h, s)
+        f = rules.llmfoundry_flops_per_token(_float(row, "params_b") * 1e9, L, h, s)
         return rules.tokens_per_gpu_from_tflops(mfu / 100 * peak, f), f"MFU {mfu:g}% x {peak:g} / (6N + 12lhs)"
     raise _Skip("no usable throughput figure (tokens/s, step time, or TFLOP/s/MFU under a pinned rule)")
 
