@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tierwise.validate import load_rows
-from tierwise.validate import rules
+from tierwise.validate import load_rows, rules
 from tierwise.validate.mapping import case_from_row
 
 ROWS = {r["row_id"]: r for r in load_rows()}

@@ -118,6 +118,17 @@ def _comm(kind, size, span, cluster):
     return _COMM_MEMO[key]
 
 
+def _span(cluster, size, stride):
+    """:func:`tierwise.hierarchy.group_span`, memoized like :func:`_comm` inside :func:`comm_memo` blocks."""
+    if _COMM_MEMO is None:
+        return group_span(cluster, size, stride)
+    size_arr, stride_arr = np.asarray(size), np.asarray(stride)
+    key = ("span", id(cluster), cluster.name, size_arr.tobytes(), size_arr.shape, stride_arr.tobytes())
+    if key not in _COMM_MEMO:
+        _COMM_MEMO[key] = group_span(cluster, size, stride)
+    return _COMM_MEMO[key]
+
+
 @contextmanager
 def comm_memo():
     """Memoize communication costs for the duration of the block (see :func:`_comm`)."""
@@ -299,7 +310,7 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
     # ---- communication
     strides = _strides(plans)
     act_bytes = 2.0 * tokens * model.hidden_size
-    tp_span = group_span(cluster, plans.tp, strides["tp"])
+    tp_span = _span(cluster, plans.tp, strides["tp"])
     if np.any(plans.tp > 1):
         ar = _comm("all-reduce", act_bytes, tp_span, cluster).time_s
         ag = _comm("all-gather", act_bytes, tp_span, cluster).time_s
@@ -317,7 +328,7 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
 
     # expert parallel all-to-all: dispatch + combine, forward and backward (+ forward again under full recompute)
     ep_stride = etp
-    ep_span = group_span(cluster, plans.ep, ep_stride.astype(np.int64))
+    ep_span = _span(cluster, plans.ep, ep_stride.astype(np.int64))
     if model.moe is not None and np.any(plans.ep > 1):
         a2a_size = np.where(sp, tokens / tp, tokens) * model.moe.top_k * model.hidden_size * 2.0
         a2a = _comm("all-to-all", a2a_size, ep_span, cluster).time_s
@@ -327,10 +338,10 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
         ep_layer_t = ep_layer_bytes = np.zeros(n)
 
     # context parallel ring attention: (cp - 1) K/V chunk passes forward, twice the data backward
-    cp_span = group_span(cluster, plans.cp, strides["cp"])
+    cp_span = _span(cluster, plans.cp, strides["cp"])
     if np.any(plans.cp > 1):
         kv_chunk = 2.0 * tokens * shape.kv_bytes_channels / np.minimum(tp, model.num_kv_heads if model.mla is None else tp)
-        p2p = _comm("send-recv", kv_chunk, group_span(cluster, np.full(n, 2), strides["cp"]), cluster).time_s
+        p2p = _comm("send-recv", kv_chunk, _span(cluster, np.full(n, 2), strides["cp"]), cluster).time_s
         cp_fwd = (cp - 1) * p2p
         cp_layer_t = cp_fwd * 3
         cp_layer_exposed = np.maximum(cp_fwd - core_t, 0) + np.maximum(2 * cp_fwd - 2 * core_t, 0)
@@ -339,7 +350,7 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
         cp_layer_t = cp_layer_exposed = cp_layer_bytes = np.zeros(n)
 
     # pipeline send/recv of one micro-batch's activations (scatter/gather over tp when SP), fwd and bwd, per chunk
-    pp_pair = group_span(cluster, np.where(plans.pp > 1, 2, 1), strides["pp"])
+    pp_pair = _span(cluster, np.where(plans.pp > 1, 2, 1), strides["pp"])
     pp_msg = act_bytes / seq_shard
     pp_t = np.where(plans.pp > 1, 2 * vpp * _comm("send-recv", pp_msg, pp_pair, cluster).time_s, 0.0)
     pp_bytes_mb = np.where(plans.pp > 1, 2 * vpp * pp_msg, 0.0)
@@ -375,14 +386,14 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
     expert_params = pick([e_first, e_last, e_mid]) * shape.expert_params * shape.num_experts / (ep * etp)
     gb, wb = cparams["grad_bytes"], cparams["weight_bytes"]
     dp_group = dp * cp
-    dp_span = group_span(cluster, (dp_group).astype(np.int64), strides["tp"] if True else None)
+    dp_span = _span(cluster, (dp_group).astype(np.int64), strides["tp"] if True else None)
     edp = np.maximum(tp * cp * dp / (etp * ep), 1)
-    edp_span = group_span(cluster, edp.astype(np.int64), (etp * ep).astype(np.int64))
+    edp_span = _span(cluster, edp.astype(np.int64), (etp * ep).astype(np.int64))
     zero = plans.zero_stage
     shard = plans.dp_shard.astype(float) * cp
     hsdp = (plans.dp_shard < plans.dp) & (zero >= 1)
-    shard_span = group_span(cluster, shard.astype(np.int64), strides["tp"])
-    repl_span = group_span(cluster, (dp_group / shard).astype(np.int64), (strides["tp"] * shard).astype(np.int64))
+    shard_span = _span(cluster, shard.astype(np.int64), strides["tp"])
+    repl_span = _span(cluster, (dp_group / shard).astype(np.int64), (strides["tp"] * shard).astype(np.int64))
 
     def dp_costs(params, span_full, group):
         """(time, bytes) of gradient reduction and parameter gathers per step for ``params`` per GPU."""

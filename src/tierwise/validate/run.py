@@ -67,6 +67,9 @@ _TERMS = ("compute_s", "attention_s", "memory_bound_s", "recompute_s", "bubble_s
           "step_time_s")
 
 
+_BATCHES: dict[tuple, tuple] = {}
+
+
 def predict(cases: Sequence[Case], params: Mapping[str, float] | None = None) -> tuple[np.ndarray, dict]:
     """Predicted tokens/s per GPU for each case (NaN where skipped), one estimator call per (model, cluster)."""
     pred = np.full(len(cases), np.nan)
@@ -77,8 +80,11 @@ def predict(cases: Sequence[Case], params: Mapping[str, float] | None = None) ->
             groups.setdefault((c.model, c.cluster.name), []).append(i)
     for idx in groups.values():
         first = cases[idx[0]]
-        batch = PlanBatch.from_plans([cases[i].plan for i in idx])
-        est = estimate(first.model, first.cluster, batch, params=params)
+        key = tuple(id(cases[i].plan) for i in idx)
+        batch = _BATCHES.get(key)
+        if batch is None or batch[0] != [cases[i].plan for i in idx]:
+            batch = _BATCHES[key] = ([cases[i].plan for i in idx], PlanBatch.from_plans([cases[i].plan for i in idx]))
+        est = estimate(first.model, first.cluster, batch[1], params=params)
         pred[idx] = est.tokens_per_s_per_gpu
         for t in _TERMS:
             terms[t][idx] = getattr(est, t)
