@@ -22,9 +22,14 @@ Overlap switches (named, visible in ``assumed``):
 * TP communication is exposed unless ``tp_comm_overlap`` (then it hides behind the layer's GEMMs);
 * CP ring attention overlaps with attention compute; EP all-to-all and PP send/recv are exposed.
 
-Compute roofline: GEMMs at ``peak x eff(M, N, K)`` (``eff = max / (1 + d0/M + d0/N + d0/K)``, a saturating
-form for tile/wave quantization, parameters in ``catalog/parameters.yaml``), flash attention at
-``attention_efficiency`` of peak, elementwise kernels and the optimizer at HBM bandwidth.
+Compute roofline: GEMMs at ``peak x eff(M, N, K)`` plus the un-hidden part of their HBM traffic (an additive
+roofline, so a part's own FLOP:byte ratio sets how much skinny GEMMs after TP splitting lose), FP8 GEMMs at
+the FP8 peak plus their input casts as memory-bound traffic; the attention core (flash attention) at
+``attention_efficiency`` of the BF16 peak forward and ``attention_backward_efficiency`` backward;
+elementwise kernels and the optimizer at ``memory_bound_efficiency`` of HBM bandwidth. ZeRO-3/FSDP
+collectives are issued per layer; hidden communication still costs ``overlap_interference`` of its time.
+All parameters are global fractions in ``catalog/parameters.yaml`` (``compute:``), fitted by
+``tierwise validate --fit`` (docs/validation.md).
 """
 
 from __future__ import annotations
@@ -286,6 +291,19 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
         elem_moe = tokens * (cparams["elementwise_bytes_per_h"] * model.hidden_size / seq_shard + f_bytes * f_moe) / hbm
     else:
         elem_moe = elem_dense * 0
+    # FP8 GEMMs need their inputs cast: each activation input of a layer's GEMMs is read in bf16 and written
+    # in fp8 (3 bytes per element) before the GEMM, with its amax (Micikevicius et al. 2022, FP8 Formats
+    # for Deep Learning, section 4; Transformer Engine casts per GEMM). Inputs per token: h for QKV and for
+    # the MLP up-projection (/tp with SP gathered first, so per rank h), q for the output projection and f
+    # for the MLP down-projection (both /tp); the backward casts the output gradients likewise (counted by
+    # the 3 x forward of memory-bound work).
+    cast_b = cparams.get("fp8_cast_bytes_per_element", 3.0)
+    q_in = model.q_channels if model.mla is None else model.num_attention_heads * shape.v_head_dim
+    cast_dense = tokens * cast_b * (2 * model.hidden_size + (q_in + f_dense) / tp) / hbm
+    cast_moe = (tokens * cast_b * (2 * model.hidden_size + q_in / tp
+                                   + (model.moe.top_k * model.moe.ffn_hidden_size / etp if model.moe else 0.0)) / hbm)
+    elem_dense = elem_dense + np.where(is_fp8, cast_dense, 0.0)
+    elem_moe = elem_moe + np.where(is_fp8, cast_moe, 0.0)
 
     fwd_dense = dense_lin_t + core_t + elem_dense
     fwd_moe = moe_lin_t + core_t + elem_moe
@@ -395,10 +413,14 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
     shard_span = _span(cluster, shard.astype(np.int64), strides["tp"])
     repl_span = _span(cluster, (dp_group / shard).astype(np.int64), (strides["tp"] * shard).astype(np.int64))
 
+    # ZeRO-3 / FSDP gather and reduce-scatter one layer (one wrapped unit) at a time, so each step pays the
+    # collective latency once per layer; ZeRO 0-2 reduce in large buckets (one collective per step here)
+    pieces = np.where(zero == 3, np.maximum(layers_slow, 1), 1.0)
+
     def dp_costs(params, span_full, group):
         """(time, bytes) of gradient reduction and parameter gathers per step for ``params`` per GPU."""
-        g_bytes = gb * params
-        w_bytes = wb * params
+        g_bytes = gb * params / pieces
+        w_bytes = wb * params / pieces
         ar = _comm("all-reduce", g_bytes, span_full, cluster)
         rs_full = _comm("reduce-scatter", g_bytes, span_full, cluster)
         ag_full = _comm("all-gather", w_bytes, span_full, cluster)
@@ -407,11 +429,11 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
         ar_rep = _comm("all-reduce", g_bytes / np.maximum(shard, 1), repl_span, cluster)
         rs = np.where(hsdp, rs_sh.time_s + ar_rep.time_s, rs_full.time_s)
         ag = np.where(hsdp, ag_sh.time_s, ag_full.time_s)
-        grad_t = np.where(zero == 0, ar.time_s, rs)
-        gather_t = np.where(zero == 0, 0.0, ag)
-        bytes_ = np.where(zero == 0, ar.bytes_per_rank,
-                          np.where(hsdp, rs_sh.bytes_per_rank + ar_rep.bytes_per_rank + ag_sh.bytes_per_rank,
-                                   rs_full.bytes_per_rank + ag_full.bytes_per_rank))
+        grad_t = pieces * np.where(zero == 0, ar.time_s, rs)
+        gather_t = pieces * np.where(zero == 0, 0.0, ag)
+        bytes_ = pieces * np.where(zero == 0, ar.bytes_per_rank,
+                                   np.where(hsdp, rs_sh.bytes_per_rank + ar_rep.bytes_per_rank + ag_sh.bytes_per_rank,
+                                            rs_full.bytes_per_rank + ag_full.bytes_per_rank))
         return grad_t, gather_t, np.where(group > 1, bytes_, 0.0)
 
     d_grad, d_gather, d_bytes = dp_costs(dense_params, dp_span, dp_group)

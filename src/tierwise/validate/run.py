@@ -188,15 +188,15 @@ def row_records(v: Validation) -> list[dict]:
 def worst_rows(v: Validation, n: int = 8) -> list[dict]:
     """The ``n`` scored rows with the largest absolute error, with the step term that dominates them.
 
-    The dominant term is the largest non-GEMM share of the predicted step (attention, memory-bound,
-    recompute, bubble, exposed communication, optimizer); an error on a row dominated by one term points at
-    that term's model first.
+    The dominant term is the largest non-GEMM share of the predicted step (attention, memory-bound, bubble,
+    exposed communication, optimizer; recompute re-runs the others and is not a term of its own); an error
+    on a row dominated by one term points at that term's model first.
     """
     recs = [r for r in row_records(v) if r["scored"]]
     recs.sort(key=lambda r: -abs(r["error_pct"]))
     out = []
     for r in recs[:n]:
-        shares = {k: s for k, s in r["step_shares"].items() if k != "gemm"}
+        shares = {k: s for k, s in r["step_shares"].items() if k not in ("gemm", "recompute")}
         term = max(shares, key=shares.get)
         out.append({**r, "dominant_term": term, "dominant_share": shares[term]})
     return out
