@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from pathlib import Path
 
 
 def tables(doc: dict) -> dict[str, str]:
@@ -47,14 +48,14 @@ def tables(doc: dict) -> dict[str, str]:
 
 
 def main(json_path: str, md_path: str) -> None:
-    doc = json.load(open(json_path))
-    text = open(md_path).read()
+    doc = json.loads(Path(json_path).read_text())
+    text = Path(md_path).read_text()
     for name, table in tables(doc).items():
         pat = re.compile(rf"(<!-- BEGIN {name} -->\n)(?:.*?\n)?(<!-- END {name} -->)", re.S)
         if not pat.search(text):
             raise SystemExit(f"no markers for {name} in {md_path}")
         text = pat.sub(lambda m, t=table: m.group(1) + t + "\n" + m.group(2), text)
-    open(md_path, "w").write(text)
+    Path(md_path).write_text(text)
 
 
 if __name__ == "__main__":
