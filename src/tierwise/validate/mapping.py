@@ -264,10 +264,13 @@ def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str]) -> Pl
     data["micro_batch_size"] = mbs
     data["recompute"] = _recompute(row, filled)
     sp = row["sequence_parallel"].lower()
+    notes = (row["notes"] + " " + framework).lower()
     if sp.startswith("y"):
         data["sequence_parallel"] = True
     elif sp.startswith("n") and sp != "not stated":
         data["sequence_parallel"] = False
+    elif tp > 1 and "--tp-comm-overlap" in notes:
+        filled.append("sequence_parallel=true (Megatron-Core's --tp-comm-overlap requires --sequence-parallel)")
     elif tp > 1:
         filled.append("sequence_parallel=true (NeMo/Megatron-Core performance recipes with tp > 1)")
     zero, shard = _zero(row, dp, filled)
@@ -275,7 +278,6 @@ def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str]) -> Pl
     data["precision"] = "fp8" if "fp8" in row["precision"].lower() else "bf16"
     vpp, _ = _vpp(row, model.num_layers, pp, filled)
     data["vpp"] = vpp
-    notes = (row["notes"] + " " + framework).lower()
     if "megatron-lm (20" in framework:
         # Megatron-LM 2021/2022: gradient all-reduce after the backward ("we do not use any overlapping of
         # gradient all-reduces with back-propagation", Korthikanti 2022 section 6.3)
