@@ -44,6 +44,18 @@ def tables(doc: dict) -> dict[str, str]:
     for k in fitted:
         lines.append(f"| `{k}` | {doc['parameters'][k]:.4g} |")
     out["fit"] = "\n".join(lines)
+
+    def verdict(value: float, bound: float) -> str:
+        return f"{value:.1f}% (bound {bound:g}%: {'met' if value <= bound else '**not met**'})"
+
+    out["bounds"] = "\n".join([
+        f"* median of per-source medians {verdict(s['median_of_source_medians'], 7)}",
+        f"* overall median {verdict(o['median'], 7)}",
+        f"* 90th percentile {verdict(o['p90'], 15)}",
+        f"* max {verdict(o['max'], 30)}",
+        f"* leave-one-source-out: median of held-out source medians {verdict(c['median_of_source_medians'], 12)}, "
+        f"median over all held-out rows {verdict(c['overall_median'], 12)}",
+    ])
     return out
 
 

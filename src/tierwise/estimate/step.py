@@ -333,12 +333,15 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
         ar = _comm("all-reduce", act_bytes, tp_span, cluster).time_s
         ag = _comm("all-gather", act_bytes, tp_span, cluster).time_s
         rs = _comm("reduce-scatter", act_bytes, tp_span, cluster).time_s
-        tp_pair = np.where(sp, ag + rs, 2 * ar)  # one block's forward+backward: (AG+RS) or 2 x AR
+        # one block's forward + backward: 2 all-reduces, or with sequence parallelism an all-gather and a
+        # reduce-scatter each way (Korthikanti et al. 2022 section 4.2.2, Fig. 5: g is an all-gather forward
+        # and a reduce-scatter backward, g-bar the reverse; "the same communication volume" as 2 all-reduces)
+        tp_pair = np.where(sp, 2 * (ag + rs), 2 * ar)
     else:
         tp_pair = np.zeros(n)
     # per layer: attention and MLP blocks, forward and backward -> 2 pairs; full recompute redoes the forward
     tp_layer_t = 2 * tp_pair + np.where(rc == 2, tp_pair, 0.0)
-    tp_layer_bytes = np.where(plans.tp > 1, (4 + 2 * (rc == 2)) * 2 * (tp - 1) / tp * act_bytes * np.where(sp, 0.5, 1.0), 0.0)
+    tp_layer_bytes = np.where(plans.tp > 1, (4 + 2 * (rc == 2)) * 2 * (tp - 1) / tp * act_bytes, 0.0)
     tp_hidden_ok = np.maximum(tp_layer_t - 3 * dense_lin_t, 0.0)
     tp_layer_exposed = np.where(plans.tp_comm_overlap,
                                 tp_hidden_ok + cparams.get("overlap_interference", 0.0) * (tp_layer_t - tp_hidden_ok),
