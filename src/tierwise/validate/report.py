@@ -73,6 +73,13 @@ def html_report(doc: dict) -> str:
               + _table(["held-out source", "rows", "median |err| %", "p90", "max"], cv_rows)
               + f"<p>Median of held-out medians: {c['median_of_source_medians']:.1f}%; median over all held-out "
                 f"rows: {c['overall_median']:.1f}%.</p>")
+    worst = ""
+    if doc.get("worst_rows"):
+        worst = "<h2>Worst rows and the term that dominates them</h2>" + _table(
+            ["row", "source", "model", "plan", "error %", "dominant term", "share of step"],
+            [[html.escape(w["row_id"]), html.escape(w["source_id"]), html.escape(w["model"]), html.escape(w["plan"]),
+              _fmt(w["error_pct"], "+.1f"), html.escape(w["dominant_term"]), _fmt(w["dominant_share"] * 100, ".0f") + "%"]
+             for w in doc["worst_rows"]])
     params = html.escape(json.dumps(doc.get("parameters", {}), indent=1))
     return f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>tierwise validate</title>
@@ -84,7 +91,7 @@ the measurement derived from each source's own metric by its own FLOP rule. Scor
 Median of per-source medians: <b>{s["median_of_source_medians"]:.1f}%</b>; overall median {o["median"]:.1f}%,
 p90 {o["p90"]:.1f}%, max {o["max"]:.1f}%.</p>
 {plot}
-<h2>Summary per source</h2>{summary}{cv}
+<h2>Summary per source</h2>{summary}{worst}{cv}
 <h2>Rows</h2>{table}
 <h2>Global compute parameters used</h2><pre>{params}</pre>
 </body></html>
