@@ -40,7 +40,7 @@ def validation_document(path: str | Path | None = None, *, source: str | None = 
         params, info = fit_parameters(all_cases)
         note = (f"fitted {date.today().isoformat()} by tierwise validate --fit on {info['rows']} high/medium-"
                 f"confidence rows of {Path(doc['dataset']).name}: {info['method']}; {info['evaluations']} "
-                "evaluations; see docs/validation.md")
+                f"iterations ({info['jacobians']} finite-difference Jacobians); see docs/validation.md")
         written = write_parameters(params, note)
         doc["fit"] = {"parameters": params, "before": {k: before.get(k) for k in params}, "written_to": written,
                       **info}

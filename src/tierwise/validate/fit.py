@@ -87,7 +87,8 @@ def fit_parameters(cases: Sequence[Case], start: dict[str, float] | None = None,
                             ftol=1e-3, xtol=1e-4, gtol=1e-6)
     fitted = {n: float(v) for n, v in zip(names, lo + res.x * scale, strict=True)}
     info = {"method": f"scipy.optimize.least_squares (trf, soft_l1, f_scale={_SOFT_L1_SCALE}), per-source weights",
-            "evaluations": int(res.nfev), "cost": float(res.cost), "rows": int(_scored(cases).sum())}
+            "evaluations": int(res.nfev), "jacobians": int(res.njev or 0), "cost": float(res.cost),
+            "rows": int(_scored(cases).sum())}
     return fitted, info
 
 
