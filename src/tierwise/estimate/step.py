@@ -22,18 +22,25 @@ Overlap switches (named, visible in ``assumed``):
 * TP communication is exposed unless ``tp_comm_overlap`` (then it hides behind the layer's GEMMs);
 * CP ring attention overlaps with attention compute; EP all-to-all and PP send/recv are exposed.
 
-Compute roofline: GEMMs at ``peak x eff(M, N, K)`` (``eff = max / (1 + d0/M + d0/N + d0/K)``, a saturating
-form for tile/wave quantization, parameters in ``catalog/parameters.yaml``), flash attention at
-``attention_efficiency`` of peak, elementwise kernels and the optimizer at HBM bandwidth.
+Compute roofline: GEMMs at ``peak x eff(M, N, K)`` plus the un-hidden part of their HBM traffic (an additive
+roofline, so a part's own FLOP:byte ratio sets how much skinny GEMMs after TP splitting lose), FP8 GEMMs at
+the FP8 peak plus their input casts as memory-bound traffic; the attention core (flash attention) at
+``attention_efficiency`` of the BF16 peak forward and ``attention_backward_efficiency`` backward;
+elementwise kernels and the optimizer at ``memory_bound_efficiency`` of HBM bandwidth. ZeRO-3/FSDP
+collectives are issued per layer; hidden communication still costs ``overlap_interference`` of its time.
+All parameters are global fractions in ``catalog/parameters.yaml`` (``compute:``), fitted by
+``tierwise validate --fit`` (docs/validation.md).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from tierwise.collectives.model import collective_cost
+from tierwise.collectives.model import collective_cost as _collective_cost
 from tierwise.hierarchy import group_span
 from tierwise.specs.cluster import Cluster
 from tierwise.specs.model import ModelSpec
@@ -76,6 +83,10 @@ class StepEstimates:
     num_microbatches: np.ndarray
     peak_flops_per_s: np.ndarray
     notes: list[str] = field(default_factory=list)
+    attention_s: np.ndarray | None = None
+    """Of ``compute_s``: the attention core (flash-attention forward and backward) of the slowest stage."""
+    memory_bound_s: np.ndarray | None = None
+    """Of ``compute_s``: elementwise (memory-bound) kernels of the slowest stage."""
 
     def __len__(self) -> int:
         return int(self.step_time_s.shape[0])
@@ -93,28 +104,85 @@ class StepEstimates:
         return out
 
 
+_COMM_MEMO: dict | None = None
+
+
+def _comm(kind, size, span, cluster):
+    """:func:`tierwise.collectives.model.collective_cost`, memoized inside :func:`comm_memo` blocks.
+
+    Communication costs do not depend on the ``compute:`` parameters, so a fit that re-estimates the same
+    plans many times with new compute parameters reuses them (a pure speed-up: same results).
+    """
+    if _COMM_MEMO is None:
+        return _collective_cost(kind, size, span, cluster)
+    size_arr = np.asarray(size, dtype=float)
+    key = (kind, id(cluster), cluster.name, size_arr.tobytes(), size_arr.shape,
+           *(np.asarray(getattr(span, f)).tobytes() for f in span.__dataclass_fields__))
+    if key not in _COMM_MEMO:
+        _COMM_MEMO[key] = _collective_cost(kind, size, span, cluster)
+    return _COMM_MEMO[key]
+
+
+def _span(cluster, size, stride):
+    """:func:`tierwise.hierarchy.group_span`, memoized like :func:`_comm` inside :func:`comm_memo` blocks."""
+    if _COMM_MEMO is None:
+        return group_span(cluster, size, stride)
+    size_arr, stride_arr = np.asarray(size), np.asarray(stride)
+    key = ("span", id(cluster), cluster.name, size_arr.tobytes(), size_arr.shape, stride_arr.tobytes())
+    if key not in _COMM_MEMO:
+        _COMM_MEMO[key] = group_span(cluster, size, stride)
+    return _COMM_MEMO[key]
+
+
+@contextmanager
+def comm_memo():
+    """Memoize communication costs for the duration of the block (see :func:`_comm`)."""
+    global _COMM_MEMO
+    outer = _COMM_MEMO
+    _COMM_MEMO = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _COMM_MEMO = outer
+
+
 def _compute_params():
     p = load_parameters().compute
-    return {k: v for k, v in p.items() if k != "source"}
+    return {k: v for k, v in p.items() if k not in ("source", "fit")}
 
 
-def _gemm_time(gemm: Gemm, tokens, tp, etp, peak, cp_params, experts_per_rank=None, top_k=1):
-    """Seconds for one forward GEMM over ``tokens`` tokens on one rank (arrays)."""
+def _gemm_time(gemm: Gemm, tokens, tp, etp, peak, cp_params, experts_per_rank=None, top_k=1, *,
+               hbm_bytes_per_s=None, in_bytes=2.0):
+    """Seconds and FLOPs of one forward GEMM over ``tokens`` tokens on one rank (arrays).
+
+    ``t = 2 M N K / (peak x eff(M, N, K)) + w x bytes / HBM`` with ``eff = max / (1 + d0/M + d0/N + d0/K)``
+    (tile and wave quantization: a dimension near the tile size wastes part of each tile) and
+    ``bytes = in_bytes (M K + K N) + 2 M N`` (operands read once, bf16 output written once). ``w``
+    (``matmul_memory_weight``) is the fraction of that traffic time the MMA pipeline does not hide: an
+    additive roofline (Williams et al. 2009, CACM 52(4)), so the part's own FLOP:byte ratio from its
+    datasheet sets how much a skinny GEMM loses (H100: 295 FLOP/B vs A100: 156 FLOP/B).
+    """
     split = np.where(gemm.expert, etp, tp) if gemm.split != "none" else 1
     split = np.asarray(split, dtype=float)
     n = gemm.out_features / (split if gemm.split == "out" else 1)
     k = gemm.in_features / (split if gemm.split == "in" else 1)
     if gemm.expert:
-        # balanced routing: each local expert sees tokens x top_k / (experts per rank) rows... per expert
+        # balanced routing: each of the rank's local experts sees tokens x top_k / experts_per_rank rows
         rows = tokens * top_k / experts_per_rank
         total_tokens = tokens * top_k
+        copies = experts_per_rank
     else:
         rows = tokens
         total_tokens = tokens
+        copies = 1.0
     d0, emax = cp_params["matmul_half_dim"], cp_params["matmul_efficiency_max"]
     eff = emax / (1 + d0 / np.maximum(rows, 1) + d0 / n + d0 / k)
     flops = 2.0 * n * k * total_tokens
-    return flops / (peak * eff), flops
+    t = flops / (peak * eff)
+    if hbm_bytes_per_s is not None:
+        traffic = copies * (in_bytes * (rows * k + k * n) + 2.0 * rows * n)
+        t = t + cp_params.get("matmul_memory_weight", 0.0) * traffic / hbm_bytes_per_s
+    return t, flops
 
 
 def _strides(plans: PlanBatch):
@@ -150,8 +218,9 @@ def _stage_layers(model: ModelSpec, plans: PlanBatch):
     return (first.astype(float), mid, last.astype(float)), (moe_first, moe_mid, moe_last)
 
 
-def _layer_times(model, shape: ModelShape, plans: PlanBatch, tokens, peak, cparams, moe_layer: bool):
-    """Forward seconds and FLOPs of one layer on one rank: (linear, attention core, elementwise) parts."""
+def _layer_times(model, shape: ModelShape, plans: PlanBatch, tokens, peak, cparams, moe_layer: bool,
+                 hbm_bytes_per_s=None, in_bytes=2.0):
+    """Forward seconds and FLOPs of the weight GEMMs of one layer on one rank."""
     tp, etp, ep = plans.tp.astype(float), plans.etp.astype(float), plans.ep.astype(float)
     lin_t = np.zeros(len(plans))
     lin_f = np.zeros(len(plans))
@@ -159,19 +228,25 @@ def _layer_times(model, shape: ModelShape, plans: PlanBatch, tokens, peak, cpara
     if moe_layer:
         experts_per_rank = shape.num_experts / ep
         for g in shape.moe_gemms:
-            t, f = _gemm_time(g, tokens, tp, etp, peak, cparams, experts_per_rank, shape.top_k)
+            t, f = _gemm_time(g, tokens, tp, etp, peak, cparams, experts_per_rank, shape.top_k,
+                              hbm_bytes_per_s=hbm_bytes_per_s, in_bytes=in_bytes)
             lin_t, lin_f = lin_t + t, lin_f + f
     else:
         gemms += list(shape.dense_mlp_gemms)
     for g in gemms:
-        t, f = _gemm_time(g, tokens, tp, etp, peak, cparams)
+        t, f = _gemm_time(g, tokens, tp, etp, peak, cparams, hbm_bytes_per_s=hbm_bytes_per_s, in_bytes=in_bytes)
         lin_t, lin_f = lin_t + t, lin_f + f
     return lin_t, lin_f
 
 
-def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch) -> StepEstimates:
-    """Estimate one training step for every plan in ``plans`` (see the module docstring)."""
-    cparams = _compute_params()
+def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
+             params: Mapping[str, float] | None = None) -> StepEstimates:
+    """Estimate one training step for every plan in ``plans`` (see the module docstring).
+
+    ``params`` overrides entries of the ``compute:`` parameters (the validation fit and cross-validation
+    evaluate candidate values this way); by default the shipped ``catalog/parameters.yaml`` values are used.
+    """
+    cparams = {**_compute_params(), **(params or {})}
     shape = model_shape(model)
     acc = cluster.accelerator
     n = len(plans)
@@ -192,11 +267,19 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch) -> StepEstima
     plan_peak = np.where(is_fp8, fp8_peak, bf16_peak)
 
     # ---- per-layer forward compute on one rank, one micro-batch
-    dense_lin_t, dense_lin_f = _layer_times(model, shape, plans, tokens, gemm_peak, cparams, False)
-    moe_lin_t, moe_lin_f = (_layer_times(model, shape, plans, tokens, gemm_peak, cparams, True)
+    hbm_raw = acc.hbm_bytes_per_s
+    in_bytes = np.where(is_fp8, 1.0, 2.0)
+    dense_lin_t, dense_lin_f = _layer_times(model, shape, plans, tokens, gemm_peak, cparams, False, hbm_raw, in_bytes)
+    moe_lin_t, moe_lin_f = (_layer_times(model, shape, plans, tokens, gemm_peak, cparams, True, hbm_raw, in_bytes)
                             if model.moe is not None else (dense_lin_t * 0, dense_lin_f * 0))
     core_f = attention_core_flops_per_token(model, shape, s, causal_halving=True) * tokens / tp
     core_t = core_f / (bf16_peak * cparams["attention_efficiency"])
+    # flash-attention backward runs at its own (lower) efficiency: it recomputes the scores and does five
+    # GEMMs against the forward's two (Dao 2023, FlashAttention-2, sections 3.1.2 and 4.1); the extra time
+    # of one layer's attention backward over the 2 x forward that "3 x forward" already counts:
+    attn_bwd_extra = 2.0 * core_f / bf16_peak * (1.0 / cparams.get("attention_backward_efficiency",
+                                                                     cparams["attention_efficiency"])
+                                                 - 1.0 / cparams["attention_efficiency"])
     hbm = acc.hbm_bytes_per_s * cparams["memory_bound_efficiency"]
     seq_shard = np.where(sp, tp, 1.0)
     f_dense = model.ffn_hidden_size
@@ -208,6 +291,19 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch) -> StepEstima
         elem_moe = tokens * (cparams["elementwise_bytes_per_h"] * model.hidden_size / seq_shard + f_bytes * f_moe) / hbm
     else:
         elem_moe = elem_dense * 0
+    # FP8 GEMMs need their inputs cast: each activation input of a layer's GEMMs is read in bf16 and written
+    # in fp8 (3 bytes per element) before the GEMM, with its amax (Micikevicius et al. 2022, FP8 Formats
+    # for Deep Learning, section 4; Transformer Engine casts per GEMM). Inputs per token: h for QKV and for
+    # the MLP up-projection (/tp with SP gathered first, so per rank h), q for the output projection and f
+    # for the MLP down-projection (both /tp); the backward casts the output gradients likewise (counted by
+    # the 3 x forward of memory-bound work).
+    cast_b = cparams.get("fp8_cast_bytes_per_element", 3.0)
+    q_in = model.q_channels if model.mla is None else model.num_attention_heads * shape.v_head_dim
+    cast_dense = tokens * cast_b * (2 * model.hidden_size + (q_in + f_dense) / tp) / hbm
+    cast_moe = (tokens * cast_b * (2 * model.hidden_size + q_in / tp
+                                   + (model.moe.top_k * model.moe.ffn_hidden_size / etp if model.moe else 0.0)) / hbm)
+    elem_dense = elem_dense + np.where(is_fp8, cast_dense, 0.0)
+    elem_moe = elem_moe + np.where(is_fp8, cast_moe, 0.0)
 
     fwd_dense = dense_lin_t + core_t + elem_dense
     fwd_moe = moe_lin_t + core_t + elem_moe
@@ -232,35 +328,41 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch) -> StepEstima
     # ---- communication
     strides = _strides(plans)
     act_bytes = 2.0 * tokens * model.hidden_size
-    tp_span = group_span(cluster, plans.tp, strides["tp"])
+    tp_span = _span(cluster, plans.tp, strides["tp"])
     if np.any(plans.tp > 1):
-        ar = collective_cost("all-reduce", act_bytes, tp_span, cluster).time_s
-        ag = collective_cost("all-gather", act_bytes, tp_span, cluster).time_s
-        rs = collective_cost("reduce-scatter", act_bytes, tp_span, cluster).time_s
-        tp_pair = np.where(sp, ag + rs, 2 * ar)  # one block's forward+backward: (AG+RS) or 2 x AR
+        ar = _comm("all-reduce", act_bytes, tp_span, cluster).time_s
+        ag = _comm("all-gather", act_bytes, tp_span, cluster).time_s
+        rs = _comm("reduce-scatter", act_bytes, tp_span, cluster).time_s
+        # one block's forward + backward: 2 all-reduces, or with sequence parallelism an all-gather and a
+        # reduce-scatter each way (Korthikanti et al. 2022 section 4.2.2, Fig. 5: g is an all-gather forward
+        # and a reduce-scatter backward, g-bar the reverse; "the same communication volume" as 2 all-reduces)
+        tp_pair = np.where(sp, 2 * (ag + rs), 2 * ar)
     else:
         tp_pair = np.zeros(n)
     # per layer: attention and MLP blocks, forward and backward -> 2 pairs; full recompute redoes the forward
     tp_layer_t = 2 * tp_pair + np.where(rc == 2, tp_pair, 0.0)
-    tp_layer_bytes = np.where(plans.tp > 1, (4 + 2 * (rc == 2)) * 2 * (tp - 1) / tp * act_bytes * np.where(sp, 0.5, 1.0), 0.0)
-    tp_layer_exposed = np.where(plans.tp_comm_overlap, np.maximum(tp_layer_t - 3 * dense_lin_t, 0.0), tp_layer_t)
+    tp_layer_bytes = np.where(plans.tp > 1, (4 + 2 * (rc == 2)) * 2 * (tp - 1) / tp * act_bytes, 0.0)
+    tp_hidden_ok = np.maximum(tp_layer_t - 3 * dense_lin_t, 0.0)
+    tp_layer_exposed = np.where(plans.tp_comm_overlap,
+                                tp_hidden_ok + cparams.get("overlap_interference", 0.0) * (tp_layer_t - tp_hidden_ok),
+                                tp_layer_t)
 
     # expert parallel all-to-all: dispatch + combine, forward and backward (+ forward again under full recompute)
     ep_stride = etp
-    ep_span = group_span(cluster, plans.ep, ep_stride.astype(np.int64))
+    ep_span = _span(cluster, plans.ep, ep_stride.astype(np.int64))
     if model.moe is not None and np.any(plans.ep > 1):
         a2a_size = np.where(sp, tokens / tp, tokens) * model.moe.top_k * model.hidden_size * 2.0
-        a2a = collective_cost("all-to-all", a2a_size, ep_span, cluster).time_s
+        a2a = _comm("all-to-all", a2a_size, ep_span, cluster).time_s
         ep_layer_t = (4 + 2 * (rc == 2)) * a2a
         ep_layer_bytes = np.where(plans.ep > 1, (4 + 2 * (rc == 2)) * (ep - 1) / ep * a2a_size, 0.0)
     else:
         ep_layer_t = ep_layer_bytes = np.zeros(n)
 
     # context parallel ring attention: (cp - 1) K/V chunk passes forward, twice the data backward
-    cp_span = group_span(cluster, plans.cp, strides["cp"])
+    cp_span = _span(cluster, plans.cp, strides["cp"])
     if np.any(plans.cp > 1):
         kv_chunk = 2.0 * tokens * shape.kv_bytes_channels / np.minimum(tp, model.num_kv_heads if model.mla is None else tp)
-        p2p = collective_cost("send-recv", kv_chunk, group_span(cluster, np.full(n, 2), strides["cp"]), cluster).time_s
+        p2p = _comm("send-recv", kv_chunk, _span(cluster, np.full(n, 2), strides["cp"]), cluster).time_s
         cp_fwd = (cp - 1) * p2p
         cp_layer_t = cp_fwd * 3
         cp_layer_exposed = np.maximum(cp_fwd - core_t, 0) + np.maximum(2 * cp_fwd - 2 * core_t, 0)
@@ -269,9 +371,9 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch) -> StepEstima
         cp_layer_t = cp_layer_exposed = cp_layer_bytes = np.zeros(n)
 
     # pipeline send/recv of one micro-batch's activations (scatter/gather over tp when SP), fwd and bwd, per chunk
-    pp_pair = group_span(cluster, np.where(plans.pp > 1, 2, 1), strides["pp"])
+    pp_pair = _span(cluster, np.where(plans.pp > 1, 2, 1), strides["pp"])
     pp_msg = act_bytes / seq_shard
-    pp_t = np.where(plans.pp > 1, 2 * vpp * collective_cost("send-recv", pp_msg, pp_pair, cluster).time_s, 0.0)
+    pp_t = np.where(plans.pp > 1, 2 * vpp * _comm("send-recv", pp_msg, pp_pair, cluster).time_s, 0.0)
     pp_bytes_mb = np.where(plans.pp > 1, 2 * vpp * pp_msg, 0.0)
 
     # ---- per-micro-batch time of each stage, and the pipeline
@@ -282,7 +384,7 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch) -> StepEstima
         moe_layers = (e_first, e_last, e_mid)[i]
         dense_layers = layers - moe_layers
         comm = (layers * (tp_layer_exposed + cp_layer_exposed) + moe_layers * ep_layer_t + pp_t)
-        per_mb.append(3 * fwd + rec + comm)
+        per_mb.append(3 * fwd + rec + layers * attn_bwd_extra + comm)
         comm_mb.append(comm)
         del dense_layers
     t_mb = np.maximum(per_mb[0], per_mb[1])
@@ -305,32 +407,36 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch) -> StepEstima
     expert_params = pick([e_first, e_last, e_mid]) * shape.expert_params * shape.num_experts / (ep * etp)
     gb, wb = cparams["grad_bytes"], cparams["weight_bytes"]
     dp_group = dp * cp
-    dp_span = group_span(cluster, (dp_group).astype(np.int64), strides["tp"] if True else None)
+    dp_span = _span(cluster, (dp_group).astype(np.int64), strides["tp"] if True else None)
     edp = np.maximum(tp * cp * dp / (etp * ep), 1)
-    edp_span = group_span(cluster, edp.astype(np.int64), (etp * ep).astype(np.int64))
+    edp_span = _span(cluster, edp.astype(np.int64), (etp * ep).astype(np.int64))
     zero = plans.zero_stage
     shard = plans.dp_shard.astype(float) * cp
     hsdp = (plans.dp_shard < plans.dp) & (zero >= 1)
-    shard_span = group_span(cluster, shard.astype(np.int64), strides["tp"])
-    repl_span = group_span(cluster, (dp_group / shard).astype(np.int64), (strides["tp"] * shard).astype(np.int64))
+    shard_span = _span(cluster, shard.astype(np.int64), strides["tp"])
+    repl_span = _span(cluster, (dp_group / shard).astype(np.int64), (strides["tp"] * shard).astype(np.int64))
+
+    # ZeRO-3 / FSDP gather and reduce-scatter one layer (one wrapped unit) at a time, so each step pays the
+    # collective latency once per layer; ZeRO 0-2 reduce in large buckets (one collective per step here)
+    pieces = np.where(zero == 3, np.maximum(layers_slow, 1), 1.0)
 
     def dp_costs(params, span_full, group):
         """(time, bytes) of gradient reduction and parameter gathers per step for ``params`` per GPU."""
-        g_bytes = gb * params
-        w_bytes = wb * params
-        ar = collective_cost("all-reduce", g_bytes, span_full, cluster)
-        rs_full = collective_cost("reduce-scatter", g_bytes, span_full, cluster)
-        ag_full = collective_cost("all-gather", w_bytes, span_full, cluster)
-        rs_sh = collective_cost("reduce-scatter", g_bytes, shard_span, cluster)
-        ag_sh = collective_cost("all-gather", w_bytes, shard_span, cluster)
-        ar_rep = collective_cost("all-reduce", g_bytes / np.maximum(shard, 1), repl_span, cluster)
+        g_bytes = gb * params / pieces
+        w_bytes = wb * params / pieces
+        ar = _comm("all-reduce", g_bytes, span_full, cluster)
+        rs_full = _comm("reduce-scatter", g_bytes, span_full, cluster)
+        ag_full = _comm("all-gather", w_bytes, span_full, cluster)
+        rs_sh = _comm("reduce-scatter", g_bytes, shard_span, cluster)
+        ag_sh = _comm("all-gather", w_bytes, shard_span, cluster)
+        ar_rep = _comm("all-reduce", g_bytes / np.maximum(shard, 1), repl_span, cluster)
         rs = np.where(hsdp, rs_sh.time_s + ar_rep.time_s, rs_full.time_s)
         ag = np.where(hsdp, ag_sh.time_s, ag_full.time_s)
-        grad_t = np.where(zero == 0, ar.time_s, rs)
-        gather_t = np.where(zero == 0, 0.0, ag)
-        bytes_ = np.where(zero == 0, ar.bytes_per_rank,
-                          np.where(hsdp, rs_sh.bytes_per_rank + ar_rep.bytes_per_rank + ag_sh.bytes_per_rank,
-                                   rs_full.bytes_per_rank + ag_full.bytes_per_rank))
+        grad_t = pieces * np.where(zero == 0, ar.time_s, rs)
+        gather_t = pieces * np.where(zero == 0, 0.0, ag)
+        bytes_ = pieces * np.where(zero == 0, ar.bytes_per_rank,
+                                   np.where(hsdp, rs_sh.bytes_per_rank + ar_rep.bytes_per_rank + ag_sh.bytes_per_rank,
+                                            rs_full.bytes_per_rank + ag_full.bytes_per_rank))
         return grad_t, gather_t, np.where(group > 1, bytes_, 0.0)
 
     d_grad, d_gather, d_bytes = dp_costs(dense_params, dp_span, dp_group)
@@ -341,6 +447,13 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch) -> StepEstima
     e_gather = np.where(edp > 1, e_gather, 0.0)
     grad_t = d_grad + e_grad
     gather_t = d_gather + e_gather
+    # ZeRO-3 / FSDP issue one gather and one reduce-scatter per layer (or per wrapped unit), each launched
+    # from the training loop between compute kernels; they reach this fraction of the bandwidth the
+    # collective model gives a single bulk collective (one global parameter, fitted)
+    z3_eff = np.where(np.maximum(dp_span.tier, np.where(hsdp, shard_span.tier, 0)) >= 3,
+                      cparams.get("zero3_collective_efficiency", 1.0), 1.0)
+    grad_t = np.where(zero == 3, grad_t / z3_eff, grad_t)
+    gather_t = np.where(zero == 3, gather_t / z3_eff, gather_t)
     total_params_local = dense_params + expert_params
     bucket = np.maximum(cparams["bucket_params_min"], cparams["bucket_params_per_dp"] * dp)
     last_bucket = np.minimum(1.0, bucket / np.maximum(total_params_local, 1))
@@ -359,6 +472,11 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch) -> StepEstima
                      + (gather_t + grad_t) * per_layer)
     dp_time = np.where(z3, z3_per_mb * m, grad_t + gather_t)
     dp_exposed = np.where(z3, z3_exposed_mb * m, grad_exposed + gather_exposed)
+    # communication hidden behind compute still slows it: NCCL kernels take SMs and HBM bandwidth from the
+    # GEMMs they overlap (Jangda et al. ASPLOS 2022 section 2; Rashidi et al. ISCA 2021); a fraction
+    # ``overlap_interference`` of the hidden time is paid
+    interference = cparams.get("overlap_interference", 0.0)
+    dp_exposed = dp_exposed + interference * np.maximum(dp_time - dp_exposed, 0.0)
     dp_bytes = np.where(z3, (d_bytes + e_bytes) * m * np.where(plans.reshard_after_forward, 1.5, 1.0) * 1.0, d_bytes + e_bytes)
 
     # ---- optimizer step (memory bound), sharded under ZeRO >= 1
@@ -383,7 +501,11 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch) -> StepEstima
     hw_flops = model_flops + rec_flops_token * tokens_step
     tflops = model_flops / (step * num_gpus)
     hw_tflops = hw_flops / (step * num_gpus)
-    compute_useful = m * 3 * fwd_slow
+    compute_useful = m * (3 * fwd_slow + layers_slow * attn_bwd_extra)
+    moe_slow_layers = pick([e_first, e_last, e_mid])
+    attention_s = m * layers_slow * (3 * core_t + attn_bwd_extra)
+    memory_bound_s = m * 3 * ((layers_slow - moe_slow_layers) * elem_dense + moe_slow_layers * elem_moe
+                              + np.where((slow == 1) | (pp == 1), logits_elem / 3, 0.0))
     exposed_comm = m * comm_slow + dp_exposed
 
     # ---- memory of the fullest stage
@@ -422,6 +544,7 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch) -> StepEstima
         compute_s=compute_useful, recompute_s=m * rec_slow, bubble_s=bubble, exposed_comm_s=exposed_comm,
         optimizer_s=optimizer_t, memory=memory, axis_bytes=axis_bytes, axis_time_s=axis_time,
         axis_exposed_s=axis_exposed, axis_tier=axis_tier, num_microbatches=m, peak_flops_per_s=plan_peak,
+        attention_s=attention_s, memory_bound_s=memory_bound_s,
     )
 
 

@@ -1,0 +1,83 @@
+"""``tierwise validate [DATASET.csv]``: estimates beside published, measured training runs."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from tierwise.cli._output import emit
+
+
+def render_validation(console, doc: dict) -> None:
+    """Rich view of a ``validate --json`` document: the rows, the summary, skipped rows, cross-validation."""
+    from rich.table import Table
+
+    table = Table(title=f"tierwise validate: {doc['dataset']}")
+    for col in ("row", "source", "model", "hardware", "GPUs", "plan", "FLOP rule", "measured", "predicted",
+                "error"):
+        table.add_column(col, overflow="fold")
+    for r in doc["rows"]:
+        if r["skipped"]:
+            continue
+        rule = r["flop_rule"] + ("" if r["flop_rule_pinned"] else "*")
+        mark = "" if r["scored"] else " (not scored)"
+        table.add_row(r["row_id"], r["source_id"], r["model"], r["hardware"][:18], str(r["num_gpus"]), r["plan"],
+                      rule, f"{r['measured_tokens_per_s_per_gpu']:,.1f}", f"{r['predicted_tokens_per_s_per_gpu']:,.1f}",
+                      f"{r['error_pct']:+.1f}%{mark}")
+    console.print(table)
+    s = doc["summary"]
+    summ = Table(title="absolute % error, rows of high and medium confidence")
+    for col in ("source", "rows", "skipped", "median", "mean", "p90", "max"):
+        summ.add_column(col)
+    for k, v in s["per_source"].items():
+        summ.add_row(k, str(v["rows"]), str(v["skipped"]), *(f"{v[x]:.1f}" for x in ("median", "mean", "p90", "max")))
+    o = s["overall"]
+    summ.add_row("overall", str(o["rows"]), str(len(s["skipped"])),
+                 *(f"{o[x]:.1f}" for x in ("median", "mean", "p90", "max")))
+    console.print(summ)
+    console.print(f"median of per-source medians: [bold]{s['median_of_source_medians']:.1f}%[/bold]; rows used "
+                  f"{s['used']} of {s['rows']}, scored {s['scored']}")
+    for sk in s["skipped"]:
+        console.print(f"[dim]skipped row {sk['row_id']} ({sk['source_id']}): {sk['reason']}[/dim]")
+    console.print("[dim]* FLOP rule not pinned by the source; filled defaults are listed per row in --json[/dim]")
+    if "cross_validation" in doc:
+        c = doc["cross_validation"]
+        cv = Table(title="leave-one-source-out (fit on the others, predict the held-out source)")
+        for col in ("held-out source", "rows", "median", "p90", "max"):
+            cv.add_column(col)
+        for k, v in c["per_source"].items():
+            cv.add_row(k, str(v["rows"]), f"{v['median']:.1f}", f"{v['p90']:.1f}", f"{v['max']:.1f}")
+        console.print(cv)
+        console.print(f"held-out median of source medians {c['median_of_source_medians']:.1f}%, "
+                      f"over all held-out rows {c['overall_median']:.1f}%")
+    if "fit" in doc:
+        f = doc["fit"]
+        console.print(f"fitted {len(f['parameters'])} parameters on {f['rows']} rows, written to {f['written_to']}:")
+        for k, val in f["parameters"].items():
+            console.print(f"  {k}: {f['before'].get(k)} -> {val:.4g}")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("validate")
+    def validate_cmd(
+        dataset: Annotated[str | None, typer.Argument(help="calibration CSV (default: the shipped training-runs.csv)")]
+        = None,
+        source: Annotated[str | None, typer.Option("--source", help="only this source_id")] = None,
+        as_json: Annotated[bool, typer.Option("--json", help="print the JSON document")] = False,
+        html: Annotated[str | None, typer.Option("--html", help="write a self-contained HTML report here")] = None,
+        cross_validate: Annotated[bool, typer.Option("--cross-validate",
+                                                     help="leave-one-source-out: fit without each source, "
+                                                          "predict it")] = False,
+        fit: Annotated[bool, typer.Option("--fit", help="refit the global compute parameters and write them to "
+                                                        "catalog/parameters.yaml")] = False,
+    ) -> None:
+        """Estimate every published training run of a dataset and compare with the measurement."""
+        from tierwise.validate import validation_document
+
+        doc = validation_document(dataset, source=source, cross_validate=cross_validate, fit=fit)
+        if html:
+            from tierwise.validate.report import write_html
+
+            doc["html"] = write_html(doc, html)
+        emit(doc, as_json, lambda console: render_validation(console, doc))

@@ -1,0 +1,58 @@
+"""``tierwise validate``: the estimator against published, measured training runs.
+
+Map each row of a calibration CSV to a scenario (:mod:`.mapping`), turn the source's own metric into tokens/s
+per GPU by the source's own FLOP rule (:mod:`.rules`), estimate every row (:mod:`.run`), summarize the errors,
+fit the global compute parameters (:mod:`.fit`), and write the HTML report (:mod:`.report`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tierwise.validate.dataset import DatasetError, default_dataset_path, load_rows
+from tierwise.validate.mapping import Case, case_from_row
+from tierwise.validate.run import Validation, load_cases, row_records, validate, worst_rows
+
+__all__ = ["DatasetError", "Case", "Validation", "case_from_row", "default_dataset_path", "load_rows", "load_cases",
+           "validate", "row_records", "worst_rows", "validation_document"]
+
+
+def validation_document(path: str | Path | None = None, *, source: str | None = None,
+                        cross_validate: bool = False, fit: bool = False) -> dict:
+    """The ``tierwise validate --json`` document.
+
+    ``fit`` refits the global compute parameters on the dataset's high/medium-confidence rows (all sources,
+    even when ``source`` narrows the report) and writes them to ``catalog/parameters.yaml`` before
+    validating; ``cross_validate`` adds leave-one-source-out figures.
+    """
+    from tierwise.estimate.step import _compute_params
+
+    doc: dict = {"dataset": str(path or default_dataset_path())}
+    all_cases = load_cases(path)
+    if source is not None:
+        load_cases(path, source)  # validates the name (one clear error for an unknown source)
+    if fit:
+        from datetime import date
+
+        from tierwise.validate.fit import fit_parameters, write_parameters
+
+        before = {k: float(v) for k, v in _compute_params().items() if isinstance(v, int | float)}
+        params, info = fit_parameters(all_cases)
+        note = (f"fitted {date.today().isoformat()} by tierwise validate --fit on {info['rows']} high/medium-"
+                f"confidence rows of {Path(doc['dataset']).name}: {info['method']}; {info['evaluations']} "
+                f"iterations ({info['jacobians']} finite-difference Jacobians); see docs/validation.md")
+        written = write_parameters(params, note)
+        doc["fit"] = {"parameters": params, "before": {k: before.get(k) for k in params}, "written_to": written,
+                      **info}
+    cases = [c for c in all_cases if source is None or c.source_id == source]
+    v = validate(cases=cases)
+    doc["parameters"] = {k: v_ for k, v_ in _compute_params().items() if isinstance(v_, int | float)}
+    doc["summary"] = v.summary
+    doc["rows"] = row_records(v)
+    doc["worst_rows"] = [{k: r[k] for k in ("row_id", "source_id", "model", "plan", "error_pct", "dominant_term",
+                                            "dominant_share")} for r in worst_rows(v)]
+    if cross_validate:
+        from tierwise.validate.fit import cross_validate as loso
+
+        doc["cross_validation"] = loso(all_cases)
+    return doc

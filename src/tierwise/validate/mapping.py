@@ -1,0 +1,371 @@
+"""One calibration row -> one validation case: model, cluster, plan, and the measured tokens/s per GPU.
+
+Nothing is guessed silently. Every field filled from a documented framework default is listed in the case's
+``filled``; a row whose configuration cannot be completed (or whose metric is only given under an unpinned
+FLOP rule) is skipped with its reason.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+
+from tierwise.errors import TierwiseError
+from tierwise.specs import catalog
+from tierwise.specs.cluster import Cluster, load_cluster
+from tierwise.specs.model import ModelSpec, load_model, model_from_mapping
+from tierwise.specs.plan import Plan, plan_from_mapping, validate_plan_batch
+from tierwise.validate import rules
+
+__all__ = ["Case", "case_from_row", "GRAND_TETON_H100_96GB", "cluster_for_row"]
+
+GRAND_TETON_H100_96GB = {
+    "name": "grand-teton-h100-96gb",
+    "display_name": "Meta Grand Teton (8x H100 96GB HBM2e at 500 W, NVSwitch, 400 Gb/s RDMA per GPU)",
+    "base": "hgx-h100-roce",
+    "accelerator": {
+        "base": "h100-sxm",
+        "display_name": "NVIDIA H100 96GB HBM2e (500 W)",
+        "hbm_capacity": "96 GiB",
+        "hbm_type": "HBM2e",
+        "hbm_bandwidth": "2.4 TB/s",
+        "power_w": 500,
+        "source": "torchtitan benchmarks/llama3_h100_202412_torchtitan.md: 'H100 GPUs with 96GB HBM2e at 500W'",
+        "notes": (
+            "HBM bandwidth is not published for this part: 6 HBM2e stacks (96 GB) at the H100 PCIe's 0.4 TB/s "
+            "per stack (2.0 TB/s over 5 stacks) = 2.4 TB/s. Dense peak kept at the H100 SXM's 989 (same "
+            "die); the 500 W cap lowers sustained clocks, which the model does not see."
+        ),
+    },
+    "source": "torchtitan benchmark (Meta Grand Teton: 8 GPUs per host, NVLink 4 switch, 400 Gb/s RDMA per GPU)",
+}
+"""torchtitan's H100 variant: an honest cluster with its own figures (not the 80 GB HBM3 dgx-h100)."""
+
+
+@dataclass
+class Case:
+    """One row of the dataset, mapped (or skipped with ``skip``)."""
+
+    row_id: str
+    source_id: str
+    model_label: str
+    hardware: str
+    num_gpus: int
+    confidence: str
+    rule: rules.Rule
+    metric: str = ""
+    """Which published figure the measured tokens/s/GPU came from, and how."""
+    measured_tokens_per_s_per_gpu: float = float("nan")
+    model: ModelSpec | None = None
+    model_source: str = ""
+    cluster: Cluster | None = None
+    plan: Plan | None = None
+    filled: list[str] = field(default_factory=list)
+    skip: str = ""
+
+    @property
+    def used(self) -> bool:
+        return not self.skip
+
+
+def _int(row: dict[str, str], key: str) -> int | None:
+    text = row.get(key, "")
+    m = re.fullmatch(r"\s*(\d+)\s*", text)
+    return int(m.group(1)) if m else None
+
+
+def _float(row: dict[str, str], key: str) -> float | None:
+    try:
+        return float(row.get(key, ""))
+    except ValueError:
+        return None
+
+
+# ------------------------------------------------------------------------------------------------ clusters
+
+
+@functools.cache
+def _cluster(key: str) -> Cluster:
+    if key == GRAND_TETON_H100_96GB["name"]:
+        return load_cluster(GRAND_TETON_H100_96GB)
+    return load_cluster(key)
+
+
+def cluster_for_row(row: dict[str, str]) -> tuple[str, str]:
+    """(cluster key, note) for a row's ``hardware_id`` / ``system`` / ``inter_node_network``; "" if unknown.
+
+    Selene = DGX A100 (8 x 200 Gb/s HDR per node); the H100 systems of Megatron/NeMo/llm-foundry are taken as
+    DGX H100 (8 x 400 Gb/s NDR); torchtitan's 96 GB HBM2e, 500 W part is its own variant.
+    """
+    hw = row["hardware_id"].lower()
+    if "h100" in hw and ("96gb" in hw or "hbm2e" in hw):
+        return GRAND_TETON_H100_96GB["name"], "H100 96GB HBM2e 500 W variant (HBM 2.4 TB/s derived, see notes)"
+    if hw.startswith("a100_sxm_80gb") or hw.startswith("a100-sxm-80gb"):
+        return "dgx-a100", ""
+    if hw.startswith("h100_sxm") or hw.startswith("h100-sxm"):
+        note = "" if "dgx" in row["system"].lower() else "system not named: taken as DGX H100 (8 x 400 Gb/s)"
+        return "dgx-h100", note
+    for key in catalog.names("clusters"):  # a user's CSV may name a catalog cluster directly
+        if hw == key:
+            return key, ""
+    return "", ""
+
+
+# ------------------------------------------------------------------------------------------------ models
+
+_ARCH_KEYS = ("num_layers", "hidden_size", "num_attention_heads")
+
+
+def _catalog_match(row: dict[str, str]) -> str:
+    """A catalog model whose dimensions equal the row's (every dimension the row gives), or ""."""
+    if row["moe_num_experts"]:
+        return ""
+    want = {k: _int(row, k) for k in ("num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size",
+                                       "num_kv_heads", "vocab_size")}
+    name = row["model_name"].lower().replace("-", "")
+    for key, entry in catalog.entries("models").items():
+        if entry.get("moe"):
+            continue
+        have = {
+            "num_layers": entry["num_layers"], "hidden_size": entry["hidden_size"],
+            "num_attention_heads": entry["num_attention_heads"], "ffn_hidden_size": entry.get("ffn_hidden_size"),
+            "num_kv_heads": entry.get("num_kv_heads") or entry["num_attention_heads"],
+            "vocab_size": entry["vocab_size"],
+        }
+        family = key.split("-")[0].rstrip("0123456789.")
+        if all(v is None or have[k] == v for k, v in want.items()) and family in name.replace(" ", ""):
+            return key
+    return ""
+
+
+def model_for_row(row: dict[str, str], filled: list[str]) -> tuple[ModelSpec, str]:
+    """(model, where it came from): a catalog model when the row's dimensions are one of ours, else inline."""
+    key = _catalog_match(row)
+    if key:
+        if not row["vocab_size"]:
+            filled.append(f"vocab from catalog {key}")
+        return load_model(key), f"catalog {key}"
+    missing = [k for k in _ARCH_KEYS if _int(row, k) is None]
+    if missing:
+        raise _Skip(f"architecture incomplete: {', '.join(missing)} not given")
+    name = row["model_name"]
+    low = (name + " " + row["arch_notes"]).lower()
+    h = _int(row, "hidden_size")
+    a = _int(row, "num_attention_heads")
+    ffn = _int(row, "ffn_hidden_size")
+    if ffn is None:
+        ffn = 4 * h
+        filled.append("ffn=4h (Megatron default ffn_hidden_size)")
+    kv = _int(row, "num_kv_heads")
+    if kv is None:
+        kv = a
+        filled.append("kv heads = heads (Megatron default num_query_groups)")
+    vocab = _int(row, "vocab_size")
+    if vocab is None:
+        if "nemotron" in low:
+            vocab = 256000
+            filled.append("vocab 256000 (Nemotron-4 tokenizer, arXiv:2402.16819 section 2)")
+        elif "gpt" in low:
+            vocab = 50304
+            filled.append("vocab 50304 (GPT-2 BPE 50257 padded to a multiple of 128, Megatron default)")
+        else:
+            raise _Skip("vocab_size not given and no documented default for this model")
+    gated = "swiglu" in low or "llama" in low or "geglu" in low
+    spec = {
+        "num_layers": _int(row, "num_layers"), "hidden_size": h, "ffn_hidden_size": ffn,
+        "num_attention_heads": a, "num_kv_heads": kv, "vocab_size": vocab, "gated_mlp": gated,
+        "tied_embeddings": not gated, "display_name": name, "source": f"training-runs.csv row {row['row_id']}",
+    }
+    if _int(row, "head_dim"):
+        spec["head_dim"] = _int(row, "head_dim")
+    return model_from_mapping({"name": re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-"), **spec},
+                              origin=f"row {row['row_id']}"), "inline from row"
+
+
+class _Skip(Exception):
+    """A row that cannot be mapped; the message is the reason shown."""
+
+
+# ------------------------------------------------------------------------------------------------ plans
+
+
+def _recompute(row: dict[str, str], filled: list[str]) -> str:
+    text = row["activation_recompute"].lower()
+    if text.startswith("full"):
+        return "full"
+    if text.startswith("selective"):
+        return "selective"
+    if text.startswith("none") or text in ("n", "no"):
+        return "none"
+    if "assumes recompute" in text:
+        filled.append("recompute=full (Narayanan 2021 sec. 5: runs use activation recomputation; Eq. 3 counts it)")
+        return "full"
+    filled.append("recompute=none (Megatron-Core/NeMo default: no recompute)")
+    return "none"
+
+
+def _zero(row: dict[str, str], dp: int, filled: list[str]) -> tuple[int, int]:
+    """(zero_stage, dp_shard)."""
+    text = row["zero_fsdp"].lower()
+    m = re.search(r"shard degree (\d+)", text)
+    if m:
+        return 3, int(m.group(1))
+    if "zero-3" in text or "full_shard" in text:
+        return 3, dp
+    if "distributed optimizer" in text:
+        return 1, dp
+    if text == "none":
+        return 0, dp
+    filled.append("zero_stage=1 (NeMo/Megatron-Core default distributed optimizer)")
+    return 1, dp
+
+
+def _vpp(row: dict[str, str], layers: int, pp: int, filled: list[str]) -> tuple[int, str]:
+    text = row["vpp"].lower()
+    if text.isdigit():
+        return int(text), ""
+    if "interleaved" in text and pp > 1:
+        per_stage = layers // pp
+        k = 2 if layers % pp else next((k for k in range(2, per_stage + 1) if per_stage % k == 0), 1)
+        filled.append(f"vpp={k} (interleaved, chunks not stated: the least interleaving that divides the stage)")
+        return k, "interleaved"
+    if pp > 1:
+        filled.append("vpp=1 (1F1B; schedule not stated)" if not text else "vpp=1 (1F1B)")
+    return 1, ""
+
+
+def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str]) -> Plan:
+    """The row's parallel plan, with documented defaults filled (and listed in ``filled``)."""
+    n = _int(row, "num_gpus")
+    tp, pp = _int(row, "tp"), _int(row, "pp")
+    if n is None:
+        raise _Skip("num_gpus not given")
+    if tp is None or pp is None:
+        raise _Skip("TP/PP not stated")
+    cp = _int(row, "cp") or 1
+    seq = _int(row, "seq_length")
+    gbs = _int(row, "global_batch_size")
+    if seq is None or gbs is None:
+        raise _Skip("seq_length or global_batch_size not given")
+    dp = n // (tp * pp * cp)
+    framework = row["framework"].lower()
+    data: dict[str, object] = {"tp": tp, "pp": pp, "cp": cp, "dp": dp, "global_batch_size": gbs, "seq_length": seq}
+    mbs = _int(row, "micro_batch_size")
+    if mbs is None:
+        if "torchtitan" in framework:
+            m = re.search(r"local batch size (\d+)", row["other_metric"])
+            local = int(m.group(1)) if m else gbs // dp
+            mbs = max(local // pp, 1) if pp > 1 else local
+            filled.append(f"micro_batch={mbs} (torchtitan: no gradient accumulation; pp micro-batches = pp)")
+        else:
+            mbs = 1
+            filled.append("micro_batch=1 (Megatron default)")
+    data["micro_batch_size"] = mbs
+    data["recompute"] = _recompute(row, filled)
+    sp = row["sequence_parallel"].lower()
+    notes = (row["notes"] + " " + framework).lower()
+    if sp.startswith("y"):
+        data["sequence_parallel"] = True
+    elif sp.startswith("n") and sp != "not stated":
+        data["sequence_parallel"] = False
+    elif tp > 1 and "--tp-comm-overlap" in notes:
+        filled.append("sequence_parallel=true (Megatron-Core's --tp-comm-overlap requires --sequence-parallel)")
+    elif tp > 1:
+        filled.append("sequence_parallel=true (NeMo/Megatron-Core performance recipes with tp > 1)")
+    zero, shard = _zero(row, dp, filled)
+    data["zero_stage"], data["dp_shard"] = zero, shard
+    data["precision"] = "fp8" if "fp8" in row["precision"].lower() else "bf16"
+    vpp, _ = _vpp(row, model.num_layers, pp, filled)
+    data["vpp"] = vpp
+    if "megatron-lm (20" in framework:
+        # Megatron-LM 2021/2022: gradient all-reduce after the backward ("we do not use any overlapping of
+        # gradient all-reduces with back-propagation", Korthikanti 2022 section 6.3)
+        data["overlap_grad_reduce"] = False
+    if "overlap flags on" in notes and "--tp-comm-overlap" in notes:
+        data["tp_comm_overlap"] = True
+    if "asynctp" in notes:
+        data["tp_comm_overlap"] = True
+    if pp > 1 and model.num_layers % (pp * vpp):
+        rest_mid = pp - 2
+        mid = -(-model.num_layers // pp)
+        edge = model.num_layers - rest_mid * mid
+        if edge >= 2 and rest_mid >= 0:
+            data["first_stage_layers"] = edge // 2
+            data["last_stage_layers"] = edge - edge // 2
+            filled.append(f"stages {edge // 2}/{mid}/{edge - edge // 2} layers (first/middle/last; uneven split)")
+    if "torchtitan" in framework:
+        data["order"] = "tp-cp-dp-pp"
+    plan = plan_from_mapping(data, num_gpus=n, origin=f"row {row['row_id']} plan")
+    validate_plan_batch(model, [plan])
+    return plan
+
+
+# ------------------------------------------------------------------------------------------------ metric
+
+
+def measured_tokens(row: dict[str, str], rule: rules.Rule, model: ModelSpec | None) -> tuple[float, str]:
+    """(tokens/s per GPU, how it was obtained) from the row's own metric by its own rule."""
+    n = _int(row, "num_gpus")
+    per_gpu = _float(row, "tokens_per_s_per_gpu")
+    derived = row["derived_fields"].lower()
+    step = _float(row, "step_time_s")
+    gbs, seq = _int(row, "global_batch_size"), _int(row, "seq_length")
+    if step and gbs and seq and n:
+        return gbs * seq / step / n, f"step_time {step:g} s: GBS x seq / step / GPUs"
+    if per_gpu and "tokens_per_s" not in derived.replace("tokens_per_s=n*", ""):
+        return per_gpu, "tokens/s/GPU as published"
+    if per_gpu:
+        return per_gpu, "tokens/s/GPU (published per GPU)"
+    tput = _float(row, "tokens_per_s")
+    if tput and n:
+        return tput / n, "tokens/s / GPUs"
+    if not rule.pinned:
+        raise _Skip(f"only TFLOP/s or MFU given and the FLOP rule is not pinned ({rule.label})")
+    L, h, s = _int(row, "num_layers"), _int(row, "hidden_size"), seq
+    V = model.vocab_size if model is not None else (_int(row, "vocab_size") or 0)
+    tflops = _float(row, "tflops_per_gpu")
+    if rule.key == "narayanan-eq3" and tflops:
+        f = rules.narayanan_eq3_flops_per_token(L, h, s, V)
+        return rules.tokens_per_gpu_from_tflops(tflops, f), f"{tflops:g} TFLOP/s / Eq. 3 FLOPs per token"
+    if rule.key == "mcore-r0.8" and tflops and model is not None:
+        f = rules.megatron_core_r08_flops_per_token(L, h, s, V, model.num_attention_heads, model.num_kv_heads,
+                                                     model.ffn_hidden_size, model.gated_mlp, model.head_dim)
+        return rules.tokens_per_gpu_from_tflops(tflops, f), f"{tflops:g} TFLOP/s / Megatron-Core r0.8 FLOPs"
+    mfu = _float(row, "mfu_pct")
+    peak = _float(row, "peak_tflops_assumed")
+    if rule.key == "mcore-r0.8" and mfu and peak and model is not None:
+        f = rules.megatron_core_r08_flops_per_token(L, h, s, V, model.num_attention_heads, model.num_kv_heads,
+                                                     model.ffn_hidden_size, model.gated_mlp, model.head_dim)
+        return rules.tokens_per_gpu_from_tflops(mfu / 100 * peak, f), f"MFU {mfu:g}% x {peak:g} / Megatron-Core r0.8"
+    if rule.key == "palm-mfu" and mfu and peak:
+        f = rules.palm_model_flops_per_token(L, h, s, V)
+        return rules.tokens_per_gpu_from_tflops(mfu / 100 * peak, f), f"MFU {mfu:g}% x {peak:g} / model FLOPs"
+    if rule.key == "llmfoundry" and mfu and peak and _float(row, "params_b"):
+        f = rules.llmfoundry_flops_per_token(_float(row, "params_b") * 1e9, L, h, s)
+        return rules.tokens_per_gpu_from_tflops(mfu / 100 * peak, f), f"MFU {mfu:g}% x {peak:g} / (6N + 12lhs)"
+    raise _Skip("no usable throughput figure (tokens/s, step time, or TFLOP/s/MFU under a pinned rule)")
+
+
+def case_from_row(row: dict[str, str]) -> Case:
+    """Map one dataset row; a row that cannot be mapped comes back with ``skip`` set to the reason."""
+    rule = rules.rule_for(row["flops_counting"])
+    n = _int(row, "num_gpus") or 0
+    case = Case(row_id=row["row_id"], source_id=row["source_id"], model_label=row["model_name"],
+                hardware=row["hardware_id"], num_gpus=n, confidence=row["confidence"].lower() or "unknown",
+                rule=rule)
+    try:
+        key, note = cluster_for_row(row)
+        if not key:
+            raise _Skip(f"hardware {row['hardware_id']!r} not mapped to a cluster")
+        case.cluster = _cluster(key)
+        if note:
+            case.filled.append(note)
+        case.model, case.model_source = model_for_row(row, case.filled)
+        case.plan = plan_for_row(row, case.model, case.filled)
+        case.measured_tokens_per_s_per_gpu, case.metric = measured_tokens(row, rule, case.model)
+    except _Skip as exc:
+        case.skip = str(exc)
+    except TierwiseError as exc:
+        case.skip = f"configuration does not hold: {exc}"
+    return case

