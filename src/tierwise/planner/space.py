@@ -8,7 +8,8 @@ A plan is split into three groups of axes, because the search bounds each group 
 2. **switches** ``recompute zero_stage sequence_parallel precision``: decide memory and compute;
 3. **refinements** ``order tp_comm_overlap dp_shard``: move traffic between tiers (placement order, HSDP
    shard size) or hide it (TP overlap); they change neither the compute of a stage nor, except
-   ``dp_shard``, the memory.
+   ``dp_shard``, the memory. TP overlap is offered only where it exists: with sequence parallelism and a
+   TP group inside one scale-up domain (see :func:`_overlap_eligible`).
 
 Every candidate passes the model-dependent rules of :func:`tierwise.specs.plan.valid_plan_mask` (the same
 rules that ``tierwise estimate`` enforces on one plan: heads, kv heads, layers, experts, batch); the
@@ -107,6 +108,7 @@ class Space:
     hsdp: bool
     scale_up_domain: int
     scale_out_domains: tuple[int, ...]
+    cluster: object = None
 
     def __len__(self) -> int:
         return len(self.structure["tp"])
@@ -144,8 +146,8 @@ def stage_split(num_layers: int, pp: int) -> tuple[int, int]:
     ``r = L - (pp - 2) m`` together; ``m`` is the smallest value ``>= ceil(L / pp)`` leaving each end stage at
     least one layer (Llama 3 405B: L 126, pp 16 -> m 8, ends 7 + 7).
 
-    >>> stage_split(126, 16), stage_split(126, 2), stage_split(80, 8)
-    ((7, 7), (63, 63), (0, 0))
+    >>> stage_split(126, 16), stage_split(95, 2), stage_split(80, 8)
+    ((7, 7), (48, 47), (0, 0))
     """
     if num_layers % pp == 0:
         return 0, 0
@@ -301,7 +303,7 @@ def build_space(model, cluster, num_gpus: int, global_batch_size: int, seq_lengt
         recompute=tuple(RECOMPUTE.index(r) for r in c.recompute), zero_stages=tuple(sorted(c.zero_stages)),
         precision=tuple(PRECISION.index(p) for p in precisions), orders=tuple(ORDERS.index(o) for o in c.orders),
         tp_comm_overlap=tuple(c.tp_comm_overlap), hsdp=c.hsdp, scale_up_domain=cluster.scale_up_domain,
-        scale_out_domains=tuple(lv.domain_size for lv in cluster.scale_out_levels),
+        scale_out_domains=tuple(lv.domain_size for lv in cluster.scale_out_levels), cluster=cluster,
     )
 
 
@@ -393,26 +395,42 @@ def _distinct_orders(space: Space, table: Table) -> Table:
     return out
 
 
+def _overlap_eligible(space: Space, table: Table, sequence_parallel) -> np.ndarray:
+    """Rows whose TP communication can overlap its GEMMs: Transformer Engine's comm+GEMM overlap (the
+    Userbuffers backend behind Megatron's ``--tp-comm-overlap``) needs sequence parallelism, since it
+    overlaps only all-gather and reduce-scatter (TransformerEngine issue #746; Megatron asserts it), and
+    a TP group inside one node's NVLink domain, since it uses CUDA IPC / multicast handles
+    (TransformerEngine issue #1071: "only possible with single-node tensor-parallelism")."""
+    from tierwise.hierarchy import group_span
+
+    tier = group_span(space.cluster, table["tp"], order_strides(table)["tp"]).tier
+    return (table["tp"] > 1) & np.asarray(sequence_parallel, dtype=bool) & (tier == 1)
+
+
 def expand_refinements(space: Space, units: Table) -> Table:
     """Each unit (structure + switches) crossed with placement orders (deduplicated by stride), TP overlap
-    (only where tp > 1) and HSDP shard sizes. Column ``_unit`` holds the unit's row index."""
+    (where :func:`_overlap_eligible`) and HSDP shard sizes. Column ``_unit`` holds the unit's row index."""
     table = dict(units)
     table["_unit"] = np.arange(len(units["tp"]))
     table = _distinct_orders(space, table)
-    table = _cross(table, "tp_comm_overlap", np.asarray(space.tp_comm_overlap, dtype=bool))
-    table = _take(table, (table["tp"] > 1) | (table["tp_comm_overlap"] == space.tp_comm_overlap[0]))
+    table = _cross(table, "tp_comm_overlap", np.array([False, True]))
+    eligible = _overlap_eligible(space, table, table["sequence_parallel"])
+    allowed = np.isin(table["tp_comm_overlap"], np.asarray(space.tp_comm_overlap, dtype=bool))
+    table = _take(table, np.where(eligible, allowed, ~table["tp_comm_overlap"]))
     return _add_dp_shard(space, table)
 
 
 def space_size(space: Space, model) -> int:
-    """Plans in the full space (every structure x switch x refinement), counted without enumerating it."""
+    """Plans in the full space (every structure x switch x refinement), counted without enumerating it:
+    per structure and distinct order, recompute x precision x (ZeRO stages with their HSDP shard sizes) x
+    (sequence parallelism off + on where valid, times the TP-overlap choices where eligible)."""
     s = space.structure
     n = len(s["tp"])
-    with_orders = _distinct_orders(space, {k: s[k] for k in ("tp", "cp", "dp", "pp")} | {"_s": np.arange(n)})
-    orders = np.bincount(with_orders["_s"], minlength=n)
-    tpo = np.where(s["tp"] > 1, len(space.tp_comm_overlap), 1)
+    rows = _distinct_orders(space, {k: s[k] for k in ("tp", "cp", "dp", "pp")} | {"_s": np.arange(n)})
+    struct = rows["_s"]
     sp_ok = (s["tp"] > 1) & ((space.seq_length // s["cp"]) % s["tp"] == 0)
-    sps = 1 + sp_ok.astype(np.int64)
+    overlap = np.where(_overlap_eligible(space, rows, True), len(space.tp_comm_overlap), 1)
+    sp_terms = 1 + sp_ok[struct] * overlap
     shards = np.ones(n, dtype=np.int64)
     if space.hsdp:
         cache: dict[tuple[int, int], int] = {}
@@ -425,5 +443,4 @@ def space_size(space: Space, model) -> int:
     per_zero = np.zeros(n, dtype=np.int64)
     for z in space.zero_stages:
         per_zero += np.where(z >= 1, shards, 1) * (has_dp | (z == space.zero_stages[0]))
-    per_struct = len(space.recompute) * len(space.precision) * sps * orders * tpo * per_zero
-    return int(per_struct.sum())
+    return int(np.sum(len(space.recompute) * len(space.precision) * per_zero[struct] * sp_terms))
