@@ -98,9 +98,9 @@ def _nothing_fits(model, cluster, result: SearchResult, c: Constraints) -> str:
     if fit is None:
         return head + "; none fits up to 2,097,152 GPUs either"
     p = fit.plan
+    sharding = f"ZeRO-{p.zero_stage}" if p.dp * p.cp > 1 else "no data parallelism"
     return (f"{head}; {name} needs at least {fit.num_gpus} GPUs of {cap:.0f} GiB ({acc.display_name}) with "
-            f"ZeRO-{p.zero_stage} and {p.recompute} recompute (e.g. {plan_label(p)}, "
-            f"{fit.memory_fraction:.0%} of memory)")
+            f"{sharding} and {p.recompute} recompute (e.g. {plan_label(p)}, {fit.memory_fraction:.0%} of memory)")
 
 
 def plan_document(model, cluster, num_gpus: int, global_batch_size: int, seq_length: int, *,
