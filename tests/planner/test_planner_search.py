@@ -20,13 +20,15 @@ UNIT = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "recompu
 
 
 
-@pytest.mark.parametrize("model_name, num_gpus, gbs, objective", [
-    ("llama3.1-8b", 32, 64, "step_time"),
-    ("mixtral-8x7b", 16, 32, "step_time"),
-    ("llama3.1-70b", 64, 128, "mfu"),
+@pytest.mark.parametrize("model_name, cluster_name, num_gpus, gbs, objective", [
+    ("llama3.1-8b", "dgx-h100", 32, 64, "step_time"),
+    ("mixtral-8x7b", "dgx-h100", 16, 32, "step_time"),
+    ("llama3.1-70b", "dgx-h100", 64, 128, "mfu"),
+    ("mixtral-8x7b", "gb200-nvl72", 144, 288, "step_time"),  # 72-GPU domains, 4-GPU hosts, not a power of 2
+    ("qwen3-30b-a3b", "mi300x-8", 32, 64, "tokens_per_s"),  # switchless mesh
 ])
-def test_search_finds_the_brute_force_optimum_and_ranking(model_name, num_gpus, gbs, objective):
-    model, cluster = load_model(model_name), load_cluster("dgx-h100")
+def test_search_finds_the_brute_force_optimum_and_ranking(model_name, cluster_name, num_gpus, gbs, objective):
+    model, cluster = load_model(model_name), load_cluster(cluster_name)
     c = Constraints(max_micro_batch_size=2, max_vpp=2)
     space = build_space(model, cluster, num_gpus, gbs, 4096, c)
     table = brute_force(model, cluster, space, objective)

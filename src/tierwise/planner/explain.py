@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tierwise.specs.plan import ORDERS, PRECISION, RECOMPUTE
+from tierwise.specs.plan import ORDERS
 
 __all__ = ["plan_label", "components", "plan_entry", "explain_lines", "compare", "AXIS_LABEL"]
 
@@ -152,13 +152,3 @@ def explain_lines(model, cluster, est, plans, *, neighbours=None, crossing=None)
         lines.append(f"runner-up: {plan_label(plans[1])}: {gap:+.2%} step time; it trades {compare(est, 0, 1)}")
     lines.extend(crossing or [])
     return lines
-
-
-def codes_to_names(row: dict[str, Any]) -> dict[str, Any]:
-    """Table row with codes -> names (recompute, precision, order)."""
-    out = dict(row)
-    for key, names in (("recompute", RECOMPUTE), ("precision", PRECISION), ("order", ORDERS)):
-        if key in out:
-            out[key] = names[int(out[key])]
-    return out
-
