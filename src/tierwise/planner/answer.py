@@ -86,6 +86,27 @@ def _crossing_lines(model, cluster, result: SearchResult, est, plans, c: Constra
     return lines
 
 
+def _expert_line(model, cluster, result: SearchResult, plans, c: Constraints) -> list[str]:
+    """For an MoE model whose winner uses no expert parallelism: what the best plan with ep >= 2 trades."""
+    from dataclasses import replace
+
+    if model.moe is None or plans[0].ep > 1 or c.ep is not None:
+        return []
+    try:
+        alt = search(model, cluster, result.space.num_gpus, result.space.global_batch_size, result.space.seq_length,
+                     constraints=replace(c, min_ep=2), objective=result.objective, top=1)
+    except PlanError:
+        return []
+    if not len(alt.plans["tp"]):
+        return ["EP is not used: no plan with expert parallelism fits"]
+    other = alt.batch().plan(0)
+    both = _estimate(model, cluster, PlanBatch.from_plans([plans[0], other]))
+    tier = _TIERS[int(both.axis_tier["ep"][1])]
+    loss = float(both.step_time_s[1]) / float(both.step_time_s[0]) - 1
+    return [f"EP is not used: the best plan with expert parallelism ({plan_label(other)}, its EP group on {tier}) "
+            f"is {loss:.1%} slower; it trades {compare(both, 0, 1)}"]
+
+
 def _nothing_fits(model, cluster, result: SearchResult, c: Constraints) -> str:
     acc = cluster.accelerator
     cap = acc.hbm_capacity_bytes / 2**30
@@ -121,7 +142,8 @@ def plan_document(model, cluster, num_gpus: int, global_batch_size: int, seq_len
         entries = [plan_entry(model, cluster, num_gpus, plans[i], est, i) for i in range(n)]
         lines = explain_lines(model, cluster, est, plans,
                               neighbours=_neighbours(model, cluster, result, plans[0], c),
-                              crossing=_crossing_lines(model, cluster, result, est, plans, c))
+                              crossing=_crossing_lines(model, cluster, result, est, plans, c)
+                              + _expert_line(model, cluster, result, plans, c))
     else:
         lines = [_nothing_fits(model, cluster, result, c)]
     doc.update({"plans": entries, "explanation": "\n".join(lines), "num_evaluated": result.num_evaluated,

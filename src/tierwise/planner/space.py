@@ -76,6 +76,8 @@ class Constraints:
     max_pp: int | None = None
     max_cp: int | None = None
     max_ep: int | None = None
+    min_ep: int = 1
+    """Smallest expert-parallel degree (used to ask what expert parallelism would trade)."""
     max_vpp: int = 8
     max_micro_batch_size: int = 8
     recompute: tuple[str, ...] = RECOMPUTE
@@ -235,7 +237,8 @@ def _add_experts(model, table: Table, c: Constraints) -> Table:
         table["ep"] = np.ones(len(table["tp"]), dtype=np.int64)
         table["etp"] = table["tp"].copy()
         return table
-    eps = _degree_candidates(model.moe.num_experts, c.ep, c.max_ep, model.moe.num_experts)
+    eps = [e for e in _degree_candidates(model.moe.num_experts, c.ep, c.max_ep, model.moe.num_experts)
+           if e >= c.min_ep]
     table = _cross(table, "ep", np.asarray(eps, dtype=np.int64))
     table = _cross(table, "_etp_is_tp", np.array([False, True]))
     table["etp"] = np.where(table["_etp_is_tp"], table["tp"], 1)
