@@ -35,14 +35,17 @@ def test_search_finds_the_brute_force_optimum_and_ranking(model_name, cluster_na
     size = len(table["tp"])
     score = np.where(table["_fits"], table["_score"], np.inf)
     key = np.stack([table[k].astype(np.int64) for k in UNIT], axis=1)
-    _, inverse = np.unique(key, axis=0, return_inverse=True)
-    best = np.full(int(inverse.max()) + 1, np.inf)
+    units, inverse = np.unique(key, axis=0, return_inverse=True)
+    best = np.full(len(units), np.inf)
     np.minimum.at(best, inverse.ravel(), score)
-    expected = np.sort(best[np.isfinite(best)])[:5]
+    # units differing only in ZeRO stage with the same time count once (the planner keeps the lighter one)
+    twins = np.delete(units, UNIT.index("zero_stage"), axis=1)
+    distinct = {(tuple(t), round(float(b), 9)): b for t, b in zip(twins, best, strict=True) if np.isfinite(b)}
+    expected = np.sort(list(distinct.values()))[:5]
 
     result = search(model, cluster, num_gpus, gbs, 4096, constraints=c, objective=objective, top=5)
     assert result.space_size == size
-    np.testing.assert_allclose(result.plans["_score"], expected, rtol=1e-12)
+    np.testing.assert_allclose(result.plans["_score"], expected, rtol=1e-9)
     assert result.num_evaluated < size / 4  # it prunes: most of the space is never estimated
     assert not result.notes
 

@@ -118,10 +118,37 @@ class Evaluator:
                 "memory": r.memory["per_gpu_bytes"] / r.memory["capacity_bytes"]}
 
 
-def _kth(scores: np.ndarray, k: int) -> float:
+def _kth(scores: np.ndarray, k: int, ties: np.ndarray | None = None) -> float:
+    """The k-th smallest score, counting a tie only once (see :func:`_distinct`) when ``ties`` is given."""
+    if ties is not None and len(scores):
+        scores = scores[_distinct(ties, scores)]
     if len(scores) < k:
         return np.inf
     return float(np.partition(scores, k - 1)[k - 1])
+
+
+def _tie_key(table: Table) -> np.ndarray:
+    """Units that differ only in their ZeRO stage: same structure, recompute, sequence parallelism, precision."""
+    return np.stack([table[c].astype(np.int64) for c in ("_struct", "recompute", "sequence_parallel", "precision")],
+                    axis=1)
+
+
+def _distinct(ties: np.ndarray, scores: np.ndarray, memory: np.ndarray | None = None) -> np.ndarray:
+    """Mask dropping dominated units: same tie key and the same score (to 1e-9) as a unit using less memory.
+
+    Such units differ only in their ZeRO stage and take the same time (ZeRO-1 and ZeRO-2 move the same bytes);
+    the ranking keeps the lighter one. The bound stays exact because the k-th best is taken over distinct
+    units only (a dropped unit's twin, with the same score, is kept).
+    """
+    n = len(scores)
+    mem = memory if memory is not None else np.zeros(n)
+    order = np.lexsort((mem, scores, *ties.T[::-1]))
+    g, sc = ties[order], scores[order]
+    dup = np.zeros(n, dtype=bool)
+    if n > 1:
+        same = np.all(g[1:] == g[:-1], axis=1) & (np.abs(sc[1:] - sc[:-1]) <= 1e-9 * np.abs(sc[1:]))
+        dup[order[1:]] = same
+    return ~dup
 
 
 def _concat(tables: list[Table]) -> Table:
@@ -164,7 +191,7 @@ def _level1(space: Space, model, ev: Evaluator):
     seed[first] = True
     seed &= res["fits"]
     misses = _nearest_misses(light, res["memory"][is_light], res["fits"][is_light])
-    return mem_ok, lower, rows["_struct"][seed], res["score"][seed], misses
+    return mem_ok, lower, _tie_key(rows)[seed], res["score"][seed], misses
 
 
 def _nearest_misses(light: Table, memory: np.ndarray, fits: np.ndarray, limit: int = 20) -> Table:
@@ -182,7 +209,7 @@ def _nearest_misses(light: Table, memory: np.ndarray, fits: np.ndarray, limit: i
     return out
 
 
-def _level2(space: Space, model, ev: Evaluator, k: int, mem_ok, lower, seed_struct, seed_score):
+def _level2(space: Space, model, ev: Evaluator, k: int, mem_ok, lower, seed_ties, seed_score):
     """Every switch combination of the structures whose bound is within the k-th best unit score."""
     s = space.structure
     order = np.nonzero(mem_ok)[0]
@@ -191,10 +218,11 @@ def _level2(space: Space, model, ev: Evaluator, k: int, mem_ok, lower, seed_stru
     units: list[Table] = []
     per_struct = max(1, len(space.recompute) * len(space.zero_stages) * len(space.precision) * 2)
     step = max(1, _LEVEL2_CHUNK_PLANS // per_struct)
-    scores = np.zeros(0)
+    scores, ties = np.zeros(0), np.zeros((0, 4), dtype=np.int64)
     pos = 0
     while pos < len(order):
-        ub = _kth(np.concatenate([scores, seed_score[~expanded[seed_struct]]]), k)
+        pending = ~expanded[seed_ties[:, 0]]
+        ub = _kth(np.concatenate([scores, seed_score[pending]]), k, np.concatenate([ties, seed_ties[pending]]))
         chunk = order[pos:pos + step]
         chunk = chunk[lower[chunk] <= ub]
         if not len(chunk):
@@ -209,6 +237,7 @@ def _level2(space: Space, model, ev: Evaluator, k: int, mem_ok, lower, seed_stru
         table["_score"], table["_bound"] = res["score"][keep], res["bound"][keep]
         units.append(table)
         scores = np.concatenate([scores, table["_score"]])
+        ties = np.concatenate([ties, _tie_key(table)])
     return _concat(units)
 
 
@@ -219,12 +248,12 @@ def _level3(space: Space, ev: Evaluator, k: int, units: Table) -> Table:
     n = len(units["tp"])
     order = np.argsort(units["_bound"], kind="stable")
     best_score = units["_score"].copy()
-    refined = np.zeros(n, dtype=bool)
+    ties = _tie_key(units)
     best_rows: list[Table] = []
     step = 2000
     pos = 0
     while pos < n:
-        ub = _kth(best_score, k)
+        ub = _kth(best_score, k, ties)
         chunk = order[pos:pos + step]
         chunk = chunk[units["_bound"][chunk] <= ub]
         if not len(chunk):
@@ -236,15 +265,15 @@ def _level3(space: Space, ev: Evaluator, k: int, units: Table) -> Table:
         score = np.where(res["fits"], res["score"], np.inf)
         pick = _argmin_per_group(table["_unit"], score)
         rows = _take(table, pick)
-        rows["_score"] = score[pick]
+        rows["_score"], rows["_memory"] = score[pick], res["memory"][pick]
         rows["_unit"] = chunk[rows["_unit"]]
         best_score[rows["_unit"]] = rows["_score"]
-        refined[rows["_unit"]] = True
         best_rows.append(rows)
     out = _concat(best_rows)
     if not out:
         return {}
     out = _take(out, np.isfinite(out["_score"]))
+    out = _take(out, _distinct(_tie_key(out), out["_score"], out["_memory"]))
     ranked = np.lexsort((out["_unit"], out["_score"]))
     return _take(out, ranked[:k])
 

@@ -133,6 +133,21 @@ def _memory_binding(neighbours: list[tuple[str, float, bool, float]], step: floa
     return (f"memory binds: {desc} would be {1 - t / step:.1%} faster but needs {mem:.0%} of the GPU's memory")
 
 
+def _runner_up(est, plans) -> list[str]:
+    """The runner-up and what it trades; plans tying the winner are named, then the first slower one."""
+    step = est.step_time_s
+    ties = [i for i in range(1, len(plans)) if abs(float(step[i]) / float(step[0]) - 1) <= 1e-9]
+    lines = [f"ties with the winner (same step time): {plan_label(plans[i])}" for i in ties[:2]]
+    if len(ties) > 2:
+        lines.append(f"... and {len(ties) - 2} more tying plans")
+    slower = next((i for i in range(1, len(plans)) if i not in ties), None)
+    if slower is not None:
+        gap = float(step[slower]) / float(step[0]) - 1
+        lines.append(f"runner-up: {plan_label(plans[slower])}: {gap:+.2%} step time; it trades "
+                     f"{compare(est, 0, slower)}")
+    return lines
+
+
 def explain_lines(model, cluster, est, plans, *, neighbours=None, crossing=None) -> list[str]:
     """The explanation of the winner (plan 0) and what the runner-up (plan 1) trades."""
     w = plans[0]
@@ -147,8 +162,6 @@ def explain_lines(model, cluster, est, plans, *, neighbours=None, crossing=None)
     binding = _memory_binding(neighbours or [], float(est.step_time_s[0]))
     if binding:
         lines.append(binding)
-    if len(plans) > 1:
-        gap = float(est.step_time_s[1]) / float(est.step_time_s[0]) - 1
-        lines.append(f"runner-up: {plan_label(plans[1])}: {gap:+.2%} step time; it trades {compare(est, 0, 1)}")
+    lines.extend(_runner_up(est, plans))
     lines.extend(crossing or [])
     return lines

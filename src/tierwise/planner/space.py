@@ -85,7 +85,8 @@ class Constraints:
     precision: tuple[str, ...] | None = None
     """``None``: every precision in :data:`~tierwise.specs.plan.PRECISION` the accelerator has a peak for."""
     orders: tuple[str, ...] = ORDERS
-    tp_comm_overlap: tuple[bool, ...] = (False, True)
+    tp_comm_overlap: bool = True
+    """Search TP comm+GEMM overlap where it exists (off is always searched too)."""
     hsdp: bool = True
     min_cp_tokens: int = 1024
     """Smallest sequence chunk per context-parallel rank when cp is not fixed."""
@@ -305,7 +306,8 @@ def build_space(model, cluster, num_gpus: int, global_batch_size: int, seq_lengt
         num_gpus=num_gpus, global_batch_size=global_batch_size, seq_length=seq_length, structure=table,
         recompute=tuple(RECOMPUTE.index(r) for r in c.recompute), zero_stages=tuple(sorted(c.zero_stages)),
         precision=tuple(PRECISION.index(p) for p in precisions), orders=tuple(ORDERS.index(o) for o in c.orders),
-        tp_comm_overlap=tuple(c.tp_comm_overlap), hsdp=c.hsdp, scale_up_domain=cluster.scale_up_domain,
+        tp_comm_overlap=(False, True) if c.tp_comm_overlap else (False,), hsdp=c.hsdp,
+        scale_up_domain=cluster.scale_up_domain,
         scale_out_domains=tuple(lv.domain_size for lv in cluster.scale_out_levels), cluster=cluster,
     )
 
@@ -337,7 +339,9 @@ def expand_switches(space: Space, model, structure: Table, *, recompute=None, ze
     keep &= _has_dp_group(table) | (table["zero_stage"] == lowest)
     table = _take(table, keep)
     sp_ok = ~table["sequence_parallel"] | ((space.seq_length // table["cp"]) % table["tp"] == 0)
-    return _take(table, sp_ok)
+    table = _take(table, sp_ok)
+    table["order"] = np.full(len(table["tp"]), space.orders[0], dtype=np.int8)  # the default refinement
+    return table
 
 
 def order_strides(table: Table) -> dict[str, np.ndarray]:
@@ -417,9 +421,8 @@ def expand_refinements(space: Space, units: Table) -> Table:
     table["_unit"] = np.arange(len(units["tp"]))
     table = _distinct_orders(space, table)
     table = _cross(table, "tp_comm_overlap", np.array([False, True]))
-    eligible = _overlap_eligible(space, table, table["sequence_parallel"])
-    allowed = np.isin(table["tp_comm_overlap"], np.asarray(space.tp_comm_overlap, dtype=bool))
-    table = _take(table, np.where(eligible, allowed, ~table["tp_comm_overlap"]))
+    eligible = _overlap_eligible(space, table, table["sequence_parallel"]) & (True in space.tp_comm_overlap)
+    table = _take(table, eligible | ~table["tp_comm_overlap"])
     return _add_dp_shard(space, table)
 
 
