@@ -76,25 +76,28 @@ def render_plans(console, doc: dict) -> None:
     title = (f"{doc['model']} on {doc['num_gpus']} x {doc['cluster']}, global batch {doc['global_batch_size']} x "
              f"{doc['seq_length']} tokens, ranked by {doc['objective']}")
     table = Table(title=title)
+    tiers = ["scale_up", "scale_out"]
+    if any("host" in p["estimate"]["breakdown"]["per_tier"] for p in doc["plans"]):
+        tiers.insert(1, "host")
     for col in ("#", "tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "recompute", "ZeRO", "prec", "step", "tokens/s",
-                "MFU", "memory/GPU", "exposed scale_up", "exposed scale_out", "bubble"):
+                "MFU", "memory/GPU", *(f"exposed {t}" for t in tiers), "bubble"):
         table.add_column(col, justify="right" if col not in ("recompute", "prec") else "left")
     for rank, p in enumerate(doc["plans"], 1):
         e = p["estimate"]
         per_tier = e["breakdown"]["per_tier"]
-        exposed = {t: per_tier.get(t, {}).get("exposed_s", 0.0) for t in ("scale_up", "scale_out")}
+        exposed = [per_tier.get(t, {}).get("exposed_s", 0.0) for t in tiers]
         zero = str(p["zero_stage"]) + ("h" if p["dp_shard"] < p["dp"] else "")
         table.add_row(str(rank), str(p["tp"]), str(p["pp"]), str(p["dp"]), str(p["cp"]),
                       str(p["ep"]) + (f"/{p['etp']}" if p["ep"] > 1 else ""), str(p["vpp"]),
                       str(p["micro_batch_size"]), p["recompute"], zero, p["precision"], format_time(e["step_time_s"]),
                       f"{e['tokens_per_s']:,.0f}", f"{e['mfu']:.1%}", format_bytes(e["memory"]["per_gpu_bytes"]),
-                      format_time(exposed["scale_up"]), format_time(exposed["scale_out"]),
-                      format_time(e["breakdown"]["bubble_s"]))
+                      *(format_time(x) for x in exposed), format_time(e["breakdown"]["bubble_s"]))
     if doc["plans"]:
         console.print(table)
     console.print(doc["explanation"], markup=False)
     console.print(f"[dim]evaluated {doc['num_evaluated']:,} plans of a space of {doc['space_size']:,} "
-                  f"({doc['num_feasible']:,} fit memory); ep shown as ep/etp; ZeRO 'h' = HSDP[/dim]")
+                  f"({doc['num_feasible']:,} fit memory); ep shown as ep/etp; ZeRO 'h' = HSDP; vpp > 1 = interleaved "
+                  "1F1B[/dim]")
     for miss in doc.get("infeasible", []):
         console.print(f"[dim]does not fit: {miss['plan']}: {format_bytes(miss['memory_per_gpu_bytes'])} of "
                       f"{format_bytes(miss['capacity_bytes'])}[/dim]")

@@ -267,10 +267,19 @@ def _knee(points, shares) -> tuple[int | None, list[str]]:
                 grew = max(share, key=lambda k: share[k] - prev[1].get(k, 0.0))
                 knee = p["num_gpus"]
                 verdict = (f"adding GPUs stops paying at {knee}: {ratio:g}x the GPUs give {gain:.2f}x the tokens/s; "
-                           f"{grew} grew from {prev[1].get(grew, 0):.0%} to {share[grew]:.0%} of the step (the "
-                           "global batch is fixed, so each GPU gets fewer tokens and micro-batches)")
+                           f"{grew}{_tier_of(p['plan'], grew)} grew from {prev[1].get(grew, 0):.0%} to "
+                           f"{share[grew]:.0%} of the step (the global batch is fixed, so each GPU gets fewer "
+                           "tokens and micro-batches)")
         prev = (p, share)
     return knee, [*lines, verdict]
+
+
+def _tier_of(entry: dict[str, Any], component: str) -> str:
+    """`` on scale_out`` for an exposed-communication component, from the plan's axis tiers."""
+    labels = {v: k for k, v in AXIS_LABEL.items()}
+    if not component.startswith("exposed ") or "tiers" not in entry:
+        return ""
+    return f" (on {entry['tiers'][labels[component.split()[-1]]]})"
 
 
 def plan_label_from(entry: dict[str, Any]) -> str:

@@ -44,6 +44,7 @@ from tierwise.specs.plan import (
     ORDERS,
     PRECISION,
     RECOMPUTE,
+    SCHEDULES,
     Plan,
     PlanBatch,
     valid_plan_mask,
@@ -139,6 +140,8 @@ def to_batch(table: Table, global_batch_size: int, seq_length: int) -> PlanBatch
     cols = {k: v for k, v in table.items() if not k.startswith("_")}
     cols.setdefault("dp_shard", table["dp"])
     cols.setdefault("etp", table["tp"])
+    if "vpp" in table:
+        cols.setdefault("schedule", np.where(table["vpp"] > 1, SCHEDULES.index("interleaved"), 0).astype(np.int8))
     return PlanBatch.from_arrays(global_batch_size=global_batch_size, seq_length=seq_length, **cols)
 
 
