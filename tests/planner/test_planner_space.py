@@ -86,3 +86,10 @@ def test_batch_too_small_for_the_gpu_count_is_one_line(h100):
 def test_fixed_degrees_must_divide_the_gpu_count(h100):
     with pytest.raises(PlanError, match="does not divide num_gpus=24"):
         build_space(load_model("llama3.1-8b"), h100, 24, 48, 4096, Constraints(tp=16))
+
+
+def test_interleaved_schedule_follows_vpp():
+    table = {k: np.array([1, 1]) for k in ("tp", "cp", "micro_batch_size")}
+    table.update(pp=np.array([4, 4]), dp=np.array([2, 2]), vpp=np.array([1, 2]))
+    batch = to_batch(table, 64, 4096)
+    assert [batch.plan(i).schedule for i in range(2)] == ["1f1b", "interleaved"]
