@@ -84,7 +84,7 @@ def _axis_line(est, i: int, axis: str, plan) -> str | None:
     how = {"tp": "behind the layer's GEMMs" if plan.tp_comm_overlap else "(not overlapped)",
            "cp": "behind attention", "ep": "(the all-to-all is not overlapped)",
            "pp": "(send/recv on the critical path)",
-           "dp": "behind the backward pass" if plan.zero_stage < 3 else "prefetched behind each layer"}[axis]
+           "dp": "behind the backward pass" if plan.zero_stage < 3 else "by prefetching a layer ahead"}[axis]
     return (f"{AXIS_LABEL[axis]} ({size} ranks) on {tier}: {_gb(float(est.axis_bytes[axis][i]))} per GPU per step, "
             f"{total:.3g} s, {hidden:.0%} hidden {how}")
 
@@ -107,10 +107,10 @@ def _limit(est, i: int) -> str:
     overheads = {k: v for k, v in parts.items() if k != "compute" and v > 0}
     mem = float(est.memory["per_gpu_bytes"][i]) / float(est.memory["capacity_bytes"][i])
     eff = float(est.scaling_efficiency[i])
-    if not overheads:
-        head = "nothing but compute"
+    name, value = max(overheads.items(), key=lambda kv: kv[1]) if overheads else ("nothing", 0.0)
+    if value < 0.01 * step:
+        head = f"almost nothing but compute (largest overhead: {name}, {value / step:.1%} of the step)"
     else:
-        name, value = max(overheads.items(), key=lambda kv: kv[1])
         head = f"{name} ({value:.3g} s, {value / step:.0%} of the step)"
     return (f"limits: {head}; compute is {eff:.0%} of the step (the seeds' efficiency = compute / (compute + "
             f"communication and idle)); memory {mem:.0%} of capacity")
