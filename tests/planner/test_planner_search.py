@@ -110,3 +110,26 @@ def test_qwen3_best_plan_on_nvl72_uses_ep_16_or_more():
     model, cluster = load_model("qwen3-235b-a22b"), load_cluster("gb200-nvl72")
     result = search(model, cluster, 576, 1024, 4096, top=1, constraints=Constraints(max_vpp=2))
     assert result.plans["ep"][0] >= 16
+
+
+@pytest.mark.parametrize("model_name, cluster_name, num_gpus", [("mixtral-8x7b", "dgx-h100", 16),
+                                                                 ("llama3.1-70b", "gb200-nvl72", 144)])
+def test_bound_holds_for_every_refinement(model_name, cluster_name, num_gpus):
+    """The pruning's premise, checked on the estimator itself: each unit's bound (taken at its default
+    refinement) is below the step time of every refinement of it, and each structure's bound below every
+    unit of it."""
+    from tierwise.planner.branch_and_bound import Evaluator, _level1
+    from tierwise.planner.space import expand_refinements, expand_switches
+
+    model, cluster = load_model(model_name), load_cluster(cluster_name)
+    space = build_space(model, cluster, num_gpus, 2 * num_gpus, 4096, Constraints(max_micro_batch_size=2, max_vpp=2))
+    units = expand_switches(space, model, space.structure)
+    ev = Evaluator(model, cluster, space, "step_time")
+    unit_res = ev(units)
+    refined = expand_refinements(space, units)
+    ref_res = ev(refined)
+    assert np.all(unit_res["bound"] <= unit_res["score"] * (1 + 1e-12))
+    assert np.all(ref_res["score"] >= unit_res["bound"][refined["_unit"]] * (1 - 1e-12))
+    assert ev.bound_violations == 0
+    _, struct_bound, *_ = _level1(space, model, ev)  # a structure's bound: its unit bound at the fastest switches
+    assert np.all(unit_res["score"] >= struct_bound[units["_struct"]] * (1 - 1e-12))
