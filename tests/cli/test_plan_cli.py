@@ -78,6 +78,16 @@ def test_moe_on_dgx_h100_keeps_ep_in_the_node_or_says_what_crossing_buys(capsys)
     assert best["tiers"]["ep"] != "scale_out" or "crosses scale_out" in doc["explanation"]
 
 
+def test_ep_forced_across_nodes_says_what_crossing_costs(capsys):
+    rc, out, _ = _run(capsys, "plan", "--model", "qwen3-235b-a22b", "--cluster", "dgx-h100", "--gpus", "256",
+                      "--global-batch", "256", "--seq", "4096", "--top", "1", "--ep", "16", "--json", *SMALL)
+    assert rc == 0
+    doc = json.loads(out)
+    assert doc["plans"][0]["tiers"]["ep"] == "scale_out"
+    assert "EP 16 crosses scale_out" in doc["explanation"]
+    assert "inside one 8-GPU scale-up domain" in doc["explanation"]
+
+
 @pytest.mark.parametrize("args, message", [
     (["--model", "llama3.1-70b", "--gpus", "64", "--tp", "3"], "tp=3 does not divide num_attention_heads=64"),
     (["--model", "llama3.1-70b", "--gpus", "0"], "num_gpus=0"),

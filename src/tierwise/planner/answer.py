@@ -68,21 +68,22 @@ def _crossing_lines(model, cluster, result: SearchResult, est, plans, c: Constra
         label = AXIS_LABEL[axis]
         try:
             alt = search(model, cluster, result.space.num_gpus, result.space.global_batch_size,
-                         result.space.seq_length, constraints=replace(c, inside_scale_up=(axis,)),
+                         result.space.seq_length, constraints=replace(c, inside_scale_up=(axis,), **{axis: None}),
                          objective=result.objective, top=1)
         except PlanError:
             alt = None
         if alt is None or not len(alt.plans["tp"]):
-            lines.append(f"{label} {getattr(w, axis)} crosses scale_out: no plan keeping {label} inside a "
+            lines.append(f"{label} {getattr(w, axis)} crosses scale_out: no plan keeping {label} inside one "
                          f"{cluster.scale_up_domain}-GPU scale-up domain fits")
             continue
         other = alt.batch().plan(0)
         both = _estimate(model, cluster, PlanBatch.from_plans([w, other]))
         gain = float(both.step_time_s[1]) / float(both.step_time_s[0]) - 1
-        lines.append(f"{label} {getattr(w, axis)} crosses scale_out ({float(both.axis_exposed_s[axis][0]):.3g} s "
-                     f"exposed); it buys {gain:.1%} over the best plan keeping {label} inside a "
-                     f"{cluster.scale_up_domain}-GPU domain ({plan_label(other)}), which trades "
-                     f"{compare(both, 0, 1)}")
+        head = f"{label} {getattr(w, axis)} crosses scale_out ({float(both.axis_exposed_s[axis][0]):.3g} s exposed)"
+        inside = f"the best plan keeping {label} inside one {cluster.scale_up_domain}-GPU scale-up domain"
+        verdict = (f"it buys {gain:.1%}: {inside} is that much slower" if gain >= 0 else
+                   f"it costs: {inside} takes {-gain:.1%} less time (the constraints forced the crossing)")
+        lines.append(f"{head}; {verdict} ({plan_label(other)}; it trades {compare(both, 0, 1)})")
     return lines
 
 
