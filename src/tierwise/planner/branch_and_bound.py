@@ -58,7 +58,7 @@ __all__ = ["search", "SearchResult", "OBJECTIVES", "light_variants", "Evaluator"
 
 OBJECTIVES = ("step_time", "tokens_per_s", "mfu")
 _CHUNK = 200_000
-_LEVEL2_CHUNK_PLANS = 60_000
+_LEVEL2_CHUNK_PLANS = 30_000
 
 
 @dataclass
@@ -165,9 +165,12 @@ def _unit_key(table: Table) -> np.ndarray:
 
 def light_variants(space: Space, model) -> Table:
     """Per structure, the switches lightest on memory: the most recompute allowed, sequence parallelism on
-    where valid, bf16 where allowed (fp8 keeps an extra fp8 copy of the weights), each allowed ZeRO stage
-    (ZeRO-3 adds gathered layers, so it is not always lighter than ZeRO-2)."""
-    return expand_switches(space, model, space.structure, recompute=(max(space.recompute),),
+    where valid, bf16 where allowed (fp8 keeps an extra fp8 copy of the weights), and the two ZeRO stages
+    that can be lightest: the highest allowed of 0-2 (each shards one more of optimizer state, gradients)
+    and 3 (which shards the weights but holds gathered layers, so it is not always lighter than 2)."""
+    below = [z for z in space.zero_stages if z <= 2]
+    stages = tuple(sorted({*below[-1:], *(z for z in space.zero_stages if z == 3)}))
+    return expand_switches(space, model, space.structure, recompute=(max(space.recompute),), zero_stages=stages,
                            sequence_parallel="on-if-valid", precision=(min(space.precision),))
 
 
