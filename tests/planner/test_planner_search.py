@@ -116,8 +116,8 @@ def test_qwen3_best_plan_on_nvl72_uses_ep_16_or_more():
                                                                  ("llama3.1-70b", "gb200-nvl72", 144)])
 def test_bound_holds_for_every_refinement(model_name, cluster_name, num_gpus):
     """The pruning's premise, checked on the estimator itself: each unit's bound (taken at its default
-    refinement) is below the step time of every refinement of it, and each structure's bound below every
-    unit of it."""
+    refinement) is below the step time of every refinement of it, each structure's bound below every unit
+    of it, and no plan fits whose structure fails the memory screen."""
     from tierwise.planner.branch_and_bound import Evaluator, _level1
     from tierwise.planner.space import expand_refinements, expand_switches
 
@@ -131,5 +131,7 @@ def test_bound_holds_for_every_refinement(model_name, cluster_name, num_gpus):
     assert np.all(unit_res["bound"] <= unit_res["score"] * (1 + 1e-12))
     assert np.all(ref_res["score"] >= unit_res["bound"][refined["_unit"]] * (1 - 1e-12))
     assert ev.bound_violations == 0
-    _, struct_bound, *_ = _level1(space, model, ev)  # a structure's bound: its unit bound at the fastest switches
+    mem_ok, struct_bound, *_ = _level1(space, model, ev)  # per structure: memory screen and bound
     assert np.all(unit_res["score"] >= struct_bound[units["_struct"]] * (1 - 1e-12))
+    assert np.all(mem_ok[units["_struct"][unit_res["fits"]]])  # a unit that fits passes its structure's screen
+    assert np.all(mem_ok[units["_struct"][refined["_unit"][ref_res["fits"]]]])
