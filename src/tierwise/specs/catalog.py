@@ -24,8 +24,9 @@ def load_yaml_text(text: str, origin: str) -> Any:
     """Parse YAML; a syntax error names the file and line."""
     import yaml
 
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's safe loader: ~10x faster start-up
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=loader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f"{origin}, line {mark.line + 1}, column {mark.column + 1}" if mark else origin

@@ -22,8 +22,8 @@ import numpy as np
 from tierwise.errors import PlanError, SpecError
 from tierwise.specs._mapping import check_keys, get_bool, get_int, require_mapping
 
-__all__ = ["Plan", "PlanBatch", "plan_from_mapping", "validate_plan_batch", "RECOMPUTE", "PRECISION", "ORDERS",
-           "SCHEDULES"]
+__all__ = ["Plan", "PlanBatch", "plan_from_mapping", "validate_plan_batch", "valid_plan_mask", "RECOMPUTE", "PRECISION",
+           "ORDERS", "SCHEDULES"]
 
 RECOMPUTE = ("none", "selective", "full")
 PRECISION = ("bf16", "fp8")
@@ -241,6 +241,92 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+def _tp_choices(model) -> str:
+    heads, kv = model.num_attention_heads, model.num_kv_heads
+    return ", ".join(str(d) for d in _divisors(heads) if kv % d == 0 or d % kv == 0)
+
+
+# --------------------------------------------------------------------------------------------------
+# model-dependent rules: each is written once, as a vectorized test over a PlanBatch (the planner's
+# mask) paired with the one-line message for a single plan (validate_plan_batch)
+
+
+def _stage_split_bad(model, b: PlanBatch) -> np.ndarray:
+    uneven = (b.first_stage_layers > 0) | (b.last_stage_layers > 0)
+    rest = model.num_layers - b.first_stage_layers - b.last_stage_layers
+    middle = b.pp - (b.first_stage_layers > 0) - (b.last_stage_layers > 0)
+    bad_uneven = (rest < 0) | ((middle > 0) & (rest % np.maximum(middle, 1) != 0)) | ((middle == 0) & (rest != 0))
+    return np.where(uneven, bad_uneven, model.num_layers % (b.pp * b.vpp) != 0)
+
+
+def _stage_split_message(model, plan: Plan) -> str:
+    if plan.first_stage_layers or plan.last_stage_layers:
+        rest = model.num_layers - plan.first_stage_layers - plan.last_stage_layers
+        middle = plan.pp - (1 if plan.first_stage_layers else 0) - (1 if plan.last_stage_layers else 0)
+        return (f"first_stage_layers={plan.first_stage_layers}, last_stage_layers={plan.last_stage_layers} leave "
+                f"{rest} layers for {middle} middle stages; they must divide evenly")
+    return (f"num_layers={model.num_layers} is not divisible by pp x vpp = {plan.pp} x {plan.vpp}; choose pp x vpp "
+            f"dividing {model.num_layers} or set first_stage_layers/last_stage_layers")
+
+
+def _experts(model) -> int:
+    return model.moe.num_experts if model.moe is not None else 1
+
+
+def _microbatches(b: PlanBatch) -> np.ndarray:
+    return b.global_batch_size // (b.micro_batch_size * b.dp)
+
+
+_RULES: tuple[tuple[Any, Any], ...] = (
+    (lambda m, b: m.num_attention_heads % b.tp != 0,
+     lambda m, p: f"tp={p.tp} does not divide num_attention_heads={m.num_attention_heads}; "
+                  f"try tp in {{{', '.join(_tp_choices(m).split(', ')[:12])}}}"),
+    (lambda m, b: (m.num_kv_heads % b.tp != 0) & (b.tp % m.num_kv_heads != 0),
+     lambda m, p: f"tp={p.tp} and num_kv_heads={m.num_kv_heads}: one must divide the other (kv heads are split or "
+                  f"replicated across tp ranks); try tp in {{{_tp_choices(m)}}}"),
+    (lambda m, b: b.pp > m.num_layers,
+     lambda m, p: f"pp={p.pp} is larger than num_layers={m.num_layers}; use pp <= {m.num_layers}"),
+    (_stage_split_bad, _stage_split_message),
+    (lambda m, b: (b.vpp > 1) & (b.pp == 1),
+     lambda m, p: f"vpp={p.vpp} needs pp > 1 (interleaving splits each pipeline stage); set vpp: 1"),
+    (lambda m, b: (b.seq_length % b.cp != 0) | ((b.cp > 1) & (b.seq_length % (2 * b.cp) != 0)),
+     lambda m, p: f"seq_length={p.seq_length} must be divisible by 2 x cp = {2 * p.cp} for context parallelism"),
+    (lambda m, b: b.sequence_parallel & (b.tp > 1) & ((b.seq_length // b.cp) % b.tp != 0),
+     lambda m, p: f"sequence parallelism needs seq_length / cp = {p.seq_length // p.cp} divisible by tp={p.tp}"),
+    (lambda m, b: (_experts(m) % b.ep != 0) if m.moe is not None else np.zeros(len(b), bool),
+     lambda m, p: f"ep={p.ep} does not divide num_experts={_experts(m)}; "
+                  f"try ep in {{{', '.join(map(str, _divisors(_experts(m))))}}}"),
+    (lambda m, b: ((b.tp * b.cp * b.dp) % (b.etp * b.ep) != 0) if m.moe is not None else np.zeros(len(b), bool),
+     lambda m, p: f"etp x ep = {p.etp} x {p.ep} does not divide tp x cp x dp = {p.tp * p.cp * p.dp} (MoE layers lay "
+                  "etp x ep x edp over the same ranks); choose ep dividing tp x cp x dp / etp"),
+    (lambda m, b: (b.ep > 1) if m.moe is None else np.zeros(len(b), bool),
+     lambda m, p: f"ep={p.ep} but {m.name} has no experts; set ep: 1"),
+    (lambda m, b: b.global_batch_size % (b.micro_batch_size * b.dp) != 0,
+     lambda m, p: f"global_batch_size={p.global_batch_size} is not divisible by micro_batch_size x dp = "
+                  f"{p.micro_batch_size} x {p.dp} = {p.micro_batch_size * p.dp}; "
+                  f"use a multiple of {p.micro_batch_size * p.dp}"),
+    (lambda m, b: (b.vpp > 1) & (_microbatches(b) % b.pp != 0),
+     lambda m, p: f"the interleaved schedule needs the number of micro-batches ({p.num_microbatches}) to be a "
+                  f"multiple of pp={p.pp}; change global_batch_size or micro_batch_size"),
+    (lambda m, b: b.dp % b.dp_shard != 0,
+     lambda m, p: f"dp_shard={p.dp_shard} must divide dp={p.dp} (HSDP shards within replicas)"),
+    (lambda m, b: (b.dp_shard != b.dp) & (b.zero_stage == 0),
+     lambda m, p: "dp_shard only applies with zero_stage >= 1; remove dp_shard or raise zero_stage"),
+)
+"""(vectorized violation test, message for one plan), in the order a single plan is checked."""
+
+
+def valid_plan_mask(model, plans: PlanBatch) -> np.ndarray:
+    """Vectorized :func:`validate_plan_batch`: True where a plan passes every model-dependent rule.
+
+    Degrees are assumed positive (the planner and :func:`plan_from_mapping` only build positive ones).
+    """
+    ok = np.ones(len(plans), dtype=bool)
+    for violated, _ in _RULES:
+        ok &= ~np.asarray(violated(model, plans), dtype=bool)
+    return ok
+
+
 def validate_plan_batch(model, plans: Sequence[Plan]) -> None:
     """Model-dependent checks with one-line messages naming the value and a fix (raises :class:`PlanError`)."""
     for plan in plans:
@@ -248,61 +334,7 @@ def validate_plan_batch(model, plans: Sequence[Plan]) -> None:
 
 
 def _validate_one(model, plan: Plan) -> None:
-    heads, kv = model.num_attention_heads, model.num_kv_heads
-    if heads % plan.tp:
-        ok = [d for d in _divisors(heads) if kv % d == 0 or d % kv == 0][:12]
-        raise PlanError(f"tp={plan.tp} does not divide num_attention_heads={heads}; try tp in {{{', '.join(map(str, ok))}}}")
-    if kv % plan.tp and plan.tp % kv:
-        raise PlanError(
-            f"tp={plan.tp} and num_kv_heads={kv}: one must divide the other (kv heads are split or replicated "
-            f"across tp ranks); try tp in {{{', '.join(str(d) for d in _divisors(heads) if kv % d == 0 or d % kv == 0)}}}"
-        )
-    if plan.pp > model.num_layers:
-        raise PlanError(f"pp={plan.pp} is larger than num_layers={model.num_layers}; use pp <= {model.num_layers}")
-    stages_layers = plan.pp * plan.vpp
-    if plan.first_stage_layers or plan.last_stage_layers:
-        rest = model.num_layers - plan.first_stage_layers - plan.last_stage_layers
-        middle = plan.pp - (1 if plan.first_stage_layers else 0) - (1 if plan.last_stage_layers else 0)
-        if rest < 0 or (middle > 0 and rest % middle) or (middle == 0 and rest != 0):
-            raise PlanError(
-                f"first_stage_layers={plan.first_stage_layers}, last_stage_layers={plan.last_stage_layers} leave "
-                f"{rest} layers for {middle} middle stages; they must divide evenly"
-            )
-    elif model.num_layers % stages_layers:
-        raise PlanError(
-            f"num_layers={model.num_layers} is not divisible by pp x vpp = {plan.pp} x {plan.vpp}; choose pp x vpp "
-            f"dividing {model.num_layers} or set first_stage_layers/last_stage_layers"
-        )
-    if plan.vpp > 1 and plan.pp == 1:
-        raise PlanError(f"vpp={plan.vpp} needs pp > 1 (interleaving splits each pipeline stage); set vpp: 1")
-    if plan.seq_length % plan.cp or (plan.cp > 1 and plan.seq_length % (2 * plan.cp)):
-        raise PlanError(f"seq_length={plan.seq_length} must be divisible by 2 x cp = {2 * plan.cp} for context parallelism")
-    if plan.sequence_parallel and plan.tp > 1 and (plan.seq_length // plan.cp) % plan.tp:
-        raise PlanError(f"sequence parallelism needs seq_length / cp = {plan.seq_length // plan.cp} divisible by tp={plan.tp}")
-    if model.moe is not None:
-        experts = model.moe.num_experts
-        if experts % plan.ep:
-            raise PlanError(f"ep={plan.ep} does not divide num_experts={experts}; try ep in {{{', '.join(map(str, _divisors(experts)))}}}")
-        moe_ranks = plan.tp * plan.cp * plan.dp
-        if moe_ranks % (plan.etp * plan.ep):
-            raise PlanError(
-                f"etp x ep = {plan.etp} x {plan.ep} does not divide tp x cp x dp = {moe_ranks} (MoE layers lay "
-                "etp x ep x edp over the same ranks); choose ep dividing tp x cp x dp / etp"
-            )
-    elif plan.ep > 1:
-        raise PlanError(f"ep={plan.ep} but {model.name} has no experts; set ep: 1")
-    per_step = plan.micro_batch_size * plan.dp
-    if plan.global_batch_size % per_step:
-        raise PlanError(
-            f"global_batch_size={plan.global_batch_size} is not divisible by micro_batch_size x dp = "
-            f"{plan.micro_batch_size} x {plan.dp} = {per_step}; use a multiple of {per_step}"
-        )
-    if plan.vpp > 1 and plan.num_microbatches % plan.pp:
-        raise PlanError(
-            f"the interleaved schedule needs the number of micro-batches ({plan.num_microbatches}) to be a multiple "
-            f"of pp={plan.pp}; change global_batch_size or micro_batch_size"
-        )
-    if plan.dp % plan.dp_shard:
-        raise PlanError(f"dp_shard={plan.dp_shard} must divide dp={plan.dp} (HSDP shards within replicas)")
-    if plan.dp_shard != plan.dp and plan.zero_stage == 0:
-        raise PlanError("dp_shard only applies with zero_stage >= 1; remove dp_shard or raise zero_stage")
+    batch = PlanBatch.from_plans([plan])
+    for violated, message in _RULES:
+        if bool(np.asarray(violated(model, batch))[0]):
+            raise PlanError(message(model, plan))

@@ -1,0 +1,172 @@
+"""``tierwise plan`` (rank parallel layouts and explain the winner) and ``tierwise scale`` (best plan per GPU
+count). numpy and the estimator are imported inside the command bodies: start-up time counts."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from tierwise.cli._output import emit
+from tierwise.errors import PlanError
+
+ModelOpt = Annotated[str, typer.Option("--model", help="catalog name, YAML file or Hugging Face config.json")]
+ClusterOpt = Annotated[str, typer.Option("--cluster", help="catalog name or YAML file")]
+BatchOpt = Annotated[int, typer.Option("--global-batch", help="global batch in sequences")]
+SeqOpt = Annotated[int, typer.Option("--seq", help="sequence length in tokens")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print the JSON document")]
+Fixed = Annotated[int | None, typer.Option(help="fix this degree")]
+Bound = Annotated[int | None, typer.Option(help="upper bound on this degree")]
+ListOpt = Annotated[str | None, typer.Option(help="comma-separated values allowed")]
+ObjOpt = Annotated[str, typer.Option("--objective", help="step_time, tokens_per_s or mfu")]
+
+
+def _names(text: str | None, allowed: tuple[str, ...], what: str) -> tuple[str, ...] | None:
+    if text is None:
+        return None
+    values = tuple(v.strip().lower() for v in text.split(",") if v.strip())
+    bad = [v for v in values if v not in allowed]
+    if bad or not values:
+        raise PlanError(f"--{what} {text!r}; choose from {', '.join(allowed)} (comma-separated)")
+    return values
+
+
+def _zero(text: str | None) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        values = ()
+    if not values or any(v not in (0, 1, 2, 3) for v in values):
+        raise PlanError(f"--zero {text!r}; give ZeRO stages from 0, 1, 2, 3 (comma-separated)")
+    return values
+
+
+def _constraints(**kw):
+    from tierwise.planner.space import Constraints
+    from tierwise.specs.plan import PRECISION, RECOMPUTE
+
+    fields = {k: v for k, v in kw.items() if k not in ("recompute", "precision", "zero") and v is not None}
+    recompute = _names(kw["recompute"], RECOMPUTE, "recompute")
+    precision = _names(kw["precision"], PRECISION, "precision")
+    zero = _zero(kw["zero"])
+    if recompute:
+        fields["recompute"] = recompute
+    if precision:
+        fields["precision"] = precision
+    if zero:
+        fields["zero_stages"] = zero
+    return Constraints(**fields)
+
+
+def _load(model: str, cluster: str):
+    from tierwise.specs.cluster import load_cluster
+    from tierwise.specs.model import load_model
+
+    return load_model(model), load_cluster(cluster)
+
+
+def render_plans(console, doc: dict) -> None:
+    """Rich view of a ``plan --json`` document."""
+    from rich.table import Table
+
+    from tierwise.units import format_bytes, format_time
+
+    title = (f"{doc['model']} on {doc['num_gpus']} x {doc['cluster']}, global batch {doc['global_batch_size']} x "
+             f"{doc['seq_length']} tokens, ranked by {doc['objective']}")
+    table = Table(title=title)
+    tiers = ["scale_up", "scale_out"]
+    if any("host" in p["estimate"]["breakdown"]["per_tier"] for p in doc["plans"]):
+        tiers.insert(1, "host")
+    for col in ("#", "tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "recompute", "ZeRO", "prec", "step", "tokens/s",
+                "MFU", "memory/GPU", *(f"exposed {t}" for t in tiers), "bubble"):
+        table.add_column(col, justify="right" if col not in ("recompute", "prec") else "left")
+    for rank, p in enumerate(doc["plans"], 1):
+        e = p["estimate"]
+        per_tier = e["breakdown"]["per_tier"]
+        exposed = [per_tier.get(t, {}).get("exposed_s", 0.0) for t in tiers]
+        zero = str(p["zero_stage"]) + ("h" if p["dp_shard"] < p["dp"] else "")
+        table.add_row(str(rank), str(p["tp"]), str(p["pp"]), str(p["dp"]), str(p["cp"]),
+                      str(p["ep"]) + (f"/{p['etp']}" if p["ep"] > 1 else ""), str(p["vpp"]),
+                      str(p["micro_batch_size"]), p["recompute"], zero, p["precision"], format_time(e["step_time_s"]),
+                      f"{e['tokens_per_s']:,.0f}", f"{e['mfu']:.1%}", format_bytes(e["memory"]["per_gpu_bytes"]),
+                      *(format_time(x) for x in exposed), format_time(e["breakdown"]["bubble_s"]))
+    if doc["plans"]:
+        console.print(table)
+    console.print(doc["explanation"], markup=False)
+    console.print(f"[dim]evaluated {doc['num_evaluated']:,} plans of a space of {doc['space_size']:,} "
+                  f"({doc['num_feasible']:,} fit memory); ep shown as ep/etp; ZeRO 'h' = HSDP; vpp > 1 = interleaved "
+                  "1F1B[/dim]")
+    for miss in doc.get("infeasible", []):
+        console.print(f"[dim]does not fit: {miss['plan']}: {format_bytes(miss['memory_per_gpu_bytes'])} of "
+                      f"{format_bytes(miss['capacity_bytes'])}[/dim]")
+    for note in doc.get("notes", []):
+        console.print(f"[yellow]note: {note}[/yellow]")
+
+
+def render_scale(console, doc: dict) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"{doc['model']} on {doc['cluster']}: best plan per GPU count (global batch "
+                        f"{doc['global_batch_size']} x {doc['seq_length']})")
+    for col in ("GPUs", "plan", "tokens/s", "vs linear", "compute share"):
+        table.add_column(col)
+    for p in doc["points"]:
+        if p["plan"] is None:
+            table.add_row(str(p["num_gpus"]), "-", "-", "-", "-")
+            continue
+        from tierwise.planner.answer import plan_label_from
+
+        table.add_row(str(p["num_gpus"]), plan_label_from(p["plan"]), f"{p['tokens_per_s']:,.0f}",
+                      f"{p['efficiency_vs_linear']:.0%}", f"{p['scaling_efficiency']:.0%}")
+    console.print(table)
+    console.print(doc["explanation"].splitlines()[-1], markup=False)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("plan")
+    def plan_cmd(
+        model: ModelOpt, cluster: ClusterOpt,
+        gpus: Annotated[int, typer.Option("--gpus", help="number of GPUs")],
+        global_batch: BatchOpt = 1024, seq: SeqOpt = 8192,
+        top: Annotated[int, typer.Option("--top", help="how many plans to show")] = 10,
+        as_json: JsonOpt = False,
+        tp: Fixed = None, pp: Fixed = None, cp: Fixed = None, ep: Fixed = None, dp: Fixed = None,
+        vpp: Fixed = None, mbs: Annotated[int | None, typer.Option("--mbs", help="fix the micro-batch size")] = None,
+        max_tp: Bound = None, max_pp: Bound = None, max_cp: Bound = None, max_ep: Bound = None,
+        max_vpp: Annotated[int, typer.Option(help="upper bound on interleaved chunks")] = 8,
+        max_mbs: Annotated[int, typer.Option(help="upper bound on the micro-batch size")] = 8,
+        recompute: ListOpt = None, precision: ListOpt = None,
+        zero: Annotated[str | None, typer.Option("--zero", help="ZeRO stages allowed, e.g. 1,3")] = None,
+        objective: ObjOpt = "step_time",
+        show_infeasible: Annotated[bool, typer.Option("--show-infeasible", help="list the nearest misses")] = False,
+    ) -> None:
+        """Search every parallel layout, fit memory, rank by the estimator, and explain the winner."""
+        from tierwise.planner.answer import plan_document
+
+        c = _constraints(tp=tp, pp=pp, cp=cp, ep=ep, dp=dp, vpp=vpp, micro_batch_size=mbs, max_tp=max_tp,
+                         max_pp=max_pp, max_cp=max_cp, max_ep=max_ep, max_vpp=max_vpp, max_micro_batch_size=max_mbs,
+                         recompute=recompute, precision=precision, zero=zero)
+        m, cl = _load(model, cluster)
+        doc = plan_document(m, cl, gpus, global_batch, seq, constraints=c, objective=objective, top=top,
+                            show_infeasible=show_infeasible)
+        emit(doc, as_json, lambda console: render_plans(console, doc))
+
+    @app.command("scale")
+    def scale_cmd(
+        model: ModelOpt, cluster: ClusterOpt,
+        gpus: Annotated[str, typer.Option("--gpus", help="doubling range LO:HI, or a comma-separated list")],
+        global_batch: BatchOpt = 1024, seq: SeqOpt = 8192, as_json: JsonOpt = False,
+        recompute: ListOpt = None, precision: ListOpt = None,
+        zero: Annotated[str | None, typer.Option("--zero", help="ZeRO stages allowed, e.g. 1,3")] = None,
+        objective: ObjOpt = "step_time",
+    ) -> None:
+        """Best plan at each GPU count and its efficiency against linear scaling: where adding GPUs stops paying."""
+        from tierwise.planner.answer import parse_gpu_range, scale_document
+
+        counts = parse_gpu_range(gpus)
+        c = _constraints(recompute=recompute, precision=precision, zero=zero)
+        m, cl = _load(model, cluster)
+        doc = scale_document(m, cl, counts, global_batch, seq, constraints=c, objective=objective)
+        emit(doc, as_json, lambda console: render_scale(console, doc))

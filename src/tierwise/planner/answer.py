@@ -1,0 +1,289 @@
+"""The documents ``tierwise plan`` and ``tierwise scale`` print: ranked plans with their explanation, and the
+best plan per GPU count with its scaling efficiency. Library functions first; the CLI only renders them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tierwise.errors import PlanError
+from tierwise.planner.branch_and_bound import SearchResult, search
+from tierwise.planner.capacity import min_gpus_to_fit
+from tierwise.planner.explain import AXIS_LABEL, compare, explain_lines, plan_entry, plan_label
+from tierwise.planner.space import Constraints
+from tierwise.specs.plan import PlanBatch, valid_plan_mask
+
+__all__ = ["plan_document", "scale_document", "parse_gpu_range"]
+
+_TIERS = ("local", "scale_up", "host", "scale_out")
+
+
+def _estimate(model, cluster, batch: PlanBatch):
+    from tierwise.estimate import estimate
+
+    return estimate(model, cluster, batch)
+
+
+def _neighbours(model, cluster, result: SearchResult, plan, c: Constraints) -> list[tuple[str, float, bool, float]]:
+    """The winner with one memory-saving choice undone: less recompute, a lower ZeRO stage, a doubled
+    micro-batch. (description, step, fits, memory fraction) of each valid one."""
+    from dataclasses import replace
+
+    cands = []
+    order = ("none", "selective", "full")
+    if plan.recompute != "none":
+        lighter = order[order.index(plan.recompute) - 1]
+        if lighter in c.recompute:
+            cands.append((f"{lighter} recompute", replace(plan, recompute=lighter)))
+    lower = [z for z in c.zero_stages if z < plan.zero_stage]
+    if lower:
+        cands.append((f"ZeRO-{max(lower)}", replace(plan, zero_stage=max(lower),
+                                                   dp_shard=plan.dp if max(lower) == 0 else plan.dp_shard)))
+    if c.micro_batch_size is None and 2 * plan.micro_batch_size <= c.max_micro_batch_size:
+        cands.append((f"micro-batch {2 * plan.micro_batch_size}", replace(plan, micro_batch_size=2 * plan.micro_batch_size)))
+    if not cands:
+        return []
+    batch = PlanBatch.from_plans([p for _, p in cands])
+    ok = valid_plan_mask(model, batch)
+    if not ok.any():
+        return []
+    keep = np.nonzero(ok)[0]
+    est = _estimate(model, cluster, batch.select(keep))
+    mem = est.memory["per_gpu_bytes"] / est.memory["capacity_bytes"]
+    return [(cands[j][0], float(est.step_time_s[n]), bool(est.memory["fits"][n]), float(mem[n]))
+            for n, j in enumerate(keep)]
+
+
+def _crossing_lines(model, cluster, result: SearchResult, est, plans, c: Constraints) -> list[str]:
+    """For TP or EP groups of the winner that cross scale-out: what crossing buys against the best plan that
+    keeps that axis inside one scale-up domain (a second, constrained search)."""
+    from dataclasses import replace
+
+    lines = []
+    w = plans[0]
+    for axis in ("tp", "ep"):
+        if getattr(w, axis) <= 1 or _TIERS[int(est.axis_tier[axis][0])] != "scale_out":
+            continue
+        label = AXIS_LABEL[axis]
+        try:
+            alt = search(model, cluster, result.space.num_gpus, result.space.global_batch_size,
+                         result.space.seq_length, constraints=replace(c, inside_scale_up=(axis,), **{axis: None}),
+                         objective=result.objective, top=1)
+        except PlanError:
+            alt = None
+        if alt is None or not len(alt.plans["tp"]):
+            lines.append(f"{label} {getattr(w, axis)} crosses scale_out: no plan keeping {label} inside one "
+                         f"{cluster.scale_up_domain}-GPU scale-up domain fits")
+            continue
+        other = alt.batch().plan(0)
+        both = _estimate(model, cluster, PlanBatch.from_plans([w, other]))
+        gain = float(both.step_time_s[1]) / float(both.step_time_s[0]) - 1
+        head = f"{label} {getattr(w, axis)} crosses scale_out ({float(both.axis_exposed_s[axis][0]):.3g} s exposed)"
+        inside = f"the best plan keeping {label} inside one {cluster.scale_up_domain}-GPU scale-up domain"
+        verdict = (f"it buys {gain:.1%}: {inside} is that much slower" if gain >= 0 else
+                   f"it costs: {inside} takes {-gain:.1%} less time (the constraints forced the crossing)")
+        lines.append(f"{head}; {verdict} ({plan_label(other)}; it trades {compare(both, 0, 1)})")
+    return lines
+
+
+def _expert_line(model, cluster, result: SearchResult, plans, c: Constraints) -> list[str]:
+    """For an MoE model whose winner uses no expert parallelism: what the best plan with ep >= 2 trades."""
+    from dataclasses import replace
+
+    if model.moe is None or plans[0].ep > 1 or c.ep is not None:
+        return []
+    try:
+        alt = search(model, cluster, result.space.num_gpus, result.space.global_batch_size, result.space.seq_length,
+                     constraints=replace(c, min_ep=2), objective=result.objective, top=1)
+    except PlanError:
+        return []
+    if not len(alt.plans["tp"]):
+        return ["EP is not used: no plan with expert parallelism fits"]
+    other = alt.batch().plan(0)
+    both = _estimate(model, cluster, PlanBatch.from_plans([plans[0], other]))
+    tier = _TIERS[int(both.axis_tier["ep"][1])]
+    loss = float(both.step_time_s[1]) / float(both.step_time_s[0]) - 1
+    return [f"EP is not used: the best plan with expert parallelism ({plan_label(other)}, its EP group on {tier}) "
+            f"is {loss:.1%} slower; it trades {compare(both, 0, 1)}"]
+
+
+def _nothing_fits(model, cluster, result: SearchResult, c: Constraints) -> str:
+    acc = cluster.accelerator
+    cap = acc.hbm_capacity_bytes / 2**30
+    name = model.display_name or model.name
+    head = f"no plan of {name} fits {result.space.num_gpus} GPUs of {cap:.0f} GiB"
+    if len(result.infeasible.get("tp", [])):
+        head += f" (the lightest needs {float(result.infeasible['_memory'][0]):.0%} of the memory)"
+    fit = min_gpus_to_fit(model, cluster, result.space.num_gpus, result.space.global_batch_size,
+                          result.space.seq_length, c)
+    if fit is None:
+        return head + "; none fits up to 2,097,152 GPUs either"
+    p = fit.plan
+    sharding = f"ZeRO-{p.zero_stage}" if p.dp * p.cp > 1 else "no data parallelism"
+    return (f"{head}; {name} needs at least {fit.num_gpus} GPUs of {cap:.0f} GiB ({acc.display_name}) with "
+            f"{sharding} and {p.recompute} recompute (e.g. {plan_label(p)}, {fit.memory_fraction:.0%} of memory)")
+
+
+def plan_document(model, cluster, num_gpus: int, global_batch_size: int, seq_length: int, *,
+                  constraints: Constraints | None = None, objective: str = "step_time", top: int = 10,
+                  show_infeasible: bool = False) -> dict[str, Any]:
+    """The ``plan --json`` document: ranked plans best first, the explanation, and the search's counts."""
+    c = constraints or Constraints()
+    result = search(model, cluster, num_gpus, global_batch_size, seq_length, constraints=c, objective=objective,
+                    top=top)
+    doc: dict[str, Any] = {"model": model.name, "cluster": cluster.name, "num_gpus": num_gpus,
+                           "global_batch_size": global_batch_size, "seq_length": seq_length, "objective": objective}
+    n = len(result.plans["tp"])
+    plans, entries, lines = [], [], []
+    if n:
+        batch = result.batch()
+        plans = [batch.plan(i) for i in range(n)]
+        est = _estimate(model, cluster, batch)
+        entries = [plan_entry(model, cluster, num_gpus, plans[i], est, i) for i in range(n)]
+        lines = explain_lines(model, cluster, est, plans,
+                              neighbours=_neighbours(model, cluster, result, plans[0], c),
+                              crossing=_crossing_lines(model, cluster, result, est, plans, c)
+                              + _expert_line(model, cluster, result, plans, c))
+    else:
+        lines = [_nothing_fits(model, cluster, result, c)]
+    doc.update({"plans": entries, "explanation": "\n".join(lines), "num_evaluated": result.num_evaluated,
+                "num_feasible": result.num_feasible, "space_size": result.space_size, "notes": result.notes})
+    if show_infeasible:
+        doc["infeasible"] = _infeasible(model, cluster, result)
+    return doc
+
+
+def _infeasible(model, cluster, result: SearchResult) -> list[dict[str, Any]]:
+    """The nearest misses: per structure that fits with no switches, its lightest plan and memory."""
+    from tierwise.planner.space import to_batch
+
+    miss = result.infeasible
+    if not len(miss.get("tp", [])):
+        return []
+    batch = to_batch(miss, result.space.global_batch_size, result.space.seq_length)
+    est = _estimate(model, cluster, batch)
+    out = []
+    for i in range(len(batch)):
+        p = batch.plan(i)
+        out.append({"plan": plan_label(p), "tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "ep": p.ep,
+                    "micro_batch_size": p.micro_batch_size, "recompute": p.recompute, "zero_stage": p.zero_stage,
+                    "memory_per_gpu_bytes": float(est.memory["per_gpu_bytes"][i]),
+                    "capacity_bytes": float(est.memory["capacity_bytes"][i])})
+    return out
+
+
+def parse_gpu_range(text: str) -> list[int]:
+    """``"8:16384"`` -> 8, 16, ..., 16384 (doubling); ``"64"`` -> [64]; ``"8,24,72"`` -> that list."""
+    text = str(text).strip()
+    try:
+        if ":" in text:
+            lo, hi = (int(x) for x in text.split(":", 1))
+            if lo < 1 or hi < lo:
+                raise ValueError
+            counts = []
+            while lo <= hi:
+                counts.append(lo)
+                lo *= 2
+            return counts
+        counts = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise PlanError(f"--gpus {text!r}; give a count (64), a doubling range (8:16384) or a list (8,24,72) of "
+                        "positive integers") from None
+    if any(x < 1 for x in counts):
+        raise PlanError(f"--gpus {text!r}: GPU counts must be positive")
+    return counts
+
+
+def scale_document(model, cluster, counts: list[int], global_batch_size: int, seq_length: int, *,
+                   constraints: Constraints | None = None, objective: str = "step_time") -> dict[str, Any]:
+    """Best plan per GPU count (fixed global batch: strong scaling) and the efficiency against linear.
+
+    ``efficiency_vs_linear`` = tokens/s per GPU against the smallest count that has a plan; the knee is the
+    first doubling that buys less than 1.5x the tokens/s (half of its GPUs' linear share is lost), and its
+    reason is the step component whose share of the step grew most from the previous point.
+    """
+    points: list[dict[str, Any]] = []
+    shares: list[dict[str, float] | None] = []
+    for n in counts:
+        try:
+            doc = plan_document(model, cluster, n, global_batch_size, seq_length, constraints=constraints,
+                                objective=objective, top=1)
+        except PlanError as exc:
+            points.append({"num_gpus": n, "plan": None, "tokens_per_s": None, "scaling_efficiency": None,
+                           "efficiency_vs_linear": None, "reason": str(exc)})
+            shares.append(None)
+            continue
+        if not doc["plans"]:
+            points.append({"num_gpus": n, "plan": None, "tokens_per_s": None, "scaling_efficiency": None,
+                           "efficiency_vs_linear": None, "reason": doc["explanation"]})
+            shares.append(None)
+            continue
+        best = doc["plans"][0]
+        e = best["estimate"]
+        points.append({"num_gpus": n, "plan": best, "tokens_per_s": e["tokens_per_s"],
+                       "scaling_efficiency": e["scaling_efficiency"], "efficiency_vs_linear": None})
+        shares.append(_shares(e))
+    _fill_linear(points)
+    knee, lines = _knee(points, shares)
+    return {"model": model.name, "cluster": cluster.name, "global_batch_size": global_batch_size,
+            "seq_length": seq_length, "objective": objective, "points": points, "knee_num_gpus": knee,
+            "explanation": "\n".join(lines)}
+
+
+def _shares(e: dict[str, Any]) -> dict[str, float]:
+    bd = e["breakdown"]
+    step = e["step_time_s"]
+    out = {"recompute": bd["recompute_s"] / step, "bubble": bd["bubble_s"] / step,
+           "optimizer": bd["optimizer_s"] / step}
+    for axis, row in bd["per_axis"].items():
+        out[f"exposed {AXIS_LABEL[axis]}"] = row["exposed_s"] / step
+    return out
+
+
+def _fill_linear(points: list[dict[str, Any]]) -> None:
+    ref = next((p for p in points if p["tokens_per_s"]), None)
+    if ref is None:
+        return
+    per_gpu = ref["tokens_per_s"] / ref["num_gpus"]
+    for p in points:
+        if p["tokens_per_s"]:
+            p["efficiency_vs_linear"] = p["tokens_per_s"] / p["num_gpus"] / per_gpu
+
+
+def _knee(points, shares) -> tuple[int | None, list[str]]:
+    lines: list[str] = []
+    knee, verdict = None, "every doubling kept more than half of its GPUs' linear share"
+    prev = None
+    for p, share in zip(points, shares, strict=True):
+        if not p["tokens_per_s"]:
+            lines.append(f"{p['num_gpus']:>6} GPUs: no plan ({p['reason']})")
+            continue
+        lines.append(f"{p['num_gpus']:>6} GPUs: {p['tokens_per_s']:,.0f} tokens/s, {p['efficiency_vs_linear']:.0%} "
+                     f"of linear, compute {p['scaling_efficiency']:.0%} of the step ({plan_label_from(p['plan'])})")
+        if prev is not None and knee is None:
+            gain = p["tokens_per_s"] / prev[0]["tokens_per_s"]
+            ratio = p["num_gpus"] / prev[0]["num_gpus"]
+            if gain < 1 + 0.5 * (ratio - 1):
+                grew = max(share, key=lambda k: share[k] - prev[1].get(k, 0.0))
+                knee = p["num_gpus"]
+                verdict = (f"adding GPUs stops paying at {knee}: {ratio:g}x the GPUs give {gain:.2f}x the tokens/s; "
+                           f"{grew}{_tier_of(p['plan'], grew)} grew from {prev[1].get(grew, 0):.0%} to "
+                           f"{share[grew]:.0%} of the step (the global batch is fixed, so each GPU gets fewer "
+                           "tokens and micro-batches)")
+        prev = (p, share)
+    return knee, [*lines, verdict]
+
+
+def _tier_of(entry: dict[str, Any], component: str) -> str:
+    """`` on scale_out`` for an exposed-communication component, from the plan's axis tiers."""
+    labels = {v: k for k, v in AXIS_LABEL.items()}
+    if not component.startswith("exposed ") or "tiers" not in entry:
+        return ""
+    return f" (on {entry['tiers'][labels[component.split()[-1]]]})"
+
+
+def plan_label_from(entry: dict[str, Any]) -> str:
+    from tierwise.specs.plan import Plan
+
+    return plan_label(Plan(**entry["estimate"]["plan"]))

@@ -1,0 +1,120 @@
+"""``tierwise plan`` and ``tierwise scale`` in-process: the JSON contract, the explanation, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tierwise.cli import main
+
+PLAN_KEYS = {"tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch_size", "etp", "sequence_parallel", "recompute",
+             "zero_stage", "tiers", "estimate"}
+SMALL = ["--max-mbs", "2", "--max-vpp", "2"]
+
+
+def _run(capsys, *args):
+    rc = main(list(args))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_plan_json_contract(capsys):
+    rc, out, _ = _run(capsys, "plan", "--model", "llama3.1-70b", "--cluster", "dgx-h100", "--gpus", "256",
+                      "--global-batch", "256", "--seq", "4096", "--top", "3", "--json", *SMALL)
+    assert rc == 0
+    doc = json.loads(out)
+    assert {"plans", "explanation", "num_evaluated", "num_feasible"} <= set(doc)
+    assert len(doc["plans"]) == 3 and doc["num_feasible"] > 0
+    assert doc["num_evaluated"] < doc["space_size"]
+    steps = [p["estimate"]["step_time_s"] for p in doc["plans"]]
+    assert steps == sorted(steps)  # best first
+    for p in doc["plans"]:
+        assert set(p) >= PLAN_KEYS
+        assert set(p["tiers"]) == {"tp", "cp", "ep", "pp", "dp"}
+        assert p["tiers"]["tp"] in ("local", "scale_up")  # 8 GPUs per NVLink domain on a DGX
+        assert {"step_time_s", "tokens_per_s", "mfu", "memory", "breakdown", "tiers"} <= set(p["estimate"])
+        assert p["estimate"]["memory"]["fits"]
+        assert p["tp"] * p["pp"] * p["cp"] * p["dp"] == 256
+    assert doc["explanation"].startswith("best: ")
+    assert "runner-up" in doc["explanation"] and "on scale_up" in doc["explanation"]
+
+
+def test_plan_fixed_and_bounded_axes(capsys):
+    rc, out, _ = _run(capsys, "plan", "--model", "llama3.1-70b", "--cluster", "dgx-h100", "--gpus", "256",
+                      "--global-batch", "256", "--seq", "4096", "--tp", "4", "--max-pp", "4", "--recompute", "full",
+                      "--zero", "1", "--precision", "bf16", "--top", "3", "--json", *SMALL)
+    assert rc == 0
+    plans = json.loads(out)["plans"]
+    assert plans
+    for p in plans:
+        assert p["tp"] == 4 and p["pp"] <= 4 and p["recompute"] == "full" and p["zero_stage"] == 1
+        assert p["precision"] == "bf16"
+
+
+def test_plan_table_renders(capsys):
+    rc, out, _ = _run(capsys, "plan", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "16",
+                      "--global-batch", "32", "--seq", "4096", "--top", "2", *SMALL)
+    assert rc == 0
+    assert "best:" in out and "evaluated" in out
+
+
+def test_nothing_fits_says_how_many_gpus_are_needed(capsys):
+    rc, out, _ = _run(capsys, "plan", "--model", "llama3.1-405b", "--cluster", "dgx-h100", "--gpus", "8",
+                      "--global-batch", "64", "--seq", "8192", "--json", "--show-infeasible")
+    assert rc == 0
+    doc = json.loads(out)
+    assert doc["plans"] == []
+    assert "needs at least" in doc["explanation"] and "GPUs of 80 GiB" in doc["explanation"]
+    assert doc["infeasible"] and doc["infeasible"][0]["memory_per_gpu_bytes"] > doc["infeasible"][0]["capacity_bytes"]
+
+
+def test_moe_on_dgx_h100_keeps_ep_in_the_node_or_says_what_crossing_buys(capsys):
+    rc, out, _ = _run(capsys, "plan", "--model", "qwen3-235b-a22b", "--cluster", "dgx-h100", "--gpus", "256",
+                      "--global-batch", "256", "--seq", "4096", "--top", "2", "--json", *SMALL)
+    assert rc == 0
+    doc = json.loads(out)
+    best = doc["plans"][0]
+    assert best["tiers"]["ep"] != "scale_out" or "crosses scale_out" in doc["explanation"]
+
+
+def test_ep_forced_across_nodes_says_what_crossing_costs(capsys):
+    rc, out, _ = _run(capsys, "plan", "--model", "qwen3-235b-a22b", "--cluster", "dgx-h100", "--gpus", "256",
+                      "--global-batch", "256", "--seq", "4096", "--top", "1", "--ep", "16", "--json", *SMALL)
+    assert rc == 0
+    doc = json.loads(out)
+    assert doc["plans"][0]["tiers"]["ep"] == "scale_out"
+    assert "EP 16 crosses scale_out" in doc["explanation"]
+    assert "inside one 8-GPU scale-up domain" in doc["explanation"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model", "llama3.1-70b", "--gpus", "64", "--tp", "3"], "tp=3 does not divide num_attention_heads=64"),
+    (["--model", "llama3.1-70b", "--gpus", "0"], "num_gpus=0"),
+    (["--model", "llama3.1-8b", "--gpus", "16384", "--global-batch", "1"], "global_batch_size=1 is too small"),
+    (["--model", "llama3.1-8b", "--gpus", "8", "--recompute", "some"], "--recompute 'some'"),
+])
+def test_bad_input_is_one_line_and_exit_code_2(capsys, args, message):
+    rc, out, err = _run(capsys, "plan", "--cluster", "dgx-h100", *args)
+    assert rc == 2
+    assert message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_scale_json_contract(capsys):
+    rc, out, _ = _run(capsys, "scale", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "8:32",
+                      "--global-batch", "64", "--seq", "4096", "--json")
+    assert rc == 0
+    doc = json.loads(out)
+    assert [p["num_gpus"] for p in doc["points"]] == [8, 16, 32]
+    for p in doc["points"]:
+        assert {"num_gpus", "plan", "tokens_per_s", "scaling_efficiency", "efficiency_vs_linear"} <= set(p)
+    first = doc["points"][0]
+    assert first["efficiency_vs_linear"] == pytest.approx(1.0)
+    assert set(first["plan"]) >= PLAN_KEYS
+    assert doc["explanation"]
+
+
+def test_scale_bad_range_is_one_line(capsys):
+    rc, _, err = _run(capsys, "scale", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "64:8")
+    assert rc == 2 and "--gpus '64:8'" in err
