@@ -407,14 +407,17 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
     expert_params = pick([e_first, e_last, e_mid]) * shape.expert_params * shape.num_experts / (ep * etp)
     gb, wb = cparams["grad_bytes"], cparams["weight_bytes"]
     dp_group = dp * cp
-    dp_span = _span(cluster, (dp_group).astype(np.int64), strides["tp"] if True else None)
+    # gradients are reduced over the dp x cp ranks holding the same weights: the group starts at the
+    # stride of whichever of cp and dp is inner (in the default tp-cp-dp-pp order: stride tp)
+    dp_stride = np.where(plans.cp > 1, np.minimum(strides["cp"], strides["dp"]), strides["dp"])
+    dp_span = _span(cluster, (dp_group).astype(np.int64), dp_stride)
     edp = np.maximum(tp * cp * dp / (etp * ep), 1)
     edp_span = _span(cluster, edp.astype(np.int64), (etp * ep).astype(np.int64))
     zero = plans.zero_stage
     shard = plans.dp_shard.astype(float) * cp
     hsdp = (plans.dp_shard < plans.dp) & (zero >= 1)
-    shard_span = _span(cluster, shard.astype(np.int64), strides["tp"])
-    repl_span = _span(cluster, (dp_group / shard).astype(np.int64), (strides["tp"] * shard).astype(np.int64))
+    shard_span = _span(cluster, shard.astype(np.int64), dp_stride)
+    repl_span = _span(cluster, (dp_group / shard).astype(np.int64), (dp_stride * shard).astype(np.int64))
 
     # ZeRO-3 / FSDP gather and reduce-scatter one layer (one wrapped unit) at a time, so each step pays the
     # collective latency once per layer; ZeRO 0-2 reduce in large buckets (one collective per step here)
