@@ -9,9 +9,11 @@ refinements, and units are what the planner ranks.
 
     step = (m + (pp - 1) / v) x t_mb + exposed DP + optimizer,    t_mb >= 3 fwd + recompute  (slowest stage)
 
-so any plan's step is at least ``LB = (compute_s + recompute_s + EP) x (1 + (pp - 1) / (v m)) + optimizer_s``,
-the pipeline's compute with all communication hidden except the expert all-to-all ``EP`` (the estimator
-never hides it, and its group, ``ep`` ranks at stride ``etp``, does not depend on the placement order).
+so any plan's step is at least ``LB = (compute_s + recompute_s + EP + i TP) x (1 + (pp - 1) / (v m)) +
+optimizer_s``, the pipeline's compute with all communication hidden except the expert all-to-all ``EP``
+(the estimator never hides it, and its group, ``ep`` ranks at stride ``etp``, does not depend on the
+placement order) and the ``overlap_interference`` share ``i`` of the TP traffic, which even hidden TP
+traffic costs (TP at stride 1, the default refinement, is its fastest placement).
 Refinements (placement order, TP overlap, HSDP shard size) change only the other communication and, for
 HSDP, make the optimizer shard smaller (slower), so the LB of a unit with its default refinement bounds all
 its refinements (the slowest stage of a refined plan is at least as slow as the stage the LB was taken
@@ -93,6 +95,9 @@ class Evaluator:
         self.num_evaluated = 0
         self.num_feasible = 0
         self.bound_violations = 0
+        from tierwise.estimate.step import _compute_params
+
+        self._interference = float(_compute_params().get("overlap_interference", 0.0))
 
     def __call__(self, table: Table) -> dict[str, np.ndarray]:
         n = len(table["tp"])
@@ -106,7 +111,10 @@ class Evaluator:
         r = self._estimate(self.model, self.cluster, to_batch(table, s.global_batch_size, s.seq_length))
         weight = r.peak_flops_per_s if self.objective == "mfu" else 1.0
         pp, vpp = table["pp"], table["vpp"]
-        per_pipeline = r.compute_s + r.recompute_s + r.axis_exposed_s["ep"]
+        # TP traffic at the default refinement has its group at stride 1 (the fastest placement), and even
+        # hidden behind GEMMs it costs overlap_interference of its time: a floor for every refinement
+        interference = self._interference
+        per_pipeline = r.compute_s + r.recompute_s + r.axis_exposed_s["ep"] + interference * r.axis_time_s["tp"]
         lower = per_pipeline * (1 + (pp - 1) / (vpp * r.num_microbatches)) + r.optimizer_s
         score = r.step_time_s * weight
         bound = lower * weight
