@@ -1,0 +1,322 @@
+"""``measure ddp``: a real DistributedDataParallel training step, split into compute, communication and the
+communication left exposed after overlap, with tierwise's prediction of the exposed part beside it.
+
+What runs (per rank, gloo, one thread): an MLP of ``layers`` square ``Linear(width, width)`` + ReLU, MSE loss
+on random data, SGD. Three timed phases, each over ``steps`` steps after ``warmup`` untimed ones, medians:
+
+* ``compute_s``: forward + backward + optimizer under ``ddp.no_sync()`` (DDP skips the all-reduce);
+* ``step_s``: the same with synchronization: DDP all-reduces gradient buckets as they become ready during
+  backward, and ``backward()`` returns once all buckets are reduced;
+* ``comm_s``: the same buckets all-reduced back to back with no compute (the serialized communication);
+* ``exposed_s = step_s - compute_s``: the communication backward did not hide (plus DDP's bucket copies).
+
+Prediction (PyTorch DDP paper, Li et al., VLDB 2020, sections 3.2.3 and 4.2; DDP docs for the caps):
+after the first iteration DDP rebuilds its buckets in the order gradients became ready (reverse layer
+order here), each capped at ``bucket_cap_mb`` (torch passes an explicit cap to the first bucket too; only
+DDP's own default uses a 1 MiB first bucket, ``nn/parallel/distributed.py``), a parameter never split; a
+bucket's all-reduce starts when its last gradient is ready and after the previous bucket's all-reduce (one
+communication stream, buckets in order). With ``T_b`` the measured backward time (no_sync), gradient ``i``
+(reverse order) is ready at ``T_b x (params up to i) / (all params)`` (a Linear layer's backward FLOPs,
+``4 x batch x in x out``, are proportional to its parameters), and a bucket of ``B`` bytes takes
+``predict_time(regimes, "all-reduce", B, n)`` from a calibrated alpha-beta fit
+(:func:`tierwise.measure.fit.predict_time`). Then::
+
+    end_k = max(ready_k, end_{k-1}) + t_allreduce(B_k);   exposed = max(0, end_last - T_b)
+
+That overlap assumes communication runs on resources compute does not use. On gloo over loopback TCP,
+moving bytes is CPU work (kernel copies, the reduction), so it overlaps compute only where a core is idle.
+The overlap model is therefore a named switch, ``overlap``: ``"buckets"`` (the formula above) when the host
+has at least one idle core per rank beyond one compute thread per rank, else ``"serialized"``: compute and
+communication time-share the cores, and ``exposed = sum_k t_allreduce(B_k)``. Both are reported; the
+switch picks the headline (docs/measure.md shows what each predicted here).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from dataclasses import asdict, dataclass
+
+from tierwise.errors import MeasureError
+
+__all__ = ["DdpConfig", "run_ddp", "predict_exposed", "bucket_sizes", "render_ddp", "overlap_switch"]
+
+_FIRST_BUCKET_BYTES = 1024 * 1024  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
+
+
+@dataclass(frozen=True, kw_only=True)
+class DdpConfig:
+    """The model and the measurement."""
+
+    steps: int = 7
+    """Measured steps per phase; medians over them (>= 5)."""
+    warmup: int = 2
+    width: int = 1024
+    layers: int = 6
+    batch: int = 32
+    bucket_cap_mb: float = 25.0
+    """DDP's ``bucket_cap_mb`` (MiB); 25 is DDP's default."""
+    calib_sizes: tuple[int, ...] = tuple(2**k for k in range(16, 26))
+    """All-reduce sizes of the calibration sweep run first when no calibration is given (64 KiB..32 MiB)."""
+    calib_iters: int = 20
+
+    def __post_init__(self):
+        if self.steps < 5:
+            raise MeasureError(f"--steps {self.steps}: medians need >= 5 measured steps")
+        if self.width < 1 or self.layers < 1 or self.batch < 1:
+            raise MeasureError("--width, --layers and --batch must be >= 1")
+        if self.bucket_cap_mb <= 0:
+            raise MeasureError(f"--bucket-cap-mb {self.bucket_cap_mb} must be > 0")
+
+
+def bucket_sizes(param_bytes_reverse: list[int], cap_bytes: float, first_cap_bytes: float = _FIRST_BUCKET_BYTES):
+    """Group parameter sizes (in reverse registration order) into DDP buckets; returns (bytes, last index).
+
+    A bucket closes once it reaches its cap (the first bucket's cap is ``first_cap_bytes``); a parameter is
+    never split, so one larger than the cap fills a bucket alone.
+
+    >>> bucket_sizes([4, 4096, 4, 4096], cap_bytes=5000, first_cap_bytes=100)
+    [(4100, 1), (4100, 3)]
+    """
+    buckets, current, cap = [], 0, first_cap_bytes
+    for i, size in enumerate(param_bytes_reverse):
+        current += size
+        if current >= cap:
+            buckets.append((current, i))
+            current, cap = 0, cap_bytes
+    if current:
+        buckets.append((current, len(param_bytes_reverse) - 1))
+    return buckets
+
+
+def predict_exposed(param_bytes_reverse: list[int], backward_s: float, regimes, num_ranks: int,
+                    cap_bytes: float, first_cap_bytes: float = _FIRST_BUCKET_BYTES) -> dict:
+    """Predicted exposed communication of one DDP backward (module docstring formula).
+
+    >>> from tierwise.measure.fit import Regime
+    >>> r = [Regime(name="all", min_bytes=0, max_bytes=None, latency_s=0.0, busbw_bytes_per_s=1e9)]
+    >>> p = predict_exposed([10**6, 10**6], backward_s=2e-3, regimes=r, num_ranks=2, cap_bytes=10**6,
+    ...                     first_cap_bytes=10**6)
+    >>> round(p["exposed_s"] * 1e3, 6)  # bucket 1 ready at 1 ms, ends at 2 ms; bucket 2 ends at 3 ms
+    1.0
+    """
+    from tierwise.measure.fit import predict_time
+
+    total = float(sum(param_bytes_reverse))
+    cumulative, ready = 0.0, []
+    for size in param_bytes_reverse:
+        cumulative += size
+        ready.append(backward_s * cumulative / total)
+    end, comm, buckets = 0.0, 0.0, []
+    for nbytes, last in bucket_sizes(param_bytes_reverse, cap_bytes, first_cap_bytes):
+        t = float(predict_time(regimes, "all-reduce", nbytes, num_ranks))
+        start = max(ready[last], end)
+        end = start + t
+        comm += t
+        buckets.append({"bytes": nbytes, "ready_s": ready[last], "start_s": start, "end_s": end})
+    return {"exposed_s": max(0.0, end - backward_s), "comm_s": comm, "buckets": buckets}
+
+
+def _host_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def overlap_switch(ranks_on_host: int, host_cpus: int | None = None) -> str:
+    """``"buckets"`` if every rank on the host has an idle core for its communication besides the core of
+    its compute thread, else ``"serialized"`` (module docstring)."""
+    cpus = _host_cpus() if host_cpus is None else host_cpus
+    return "buckets" if cpus - ranks_on_host >= ranks_on_host else "serialized"
+
+
+def _model(config: DdpConfig):
+    import torch
+
+    torch.manual_seed(0)
+    blocks = []
+    for _ in range(config.layers):
+        blocks += [torch.nn.Linear(config.width, config.width), torch.nn.ReLU()]
+    return torch.nn.Sequential(*blocks)
+
+
+def _median_time(fn, steps: int, warmup: int) -> float:
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def _calibration_rows(world: int, rank: int, config: DdpConfig) -> list[dict]:
+    """An all-reduce sweep with the collective benchmark's own method (bench.py)."""
+    import torch
+    import torch.distributed as dist
+
+    from tierwise.measure.bench import _buffers, _operation, _time
+
+    rows = []
+    for size in config.calib_sizes:
+        inp, out, _ = _buffers("all-reduce", size, world, rank, torch.device("cpu"))
+        run = _operation("all-reduce", inp, out, world, rank)
+        for _ in range(2):
+            run()
+        dist.barrier()
+        local = torch.tensor([_time(run, config.calib_iters, torch.device("cpu"))], dtype=torch.float64)
+        dist.all_reduce(local)
+        rows.append({"op": "all-reduce", "num_ranks": world, "backend": "gloo", "size_bytes": inp.numel() * 4,
+                     "time_s": local.item() / world})
+    return rows
+
+
+def ddp_worker(rank: int, world: int, config: DdpConfig, calibration_rows: list[dict] | None) -> dict | None:
+    """One rank: calibrate (unless given), then time the three phases; rank 0 returns the result."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    calib = calibration_rows if calibration_rows is not None else _calibration_rows(world, rank, config)
+    model = DistributedDataParallel(_model(config), bucket_cap_mb=config.bucket_cap_mb, gradient_as_bucket_view=True)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    gen = torch.Generator().manual_seed(rank)
+    x = torch.randn(config.batch, config.width, generator=gen)
+    y = torch.randn(config.batch, config.width, generator=gen)
+    fwd_times, bwd_times = [], []
+
+    def train_step(sync: bool):
+        opt.zero_grad(set_to_none=True)
+        start = time.perf_counter()
+        if sync:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            mid = time.perf_counter()
+            loss.backward()
+        else:
+            with model.no_sync():
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                mid = time.perf_counter()
+                loss.backward()
+            fwd_times.append(mid - start)
+            bwd_times.append(time.perf_counter() - mid)
+        opt.step()
+
+    params_reverse = [p.numel() * p.element_size() for p in reversed(list(model.parameters()))]
+    cap = config.bucket_cap_mb * 2**20
+    grads = [torch.zeros(n // 4) for n, _ in bucket_sizes(params_reverse, cap, cap)]
+
+    def comm_only():
+        for g in grads:
+            dist.all_reduce(g)
+
+    dist.barrier()
+    compute_s = _median_time(lambda: train_step(False), config.steps, config.warmup)
+    dist.barrier()
+    step_s = _median_time(lambda: train_step(True), config.steps, config.warmup)
+    dist.barrier()
+    comm_s = _median_time(comm_only, config.steps, config.warmup)
+    backward_s = statistics.median(bwd_times[config.warmup:])
+    forward_s = statistics.median(fwd_times[config.warmup:])
+    local = torch.tensor([compute_s, step_s, comm_s, backward_s, forward_s], dtype=torch.float64)
+    dist.all_reduce(local)
+    compute_s, step_s, comm_s, backward_s, forward_s = (local / world).tolist()
+    logged = {}
+    try:
+        logged = model._get_ddp_logging_data()
+    except Exception:  # private API; only used to cross-check the bucket model
+        logged = {}
+    if rank != 0:
+        return None
+    return {
+        "params_reverse_bytes": params_reverse, "compute_s": compute_s, "step_s": step_s, "comm_s": comm_s,
+        "backward_s": backward_s, "forward_s": forward_s, "calibration_rows": calib,
+        "ddp_bucket_sizes": logged.get("rebuilt_bucket_sizes") or logged.get("bucket_sizes"),
+        "ranks_on_host": int(os.environ.get("LOCAL_WORLD_SIZE", world)),
+    }
+
+
+def _regimes_from(calibration: str | None, rows: list[dict], world: int):
+    """Regimes from a calibrated YAML (its all-reduce tier), a result JSON, or the rows just measured."""
+    from tierwise.measure.calibrate import calibrate
+    from tierwise.measure.fit import fit_regimes
+
+    if calibration and calibration.endswith((".yaml", ".yml")):
+        from tierwise.specs.catalog import load_yaml_file
+
+        doc = load_yaml_file(calibration) or {}
+        fitted = doc.get("fitted") or {}
+        tier = fitted.get("scale_up") or next(iter(fitted.values()), None)
+        if not tier or "regimes" not in tier:
+            raise MeasureError(f"{calibration}: no fitted regimes; write it with `tierwise calibrate`")
+        return tier["regimes"], f"{calibration} ({tier.get('op')}, {tier.get('num_ranks')} ranks)"
+    if calibration:
+        fit = calibrate([calibration]).fits
+        return next(iter(fit.values())).regimes, calibration
+    fit = fit_regimes([r["size_bytes"] for r in rows], [r["time_s"] for r in rows], "all-reduce", world)
+    return fit.regimes, "all-reduce sweep measured before the steps"
+
+
+def run_ddp(config: DdpConfig, num_ranks: int | None, calibration: str | None = None) -> dict | None:
+    """Measure (see the module docstring) and predict; the result dict on rank 0, None elsewhere."""
+    from tierwise.measure.bench import launch
+
+    given_rows = [] if calibration else None
+    raw = launch(ddp_worker, (config, given_rows), num_ranks, "gloo")
+    if raw is None:
+        return None
+    world = int(os.environ.get("WORLD_SIZE", num_ranks or 0)) if "RANK" in os.environ else int(num_ranks)
+    regimes, regimes_source = _regimes_from(calibration, raw["calibration_rows"], world)
+    cap = config.bucket_cap_mb * 2**20
+    predicted = predict_exposed(raw["params_reverse_bytes"], raw["backward_s"], regimes, world, cap, cap)
+    exposed = raw["step_s"] - raw["compute_s"]
+    overlap = overlap_switch(ranks_on_host=raw["ranks_on_host"])
+    headline = predicted["exposed_s"] if overlap == "buckets" else predicted["comm_s"]
+    return {
+        "num_ranks": world,
+        "config": {k: v for k, v in asdict(config).items() if k not in ("calib_sizes",)},
+        "num_params": sum(raw["params_reverse_bytes"]) // 4,
+        "buckets_bytes": [b["bytes"] for b in predicted["buckets"]],
+        "ddp_logged_bucket_sizes": raw["ddp_bucket_sizes"],
+        "forward_s": raw["forward_s"],
+        "backward_s": raw["backward_s"],
+        "compute_s": raw["compute_s"],
+        "step_s": raw["step_s"],
+        "comm_s": raw["comm_s"],
+        "exposed_comm_s": exposed,
+        "predicted_comm_s": predicted["comm_s"],
+        "overlap": overlap,
+        "predicted_exposed_comm_s": headline,
+        "predicted_exposed_buckets_s": predicted["exposed_s"],
+        "predicted_exposed_serialized_s": predicted["comm_s"],
+        "prediction_error_pct": (headline - exposed) / exposed * 100.0 if exposed > 0 else None,
+        "host_cpus": _host_cpus(),
+        "regimes_source": regimes_source,
+        "calibration_rows": raw["calibration_rows"],
+        "regimes": [r.as_dict() if hasattr(r, "as_dict") else r for r in regimes],
+    }
+
+
+def render_ddp(result: dict):
+    def render(console) -> None:
+        ms = 1e3
+        console.print(f"DDP over gloo, {result['num_ranks']} ranks, {result['num_params']:,} parameters, "
+                      f"buckets {[round(b / 2**20, 2) for b in result['buckets_bytes']]} MiB; "
+                      f"medians over {result['config']['steps']} steps")
+        console.print(f"  compute (fwd+bwd+opt, no_sync)  {result['compute_s'] * ms:8.2f} ms "
+                      f"(backward {result['backward_s'] * ms:.2f} ms)")
+        console.print(f"  step with DDP sync              {result['step_s'] * ms:8.2f} ms")
+        console.print(f"  communication alone             {result['comm_s'] * ms:8.2f} ms "
+                      f"(predicted {result['predicted_comm_s'] * ms:.2f} ms)")
+        console.print(f"  exposed communication           {result['exposed_comm_s'] * ms:8.2f} ms")
+        err = result["prediction_error_pct"]
+        err_text = "n/a" if err is None else f"{err:+.0f}%"
+        console.print(f"  predicted exposed               {result['predicted_exposed_comm_s'] * ms:8.2f} ms "
+                      f"({err_text}; overlap={result['overlap']}, {result['host_cpus']} CPUs; "
+                      f"fit: {result['regimes_source']})")
+        console.print(f"    (overlap=buckets would predict {result['predicted_exposed_buckets_s'] * ms:.2f} ms, "
+                      f"overlap=serialized {result['predicted_exposed_serialized_s'] * ms:.2f} ms)")
+
+    return render
