@@ -122,6 +122,17 @@ def _cluster_base(cluster: str | None) -> tuple[str | None, int | None]:
     return base, domain
 
 
+def _choose(tier: str, candidates: list[tuple[NcclSweep, int]]) -> tuple[NcclSweep, int]:
+    """One sweep per tier: the only one, else the only all-reduce (the calibrating collective)."""
+    if len(candidates) == 1:
+        return candidates[0]
+    all_reduce = [c for c in candidates if c[0].op == "all-reduce"]
+    if len(all_reduce) == 1:
+        return all_reduce[0]
+    labels = ", ".join(repr(c[0].label) for c in candidates)
+    raise MeasureError(f"{len(candidates)} sweeps map to tier {tier} ({labels}); pass --select LABEL to choose one")
+
+
 def calibrate(paths: list[str], *, cluster: str | None = None, select: str | None = None,
               op: str | None = None, num_ranks: int | None = None, ranks_per_domain: int | None = None,
               today: _dt.date | None = None) -> Calibration:
@@ -142,17 +153,12 @@ def calibrate(paths: list[str], *, cluster: str | None = None, select: str | Non
             skipped.append(f"{sweep.label}: {sweep.notes[0]}")
             continue
         domain = ranks_per_domain or sweep.ranks_per_node or cluster_domain or sweep.num_ranks
-        tier = tier_for(sweep.num_ranks, domain)
-        if tier in by_tier:
-            raise MeasureError(
-                f"two sweeps map to tier {tier}: {by_tier[tier][0].label!r} and {sweep.label!r}; "
-                "pass --select LABEL to choose one"
-            )
-        by_tier[tier] = (sweep, domain)
+        by_tier.setdefault(tier_for(sweep.num_ranks, domain), []).append((sweep, domain))
+    chosen = {tier: _choose(tier, candidates) for tier, candidates in by_tier.items()}
     if not by_tier:
         raise MeasureError("empty sweep: nothing left to fit (" + "; ".join(skipped) + ")")
     fitted, fits = {}, {}
-    for tier, (sweep, domain) in by_tier.items():
+    for tier, (sweep, domain) in chosen.items():
         fit = fit_regimes([r.size_bytes for r in sweep.rows], [r.time_s for r in sweep.rows], sweep.op,
                           sweep.num_ranks)
         fits[tier] = fit
