@@ -58,6 +58,7 @@ def collective(
     iters: int = typer.Option(20, "--iters", help="timed operations per size"),
     warmup: int = typer.Option(5, "--warmup", help="untimed operations per size"),
     ranks: int = typer.Option(2, "--ranks", help="local processes to spawn (ignored under torchrun)"),
+    stat: str = typer.Option("median", "--stat", help="CPU time statistic for time_s: median, min or mean"),
     out: Path | None = typer.Option(None, "--out", help="write the rows as JSON (rewritten after each size)"),
     as_json: bool = typer.Option(False, "--json", help="print the rows as JSON"),
 ) -> None:
@@ -78,7 +79,7 @@ def collective(
         raise MeasureError(str(exc)) from None
     size_list = parse_sizes(sizes, factor)
     config = BenchConfig(ops=ops, sizes_bytes=size_list, iters=iters, warmup=warmup, backend=backend,
-                         out=str(out) if out else None)
+                         out=str(out) if out else None, stat=stat)
     if not _under_torchrun() and ranks < 2:
         raise MeasureError(f"--ranks {ranks}: a collective needs >= 2 ranks; pass --ranks 2 or more")
     require_torch()

@@ -7,8 +7,9 @@ Method (after nccl-tests ``src/common.cu``, described in collectives-notes.md se
    operation, count the elements that differ (nccl-tests' ``#wrong`` column), summed over ranks;
 3. ``barrier``, then ``iters`` timed operations. On the NCCL backend (asynchronous kernels) the batch is
    timed between two ``cuda.synchronize`` calls and divided by ``iters``, as nccl-tests does. On gloo
-   (blocking calls on shared CPU cores) each operation is timed alone and the *median* is kept, which is
-   robust to the scheduler noise of a loaded host; this is the one deliberate difference from nccl-tests;
+   (blocking calls on shared CPU cores) each operation is timed alone and the *median* is kept (``stat``;
+   min and mean are recorded too), which is robust to the scheduler noise of a loaded host; this is the
+   one deliberate difference from nccl-tests;
 4. the per-rank time is averaged over ranks (nccl-tests ``-a 1``, its default);
 5. ``algbw = S / t`` and ``busbw = algbw x bus_factor(op, n)``, with nccl-tests' size ``S`` (the whole
    gathered buffer for all-gather, the input for reduce-scatter, each rank's send buffer for all-to-all)
@@ -71,6 +72,8 @@ class BenchConfig:
     backend: str = "gloo"
     out: str | None = None
     """JSON file rewritten after each completed size (rank 0 only)."""
+    stat: str = "median"
+    """Which per-operation statistic is ``time_s`` on CPU: median (default), min or mean (all are recorded)."""
 
     def __post_init__(self):
         if not self.sizes_bytes:
@@ -79,6 +82,8 @@ class BenchConfig:
             raise MeasureError("no collective to measure; pass --op all-reduce")
         if self.iters < 1 or self.warmup < 0:
             raise MeasureError(f"iters={self.iters}, warmup={self.warmup}: need iters >= 1 and warmup >= 0")
+        if self.stat not in ("median", "min", "mean"):
+            raise MeasureError(f"--stat {self.stat!r}: choose median, min or mean")
         if self.backend not in ("gloo", "nccl"):
             raise MeasureError(f"unknown backend {self.backend!r}; use gloo (CPU) or nccl (GPU)")
 
@@ -265,7 +270,8 @@ def _check(op: str, inp, out, world: int, rank: int, run: Callable[[], None]) ->
     return int(wrong.sum().item())
 
 
-def _time(run: Callable[[], None], iters: int, device) -> float:
+def _time_stats(run: Callable[[], None], iters: int, device) -> dict[str, float]:
+    """Per-operation time: {median, min, mean} of single timed operations (CPU), or the batch mean (GPU)."""
     import torch
 
     if device.type == "cuda":
@@ -274,13 +280,18 @@ def _time(run: Callable[[], None], iters: int, device) -> float:
         for _ in range(iters):
             run()
         torch.cuda.synchronize()
-        return (time.perf_counter() - start) / iters
+        t = (time.perf_counter() - start) / iters
+        return {"median": t, "min": t, "mean": t}
     samples = []
     for _ in range(iters):
         start = time.perf_counter()
         run()
         samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+    return {"median": statistics.median(samples), "min": min(samples), "mean": statistics.fmean(samples)}
+
+
+def _time(run: Callable[[], None], iters: int, device, stat: str = "median") -> float:
+    return _time_stats(run, iters, device)[stat]
 
 
 def _write_atomic(path: str, rows: list[dict]) -> None:
@@ -307,16 +318,20 @@ def bench_worker(rank: int, world: int, config: BenchConfig) -> dict[str, list[d
                 run()
             wrong = _check(op, inp, out, world, rank, run)
             dist.barrier()
-            local = _time(run, config.iters, device)
-            stats = torch.tensor([local, float(wrong)], dtype=torch.float64, device=device)
+            local = _time_stats(run, config.iters, device)
+            stats = torch.tensor([local["median"], local["min"], local["mean"], float(wrong)],
+                                 dtype=torch.float64, device=device)
             dist.all_reduce(stats)
-            t = stats[0].item() / world
+            times = dict(zip(("median", "min", "mean"), (stats[:3] / world).tolist(), strict=True))
+            t = times[config.stat]
             if rank == 0:
                 row = {
                     "op": op, "num_ranks": world, "backend": config.backend, "size_bytes": nbytes,
                     "count": count, "type": "float", "time_s": t, "algbw_bytes_per_s": nbytes / t,
-                    "busbw_bytes_per_s": nbytes / t * factor, "wrong": int(stats[1].item()),
-                    "iters": config.iters, "in_place": op in ("all-reduce", "broadcast"),
+                    "busbw_bytes_per_s": nbytes / t * factor, "wrong": int(stats[3].item()),
+                    "iters": config.iters, "stat": config.stat, "time_median_s": times["median"],
+                    "time_min_s": times["min"], "time_mean_s": times["mean"],
+                    "in_place": op in ("all-reduce", "broadcast"),
                 }
                 if (config.backend, op) in EMULATED:
                     row["note"] = EMULATED[config.backend, op]
@@ -331,7 +346,8 @@ def run_collectives(config: BenchConfig, num_ranks: int | None) -> dict[str, lis
     """Measure every op of ``config`` (see the module docstring); rows per op on rank 0, None elsewhere."""
     ops = tuple(normalize_kind(op) for op in config.ops)
     config = BenchConfig(ops=ops, sizes_bytes=config.sizes_bytes, iters=config.iters, warmup=config.warmup,
-                         backend=config.backend, out=str(Path(config.out).resolve()) if config.out else None)
+                         backend=config.backend, out=str(Path(config.out).resolve()) if config.out else None,
+                         stat=config.stat)
     if config.out:
         Path(config.out).parent.mkdir(parents=True, exist_ok=True)
     return launch(bench_worker, (config,), num_ranks, config.backend)
