@@ -2,7 +2,9 @@
 communication left exposed after overlap, with tierwise's prediction of the exposed part beside it.
 
 What runs (per rank, gloo, one thread): an MLP of ``layers`` square ``Linear(width, width)`` + ReLU, MSE loss
-on random data, SGD. Three timed phases, each over ``steps`` steps after ``warmup`` untimed ones, medians:
+on random data, SGD, ``gradient_as_bucket_view=True`` (no gradient copies into buckets). Three phases, timed
+interleaved (one of each per step, after a barrier) over ``steps`` steps after ``warmup`` untimed ones,
+medians (then averaged over ranks):
 
 * ``compute_s``: forward + backward + optimizer under ``ddp.no_sync()`` (DDP skips the all-reduce);
 * ``step_s``: the same with synchronization: DDP all-reduces gradient buckets as they become ready during
@@ -142,17 +144,6 @@ def _model(config: DdpConfig):
     return torch.nn.Sequential(*blocks)
 
 
-def _median_time(fn, steps: int, warmup: int) -> float:
-    for _ in range(warmup):
-        fn()
-    samples = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
-
-
 def _calibration_rows(world: int, rank: int, config: DdpConfig) -> list[dict]:
     """An all-reduce sweep with the collective benchmark's own method (bench.py)."""
     import torch
@@ -212,12 +203,17 @@ def ddp_worker(rank: int, world: int, config: DdpConfig, calibration_rows: list[
         for g in grads:
             dist.all_reduce(g)
 
-    dist.barrier()
-    compute_s = _median_time(lambda: train_step(False), config.steps, config.warmup)
-    dist.barrier()
-    step_s = _median_time(lambda: train_step(True), config.steps, config.warmup)
-    dist.barrier()
-    comm_s = _median_time(comm_only, config.steps, config.warmup)
+    # the three phases are interleaved step by step, so that a slow spell of a shared host hits all three
+    phases = {"compute": lambda: train_step(False), "step": lambda: train_step(True), "comm": comm_only}
+    samples: dict[str, list[float]] = {name: [] for name in phases}
+    for i in range(config.warmup + config.steps):
+        for name, fn in phases.items():
+            dist.barrier()
+            start = time.perf_counter()
+            fn()
+            if i >= config.warmup:
+                samples[name].append(time.perf_counter() - start)
+    compute_s, step_s, comm_s = (statistics.median(samples[name]) for name in ("compute", "step", "comm"))
     backward_s = statistics.median(bwd_times[config.warmup:])
     forward_s = statistics.median(fwd_times[config.warmup:])
     local = torch.tensor([compute_s, step_s, comm_s, backward_s, forward_s], dtype=torch.float64)
