@@ -122,3 +122,12 @@ def test_measure_collective_json_and_out(tmp_path, capsys):
     # the table view is nccl-tests' layout
     assert main(["calibrate", str(out), "--out", str(tmp_path / "c.yaml")]) == 0
     assert yaml.safe_load((tmp_path / "c.yaml").read_text())["fitted"]["scale_up"]["num_ranks"] == 2
+
+
+def test_calibrate_the_recorded_gloo_sweep_without_torch(tmp_path, capsys):
+    recorded = Path(__file__).resolve().parents[1] / "data" / "measured" / "gloo_2ranks_loopback.json"
+    out = tmp_path / "gloo.yaml"
+    assert main(["calibrate", str(recorded), "--out", str(out)]) == 0
+    tier = yaml.safe_load(out.read_text())["fitted"]["scale_up"]
+    assert tier["num_ranks"] == 2 and tier["ranks_per_domain"] == 2 and tier["op"] == "all-reduce"
+    assert "skipped gloo-reduce-scatter-2" in capsys.readouterr().out
