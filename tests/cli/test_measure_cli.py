@@ -131,3 +131,22 @@ def test_calibrate_the_recorded_gloo_sweep_without_torch(tmp_path, capsys):
     tier = yaml.safe_load(out.read_text())["fitted"]["scale_up"]
     assert tier["num_ranks"] == 2 and tier["ranks_per_domain"] == 2 and tier["op"] == "all-reduce"
     assert "skipped gloo-reduce-scatter-2" in capsys.readouterr().out
+
+
+def test_calibrate_against_a_cluster_file_takes_its_scale_up_domain(tmp_path, capsys):
+    cluster = tmp_path / "rack.yaml"
+    cluster.write_text("name: my-nvl72\ngpus_per_node: 4\nscale_up_domain: 72\n")
+    out = tmp_path / "cal.yaml"
+    assert main(["calibrate", str(H100X32), "--cluster", str(cluster), "--out", str(out)]) == 0
+    doc = yaml.safe_load(out.read_text())
+    assert doc["base"] == "my-nvl72" and doc["name"] == "calibrated-my-nvl72"
+    tier = doc["fitted"]["scale_up"]  # 32 ranks fit in one 72-GPU domain
+    assert tier["ranks_per_domain"] == 72
+
+
+def test_nccl_backend_without_gpus_is_one_line(capsys):
+    torch = pytest.importorskip("torch", reason="torch not installed (pip install 'tierwise[measure]')")
+    if torch.cuda.device_count() >= 2:
+        pytest.skip("GPUs present")
+    assert main(["measure", "collective", "--backend", "nccl", "--sizes", "1KiB:4KiB"]) == 2
+    assert "needs 2 GPUs" in _one_error_line(capsys)

@@ -133,6 +133,8 @@ def _entry(rank: int, world: int, port: int, backend: str, worker: Callable, arg
     import torch.distributed as dist
 
     torch.set_num_threads(1)
+    if backend == "nccl":
+        torch.cuda.set_device(rank)  # one GPU per spawned rank
     dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
         result = worker(rank, world, *args)

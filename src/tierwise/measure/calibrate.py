@@ -100,26 +100,41 @@ def tier_for(num_ranks: int, ranks_per_domain: int) -> str:
 
 
 def _cluster_base(cluster: str | None) -> tuple[str | None, int | None]:
-    """(base name, ranks per scale-up domain if the spec states it) for ``--cluster`` (name or file)."""
+    """(base name, ranks per scale-up domain) for ``--cluster`` (catalog name or file).
+
+    The domain size is the spec's ``scale_up_domain`` (GPUs joined by one NVLink/NVSwitch domain; 72 on an
+    NVL72 rack, where a host has 4), else ``gpus_per_node``, following ``base:`` through the catalog.
+    """
     if cluster is None:
         return None, None
     from tierwise.specs.catalog import entry, load_yaml_file
+
+    def catalog_entry(name: str) -> dict:
+        try:
+            return entry("clusters", name)
+        except FileNotFoundError:
+            raise MeasureError(f"--cluster {name!r}: this installation has no cluster catalog; pass a "
+                               "cluster YAML file or --ranks-per-domain") from None
 
     p = Path(cluster)
     if p.suffix in (".yaml", ".yml", ".json") or p.exists():
         raw = load_yaml_file(p) or {}
         base = raw.get("base") or raw.get("name")
     else:
-        raw = entry("clusters", cluster)
+        raw = catalog_entry(cluster)
         base = cluster.strip().lower()
-    domain = None
-    for key in ("ranks_per_domain", "scale_up_domain_size", "accelerators_per_domain", "gpus_per_node",
-                "accelerators_per_node"):
-        value = raw.get(key) if isinstance(raw, dict) else None
-        if isinstance(value, int) and value > 0:
-            domain = value
+    seen = set()
+    while isinstance(raw, dict):
+        for key in ("ranks_per_domain", "scale_up_domain", "gpus_per_node"):
+            value = raw.get(key)
+            if isinstance(value, int) and value > 0:
+                return base, value
+        parent = raw.get("base")
+        if not parent or parent in seen:
             break
-    return base, domain
+        seen.add(parent)
+        raw = catalog_entry(parent)
+    return base, None
 
 
 def _choose(tier: str, candidates: list[tuple[NcclSweep, int]]) -> tuple[NcclSweep, int]:
@@ -152,7 +167,7 @@ def calibrate(paths: list[str], *, cluster: str | None = None, select: str | Non
         if any(_FITTABLE_NOTE in note for note in sweep.notes):
             skipped.append(f"{sweep.label}: {sweep.notes[0]}")
             continue
-        domain = ranks_per_domain or sweep.ranks_per_node or cluster_domain or sweep.num_ranks
+        domain = ranks_per_domain or cluster_domain or sweep.ranks_per_node or sweep.num_ranks
         by_tier.setdefault(tier_for(sweep.num_ranks, domain), []).append((sweep, domain))
     chosen = {tier: _choose(tier, candidates) for tier, candidates in by_tier.items()}
     if not by_tier:
