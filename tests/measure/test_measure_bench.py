@@ -71,3 +71,22 @@ def test_an_interrupted_run_keeps_its_completed_sizes(tmp_path):
     assert 2 <= len(rows) < 17  # 4 KiB .. 256 MiB is 17 sizes
     assert all(r["time_s"] > 0 and r["wrong"] == 0 for r in rows)
     assert "completed sizes are in" in stdout
+
+
+def test_under_torchrun_it_joins_the_launchers_world_and_only_rank_0_prints(tmp_path):
+    pytest.importorskip("torch", reason="torch not installed (pip install 'tierwise[measure]')")
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, PYTHONPATH=str(SRC), OMP_NUM_THREADS="1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(port),
+         "-m", "tierwise", "measure", "collective", "--sizes", "4KiB:16KiB", "--iters", "2", "--json"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = json.loads(proc.stdout)  # exactly one JSON document: rank 1 printed nothing
+    assert [r["size_bytes"] for r in rows] == [4096, 8192, 16384]
+    assert all(r["num_ranks"] == 2 and r["ranks_per_node"] == 2 and r["wrong"] == 0 for r in rows)

@@ -328,7 +328,8 @@ def bench_worker(rank: int, world: int, config: BenchConfig) -> dict[str, list[d
             t = times[config.stat]
             if rank == 0:
                 row = {
-                    "op": op, "num_ranks": world, "backend": config.backend, "size_bytes": nbytes,
+                    "op": op, "num_ranks": world, "backend": config.backend,
+                    "ranks_per_node": int(os.environ.get("LOCAL_WORLD_SIZE", world)), "size_bytes": nbytes,
                     "count": count, "type": "float", "time_s": t, "algbw_bytes_per_s": nbytes / t,
                     "busbw_bytes_per_s": nbytes / t * factor, "wrong": int(stats[3].item()),
                     "iters": config.iters, "stat": config.stat, "time_median_s": times["median"],
