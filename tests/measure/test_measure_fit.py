@@ -105,3 +105,14 @@ def _cases():
 @pytest.mark.parametrize("row", list(_cases()))
 def test_out_of_sample_busbw_within_15_percent(row):
     assert abs(row["error_pct"]) <= 15.0, row
+
+
+def test_public_surface():
+    import tierwise.measure as measure
+
+    assert sorted(measure.__all__) == sorted([
+        "NcclRow", "NcclSweep", "Regime", "RegimeFit", "fit_regimes", "out_of_sample", "parse_nccl_log",
+        "parse_nccl_text", "predict_time",
+    ])
+    for name in measure.__all__:
+        assert hasattr(measure, name)
