@@ -87,7 +87,8 @@ def load_sweeps(path: str | Path, *, op: str | None = None, num_ranks: int | Non
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise MeasureError(f"{p}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
-        rows = data.get("rows", []) if isinstance(data, dict) else data
+        # a list of rows (measure collective --out), or a measure ddp result with its calibration sweep
+        rows = (data.get("rows") or data.get("calibration_rows") or []) if isinstance(data, dict) else data
         if not isinstance(rows, list) or not rows:
             raise MeasureError(f"{p}: empty sweep (no result rows); run `tierwise measure collective --out` first")
         return sweeps_from_rows(rows, str(p))
