@@ -28,7 +28,7 @@ def test_overlap_hides_all_but_the_last_bucket_when_backward_is_slow():
 
 
 def test_overlap_switch_needs_an_idle_core_per_rank():
-    assert overlap_switch(ranks_on_host=2, host_cpus=2) == "serialized"
+    assert overlap_switch(ranks_on_host=2, host_cpus=2) == "cpu-share"
     assert overlap_switch(ranks_on_host=2, host_cpus=4) == "buckets"
 
 
@@ -52,7 +52,11 @@ def test_a_real_two_rank_ddp_step():
     assert result["predicted_exposed_comm_s"] > 0
     assert result["overlap"] == overlap_switch(2)
     expected = result["predicted_exposed_buckets_s"] if result["overlap"] == "buckets" else \
-        result["predicted_exposed_serialized_s"]
+        result["predicted_exposed_cpu_share_s"]
     assert result["predicted_exposed_comm_s"] == expected
+    # cpu-share lies between the bounds: buckets (u = 0) <= cpu-share <= serialized (u = 1)
+    assert 0 < result["comm_cpu_share"] <= 1
+    assert result["predicted_exposed_buckets_s"] <= result["predicted_exposed_cpu_share_s"] \
+        <= result["predicted_exposed_serialized_s"]
     print({k: result[k] for k in ("compute_s", "step_s", "comm_s", "exposed_comm_s", "predicted_exposed_comm_s",
                                   "prediction_error_pct")})

@@ -27,10 +27,17 @@ communication stream, buckets in order). With ``T_b`` the measured backward time
 
 That overlap assumes communication runs on resources compute does not use. On gloo over loopback TCP,
 moving bytes is CPU work (kernel copies, the reduction), so it overlaps compute only where a core is idle.
-The overlap model is therefore a named switch, ``overlap``: ``"buckets"`` (the formula above) when the host
-has at least one idle core per rank beyond one compute thread per rank, else ``"serialized"``: compute and
-communication time-share the cores, and ``exposed = sum_k t_allreduce(B_k)``. Both are reported; the
-switch picks the headline (docs/measure.md shows what each predicted here).
+The overlap model is therefore a named switch, ``overlap``:
+
+* ``"buckets"`` (the formula above) when the host has at least one idle core per rank beyond one compute
+  thread per rank;
+* ``"cpu-share"`` otherwise: the measured CPU share ``u`` of communication (CPU seconds of the process per
+  second of a communication-only step, ``time.process_time``) cannot overlap compute that already holds
+  every core, so it adds to the step; the rest (waiting on the peer and the kernel) overlaps as in
+  ``"buckets"``: ``exposed = u x sum_k t(B_k) + (1 - u) x exposed_buckets``.
+
+``"serialized"`` (``u = 1``: ``exposed = sum_k t(B_k)``) is reported beside them as the upper bound, and
+``"buckets"`` is the lower bound (docs/measure.md shows what each predicted here).
 """
 
 from __future__ import annotations
@@ -129,9 +136,9 @@ def _host_cpus() -> int:
 
 def overlap_switch(ranks_on_host: int, host_cpus: int | None = None) -> str:
     """``"buckets"`` if every rank on the host has an idle core for its communication besides the core of
-    its compute thread, else ``"serialized"`` (module docstring)."""
+    its compute thread, else ``"cpu-share"`` (module docstring)."""
     cpus = _host_cpus() if host_cpus is None else host_cpus
-    return "buckets" if cpus - ranks_on_host >= ranks_on_host else "serialized"
+    return "buckets" if cpus - ranks_on_host >= ranks_on_host else "cpu-share"
 
 
 def _model(config: DdpConfig):
@@ -206,19 +213,23 @@ def ddp_worker(rank: int, world: int, config: DdpConfig, calibration_rows: list[
     # the three phases are interleaved step by step, so that a slow spell of a shared host hits all three
     phases = {"compute": lambda: train_step(False), "step": lambda: train_step(True), "comm": comm_only}
     samples: dict[str, list[float]] = {name: [] for name in phases}
+    cpu_share: list[float] = []
     for i in range(config.warmup + config.steps):
         for name, fn in phases.items():
             dist.barrier()
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             fn()
             if i >= config.warmup:
                 samples[name].append(time.perf_counter() - start)
+                if name == "comm":  # CPU seconds of all this process's threads per second of communication
+                    cpu_share.append((time.process_time() - cpu_start) / samples[name][-1])
     compute_s, step_s, comm_s = (statistics.median(samples[name]) for name in ("compute", "step", "comm"))
     backward_s = statistics.median(bwd_times[config.warmup:])
     forward_s = statistics.median(fwd_times[config.warmup:])
-    local = torch.tensor([compute_s, step_s, comm_s, backward_s, forward_s], dtype=torch.float64)
+    comm_cpu = min(1.0, statistics.median(cpu_share))
+    local = torch.tensor([compute_s, step_s, comm_s, backward_s, forward_s, comm_cpu], dtype=torch.float64)
     dist.all_reduce(local)
-    compute_s, step_s, comm_s, backward_s, forward_s = (local / world).tolist()
+    compute_s, step_s, comm_s, backward_s, forward_s, comm_cpu = (local / world).tolist()
     logged = {}
     try:
         logged = model._get_ddp_logging_data()
@@ -231,6 +242,7 @@ def ddp_worker(rank: int, world: int, config: DdpConfig, calibration_rows: list[
         "backward_s": backward_s, "forward_s": forward_s, "calibration_rows": calib,
         "ddp_bucket_sizes": logged.get("rebuilt_bucket_sizes") or logged.get("bucket_sizes"),
         "ranks_on_host": int(os.environ.get("LOCAL_WORLD_SIZE", world)),
+        "comm_cpu_share": comm_cpu,
     }
 
 
@@ -269,7 +281,9 @@ def run_ddp(config: DdpConfig, num_ranks: int | None, calibration: str | None = 
     predicted = predict_exposed(raw["params_reverse_bytes"], raw["backward_s"], regimes, world, cap, cap)
     exposed = raw["step_s"] - raw["compute_s"]
     overlap = overlap_switch(ranks_on_host=raw["ranks_on_host"])
-    headline = predicted["exposed_s"] if overlap == "buckets" else predicted["comm_s"]
+    u = raw["comm_cpu_share"]
+    cpu_share = u * predicted["comm_s"] + (1.0 - u) * predicted["exposed_s"]
+    headline = predicted["exposed_s"] if overlap == "buckets" else cpu_share
     return {
         "num_ranks": world,
         "config": {k: v for k, v in asdict(config).items() if k not in ("calib_sizes",)},
@@ -287,6 +301,8 @@ def run_ddp(config: DdpConfig, num_ranks: int | None, calibration: str | None = 
         "predicted_exposed_comm_s": headline,
         "predicted_exposed_buckets_s": predicted["exposed_s"],
         "predicted_exposed_serialized_s": predicted["comm_s"],
+        "comm_cpu_share": raw["comm_cpu_share"],
+        "predicted_exposed_cpu_share_s": cpu_share,
         "prediction_error_pct": (headline - exposed) / exposed * 100.0 if exposed > 0 else None,
         "host_cpus": _host_cpus(),
         "regimes_source": regimes_source,
@@ -312,7 +328,8 @@ def render_ddp(result: dict):
         console.print(f"  predicted exposed               {result['predicted_exposed_comm_s'] * ms:8.2f} ms "
                       f"({err_text}; overlap={result['overlap']}, {result['host_cpus']} CPUs; "
                       f"fit: {result['regimes_source']})")
-        console.print(f"    (overlap=buckets would predict {result['predicted_exposed_buckets_s'] * ms:.2f} ms, "
-                      f"overlap=serialized {result['predicted_exposed_serialized_s'] * ms:.2f} ms)")
+        console.print(f"    (buckets {result['predicted_exposed_buckets_s'] * ms:.2f} ms, cpu-share "
+                      f"{result['predicted_exposed_cpu_share_s'] * ms:.2f} ms with u={result['comm_cpu_share']:.2f}, "
+                      f"serialized {result['predicted_exposed_serialized_s'] * ms:.2f} ms)")
 
     return render
