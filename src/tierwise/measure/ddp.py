@@ -272,6 +272,7 @@ def run_ddp(config: DdpConfig, num_ranks: int | None, calibration: str | None = 
     from tierwise.measure.bench import launch
 
     given_rows = [] if calibration else None
+    load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     raw = launch(ddp_worker, (config, given_rows), num_ranks, "gloo")
     if raw is None:
         return None
@@ -305,6 +306,7 @@ def run_ddp(config: DdpConfig, num_ranks: int | None, calibration: str | None = 
         "predicted_exposed_cpu_share_s": cpu_share,
         "prediction_error_pct": (headline - exposed) / exposed * 100.0 if exposed > 0 else None,
         "host_cpus": _host_cpus(),
+        "host_load_avg_1min_before": load_before,  # other work on the host skews every number here
         "regimes_source": regimes_source,
         "calibration_rows": raw["calibration_rows"],
         "regimes": [r.as_dict() if hasattr(r, "as_dict") else r for r in regimes],
