@@ -10,7 +10,8 @@ medians (then averaged over ranks):
 * ``step_s``: the same with synchronization: DDP all-reduces gradient buckets as they become ready during
   backward, and ``backward()`` returns once all buckets are reduced;
 * ``comm_s``: the same buckets all-reduced back to back with no compute (the serialized communication);
-* ``exposed_s = step_s - compute_s``: the communication backward did not hide (plus DDP's bucket copies).
+* ``exposed_s = step_s - compute_s``: the communication backward did not hide (plus DDP bookkeeping:
+  hooks and the division of each bucket by the world size).
 
 Prediction (PyTorch DDP paper, Li et al., VLDB 2020, sections 3.2.3 and 4.2; DDP docs for the caps):
 after the first iteration DDP rebuilds its buckets in the order gradients became ready (reverse layer
