@@ -139,7 +139,8 @@ def test_calibrate_against_a_cluster_file_takes_its_scale_up_domain(tmp_path, ca
     out = tmp_path / "cal.yaml"
     assert main(["calibrate", str(H100X32), "--cluster", str(cluster), "--out", str(out)]) == 0
     doc = yaml.safe_load(out.read_text())
-    assert doc["base"] == "my-nvl72" and doc["name"] == "calibrated-my-nvl72"
+    assert doc["name"] == "calibrated-my-nvl72" and "base" not in doc
+    assert doc["gpus_per_node"] == 4 and doc["scale_up_domain"] == 72  # the file's keys travel along
     tier = doc["fitted"]["scale_up"]  # 32 ranks fit in one 72-GPU domain
     assert tier["ranks_per_domain"] == 72
 

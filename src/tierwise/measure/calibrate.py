@@ -2,7 +2,8 @@
 
 The document (the lead's cluster loader reads these keys)::
 
-    base: dgx-h100                      # the --cluster given (catalog name); omitted without one
+    base: dgx-h100                      # the --cluster given (catalog name); a cluster file's keys are
+                                        # copied instead; omitted without --cluster
     name: calibrated-dgx-h100
     source: "tierwise calibrate <files> (<date>)"
     fitted:
@@ -100,14 +101,17 @@ def tier_for(num_ranks: int, ranks_per_domain: int) -> str:
     return "scale_up" if num_ranks <= ranks_per_domain else "scale_out"
 
 
-def _cluster_base(cluster: str | None) -> tuple[str | None, int | None]:
-    """(base name, ranks per scale-up domain) for ``--cluster`` (catalog name or file).
+def _cluster_base(cluster: str | None) -> tuple[str | None, int | None, dict]:
+    """(base catalog name, ranks per scale-up domain, the file's own keys) for ``--cluster``.
+
+    A catalog name becomes ``base:``; a cluster file is copied into the calibrated document (keeping its
+    own ``base:`` if it has one), so the result loads wherever the file did.
 
     The domain size is the spec's ``scale_up_domain`` (GPUs joined by one NVLink/NVSwitch domain; 72 on an
     NVL72 rack, where a host has 4), else ``gpus_per_node``, following ``base:`` through the catalog.
     """
     if cluster is None:
-        return None, None
+        return None, None, {}
     from tierwise.specs.catalog import entry, load_yaml_file
 
     def catalog_entry(name: str) -> dict:
@@ -118,24 +122,28 @@ def _cluster_base(cluster: str | None) -> tuple[str | None, int | None]:
                                "cluster YAML file or --ranks-per-domain") from None
 
     p = Path(cluster)
+    own: dict = {}
     if p.suffix in (".yaml", ".yml", ".json") or p.exists():
         raw = load_yaml_file(p) or {}
-        base = raw.get("base") or raw.get("name")
+        if not isinstance(raw, dict):
+            raise MeasureError(f"--cluster {cluster}: expected a mapping of cluster keys")
+        own = {k: v for k, v in raw.items() if k not in ("name", "source", "fitted")}
+        label = raw.get("name") or p.stem
     else:
         raw = catalog_entry(cluster)
-        base = cluster.strip().lower()
+        label = cluster.strip().lower()
     seen = set()
     while isinstance(raw, dict):
         for key in ("ranks_per_domain", "scale_up_domain", "gpus_per_node"):
             value = raw.get(key)
             if isinstance(value, int) and value > 0:
-                return base, value
+                return label, value, own
         parent = raw.get("base")
         if not parent or parent in seen:
             break
         seen.add(parent)
         raw = catalog_entry(parent)
-    return base, None
+    return label, None, own
 
 
 def _choose(tier: str, candidates: list[tuple[NcclSweep, int]]) -> tuple[NcclSweep, int]:
@@ -155,7 +163,7 @@ def calibrate(paths: list[str], *, cluster: str | None = None, select: str | Non
     """Fit every usable sweep in ``paths`` and assemble the calibrated cluster document."""
     if not paths:
         raise MeasureError("no input: pass nccl-tests logs or tierwise results to calibrate")
-    base, cluster_domain = _cluster_base(cluster)
+    label, cluster_domain, own = _cluster_base(cluster)
     sweeps: list[NcclSweep] = []
     for path in paths:
         sweeps.extend(load_sweeps(path, op=op, num_ranks=num_ranks))
@@ -187,9 +195,10 @@ def calibrate(paths: list[str], *, cluster: str | None = None, select: str | Non
         }
     date = (today or _dt.date.today()).isoformat()
     document: dict = {}
-    if base:
-        document["base"] = base
-    document["name"] = f"calibrated-{base}" if base else "calibrated"
+    if cluster is not None and not own:  # a catalog name
+        document["base"] = label
+    document.update(own)
+    document["name"] = f"calibrated-{label}" if label else "calibrated"
     document["source"] = f"tierwise calibrate {' '.join(Path(p).name for p in paths)} ({date})"
     document["fitted"] = fitted
     return Calibration(document=document, fits=fits, skipped=tuple(skipped))

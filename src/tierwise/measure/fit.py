@@ -16,8 +16,10 @@ The default of 4 regimes is NCCL's three protocols (LL, LL128, Simple) plus one 
 switch; with 3 the 32-GPU H100 log's 2-16 MiB transition is merged into the large regime (docs/measure.md).
 
 Prediction rule (:func:`predict_time`): the minimum, over the regimes whose ``[min_bytes, max_bytes]``
-covers ``S`` (``max_bytes`` None = unbounded), of the regime's alpha-beta time. A regime with
-``busbw_bytes_per_s`` None is latency-only (its fitted slope was zero).
+covers ``S`` (``max_bytes`` None = unbounded), of the regime's alpha-beta time. Where a regime's fitted
+slope is zero (time flat over its sizes) its ``busbw_bytes_per_s`` is the lower bound at which the
+bandwidth term would be 1% of the latency at the regime's largest size (:func:`_flat_bound`); a regime with
+``busbw_bytes_per_s`` None (only possible when the latency is zero too) is treated as latency-only.
 
 Fit. Each regime minimizes the squared *relative* error ``sum_i ((a + c x_i - t_i) / t_i)^2`` with
 ``x_i = S_i x bus_factor``, ``c = 1/busbw``, ``a, c >= 0`` (non-negative least squares on the rows scaled by
@@ -127,6 +129,15 @@ def _boundary(last_of_previous: float, first_of_next: float) -> float:
     return float(round(math.sqrt(last_of_previous * first_of_next)))
 
 
+def _flat_bound(x: np.ndarray, latency_s: float) -> float | None:
+    """busbw for a regime whose time does not grow with size (fitted slope 0): the data only bound it from
+    below. Report that bound: the busbw at which the bandwidth term at the regime's largest size would be
+    1% of its latency, i.e. "at least this; time is flat within 1% here". None if the latency is 0 too."""
+    if latency_s <= 0:
+        return None
+    return float(np.max(x)) / (0.01 * latency_s)
+
+
 def _segment(x: np.ndarray, t: np.ndarray) -> tuple[float, float, float]:
     """Relative-error NNLS of t = a + c x on one segment: (a, c, sum of squared relative residuals)."""
     from scipy.optimize import nnls
@@ -212,7 +223,7 @@ def fit_regimes(sizes_bytes, times_s, op: str, num_ranks: int, *, max_regimes: i
             min_bytes=0.0 if idx == 0 else _boundary(sizes[start - 1], sizes[start]),
             max_bytes=None if end == n else _boundary(sizes[end - 1], sizes[end]),
             latency_s=a,
-            busbw_bytes_per_s=1.0 / c if c > 0 else None,
+            busbw_bytes_per_s=1.0 / c if c > 0 else _flat_bound(x[start:end], a),
         ))
     predicted = predict_time(regimes, kind, sizes, num_ranks)
     residuals = (predicted - times) / times * 100.0
