@@ -1,0 +1,190 @@
+"""``tierwise measure collective|ddp|gemm|hbm`` and ``tierwise calibrate``.
+
+torch is imported inside the command bodies (through :mod:`tierwise.measure.bench`), so the CLI starts fast
+and works without it; a measuring command without torch prints one line and exits with code 2.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from tierwise.cli._output import emit
+from tierwise.errors import MeasureError
+
+__all__ = ["register"]
+
+measure_app = typer.Typer(help="Measure collectives, a DDP step, matmul and HBM on this machine.",
+                          no_args_is_help=True)
+
+_OPS = "all-reduce|all-gather|reduce-scatter|all-to-all|broadcast|send-recv"
+
+
+def _table_collective(rows: list[dict]):
+    """nccl-tests' own layout: size count type redop root | time algbw busbw #wrong."""
+
+    def render(console) -> None:
+        by_op: dict[str, list[dict]] = {}
+        for row in rows:
+            by_op.setdefault(row["op"], []).append(row)
+        for op, group in by_op.items():
+            first = group[0]
+            place = "in-place" if first.get("in_place") else "out-of-place"
+            console.print(f"# tierwise measure collective: {op}, {first['num_ranks']} ranks, backend "
+                          f"{first['backend']}, {first['iters']} iters ({place})")
+            if first.get("note"):
+                console.print(f"# NOTE: {first['note']}")
+            console.print(f"#{'size':>11} {'count':>13} {'type':>9} {'redop':>7} {'root':>7} "
+                          f"{'time':>8} {'algbw':>7} {'busbw':>7} {'#wrong':>7}")
+            console.print(f"#{'(B)':>11} {'(elements)':>13} {'':>9} {'':>7} {'':>7} "
+                          f"{'(us)':>8} {'(GB/s)':>7} {'(GB/s)':>7} {'':>7}")
+            redop = "sum" if op in ("all-reduce", "reduce-scatter") else "none"
+            root = "0" if op == "broadcast" else "-1"
+            for r in group:
+                console.print(f" {r['size_bytes']:>11} {r['count']:>13} {r['type']:>9} {redop:>7} {root:>7} "
+                              f"{r['time_s'] * 1e6:>8.1f} {r['algbw_bytes_per_s'] / 1e9:>7.2f} "
+                              f"{r['busbw_bytes_per_s'] / 1e9:>7.2f} {r['wrong']:>7}")
+
+    return render
+
+
+@measure_app.command("collective")
+def collective(
+    op: list[str] = typer.Option(["all-reduce"], "--op", help=f"{_OPS}; repeat to measure several"),
+    backend: str = typer.Option("gloo", "--backend", help="gloo (CPU) or nccl (GPU)"),
+    sizes: str = typer.Option("1KiB:64MiB", "--sizes", help="START:END (x --factor), or a comma list"),
+    factor: float = typer.Option(2.0, "--factor", help="size multiplier of a START:END range"),
+    iters: int = typer.Option(20, "--iters", help="timed operations per size"),
+    warmup: int = typer.Option(5, "--warmup", help="untimed operations per size"),
+    ranks: int = typer.Option(2, "--ranks", help="local processes to spawn (ignored under torchrun)"),
+    stat: str = typer.Option("median", "--stat", help="CPU time statistic for time_s: median, min or mean"),
+    out: Path | None = typer.Option(None, "--out", help="write the rows as JSON (rewritten after each size)"),
+    as_json: bool = typer.Option(False, "--json", help="print the rows as JSON"),
+) -> None:
+    """Time collectives through torch.distributed, printed like nccl-tests."""
+    from tierwise.collectives.volumes import normalize_kind
+    from tierwise.errors import SpecError
+    from tierwise.measure.bench import (
+        BenchConfig,
+        _under_torchrun,
+        parse_sizes,
+        require_torch,
+        run_collectives,
+    )
+
+    try:
+        ops = tuple(normalize_kind(o) for o in op)
+    except SpecError as exc:
+        raise MeasureError(str(exc)) from None
+    size_list = parse_sizes(sizes, factor)
+    config = BenchConfig(ops=ops, sizes_bytes=size_list, iters=iters, warmup=warmup, backend=backend,
+                         out=str(out) if out else None, stat=stat)
+    if not _under_torchrun() and ranks < 2:
+        raise MeasureError(f"--ranks {ranks}: a collective needs >= 2 ranks; pass --ranks 2 or more")
+    require_torch()
+    try:
+        results = run_collectives(config, ranks)
+    except KeyboardInterrupt:
+        if out:
+            print(f"interrupted; the completed sizes are in {out}", flush=True)
+        raise typer.Abort() from None
+    if results is None:  # not rank 0 under torchrun: only rank 0 prints
+        return
+    rows = [row for op_rows in results.values() for row in op_rows]
+    emit(rows, as_json, _table_collective(rows))
+
+
+@measure_app.command("ddp")
+def ddp(
+    ranks: int = typer.Option(2, "--ranks", help="local processes to spawn (ignored under torchrun)"),
+    steps: int = typer.Option(7, "--steps", help="measured steps (medians over them; >= 5)"),
+    warmup: int = typer.Option(2, "--warmup", help="untimed steps"),
+    width: int = typer.Option(1024, "--width", help="hidden width of the MLP"),
+    layers: int = typer.Option(6, "--layers", help="linear layers of the MLP"),
+    batch: int = typer.Option(32, "--batch", help="samples per rank per step"),
+    bucket_cap_mb: float = typer.Option(25.0, "--bucket-cap-mb", help="DDP bucket cap (MiB, DDP's default 25)"),
+    calibration: Path | None = typer.Option(None, "--calibration",
+                                            help="calibrated YAML or result JSON for the prediction; "
+                                                 "default: measure an all-reduce sweep first"),
+    as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
+) -> None:
+    """Train a small MLP with DistributedDataParallel over gloo; compute vs communication vs exposed."""
+    from tierwise.measure.bench import _under_torchrun, require_torch
+    from tierwise.measure.ddp import DdpConfig, render_ddp, run_ddp
+
+    if not _under_torchrun() and ranks < 2:
+        raise MeasureError(f"--ranks {ranks}: data parallelism needs >= 2 ranks; pass --ranks 2 or more")
+    config = DdpConfig(steps=steps, warmup=warmup, width=width, layers=layers, batch=batch,
+                       bucket_cap_mb=bucket_cap_mb)
+    require_torch()
+    result = run_ddp(config, ranks, calibration=str(calibration) if calibration else None)
+    if result is None:
+        return
+    emit(result, as_json, render_ddp(result))
+
+
+@measure_app.command("gemm")
+def gemm(
+    dtype: str = typer.Option("bfloat16", "--dtype", help="bfloat16, float16 or float32"),
+    as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
+) -> None:
+    """Matmul throughput (TFLOP/s) by shape on one GPU."""
+    from tierwise.measure.gpu import measure_gemm, render_gemm
+
+    rows = measure_gemm(dtype=dtype)
+    emit(rows, as_json, render_gemm(rows))
+
+
+@measure_app.command("hbm")
+def hbm(
+    size: str = typer.Option("1GiB", "--size", help="bytes per array"),
+    as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
+) -> None:
+    """HBM bandwidth (copy and triad) on one GPU."""
+    from tierwise.measure.gpu import measure_hbm, render_hbm
+    from tierwise.units import parse_bytes
+
+    rows = measure_hbm(size_bytes=int(parse_bytes(size)))
+    emit(rows, as_json, render_hbm(rows))
+
+
+def calibrate_command(
+    inputs: list[Path] = typer.Argument(..., help="nccl-tests logs and/or tierwise result JSON files"),
+    out: Path = typer.Option(..., "--out", help="calibrated cluster YAML to write"),
+    cluster: str | None = typer.Option(None, "--cluster", help="catalog cluster name or file this calibrates"),
+    select: str | None = typer.Option(None, "--select", help="keep only sweeps whose label contains this"),
+    op: str | None = typer.Option(None, "--op", help="collective of logs that do not say"),
+    ranks: int | None = typer.Option(None, "--ranks", help="rank count of logs that do not say"),
+    ranks_per_domain: int | None = typer.Option(None, "--ranks-per-domain",
+                                                help="ranks per scale-up domain, if the log does not show hosts"),
+    as_json: bool = typer.Option(False, "--json", help="print the calibrated document as JSON"),
+) -> None:
+    """Fit latency and bandwidth per size regime from measurements; write a cluster YAML."""
+    from tierwise.measure.calibrate import calibrate, write_yaml
+
+    result = calibrate([str(p) for p in inputs], cluster=cluster, select=select, op=op, num_ranks=ranks,
+                       ranks_per_domain=ranks_per_domain)
+    write_yaml(result.document, out)
+
+    def render(console) -> None:
+        console.print(f"wrote {out} ({result.document['name']})")
+        for tier, fit in result.document["fitted"].items():
+            console.print(f"  {tier}: {fit['op']} on {fit['num_ranks']} ranks ({fit['ranks_per_domain']} per "
+                          f"domain); residuals median {fit['residuals']['median_abs_pct']}%, "
+                          f"max {fit['residuals']['max_abs_pct']}%")
+            for r in fit["regimes"]:
+                bw = "latency only" if r["busbw_bytes_per_s"] is None else f"{r['busbw_bytes_per_s'] / 1e9:.3g} GB/s"
+                hi = "inf" if r["max_bytes"] is None else r["max_bytes"]
+                console.print(f"    {r['name']:>6}: {r['min_bytes']}..{hi} B  "
+                              f"latency {r['latency_s'] * 1e6:.3g} us  busbw {bw}")
+        for line in result.skipped:
+            console.print(f"  skipped {line}")
+
+    emit(result.document, as_json, render)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``measure`` (sub-app) and ``calibrate`` to the main app."""
+    app.add_typer(measure_app, name="measure")
+    app.command("calibrate")(calibrate_command)

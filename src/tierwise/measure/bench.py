@@ -1,0 +1,356 @@
+"""Run collectives through ``torch.distributed`` and report them the way nccl-tests does.
+
+Method (after nccl-tests ``src/common.cu``, described in collectives-notes.md section 2):
+
+1. for each size, allocate the buffers once (float32) and run ``warmup`` untimed operations;
+2. check correctness once: fill inputs with rank-dependent integers whose exact result is known, run the
+   operation, count the elements that differ (nccl-tests' ``#wrong`` column), summed over ranks;
+3. ``barrier``, then ``iters`` timed operations. On the NCCL backend (asynchronous kernels) the batch is
+   timed between two ``cuda.synchronize`` calls and divided by ``iters``, as nccl-tests does. On gloo
+   (blocking calls on shared CPU cores) each operation is timed alone and the *median* is kept (``stat``;
+   min and mean are recorded too), which is robust to the scheduler noise of a loaded host; this is the
+   one deliberate difference from nccl-tests;
+4. the per-rank time is averaged over ranks (nccl-tests ``-a 1``, its default);
+5. ``algbw = S / t`` and ``busbw = algbw x bus_factor(op, n)``, with nccl-tests' size ``S`` (the whole
+   gathered buffer for all-gather, the input for reduce-scatter, each rank's send buffer for all-to-all)
+   and its factors (:func:`tierwise.collectives.volumes.bus_factor`).
+
+Launch: run on its own, :func:`run_collectives` spawns ``num_ranks`` local processes
+(``torch.multiprocessing``, start method ``spawn``, ``OMP_NUM_THREADS=1``); under ``torchrun`` (``RANK`` and
+``WORLD_SIZE`` in the environment) it joins the launcher's world instead, so it spans machines. Only rank 0
+returns rows and writes the output file; the file is rewritten after every completed size, so an
+interrupted run keeps what it finished.
+
+Note on gloo: the gloo library has no reduce-scatter algorithm (``ProcessGroupGloo.cpp`` includes gloo's
+allgather, allreduce, alltoall, broadcast, gather, reduce and scatter only), so torch emulates
+reduce-scatter on gloo with other collectives; its busbw is not a reduce-scatter's: report it, never fit it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tierwise.collectives.volumes import bus_factor, normalize_kind
+from tierwise.errors import MeasureError, SpecError
+from tierwise.units import parse_bytes
+
+__all__ = ["BenchConfig", "parse_sizes", "run_collectives", "launch", "TORCH_MISSING", "require_torch",
+           "EMULATED"]
+
+TORCH_MISSING = "torch is not installed; pip install 'tierwise[measure]'"
+EMULATED = {("gloo", "reduce-scatter"): "gloo has no reduce-scatter; torch emulates it; reported, not fitted"}
+_ELEMENT_BYTES = 4  # float32
+
+
+def require_torch():
+    """Import torch, or raise the one-line MeasureError the CLI prints (exit code 2)."""
+    try:
+        import torch
+    except ModuleNotFoundError:
+        raise MeasureError(TORCH_MISSING) from None
+    return torch
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchConfig:
+    """What to measure."""
+
+    ops: tuple[str, ...]
+    """Canonical collective names, measured one after the other in one launch."""
+    sizes_bytes: tuple[int, ...]
+    iters: int = 20
+    warmup: int = 5
+    backend: str = "gloo"
+    out: str | None = None
+    """JSON file rewritten after each completed size (rank 0 only)."""
+    stat: str = "median"
+    """Which per-operation statistic is ``time_s`` on CPU: median (default), min or mean (all are recorded)."""
+
+    def __post_init__(self):
+        if not self.sizes_bytes:
+            raise MeasureError("empty sweep: no sizes to measure; pass e.g. --sizes 1KiB:64MiB")
+        if not self.ops:
+            raise MeasureError("no collective to measure; pass --op all-reduce")
+        if self.iters < 1 or self.warmup < 0:
+            raise MeasureError(f"iters={self.iters}, warmup={self.warmup}: need iters >= 1 and warmup >= 0")
+        if self.stat not in ("median", "min", "mean"):
+            raise MeasureError(f"--stat {self.stat!r}: choose median, min or mean")
+        if self.backend not in ("gloo", "nccl"):
+            raise MeasureError(f"unknown backend {self.backend!r}; use gloo (CPU) or nccl (GPU)")
+
+
+def parse_sizes(spec: str, factor: float = 2.0) -> tuple[int, ...]:
+    """Sizes from ``"1KiB:256MiB"`` (geometric, x ``factor``, ends included), ``"1MiB,4MiB"`` or ``"8MiB"``.
+
+    >>> parse_sizes("1KiB:8KiB")
+    (1024, 2048, 4096, 8192)
+    """
+    text = spec.strip()
+    if not text:
+        raise MeasureError("empty sweep: --sizes is empty; pass e.g. --sizes 1KiB:64MiB")
+    try:
+        if ":" in text:
+            lo_text, hi_text = text.split(":", 1)
+            lo, hi = parse_bytes(lo_text, what="--sizes start"), parse_bytes(hi_text, what="--sizes end")
+            if hi < lo:
+                raise MeasureError(f"--sizes {spec}: the range runs backwards; write it as {hi_text}:{lo_text}")
+            if factor <= 1:
+                raise MeasureError(f"--factor {factor} must be > 1")
+            sizes, size = [], lo
+            while size <= hi * (1 + 1e-9):
+                sizes.append(int(round(size)))
+                size *= factor
+            return tuple(sizes)
+        return tuple(int(parse_bytes(part)) for part in text.split(",") if part.strip())
+    except SpecError as exc:  # UnitError from parse_bytes
+        raise MeasureError(str(exc)) from None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _under_torchrun() -> bool:
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
+def _entry(rank: int, world: int, port: int, backend: str, worker: Callable, args: tuple, result_path: str):
+    """Body of one spawned rank: join the group, run ``worker``, rank 0 pickles what it returned."""
+    import pickle
+
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    if backend == "nccl":
+        torch.cuda.set_device(rank)  # one GPU per spawned rank
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        result = worker(rank, world, *args)
+        if rank == 0:
+            Path(result_path).write_bytes(pickle.dumps(result))
+    finally:
+        dist.destroy_process_group()
+
+
+def launch(worker: Callable, args: tuple, num_ranks: int | None, backend: str = "gloo") -> Any:
+    """Run ``worker(rank, world, *args)`` on every rank; return what rank 0 returned (None on other ranks).
+
+    Under torchrun the current process is one rank of the launcher's world; otherwise ``num_ranks``
+    processes are spawned here. ``worker`` must be a module-level function (it is pickled).
+    """
+    torch = require_torch()
+    import pickle
+
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+
+    if _under_torchrun():
+        world = int(os.environ["WORLD_SIZE"])
+        if world < 2:
+            raise MeasureError(f"WORLD_SIZE={world}: a collective needs >= 2 ranks; torchrun --nproc-per-node 2")
+        rank = int(os.environ["RANK"])
+        if backend == "nccl":
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group(backend)
+        try:
+            result = worker(rank, world, *args)
+        finally:
+            dist.destroy_process_group()
+        return result if rank == 0 else None
+    if num_ranks is None or num_ranks < 2:
+        raise MeasureError(f"--ranks {num_ranks}: a collective needs >= 2 ranks; pass --ranks 2 or more")
+    if backend == "nccl" and torch.cuda.device_count() < num_ranks:
+        raise MeasureError(
+            f"--backend nccl --ranks {num_ranks} needs {num_ranks} GPUs; {torch.cuda.device_count()} visible"
+        )
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    with tempfile.TemporaryDirectory(prefix="tierwise-") as tmp:
+        result_path = os.path.join(tmp, "result.pkl")
+        ctx = mp.start_processes(_entry, args=(num_ranks, _free_port(), backend, worker, args, result_path),
+                                 nprocs=num_ranks, join=False, start_method="spawn")
+        try:
+            while not ctx.join():
+                pass
+        except KeyboardInterrupt:
+            for proc in ctx.processes:
+                if proc.is_alive():
+                    proc.terminate()
+            for proc in ctx.processes:
+                proc.join(timeout=10)
+            raise
+        except mp.ProcessRaisedException as exc:
+            last = str(exc).strip().splitlines()[-1]
+            if "MeasureError" in last or "TierwiseError" in last:
+                raise MeasureError(last.split(":", 1)[-1].strip()) from None
+            raise
+        return pickle.loads(Path(result_path).read_bytes())
+
+
+# --- the per-rank benchmark ---------------------------------------------------------------------------
+
+
+def _buffers(op: str, size_bytes: int, world: int, rank: int, device):
+    """(input, output, count) for one size in nccl-tests' convention; size rounded down to whole elements."""
+    import torch
+
+    per_rank_ops = ("all-gather", "reduce-scatter", "all-to-all")
+    unit = world if op in per_rank_ops else 1
+    elements = max(unit, (size_bytes // _ELEMENT_BYTES) // unit * unit)
+    if op == "all-gather":
+        return torch.zeros(elements // world, device=device), torch.zeros(elements, device=device), elements // world
+    if op == "reduce-scatter":
+        return torch.zeros(elements, device=device), torch.zeros(elements // world, device=device), elements // world
+    if op == "all-to-all":
+        return torch.zeros(elements, device=device), torch.zeros(elements, device=device), elements // world
+    return torch.zeros(elements, device=device), torch.zeros(elements, device=device), elements
+
+
+def _operation(op: str, inp, out, world: int, rank: int) -> Callable[[], None]:
+    import torch.distributed as dist
+
+    if op == "all-reduce":
+        return lambda: dist.all_reduce(inp)
+    if op == "all-gather":
+        gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        return lambda: gather(out, inp)
+    if op == "reduce-scatter":
+        scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+        return lambda: scatter(out, inp)
+    if op == "all-to-all":
+        return lambda: dist.all_to_all_single(out, inp)
+    if op == "broadcast":
+        return lambda: dist.broadcast(inp, src=0)
+    if op == "send-recv":
+        def sendrecv():
+            ops = [dist.P2POp(dist.isend, inp, (rank + 1) % world), dist.P2POp(dist.irecv, out, (rank - 1) % world)]
+            for req in dist.batch_isend_irecv(ops):
+                req.wait()
+        return sendrecv
+    raise MeasureError(f"no benchmark for {op!r}")
+
+
+def _check(op: str, inp, out, world: int, rank: int, run: Callable[[], None]) -> int:
+    """Fill inputs with known integers, run once, count wrong output elements on this rank."""
+    import torch
+
+    n = world
+    if op == "all-to-all":
+        chunk = inp.numel() // n
+        inp.copy_(torch.arange(n, device=inp.device).repeat_interleave(chunk).float() + rank * n)
+    elif op == "broadcast":
+        inp.fill_(7.0 if rank == 0 else 0.0)
+    else:
+        inp.fill_(rank + 1.0)
+    run()
+    if op == "all-reduce":
+        wrong = inp != n * (n + 1) / 2
+    elif op == "reduce-scatter":
+        wrong = out != n * (n + 1) / 2
+    elif op == "all-gather":
+        chunk = out.numel() // n
+        wrong = out != torch.arange(1, n + 1, device=out.device).repeat_interleave(chunk).float()
+    elif op == "all-to-all":
+        chunk = out.numel() // n
+        wrong = out != torch.arange(n, device=out.device).repeat_interleave(chunk).float() * n + rank
+    elif op == "broadcast":
+        wrong = inp != 7.0
+    else:  # send-recv
+        wrong = out != ((rank - 1) % n) + 1.0
+    inp.zero_()
+    return int(wrong.sum().item())
+
+
+def _time_stats(run: Callable[[], None], iters: int, device) -> dict[str, float]:
+    """Per-operation time: {median, min, mean} of single timed operations (CPU), or the batch mean (GPU)."""
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(iters):
+            run()
+        torch.cuda.synchronize()
+        t = (time.perf_counter() - start) / iters
+        return {"median": t, "min": t, "mean": t}
+    samples = []
+    for _ in range(iters):
+        start = time.perf_counter()
+        run()
+        samples.append(time.perf_counter() - start)
+    return {"median": statistics.median(samples), "min": min(samples), "mean": statistics.fmean(samples)}
+
+
+def _time(run: Callable[[], None], iters: int, device, stat: str = "median") -> float:
+    return _time_stats(run, iters, device)[stat]
+
+
+def _write_atomic(path: str, rows: list[dict]) -> None:
+    tmp = f"{path}.partial"
+    Path(tmp).write_text(json.dumps(rows, indent=2))
+    os.replace(tmp, path)
+
+
+def bench_worker(rank: int, world: int, config: BenchConfig) -> dict[str, list[dict]]:
+    """One rank's sweep over ``config.ops`` x ``config.sizes_bytes``; rank 0 returns the rows per op."""
+    import torch
+    import torch.distributed as dist
+
+    device = torch.device("cuda", torch.cuda.current_device()) if config.backend == "nccl" else torch.device("cpu")
+    results: dict[str, list[dict]] = {op: [] for op in config.ops}
+    flat: list[dict] = []
+    for op in config.ops:
+        factor = float(bus_factor(op, world))
+        for size in config.sizes_bytes:
+            inp, out, count = _buffers(op, size, world, rank, device)
+            nbytes = max(inp.numel(), out.numel()) * _ELEMENT_BYTES if op != "all-to-all" else inp.numel() * 4
+            run = _operation(op, inp, out, world, rank)
+            for _ in range(config.warmup):
+                run()
+            wrong = _check(op, inp, out, world, rank, run)
+            dist.barrier()
+            local = _time_stats(run, config.iters, device)
+            stats = torch.tensor([local["median"], local["min"], local["mean"], float(wrong)],
+                                 dtype=torch.float64, device=device)
+            dist.all_reduce(stats)
+            times = dict(zip(("median", "min", "mean"), (stats[:3] / world).tolist(), strict=True))
+            t = times[config.stat]
+            if rank == 0:
+                row = {
+                    "op": op, "num_ranks": world, "backend": config.backend,
+                    "ranks_per_node": int(os.environ.get("LOCAL_WORLD_SIZE", world)), "size_bytes": nbytes,
+                    "count": count, "type": "float", "time_s": t, "algbw_bytes_per_s": nbytes / t,
+                    "busbw_bytes_per_s": nbytes / t * factor, "wrong": int(stats[3].item()),
+                    "iters": config.iters, "stat": config.stat, "time_median_s": times["median"],
+                    "time_min_s": times["min"], "time_mean_s": times["mean"],
+                    "in_place": op in ("all-reduce", "broadcast"),
+                }
+                if (config.backend, op) in EMULATED:
+                    row["note"] = EMULATED[config.backend, op]
+                results[op].append(row)
+                flat.append(row)
+                if config.out:
+                    _write_atomic(config.out, flat)
+    return results
+
+
+def run_collectives(config: BenchConfig, num_ranks: int | None) -> dict[str, list[dict]] | None:
+    """Measure every op of ``config`` (see the module docstring); rows per op on rank 0, None elsewhere."""
+    ops = tuple(normalize_kind(op) for op in config.ops)
+    config = BenchConfig(ops=ops, sizes_bytes=config.sizes_bytes, iters=config.iters, warmup=config.warmup,
+                         backend=config.backend, out=str(Path(config.out).resolve()) if config.out else None,
+                         stat=config.stat)
+    if config.out:
+        Path(config.out).parent.mkdir(parents=True, exist_ok=True)
+    return launch(bench_worker, (config,), num_ranks, config.backend)

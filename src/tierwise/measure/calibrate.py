@@ -1,0 +1,212 @@
+"""Turn measured sweeps (nccl-tests logs, tierwise results) into a calibrated cluster YAML.
+
+The document (the lead's cluster loader reads these keys)::
+
+    base: dgx-h100                      # the --cluster given (catalog name); a cluster file's keys are
+                                        # copied instead; omitted without --cluster
+    name: calibrated-dgx-h100
+    source: "tierwise calibrate <files> (<date>)"
+    fitted:
+      scale_out:                        # the tier the measured group bottlenecks on
+        num_ranks: 32
+        ranks_per_domain: 8
+        op: all-reduce
+        regimes: [{name, min_bytes, max_bytes, latency_s, busbw_bytes_per_s}, ...]
+        residuals: {median_abs_pct: .., max_abs_pct: ..}
+
+Tier rule: a group that fits in one scale-up domain (``num_ranks <= ranks_per_domain``) bottlenecks on
+``scale_up``; a group spanning domains bottlenecks on ``scale_out`` (the slower tier carries the
+inter-domain steps of every ring/tree; collectives-notes.md section 5.4). A local gloo run of N processes
+on one host is one domain: ``scale_up``. The regimes are :func:`tierwise.measure.fit.fit_regimes`; the
+prediction rule is :func:`tierwise.measure.fit.predict_time`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from tierwise.collectives.volumes import normalize_kind
+from tierwise.errors import MeasureError
+from tierwise.measure.fit import RegimeFit, fit_regimes
+from tierwise.measure.nccl_log import NcclRow, NcclSweep, parse_nccl_log
+
+__all__ = ["load_sweeps", "sweeps_from_rows", "calibrate", "Calibration", "tier_for", "write_yaml"]
+
+_FITTABLE_NOTE = "not fitted"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Calibration:
+    """The calibrated document plus the fits behind it and what was skipped."""
+
+    document: dict
+    fits: dict[str, RegimeFit]
+    skipped: tuple[str, ...]
+
+
+def sweeps_from_rows(rows: list[dict], source: str) -> list[NcclSweep]:
+    """Group tierwise result rows (``measure collective --out``) into one sweep per (op, ranks, backend)."""
+    groups: dict[tuple, list[dict]] = {}
+    for i, row in enumerate(rows):
+        try:
+            key = (normalize_kind(row["op"]), int(row["num_ranks"]), row.get("backend", ""),
+                   row.get("ranks_per_node"), row.get("note"))
+            float(row["size_bytes"]), float(row["time_s"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MeasureError(f"{source}: row {i} is not a tierwise result row ({exc}); expected keys op, "
+                               "num_ranks, size_bytes, time_s") from None
+        groups.setdefault(key, []).append(row)
+    sweeps = []
+    for (op, n, backend, per_node, note), group in groups.items():
+        group.sort(key=lambda r: r["size_bytes"])
+        sweeps.append(NcclSweep(
+            op=op, num_ranks=n, source=source, label=f"{backend}-{op}-{n}",
+            ranks_per_node=int(per_node) if per_node else n,  # a spawned run is one host
+            rows=tuple(NcclRow(size_bytes=float(r["size_bytes"]), time_s=float(r["time_s"]),
+                               algbw_bytes_per_s=float(r.get("algbw_bytes_per_s", 0.0)),
+                               busbw_bytes_per_s=float(r.get("busbw_bytes_per_s", 0.0)),
+                               wrong=r.get("wrong")) for r in group),
+            notes=(note,) if note else (),
+        ))
+    return sweeps
+
+
+def load_sweeps(path: str | Path, *, op: str | None = None, num_ranks: int | None = None) -> list[NcclSweep]:
+    """Sweeps from a tierwise JSON result or an nccl-tests log (decided by content, not by name)."""
+    p = Path(path)
+    try:
+        text = p.read_text(errors="replace")
+    except FileNotFoundError:
+        raise MeasureError(f"{str(p)!r} does not exist; check the path") from None
+    except IsADirectoryError:
+        raise MeasureError(f"{str(p)!r} is a directory; pass a log or result file") from None
+    if text.lstrip().startswith(("[", "{")):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise MeasureError(f"{p}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
+        # a list of rows (measure collective --out), or a measure ddp result with its calibration sweep
+        rows = (data.get("rows") or data.get("calibration_rows") or []) if isinstance(data, dict) else data
+        if not isinstance(rows, list) or not rows:
+            raise MeasureError(f"{p}: empty sweep (no result rows); run `tierwise measure collective --out` first")
+        return sweeps_from_rows(rows, str(p))
+    return parse_nccl_log(p, op=op, num_ranks=num_ranks)
+
+
+def tier_for(num_ranks: int, ranks_per_domain: int) -> str:
+    """``scale_up`` if the group fits in one scale-up domain, else ``scale_out`` (module docstring)."""
+    return "scale_up" if num_ranks <= ranks_per_domain else "scale_out"
+
+
+def _cluster_base(cluster: str | None) -> tuple[str | None, int | None, dict]:
+    """(base catalog name, ranks per scale-up domain, the file's own keys) for ``--cluster``.
+
+    A catalog name becomes ``base:``; a cluster file is copied into the calibrated document (keeping its
+    own ``base:`` if it has one), so the result loads wherever the file did.
+
+    The domain size is the spec's ``scale_up_domain`` (GPUs joined by one NVLink/NVSwitch domain; 72 on an
+    NVL72 rack, where a host has 4), else ``gpus_per_node``, following ``base:`` through the catalog.
+    """
+    if cluster is None:
+        return None, None, {}
+    from tierwise.specs.catalog import entry, load_yaml_file
+
+    def catalog_entry(name: str) -> dict:
+        try:
+            return entry("clusters", name)
+        except FileNotFoundError:
+            raise MeasureError(f"--cluster {name!r}: this installation has no cluster catalog; pass a "
+                               "cluster YAML file or --ranks-per-domain") from None
+
+    p = Path(cluster)
+    own: dict = {}
+    if p.suffix in (".yaml", ".yml", ".json") or p.exists():
+        raw = load_yaml_file(p) or {}
+        if not isinstance(raw, dict):
+            raise MeasureError(f"--cluster {cluster}: expected a mapping of cluster keys")
+        own = {k: v for k, v in raw.items() if k not in ("name", "source", "fitted")}
+        label = raw.get("name") or p.stem
+    else:
+        raw = catalog_entry(cluster)
+        label = cluster.strip().lower()
+    seen = set()
+    while isinstance(raw, dict):
+        for key in ("ranks_per_domain", "scale_up_domain", "gpus_per_node"):
+            value = raw.get(key)
+            if isinstance(value, int) and value > 0:
+                return label, value, own
+        parent = raw.get("base")
+        if not parent or parent in seen:
+            break
+        seen.add(parent)
+        raw = catalog_entry(parent)
+    return label, None, own
+
+
+def _choose(tier: str, candidates: list[tuple[NcclSweep, int]]) -> tuple[NcclSweep, int]:
+    """One sweep per tier: the only one, else the only all-reduce (the calibrating collective)."""
+    if len(candidates) == 1:
+        return candidates[0]
+    all_reduce = [c for c in candidates if c[0].op == "all-reduce"]
+    if len(all_reduce) == 1:
+        return all_reduce[0]
+    labels = ", ".join(repr(c[0].label) for c in candidates)
+    raise MeasureError(f"{len(candidates)} sweeps map to tier {tier} ({labels}); pass --select LABEL to choose one")
+
+
+def calibrate(paths: list[str], *, cluster: str | None = None, select: str | None = None,
+              op: str | None = None, num_ranks: int | None = None, ranks_per_domain: int | None = None,
+              today: _dt.date | None = None) -> Calibration:
+    """Fit every usable sweep in ``paths`` and assemble the calibrated cluster document."""
+    if not paths:
+        raise MeasureError("no input: pass nccl-tests logs or tierwise results to calibrate")
+    label, cluster_domain, own = _cluster_base(cluster)
+    sweeps: list[NcclSweep] = []
+    for path in paths:
+        sweeps.extend(load_sweeps(path, op=op, num_ranks=num_ranks))
+    if select:
+        sweeps = [s for s in sweeps if select in s.label]
+        if not sweeps:
+            raise MeasureError(f"--select {select!r} matches no sweep; labels are taken from file and column names")
+    skipped, by_tier = [], {}
+    for sweep in sweeps:
+        if any(_FITTABLE_NOTE in note for note in sweep.notes):
+            skipped.append(f"{sweep.label}: {sweep.notes[0]}")
+            continue
+        domain = ranks_per_domain or cluster_domain or sweep.ranks_per_node or sweep.num_ranks
+        by_tier.setdefault(tier_for(sweep.num_ranks, domain), []).append((sweep, domain))
+    chosen = {tier: _choose(tier, candidates) for tier, candidates in by_tier.items()}
+    if not by_tier:
+        raise MeasureError("empty sweep: nothing left to fit (" + "; ".join(skipped) + ")")
+    fitted, fits = {}, {}
+    for tier, (sweep, domain) in chosen.items():
+        fit = fit_regimes([r.size_bytes for r in sweep.rows], [r.time_s for r in sweep.rows], sweep.op,
+                          sweep.num_ranks)
+        fits[tier] = fit
+        fitted[tier] = {
+            "num_ranks": sweep.num_ranks,
+            "ranks_per_domain": int(domain),
+            "op": sweep.op,
+            "regimes": [r.as_dict() for r in fit.regimes],
+            "residuals": {"median_abs_pct": round(fit.median_abs_pct, 2), "max_abs_pct": round(fit.max_abs_pct, 2)},
+        }
+    date = (today or _dt.date.today()).isoformat()
+    document: dict = {}
+    if cluster is not None and not own:  # a catalog name
+        document["base"] = label
+    document.update(own)
+    document["name"] = f"calibrated-{label}" if label else "calibrated"
+    document["source"] = f"tierwise calibrate {' '.join(Path(p).name for p in paths)} ({date})"
+    document["fitted"] = fitted
+    return Calibration(document=document, fits=fits, skipped=tuple(skipped))
+
+
+def write_yaml(document: dict, path: str | Path) -> None:
+    """Write the calibrated document as YAML (keys in the documented order)."""
+    import yaml
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(yaml.safe_dump(document, sort_keys=False, default_flow_style=None, width=120))
