@@ -22,8 +22,6 @@ minimum is taken:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from tierwise.collectives import alpha_beta
@@ -52,21 +50,44 @@ def algorithms_for(kind: str) -> tuple[str, ...]:
     return _FOR_KIND[normalize_kind(kind)]
 
 
-@dataclass(frozen=True)
 class CollectiveCost:
-    """Result arrays (one shape): time, chosen algorithm/protocol codes, and bytes on each tier per rank."""
+    """Result arrays (one shape): time, chosen algorithm/protocol codes, and bytes on each tier per rank.
 
-    time_s: np.ndarray
-    algorithm: np.ndarray
-    """Index into :data:`ALGORITHMS`."""
-    protocol: np.ndarray
-    """Index into :data:`PROTOCOLS`."""
-    bytes_per_rank: np.ndarray
-    """Ring-equivalent bytes each rank sends (busbw factor x size)."""
-    scale_up_bytes: np.ndarray
-    """Bytes each rank sends over its scale-up (or host) links with the chosen algorithm."""
-    scale_out_bytes: np.ndarray
-    """Bytes each rank sends over its share of the NICs with the chosen algorithm."""
+    ``scale_up_bytes`` and ``scale_out_bytes`` are computed on first access (the estimator needs only
+    times and ring-equivalent bytes).
+    """
+
+    __slots__ = ("time_s", "algorithm", "protocol", "bytes_per_rank", "_wire", "_cache")
+
+    def __init__(self, time_s, algorithm, protocol, bytes_per_rank, wire):
+        self.time_s = time_s
+        """Seconds."""
+        self.algorithm = algorithm
+        """Index into :data:`ALGORITHMS`."""
+        self.protocol = protocol
+        """Index into :data:`PROTOCOLS`."""
+        self.bytes_per_rank = bytes_per_rank
+        """Ring-equivalent bytes each rank sends (busbw factor x size)."""
+        self._wire = wire
+        self._cache = None
+
+    def _wire_bytes(self):
+        if self._cache is None:
+            self._cache = self._wire()
+        return self._cache
+
+    @property
+    def scale_up_bytes(self):
+        """Bytes each rank sends over its scale-up (or host) links with the chosen algorithm."""
+        return self._wire_bytes()[0]
+
+    @property
+    def scale_out_bytes(self):
+        """Bytes each rank sends over its share of the NICs with the chosen algorithm."""
+        return self._wire_bytes()[1]
+
+    def __repr__(self) -> str:
+        return f"CollectiveCost(time_s={self.time_s!r}, algorithm={self.algorithm!r}, protocol={self.protocol!r})"
 
 
 def _mesh_ring_links(g):
@@ -275,7 +296,7 @@ def _affine_min(kind, size_b, small: GroupSpan, inverse, cluster, p, algorithms,
     one = list(_candidates(kind, np.ones(small.size.shape), small, cluster, p, algorithms, gpus_per_process))
     if not zero:  # no candidate applies (e.g. nvls forced on a fabric without in-switch reduction)
         none = np.zeros(size_b.shape)
-        return np.full(size_b.shape, np.inf), none.astype(np.int8), none.astype(np.int8), none, none
+        return np.full(size_b.shape, np.inf), none.astype(np.int8), none.astype(np.int8), lambda: (none, none)
     u = small.size.shape[0]
     alpha = np.array([np.broadcast_to(c[2], (u,)) for c in zero])
     with np.errstate(invalid="ignore"):
@@ -287,18 +308,22 @@ def _affine_min(kind, size_b, small: GroupSpan, inverse, cluster, p, algorithms,
     codes_p = np.array([PROTOCOLS.index(c[1]) for c in zero], dtype=np.int8)
     hulls = [_lower_envelope(alpha[:, g], beta[:, g]) for g in range(u)]
     width = max(len(h) for h in hulls)
-    env = np.array([h + [h[-1]] * (width - len(h)) for h in hulls])  # (u, width) candidate indices
-    cols = np.arange(u)[:, None]
-    env_alpha, env_beta = alpha[env, cols], beta[env, cols]
-    best_t = env_alpha[inverse, 0] + env_beta[inverse, 0] * size_b
-    choice = np.zeros(size_b.shape, dtype=np.intp)
+    env = np.array([h + [h[-1]] * (width - len(h)) for h in hulls]).T  # (width, u) candidate indices
+    cols = np.arange(u)
+    env_alpha, env_beta = alpha[env, cols], beta[env, cols]  # (width, u)
+    best_t = env_alpha[0][inverse] + env_beta[0][inverse] * size_b
+    choice = np.zeros(size_b.shape, dtype=np.int8) if width > 1 else None
     for e in range(1, width):
-        t = env_alpha[inverse, e] + env_beta[inverse, e] * size_b
+        t = env_alpha[e][inverse] + env_beta[e][inverse] * size_b
         better = t < best_t
         best_t = np.where(better, t, best_t)
-        choice = np.where(better, e, choice)
-    cand = env[inverse, choice]
-    return (best_t, codes_a[cand], codes_p[cand], up[cand, inverse] * size_b, out[cand, inverse] * size_b)
+        choice[better] = e
+    flat = env[0][inverse] if choice is None else env[choice, inverse]
+
+    def wire():
+        return up[flat, inverse] * size_b, out[flat, inverse] * size_b
+
+    return best_t, codes_a[flat], codes_p[flat], wire
 
 
 def collective_cost(kind: str, size_bytes, span: GroupSpan, cluster: Cluster, algorithm: str = "auto",
@@ -326,13 +351,12 @@ def collective_cost(kind: str, size_bytes, span: GroupSpan, cluster: Cluster, al
                         f"{', '.join(allowed)}")
     shape = np.broadcast(size, span.size).shape
     size_b = np.broadcast_to(size, shape)
-    small, inverse = _unique_span(span, shape)
-    best_t = np.full(shape, np.inf)
-    best_a = np.zeros(shape, dtype=np.int8)
-    best_p = np.zeros(shape, dtype=np.int8)
-    best_up = np.zeros(shape)
-    best_out = np.zeros(shape)
-    if kind == "all-to-all":
+    if kind == "all-to-all":  # max of two lines per geometry, not affine: cost it element-wise
+        best_t = np.full(shape, np.inf)
+        best_a = np.zeros(shape, dtype=np.int8)
+        best_p = np.zeros(shape, dtype=np.int8)
+        best_up = np.zeros(shape)
+        best_out = np.zeros(shape)
         for algo, proto, t, up, out in _candidates(kind, size_b, span, cluster, p, algorithms, gpus_per_process):
             t = np.broadcast_to(t, shape)
             better = t < best_t
@@ -341,9 +365,12 @@ def collective_cost(kind: str, size_bytes, span: GroupSpan, cluster: Cluster, al
             best_p = np.where(better, PROTOCOLS.index(proto), best_p)
             best_up = np.where(better, np.broadcast_to(up, shape), best_up)
             best_out = np.where(better, np.broadcast_to(out, shape), best_out)
+        def wire(up=best_up, out=best_out):
+            return up, out
     else:
-        best_t, best_a, best_p, best_up, best_out = _affine_min(kind, size_b, small, inverse, cluster, p, algorithms,
-                                                                gpus_per_process)
+        small, inverse = _unique_span(span, shape)
+        best_t, best_a, best_p, wire = _affine_min(kind, size_b, small, inverse, cluster, p, algorithms,
+                                                   gpus_per_process)
     if algorithm == "auto" and cluster.fitted:
         fitted = np.broadcast_to(_fitted_time(kind, size, span, cluster), shape)
         use = ~np.isnan(fitted)
@@ -358,6 +385,4 @@ def collective_cost(kind: str, size_bytes, span: GroupSpan, cluster: Cluster, al
     n = np.broadcast_to(span.size, shape).astype(float)
     factor = bus_factor(kind, n) if kind != "send-recv" else np.ones_like(n)
     best_t = np.where(n > 1, best_t, 0.0)
-    return CollectiveCost(time_s=best_t, algorithm=best_a, protocol=best_p,
-                          bytes_per_rank=np.where(n > 1, factor * size_b, 0.0),
-                          scale_up_bytes=best_up, scale_out_bytes=best_out)
+    return CollectiveCost(best_t, best_a, best_p, np.where(n > 1, factor * size_b, 0.0), wire)

@@ -423,16 +423,24 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
     # collective latency once per layer; ZeRO 0-2 reduce in large buckets (one collective per step here)
     pieces = np.where(zero == 3, np.maximum(layers_slow, 1), 1.0)
 
+    class _NoCost:
+        time_s = bytes_per_rank = np.zeros(n)
+
+    def maybe(needed, kind, size, span):
+        """Only cost a collective some plan of the batch uses (a planner batch often has none)."""
+        return _comm(kind, size, span, cluster) if np.any(needed) else _NoCost
+
     def dp_costs(params, span_full, group):
         """(time, bytes) of gradient reduction and parameter gathers per step for ``params`` per GPU."""
         g_bytes = gb * params / pieces
         w_bytes = wb * params / pieces
-        ar = _comm("all-reduce", g_bytes, span_full, cluster)
-        rs_full = _comm("reduce-scatter", g_bytes, span_full, cluster)
-        ag_full = _comm("all-gather", w_bytes, span_full, cluster)
-        rs_sh = _comm("reduce-scatter", g_bytes, shard_span, cluster)
-        ag_sh = _comm("all-gather", w_bytes, shard_span, cluster)
-        ar_rep = _comm("all-reduce", g_bytes / np.maximum(shard, 1), repl_span, cluster)
+        used = group > 1
+        ar = maybe(used & (zero == 0), "all-reduce", g_bytes, span_full)
+        rs_full = maybe(used & (zero >= 1) & ~hsdp, "reduce-scatter", g_bytes, span_full)
+        ag_full = maybe(used & (zero >= 1) & ~hsdp, "all-gather", w_bytes, span_full)
+        rs_sh = maybe(used & hsdp, "reduce-scatter", g_bytes, shard_span)
+        ag_sh = maybe(used & hsdp, "all-gather", w_bytes, shard_span)
+        ar_rep = maybe(used & hsdp, "all-reduce", g_bytes / np.maximum(shard, 1), repl_span)
         rs = np.where(hsdp, rs_sh.time_s + ar_rep.time_s, rs_full.time_s)
         ag = np.where(hsdp, ag_sh.time_s, ag_full.time_s)
         grad_t = pieces * np.where(zero == 0, ar.time_s, rs)
@@ -443,7 +451,10 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
         return grad_t, gather_t, np.where(group > 1, bytes_, 0.0)
 
     d_grad, d_gather, d_bytes = dp_costs(dense_params, dp_span, dp_group)
-    e_grad, e_gather, e_bytes = dp_costs(expert_params, edp_span, edp)
+    if model.moe is not None:
+        e_grad, e_gather, e_bytes = dp_costs(expert_params, edp_span, edp)
+    else:
+        e_grad = e_gather = e_bytes = np.zeros(n)
     d_grad = np.where(dp_group > 1, d_grad, 0.0)
     d_gather = np.where(dp_group > 1, d_gather, 0.0)
     e_grad = np.where(edp > 1, e_grad, 0.0)
