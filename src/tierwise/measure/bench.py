@@ -140,6 +140,9 @@ def _entry(rank: int, world: int, port: int, backend: str, worker: Callable, arg
         result = worker(rank, world, *args)
         if rank == 0:
             Path(result_path).write_bytes(pickle.dumps(result))
+        # no rank tears the group down while a peer still has gloo work in flight (under load a rank
+        # that left early aborted its peer: "terminate called without an active exception")
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
@@ -166,6 +169,7 @@ def launch(worker: Callable, args: tuple, num_ranks: int | None, backend: str = 
         dist.init_process_group(backend)
         try:
             result = worker(rank, world, *args)
+            dist.barrier()
         finally:
             dist.destroy_process_group()
         return result if rank == 0 else None
