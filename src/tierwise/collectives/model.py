@@ -245,11 +245,9 @@ def _fitted_time(kind: str, size, span: GroupSpan, cluster: Cluster):
 
 def _geometry_key(span: GroupSpan, shape) -> np.ndarray:
     """One int64 per element identifying the group geometry (ranks, ranks per domain, tier, level)."""
-    n = np.broadcast_to(span.size, shape).astype(np.int64)
-    nl = np.broadcast_to(span.ranks_per_domain, shape).astype(np.int64)
-    tier = np.broadcast_to(span.tier, shape).astype(np.int64)
-    level = np.broadcast_to(span.level, shape).astype(np.int64)
-    return n | (nl << 22) | (tier << 44) | (level << 47)
+    key = np.asarray(span.size, dtype=np.int64) | (np.asarray(span.ranks_per_domain, dtype=np.int64) << 22)
+    key |= (np.asarray(span.tier, dtype=np.int64) << 44) | (np.asarray(span.level, dtype=np.int64) << 47)
+    return np.broadcast_to(key, shape)
 
 
 def _unique_span(span: GroupSpan, shape):

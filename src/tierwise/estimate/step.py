@@ -210,6 +210,9 @@ def _stage_layers(model: ModelSpec, plans: PlanBatch):
     n_mid = np.maximum(pp - 2, 0)
     mid = np.where(n_mid > 0, (L - first - last) / np.maximum(n_mid, 1), 0.0)
     first = np.where(pp == 1, L, first)
+    if model.moe is None:
+        none = np.zeros(first.shape)
+        return (first.astype(float), mid, last.astype(float)), (none, none, none)
     cum = np.concatenate([[0], np.cumsum(np.array(model.moe_layer_mask, dtype=float))])
     moe_first = cum[np.clip(first, 0, L).astype(int)]
     moe_last = np.where(pp == 1, moe_first, cum[L] - cum[np.clip(L - last, 0, L).astype(int)])
