@@ -28,7 +28,7 @@ out = ["# Accelerators. Generated from shared/data/hardware.csv by tools/gen_acc
        "# bandwidth_one_way is per accelerator per direction; HBM capacities written 'GB' by vendors are binary",
        "# (GiB) for DRAM (hardware-notes.md section 1). Source ids S1..S42 are listed in hardware-notes.md section 5,",
        "# shipped as src/tierwise/data/hardware-notes.md.", ""]
-for row in csv.DictReader(open(sys.argv[1])):
+for row in csv.DictReader(open(sys.argv[1])):  # noqa: SIM115 (one-off script)
     name = NAMES[row["id"]]
     peaks = {k: row[f"{k}_dense_tflops"] for k in ("bf16", "fp8", "fp4") if row[f"{k}_dense_tflops"]}
     hbm = row["hbm_gb"]
