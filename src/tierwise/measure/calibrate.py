@@ -31,7 +31,7 @@ from pathlib import Path
 from tierwise.collectives.volumes import normalize_kind
 from tierwise.errors import MeasureError
 from tierwise.measure.fit import RegimeFit, fit_regimes
-from tierwise.measure.nccl_log import NcclRow, NcclSweep, parse_nccl_log
+from tierwise.measure.nccl_log import NcclRow, NcclSweep, parse_nccl_text, read_text
 
 __all__ = ["load_sweeps", "sweeps_from_rows", "calibrate", "Calibration", "tier_for", "write_yaml"]
 
@@ -77,12 +77,7 @@ def sweeps_from_rows(rows: list[dict], source: str) -> list[NcclSweep]:
 def load_sweeps(path: str | Path, *, op: str | None = None, num_ranks: int | None = None) -> list[NcclSweep]:
     """Sweeps from a tierwise JSON result or an nccl-tests log (decided by content, not by name)."""
     p = Path(path)
-    try:
-        text = p.read_text(errors="replace")
-    except FileNotFoundError:
-        raise MeasureError(f"{str(p)!r} does not exist; check the path") from None
-    except IsADirectoryError:
-        raise MeasureError(f"{str(p)!r} is a directory; pass a log or result file") from None
+    text = read_text(p, "log or result")
     if text.lstrip().startswith(("[", "{")):
         try:
             data = json.loads(text)
@@ -93,7 +88,7 @@ def load_sweeps(path: str | Path, *, op: str | None = None, num_ranks: int | Non
         if not isinstance(rows, list) or not rows:
             raise MeasureError(f"{p}: empty sweep (no result rows); run `tierwise measure collective --out` first")
         return sweeps_from_rows(rows, str(p))
-    return parse_nccl_log(p, op=op, num_ranks=num_ranks)
+    return parse_nccl_text(text, str(p), op=op, num_ranks=num_ranks)
 
 
 def tier_for(num_ranks: int, ranks_per_domain: int) -> str:

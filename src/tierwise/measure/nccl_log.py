@@ -294,13 +294,17 @@ def _parse_busbw_table(lines: list[str], source: str, *, op: str | None) -> list
     return sweeps
 
 
-def parse_nccl_log(path: str | Path, *, op: str | None = None, num_ranks: int | None = None) -> list[NcclSweep]:
-    """Read and parse one nccl-tests log file (see the module docstring for the accepted formats)."""
+def read_text(path: str | Path, what: str = "log") -> str:
+    """A file's text; a missing file or a directory is a one-line :class:`MeasureError`."""
     p = Path(path)
     try:
-        text = p.read_text(errors="replace")
+        return p.read_text(errors="replace")
     except FileNotFoundError:
-        raise MeasureError(f"log {str(p)!r} does not exist; check the path") from None
+        raise MeasureError(f"{what} {str(p)!r} does not exist; check the path") from None
     except IsADirectoryError:
-        raise MeasureError(f"{str(p)!r} is a directory; pass the log file itself") from None
-    return parse_nccl_text(text, str(p), op=op, num_ranks=num_ranks)
+        raise MeasureError(f"{str(p)!r} is a directory; pass the {what} file itself") from None
+
+
+def parse_nccl_log(path: str | Path, *, op: str | None = None, num_ranks: int | None = None) -> list[NcclSweep]:
+    """Read and parse one nccl-tests log file (see the module docstring for the accepted formats)."""
+    return parse_nccl_text(read_text(path), str(path), op=op, num_ranks=num_ranks)
