@@ -401,13 +401,13 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
     layers_slow = pick([l_first, l_last, l_mid])
     bubble = (pp - 1) / vpp * t_mb
 
-    # ---- data-parallel gradient reduction and parameter gathers (per stage; the fullest stage)
-    dense_params = (layers_slow * (shape.attention_params + shape.norm_params) / tp
-                    + (layers_slow - pick([e_first, e_last, e_mid])) * shape.dense_mlp_params / tp
-                    + pick([e_first, e_last, e_mid]) * shape.moe_other_params / tp
-                    + np.where(pp == 1, (shape.embedding_params + shape.lm_head_params) / tp,
-                               np.select([slow == 0, slow == 1], [shape.embedding_params / tp, shape.lm_head_params / tp], 0.0)))
-    expert_params = pick([e_first, e_last, e_mid]) * shape.expert_params * shape.num_experts / (ep * etp)
+    # ---- data-parallel gradient reduction and parameter gathers (per stage: the slowest stage's)
+    single = pp == 1
+    stage_params = [_stage_params(shape, l_first, e_first, tp, ep, etp, np.ones(n, bool), single),
+                    _stage_params(shape, l_last, e_last, tp, ep, etp, single, np.ones(n, bool)),
+                    _stage_params(shape, l_mid, e_mid, tp, ep, etp, np.zeros(n, bool), np.zeros(n, bool))]
+    dense_params = pick([sp_[0] for sp_ in stage_params])
+    expert_params = pick([sp_[1] for sp_ in stage_params])
     gb, wb = cparams["grad_bytes"], cparams["weight_bytes"]
     dp_group = dp * cp
     # gradients are reduced over the dp x cp ranks holding the same weights: the group starts at the
@@ -526,7 +526,7 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
     exposed_comm = m * comm_slow + dp_exposed
 
     # ---- memory of the fullest stage
-    memory = _memory(model, shape, cluster, plans, tokens, sp, rc, m, dense_params, expert_params,
+    memory = _memory(model, shape, cluster, plans, tokens, sp, rc, m, stage_params[0], stage_params[1],
                      dp_group, edp, shard, hsdp, cparams, l_first, e_first, l_last, e_last)
 
     axis_bytes = {
@@ -565,9 +565,24 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
     )
 
 
-def _memory(model, shape, cluster, plans, tokens, sp, rc, m, dense_params, expert_params, dp_group, edp, shard,
+def _stage_params(shape: ModelShape, layers, moe_layers, tp, ep, etp, first, last):
+    """(dense, expert) parameters one GPU of a stage holds: its layers' weights split over tp (experts
+    over ep x etp), plus the embedding on the first stage and the LM head on the last."""
+    dense = (layers * (shape.attention_params + shape.norm_params) + (layers - moe_layers) * shape.dense_mlp_params
+             + moe_layers * shape.moe_other_params + np.where(first, shape.embedding_params, 0.0)
+             + np.where(last, shape.lm_head_params, 0.0)) / tp
+    expert = moe_layers * shape.expert_params * shape.num_experts / (ep * etp)
+    return dense, expert
+
+
+def _memory(model, shape, cluster, plans, tokens, sp, rc, m, first_params, last_params, dp_group, edp, shard,
             hsdp, cparams, l_first, e_first, l_last, e_last):
-    """Bytes per GPU on the fullest of the first and last stage (see :mod:`tierwise.workload.memory`)."""
+    """Bytes per GPU on the fullest of the first and last stage (see :mod:`tierwise.workload.memory`).
+
+    The first stage holds the embedding and the most in-flight activations, the last the LM head and the
+    fp32 logits. With an even split middle stages hold no more than the first (an uneven split that gives a
+    middle stage more layers than the first is not checked). The breakdown is the fullest stage's.
+    """
     zero = plans.zero_stage
     tp, etp = plans.tp.astype(float), plans.etp.astype(float)
     dense_shard = np.where(hsdp, shard, dp_group)
@@ -577,34 +592,36 @@ def _memory(model, shape, cluster, plans, tokens, sp, rc, m, dense_params, exper
     def sharded(params, shard_deg, stage_min):
         return np.where(zero >= stage_min, params / np.maximum(shard_deg, 1), params)
 
-    weights = (sharded(dense_params, dense_shard, 3) + sharded(expert_params, edp, 3)) * (wb + fp8_extra)
-    grads = (sharded(dense_params, dense_shard, 2) + sharded(expert_params, edp, 2)) * gb
-    optimizer = (sharded(dense_params, dense_shard, 1) + sharded(expert_params, edp, 1)) * ob
-    # ZeRO-3 keeps the gathered weights of the layers in flight (prefetch: about two layers)
-    layers = np.maximum(l_first, 1)
-    gathered = np.where(zero == 3, 2 * (dense_params + expert_params) / layers * wb, 0.0)
     in_flight = in_flight_microbatches(m, plans.pp, plans.vpp)
     dense_act = activation_bytes_per_token_per_layer(model, shape, tp, etp, sp, rc, moe_layer=False)
     moe_act = (activation_bytes_per_token_per_layer(model, shape, tp, etp, sp, rc, moe_layer=True)
                if model.moe is not None else dense_act)
+    overhead = parse_bytes(cparams["memory_overhead"])
 
-    def acts(layers, moe_layers, last):
+    def stage(params, layers, moe_layers, last):
+        dense_params, expert_params = params
+        weights = (sharded(dense_params, dense_shard, 3) + sharded(expert_params, edp, 3)) * (wb + fp8_extra)
+        grads = (sharded(dense_params, dense_shard, 2) + sharded(expert_params, edp, 2)) * gb
+        optimizer = (sharded(dense_params, dense_shard, 1) + sharded(expert_params, edp, 1)) * ob
+        # ZeRO-3 keeps the gathered weights of the layers in flight (prefetch: about two layers)
+        gathered = np.where(zero == 3, 2 * (dense_params + expert_params) / np.maximum(layers, 1) * wb, 0.0)
         per_mb = ((layers - moe_layers) * dense_act + moe_layers * moe_act) * tokens
         logits = np.where(last, tokens * model.vocab_size / tp * (4 + 4 + 2), 0.0)
         held = np.where(last, np.minimum(m, 1.0), in_flight)
-        return per_mb * held + logits
+        activations = per_mb * held + logits
+        total = weights + gathered + grads + optimizer + activations + overhead
+        return total, weights + gathered, grads, optimizer, activations
 
-    act_first = acts(l_first, e_first, plans.pp == 1)
-    act_last = acts(l_last, e_last, np.ones(len(plans), bool))
-    activations = np.maximum(act_first, act_last)
-    overhead = parse_bytes(cparams["memory_overhead"])
-    total = weights + grads + optimizer + gathered + activations + overhead
+    first = stage(first_params, l_first, e_first, plans.pp == 1)
+    last = stage(last_params, l_last, e_last, np.ones(len(plans), bool))
+    fullest = first[0] >= last[0]
+    total, weights, grads, optimizer, activations = (np.where(fullest, a, b) for a, b in zip(first, last, strict=True))
     capacity = cluster.accelerator.hbm_capacity_bytes
     return {
         "per_gpu_bytes": total,
         "capacity_bytes": np.full(len(plans), capacity),
         "fits": total <= capacity,
-        "weights_bytes": weights + gathered,
+        "weights_bytes": weights,
         "gradients_bytes": grads,
         "optimizer_bytes": optimizer,
         "activations_bytes": activations,

@@ -138,8 +138,9 @@ def _entry(rank: int, world: int, port: int, backend: str, worker: Callable, arg
     dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
         result = worker(rank, world, *args)
-        if rank == 0:
-            Path(result_path).write_bytes(pickle.dumps(result))
+        if rank == 0:  # written whole, then renamed: the file exists only once complete
+            Path(result_path + ".part").write_bytes(pickle.dumps(result))
+            os.replace(result_path + ".part", result_path)
         # no rank tears the group down while a peer still has gloo work in flight (under load a rank
         # that left early aborted its peer: "terminate called without an active exception")
         dist.barrier()
@@ -199,6 +200,15 @@ def launch(worker: Callable, args: tuple, num_ranks: int | None, backend: str = 
             if "MeasureError" in last or "TierwiseError" in last:
                 raise MeasureError(last.split(":", 1)[-1].strip()) from None
             raise
+        except mp.ProcessExitedException:
+            # a rank killed by a signal after rank 0 wrote its result died in teardown (gloo's worker
+            # threads occasionally abort at exit on a loaded host); the measurement itself completed
+            for proc in ctx.processes:
+                if proc.is_alive():
+                    proc.terminate()
+                proc.join(timeout=10)
+            if not Path(result_path).exists():
+                raise
         return pickle.loads(Path(result_path).read_bytes())
 
 
