@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tierwise.measure.nccl_log import parse_nccl_log
 
 from tierwise.collectives.model import collective_cost
 from tierwise.hierarchy import group_span
+from tierwise.measure.nccl_log import parse_nccl_log
 from tierwise.specs.cluster import load_cluster
 
 LOGS = Path(__file__).parent / "data" / "nccl-logs"
