@@ -155,7 +155,8 @@ def _gemm_time(gemm: Gemm, tokens, tp, etp, peak, cp_params, experts_per_rank=No
                hbm_bytes_per_s=None, in_bytes=2.0):
     """Seconds and FLOPs of one forward GEMM over ``tokens`` tokens on one rank (arrays).
 
-    ``t = 2 M N K / (peak x eff(M, N, K)) + w x bytes / HBM`` with ``eff = max / (1 + d0/M + d0/N + d0/K)``
+    ``t = max(2 M N K / (peak x eff(M, N, K)), bytes / HBM) + w x bytes / HBM`` with
+    ``eff = max / (1 + d0/M + d0/N + d0/K)``
     (tile and wave quantization: a dimension near the tile size wastes part of each tile) and
     ``bytes = in_bytes (M K + K N) + 2 M N`` (operands read once, bf16 output written once). ``w``
     (``matmul_memory_weight``) is the fraction of that traffic time the MMA pipeline does not hide: an
@@ -181,7 +182,10 @@ def _gemm_time(gemm: Gemm, tokens, tp, etp, peak, cp_params, experts_per_rank=No
     t = flops / (peak * eff)
     if hbm_bytes_per_s is not None:
         traffic = copies * (in_bytes * (rows * k + k * n) + 2.0 * rows * n)
-        t = t + cp_params.get("matmul_memory_weight", 0.0) * traffic / hbm_bytes_per_s
+        memory_t = traffic / hbm_bytes_per_s
+        # the roofline's floor: no GEMM finishes before its operands have crossed HBM once at the
+        # datasheet rate (small-M expert GEMMs and decode-like shapes are memory-bound)
+        t = np.maximum(t, memory_t) + cp_params.get("matmul_memory_weight", 0.0) * memory_t
     return t, flops
 
 
