@@ -386,19 +386,20 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
     # ---- per-micro-batch time of each stage, and the pipeline
     per_mb = []
     comm_mb = []
-    for i, (fwd, rec) in enumerate(stages):
-        layers = (l_first, l_last, l_mid)[i]
-        moe_layers = (e_first, e_last, e_mid)[i]
-        dense_layers = layers - moe_layers
-        comm = (layers * (tp_layer_exposed + cp_layer_exposed) + moe_layers * ep_layer_t + pp_t)
+    for (fwd, rec), layers, moe_layers in zip(stages, (l_first, l_last, l_mid), (e_first, e_last, e_mid),
+                                              strict=True):
+        comm = layers * (tp_layer_exposed + cp_layer_exposed) + moe_layers * ep_layer_t + pp_t
         per_mb.append(3 * fwd + rec + layers * attn_bwd_extra + comm)
         comm_mb.append(comm)
-        del dense_layers
     t_mb = np.maximum(per_mb[0], per_mb[1])
     t_mb = np.where(mid_exists, np.maximum(t_mb, per_mb[2]), t_mb)
     slow = np.where(per_mb[0] >= per_mb[1], 0, 1)
     slow = np.where(mid_exists & (per_mb[2] > np.maximum(per_mb[0], per_mb[1])), 2, slow)
-    pick = lambda arrs: np.choose(slow, arrs)  # noqa: E731
+
+    def pick(per_stage):
+        """The slowest stage's value of a (first, last, middle) triple."""
+        return np.choose(slow, per_stage)
+
     fwd_slow = pick([st[0] for st in stages])
     rec_slow = pick([st[1] for st in stages])
     comm_slow = pick(comm_mb)
