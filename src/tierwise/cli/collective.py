@@ -55,8 +55,8 @@ def collective_report(kind: str, size: str, ranks: int, ranks_per_node: int | No
                      "rate, protocol and per-step latency included)")
         if link >= 300e9:
             notes.append(f"{format_bandwidth(link)} looks like an NVLink-class datasheet figure, which counts both "
-                         f"directions: one way it is {format_bandwidth(link / 2)}, so the time is about twice the "
-                         "datasheet arithmetic")
+                         f"directions: one way it is {format_bandwidth(link / 2)}, so on such a link the time is "
+                         f"about twice the datasheet arithmetic (--link-bandwidth {link / 2e9:g}GB/s models it)")
         notes.append(f"on {base.name} with {per_node} ranks per node this collective models "
                      f"{format_time(cluster_time)}: a ring across nodes runs one channel per NIC, so a node moves data "
                      f"at about {base.nics_per_node} x the NIC rate, not one NIC's rate")
