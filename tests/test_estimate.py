@@ -132,3 +132,18 @@ def test_dp_group_is_placed_outside_tp():
     assert int(inner.axis_tier["tp"][0]) == 3  # tp now at stride 16 crosses nodes
     assert float(inner.axis_bytes["dp"][0]) == pytest.approx(float(outer.axis_bytes["dp"][0]))
     assert float(inner.axis_time_s["dp"][0]) < float(outer.axis_time_s["dp"][0])
+
+
+def test_chunked_batches_equal_one_batch(monkeypatch):
+    """Large batches are estimated in chunks; the result is the same as in one go."""
+    import tierwise.estimate.step as step
+
+    m, c = load_model("mixtral-8x7b"), load_cluster("dgx-h100")
+    plans = [plan_from_mapping(dict(tp=tp, ep=ep, recompute=rc, **BASE), num_gpus=64)
+             for tp in (1, 2, 4) for ep in (1, 2, 8) for rc in ("none", "full")]
+    whole = estimate(m, c, PlanBatch.from_plans(plans))
+    monkeypatch.setattr(step, "CHUNK", 5)
+    chunked = estimate(m, c, PlanBatch.from_plans(plans))
+    assert np.array_equal(whole.step_time_s, chunked.step_time_s)
+    assert np.array_equal(whole.memory["per_gpu_bytes"], chunked.memory["per_gpu_bytes"])
+    assert np.array_equal(whole.axis_tier["ep"], chunked.axis_tier["ep"])

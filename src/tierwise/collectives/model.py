@@ -251,7 +251,14 @@ def _geometry_key(span: GroupSpan, shape) -> np.ndarray:
 
 
 def _unique_span(span: GroupSpan, shape):
-    """The distinct geometries of ``span`` (broadcast to ``shape``) and the index of each element's one."""
+    """The distinct geometries of ``span`` (broadcast to ``shape``) and the index of each element's one.
+
+    Cached on the span: an estimate costs several collectives on one group (TP: all-reduce, all-gather,
+    reduce-scatter; DP: reduce-scatter and all-gather), and the sort behind the dedupe is the costly part.
+    """
+    cache = span.__dict__.setdefault("_unique_cache", {})
+    if shape in cache:
+        return cache[shape]
     key = _geometry_key(span, shape).ravel()
     if key.size == 0 or np.all(key == key[0]):
         pick = np.zeros(min(key.size, 1), dtype=np.intp)
@@ -265,7 +272,8 @@ def _unique_span(span: GroupSpan, shape):
     small = GroupSpan(size=take(span.size), ranks_per_domain=take(span.ranks_per_domain),
                       num_domains=take(span.num_domains), ranks_per_node=take(span.ranks_per_node),
                       tier=take(span.tier), level=take(span.level), oversubscription=take(span.oversubscription))
-    return small, inverse.reshape(shape)
+    cache[shape] = (small, inverse.reshape(shape))
+    return cache[shape]
 
 
 def _lower_envelope(alpha: np.ndarray, beta: np.ndarray) -> list[int]:

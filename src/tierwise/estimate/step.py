@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -246,6 +246,22 @@ def _layer_times(model, shape: ModelShape, plans: PlanBatch, tokens, peak, cpara
     return lin_t, lin_f
 
 
+CHUNK = 131072
+"""Plans estimated together: large batches run in chunks of this many, so that the model's few hundred
+temporary arrays stay bounded (about 1 MiB each) instead of growing with the batch."""
+
+
+def _concat(parts: list[StepEstimates]) -> StepEstimates:
+    def join(values):
+        if isinstance(values[0], dict):
+            return {k: np.concatenate([v[k] for v in values]) for k in values[0]}
+        if isinstance(values[0], np.ndarray):
+            return np.concatenate(values)
+        return values[0]
+
+    return StepEstimates(**{f.name: join([getattr(p, f.name) for p in parts]) for f in fields(StepEstimates)})
+
+
 def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
              params: Mapping[str, float] | None = None) -> StepEstimates:
     """Estimate one training step for every plan in ``plans`` (see the module docstring).
@@ -253,6 +269,14 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
     ``params`` overrides entries of the ``compute:`` parameters (the validation fit and cross-validation
     evaluate candidate values this way); by default the shipped ``catalog/parameters.yaml`` values are used.
     """
+    if len(plans) > CHUNK:
+        return _concat([_estimate(model, cluster, plans.select(slice(i, i + CHUNK)), params)
+                        for i in range(0, len(plans), CHUNK)])
+    return _estimate(model, cluster, plans, params)
+
+
+def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
+              params: Mapping[str, float] | None) -> StepEstimates:
     cparams = {**_compute_params(), **(params or {})}
     shape = model_shape(model)
     acc = cluster.accelerator
