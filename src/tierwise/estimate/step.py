@@ -397,6 +397,8 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
         cp_fwd = (cp - 1) * p2p
         cp_layer_t = cp_fwd * 3
         cp_layer_exposed = np.maximum(cp_fwd - core_t, 0) + np.maximum(2 * cp_fwd - 2 * core_t, 0)
+        # hidden ring-attention traffic still costs overlap_interference of its time, as TP's and DP's do
+        cp_layer_exposed = cp_layer_exposed + cparams.get("overlap_interference", 0.0) * (cp_layer_t - cp_layer_exposed)
         cp_layer_bytes = np.where(plans.cp > 1, 3 * (cp - 1) * kv_chunk, 0.0)
     else:
         cp_layer_t = cp_layer_exposed = cp_layer_bytes = np.zeros(n)
