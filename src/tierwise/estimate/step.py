@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -277,33 +278,80 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
 
 def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
               params: Mapping[str, float] | None) -> StepEstimates:
+    """The step model for one chunk of plans, as a list of named steps (module docstring)."""
     cparams = {**_compute_params(), **(params or {})}
     shape = model_shape(model)
-    acc = cluster.accelerator
-    n = len(plans)
+    P = _derive(plans)
+    C = _layer_compute(model, shape, cluster.accelerator, plans, P, cparams)
+    S = _stage_compute(model, plans, P, C)
+    strides = _strides(plans)
+    X = _layer_comm(model, shape, cluster, plans, P, C, strides, cparams)
+    pipe = _pipeline(P, C, S, X)
+    D = _data_parallel(model, shape, cluster, plans, P, S, pipe, strides, cparams, C.hbm)
+    step = P.m * pipe.t_mb + pipe.bubble + D.exposed + D.optimizer_s
+    model_flops, hw_flops = _flops(model, shape, plans, P)
+    tflops = model_flops / (step * P.num_gpus)
+    hw_tflops = hw_flops / (step * P.num_gpus)
+    tokens_step = plans.global_batch_size * P.s
+    m, layers_slow, moe_slow = P.m, pipe.layers, pipe.moe_layers
+    compute_useful = m * (3 * pipe.fwd + layers_slow * C.attn_bwd_extra)
+    memory_bound_s = m * 3 * ((layers_slow - moe_slow) * C.elem_dense + moe_slow * C.elem_moe
+                              + np.where((pipe.slow == 1) | (P.pp == 1), C.logits_elem / 3, 0.0))
+    memory = _memory(model, shape, cluster, plans, P.tokens, P.sp, P.rc, m, D.stage_params[0], D.stage_params[1],
+                     D.dp_group, D.edp, D.shard, D.hsdp, cparams, S.layers[0], S.moe[0], S.layers[1], S.moe[1])
+    axis_bytes = {
+        "tp": np.where(plans.tp > 1, X.tp_layer_bytes * layers_slow * m, 0.0),
+        "cp": np.where(plans.cp > 1, X.cp_layer_bytes * layers_slow * m, 0.0),
+        "ep": np.where(plans.ep > 1, X.ep_layer_bytes * moe_slow * m, 0.0),
+        "pp": X.pp_bytes_mb * m,
+        "dp": D.bytes,
+    }
+    axis_time = {"tp": X.tp_layer_t * layers_slow * m, "cp": X.cp_layer_t * layers_slow * m,
+                 "ep": X.ep_layer_t * moe_slow * m, "pp": X.pp_t * m, "dp": D.time}
+    axis_exposed = {"tp": X.tp_layer_exposed * layers_slow * m, "cp": X.cp_layer_exposed * layers_slow * m,
+                    "ep": X.ep_layer_t * moe_slow * m, "pp": X.pp_t * m, "dp": D.exposed}
+    axis_tier = {"tp": X.tp_span.tier, "cp": X.cp_span.tier, "ep": X.ep_span.tier, "pp": X.pp_pair.tier,
+                 "dp": D.tier}
+    return StepEstimates(
+        step_time_s=step, tokens_per_s=tokens_step / step, tokens_per_s_per_gpu=tokens_step / step / P.num_gpus,
+        model_flops_per_step=model_flops, hardware_flops_per_step=hw_flops,
+        model_tflops_per_gpu=tflops / 1e12, hardware_tflops_per_gpu=hw_tflops / 1e12,
+        mfu=tflops / C.plan_peak, hfu=hw_tflops / C.plan_peak, scaling_efficiency=compute_useful / step,
+        compute_s=compute_useful, recompute_s=m * pipe.rec, bubble_s=pipe.bubble,
+        exposed_comm_s=m * pipe.comm + D.exposed, optimizer_s=D.optimizer_s, memory=memory,
+        axis_bytes=axis_bytes, axis_time_s=axis_time, axis_exposed_s=axis_exposed, axis_tier=axis_tier,
+        num_microbatches=m, peak_flops_per_s=C.plan_peak,
+        attention_s=m * layers_slow * (3 * C.core_t + C.attn_bwd_extra), memory_bound_s=memory_bound_s,
+    )
+
+
+def _derive(plans: PlanBatch) -> SimpleNamespace:
+    """The plan arrays the model reads, as floats, and what follows from them directly."""
     tp, pp, cp, dp = (plans.tp.astype(float), plans.pp.astype(float), plans.cp.astype(float),
                       plans.dp.astype(float))
-    ep, etp, vpp = plans.ep.astype(float), plans.etp.astype(float), plans.vpp.astype(float)
     b, s = plans.micro_batch_size.astype(float), plans.seq_length.astype(float)
-    num_gpus = tp * pp * cp * dp
-    m = plans.global_batch_size / (b * dp)
-    tokens = b * s / cp
-    sp = plans.sequence_parallel & (plans.tp > 1)
-    rc = plans.recompute.astype(int)
+    return SimpleNamespace(
+        n=len(plans), tp=tp, pp=pp, cp=cp, dp=dp, ep=plans.ep.astype(float), etp=plans.etp.astype(float),
+        vpp=plans.vpp.astype(float), b=b, s=s, num_gpus=tp * pp * cp * dp,
+        m=plans.global_batch_size / (b * dp),  # micro-batches per pipeline per step
+        tokens=b * s / cp,  # tokens of one micro-batch on one rank
+        sp=plans.sequence_parallel & (plans.tp > 1), rc=plans.recompute.astype(int),
+    )
 
+
+def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P, cparams) -> SimpleNamespace:
+    """Forward time of one layer (dense and MoE) on one rank for one micro-batch, and its recompute."""
+    tp, etp, tokens, rc = P.tp, P.etp, P.tokens, P.rc
     bf16_peak = acc.peak_flops_per_s("bf16")
     fp8_peak = acc.peak_dense_flops_per_s.get("fp8", bf16_peak)
     is_fp8 = plans.precision == PRECISION.index("fp8")
     gemm_peak = np.where(is_fp8, fp8_peak * cparams["fp8_efficiency_ratio"], bf16_peak)
-    plan_peak = np.where(is_fp8, fp8_peak, bf16_peak)
-
-    # ---- per-layer forward compute on one rank, one micro-batch
     hbm_raw = acc.hbm_bytes_per_s
     in_bytes = np.where(is_fp8, 1.0, 2.0)
-    dense_lin_t, dense_lin_f = _layer_times(model, shape, plans, tokens, gemm_peak, cparams, False, hbm_raw, in_bytes)
-    moe_lin_t, moe_lin_f = (_layer_times(model, shape, plans, tokens, gemm_peak, cparams, True, hbm_raw, in_bytes)
-                            if model.moe is not None else (dense_lin_t * 0, dense_lin_f * 0))
-    core_f = attention_core_flops_per_token(model, shape, s, causal_halving=True) * tokens / tp
+    dense_lin_t, _ = _layer_times(model, shape, plans, tokens, gemm_peak, cparams, False, hbm_raw, in_bytes)
+    moe_lin_t = (_layer_times(model, shape, plans, tokens, gemm_peak, cparams, True, hbm_raw, in_bytes)[0]
+                 if model.moe is not None else dense_lin_t * 0)
+    core_f = attention_core_flops_per_token(model, shape, P.s, causal_halving=True) * tokens / tp
     core_t = core_f / (bf16_peak * cparams["attention_efficiency"])
     # flash-attention backward runs at its own (lower) efficiency: it recomputes the scores and does five
     # GEMMs against the forward's two (Dao 2023, FlashAttention-2, sections 3.1.2 and 4.1); the extra time
@@ -312,7 +360,7 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
                                                                      cparams["attention_efficiency"])
                                                  - 1.0 / cparams["attention_efficiency"])
     hbm = acc.hbm_bytes_per_s * cparams["memory_bound_efficiency"]
-    seq_shard = np.where(sp, tp, 1.0)
+    seq_shard = np.where(P.sp, tp, 1.0)
     f_dense = model.ffn_hidden_size
     f_bytes = cparams["elementwise_bytes_per_f_gated" if model.gated_mlp else "elementwise_bytes_per_f"]
     elem_dense = tokens * (cparams["elementwise_bytes_per_h"] * model.hidden_size / seq_shard
@@ -335,29 +383,41 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
                                    + (model.moe.top_k * model.moe.ffn_hidden_size / etp if model.moe else 0.0)) / hbm)
     elem_dense = elem_dense + np.where(is_fp8, cast_dense, 0.0)
     elem_moe = elem_moe + np.where(is_fp8, cast_moe, 0.0)
-
     fwd_dense = dense_lin_t + core_t + elem_dense
     fwd_moe = moe_lin_t + core_t + elem_moe
-    # recompute adds a forward: full = the whole layer, selective = the attention core
-    rec_dense = np.select([rc == 2, rc == 1], [fwd_dense, core_t], 0.0)
-    rec_moe = np.select([rc == 2, rc == 1], [fwd_moe, core_t], 0.0)
+    return SimpleNamespace(
+        bf16_peak=bf16_peak, plan_peak=np.where(is_fp8, fp8_peak, bf16_peak), hbm=hbm, seq_shard=seq_shard,
+        dense_lin_t=dense_lin_t, core_t=core_t, attn_bwd_extra=attn_bwd_extra,
+        elem_dense=elem_dense, elem_moe=elem_moe, fwd_dense=fwd_dense, fwd_moe=fwd_moe,
+        # recompute adds a forward: full = the whole layer, selective = the attention core
+        rec_dense=np.select([rc == 2, rc == 1], [fwd_dense, core_t], 0.0),
+        rec_moe=np.select([rc == 2, rc == 1], [fwd_moe, core_t], 0.0),
+        logits_t=2.0 * model.hidden_size * model.vocab_size / tp * tokens / (gemm_peak * cparams["matmul_efficiency_max"]),
+        logits_elem=tokens * model.vocab_size / tp * 4 * 3 / hbm,  # fp32 logits: write, softmax read, grad write
+    )
 
+
+def _stage_compute(model, plans: PlanBatch, P, C) -> SimpleNamespace:
+    """Layers, MoE layers, forward and recompute time per micro-batch of the (first, last, middle) stages."""
     (l_first, l_mid, l_last), (e_first, e_mid, e_last) = _stage_layers(model, plans)
-    logits_t = 2.0 * model.hidden_size * model.vocab_size / tp * tokens / (gemm_peak * cparams["matmul_efficiency_max"])
-    logits_elem = tokens * model.vocab_size / tp * 4 * 3 / hbm  # fp32 logits: write, softmax read, grad write
+    n = P.n
 
-    def stage(layers, moe_layers, last: bool):
+    def stage(layers, moe_layers, last):
         dense_layers = layers - moe_layers
-        fwd = dense_layers * fwd_dense + moe_layers * fwd_moe + np.where(last, logits_t + logits_elem / 3, 0.0)
-        rec = dense_layers * rec_dense + moe_layers * rec_moe
-        return fwd, rec
+        fwd = dense_layers * C.fwd_dense + moe_layers * C.fwd_moe + np.where(last, C.logits_t + C.logits_elem / 3, 0.0)
+        return fwd, dense_layers * C.rec_dense + moe_layers * C.rec_moe
 
-    stages = [stage(l_first, e_first, pp == 1), stage(l_last, e_last, np.ones(n, bool))]
-    stages.append(stage(l_mid, e_mid, np.zeros(n, bool)))
-    mid_exists = pp > 2
+    stages = (stage(l_first, e_first, P.pp == 1), stage(l_last, e_last, np.ones(n, bool)),
+              stage(l_mid, e_mid, np.zeros(n, bool)))
+    return SimpleNamespace(layers=(l_first, l_last, l_mid), moe=(e_first, e_last, e_mid),
+                           fwd=tuple(st[0] for st in stages), rec=tuple(st[1] for st in stages),
+                           mid_exists=P.pp > 2)
 
-    # ---- communication
-    strides = _strides(plans)
+
+def _layer_comm(model, shape: ModelShape, cluster, plans: PlanBatch, P, C, strides, cparams) -> SimpleNamespace:
+    """TP, EP and CP traffic of one layer and PP traffic of one micro-batch: time, exposed time, bytes."""
+    n, tp, ep, cp, tokens, rc, sp = P.n, P.tp, P.ep, P.cp, P.tokens, P.rc, P.sp
+    interference = cparams.get("overlap_interference", 0.0)
     act_bytes = 2.0 * tokens * model.hidden_size
     tp_span = _span(cluster, plans.tp, strides["tp"])
     if np.any(plans.tp > 1):
@@ -373,14 +433,12 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
     # per layer: attention and MLP blocks, forward and backward -> 2 pairs; full recompute redoes the forward
     tp_layer_t = 2 * tp_pair + np.where(rc == 2, tp_pair, 0.0)
     tp_layer_bytes = np.where(plans.tp > 1, (4 + 2 * (rc == 2)) * 2 * (tp - 1) / tp * act_bytes, 0.0)
-    tp_hidden_ok = np.maximum(tp_layer_t - 3 * dense_lin_t, 0.0)
-    tp_layer_exposed = np.where(plans.tp_comm_overlap,
-                                tp_hidden_ok + cparams.get("overlap_interference", 0.0) * (tp_layer_t - tp_hidden_ok),
+    tp_hidden_ok = np.maximum(tp_layer_t - 3 * C.dense_lin_t, 0.0)
+    tp_layer_exposed = np.where(plans.tp_comm_overlap, tp_hidden_ok + interference * (tp_layer_t - tp_hidden_ok),
                                 tp_layer_t)
 
     # expert parallel all-to-all: dispatch + combine, forward and backward (+ forward again under full recompute)
-    ep_stride = etp
-    ep_span = _span(cluster, plans.ep, ep_stride.astype(np.int64))
+    ep_span = _span(cluster, plans.ep, P.etp.astype(np.int64))
     if model.moe is not None and np.any(plans.ep > 1):
         a2a_size = np.where(sp, tokens / tp, tokens) * model.moe.top_k * model.hidden_size * 2.0
         a2a = _comm("all-to-all", a2a_size, ep_span, cluster).time_s
@@ -396,49 +454,54 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
         p2p = _comm("send-recv", kv_chunk, _span(cluster, np.full(n, 2), strides["cp"]), cluster).time_s
         cp_fwd = (cp - 1) * p2p
         cp_layer_t = cp_fwd * 3
-        cp_layer_exposed = np.maximum(cp_fwd - core_t, 0) + np.maximum(2 * cp_fwd - 2 * core_t, 0)
+        cp_layer_exposed = np.maximum(cp_fwd - C.core_t, 0) + np.maximum(2 * cp_fwd - 2 * C.core_t, 0)
         # hidden ring-attention traffic still costs overlap_interference of its time, as TP's and DP's do
-        cp_layer_exposed = cp_layer_exposed + cparams.get("overlap_interference", 0.0) * (cp_layer_t - cp_layer_exposed)
+        cp_layer_exposed = cp_layer_exposed + interference * (cp_layer_t - cp_layer_exposed)
         cp_layer_bytes = np.where(plans.cp > 1, 3 * (cp - 1) * kv_chunk, 0.0)
     else:
         cp_layer_t = cp_layer_exposed = cp_layer_bytes = np.zeros(n)
 
     # pipeline send/recv of one micro-batch's activations (scatter/gather over tp when SP), fwd and bwd, per chunk
     pp_pair = _span(cluster, np.where(plans.pp > 1, 2, 1), strides["pp"])
-    pp_msg = act_bytes / seq_shard
-    pp_t = np.where(plans.pp > 1, 2 * vpp * _comm("send-recv", pp_msg, pp_pair, cluster).time_s, 0.0)
-    pp_bytes_mb = np.where(plans.pp > 1, 2 * vpp * pp_msg, 0.0)
+    pp_msg = act_bytes / C.seq_shard
+    pp_t = np.where(plans.pp > 1, 2 * P.vpp * _comm("send-recv", pp_msg, pp_pair, cluster).time_s, 0.0)
+    return SimpleNamespace(
+        tp_span=tp_span, tp_layer_t=tp_layer_t, tp_layer_bytes=tp_layer_bytes, tp_layer_exposed=tp_layer_exposed,
+        ep_span=ep_span, ep_layer_t=ep_layer_t, ep_layer_bytes=ep_layer_bytes,
+        cp_span=cp_span, cp_layer_t=cp_layer_t, cp_layer_exposed=cp_layer_exposed, cp_layer_bytes=cp_layer_bytes,
+        pp_pair=pp_pair, pp_t=pp_t, pp_bytes_mb=np.where(plans.pp > 1, 2 * P.vpp * pp_msg, 0.0),
+    )
 
-    # ---- per-micro-batch time of each stage, and the pipeline
-    per_mb = []
-    comm_mb = []
-    for (fwd, rec), layers, moe_layers in zip(stages, (l_first, l_last, l_mid), (e_first, e_last, e_mid),
-                                              strict=True):
-        comm = layers * (tp_layer_exposed + cp_layer_exposed) + moe_layers * ep_layer_t + pp_t
-        per_mb.append(3 * fwd + rec + layers * attn_bwd_extra + comm)
+
+def _pipeline(P, C, S, X) -> SimpleNamespace:
+    """Per-micro-batch time of each stage; the slowest sets the pace; the bubble; the slowest stage's parts."""
+    per_mb, comm_mb = [], []
+    for fwd, rec, layers, moe_layers in zip(S.fwd, S.rec, S.layers, S.moe, strict=True):
+        comm = layers * (X.tp_layer_exposed + X.cp_layer_exposed) + moe_layers * X.ep_layer_t + X.pp_t
+        per_mb.append(3 * fwd + rec + layers * C.attn_bwd_extra + comm)
         comm_mb.append(comm)
     t_mb = np.maximum(per_mb[0], per_mb[1])
-    t_mb = np.where(mid_exists, np.maximum(t_mb, per_mb[2]), t_mb)
+    t_mb = np.where(S.mid_exists, np.maximum(t_mb, per_mb[2]), t_mb)
     slow = np.where(per_mb[0] >= per_mb[1], 0, 1)
-    slow = np.where(mid_exists & (per_mb[2] > np.maximum(per_mb[0], per_mb[1])), 2, slow)
+    slow = np.where(S.mid_exists & (per_mb[2] > np.maximum(per_mb[0], per_mb[1])), 2, slow)
+    return SimpleNamespace(
+        t_mb=t_mb, slow=slow, bubble=(P.pp - 1) / P.vpp * t_mb,
+        fwd=np.choose(slow, S.fwd), rec=np.choose(slow, S.rec), comm=np.choose(slow, comm_mb),
+        layers=np.choose(slow, S.layers), moe_layers=np.choose(slow, S.moe),
+    )
 
-    def pick(per_stage):
-        """The slowest stage's value of a (first, last, middle) triple."""
-        return np.choose(slow, per_stage)
 
-    fwd_slow = pick([st[0] for st in stages])
-    rec_slow = pick([st[1] for st in stages])
-    comm_slow = pick(comm_mb)
-    layers_slow = pick([l_first, l_last, l_mid])
-    bubble = (pp - 1) / vpp * t_mb
-
-    # ---- data-parallel gradient reduction and parameter gathers (per stage: the slowest stage's)
-    single = pp == 1
-    stage_params = [_stage_params(shape, l_first, e_first, tp, ep, etp, np.ones(n, bool), single),
-                    _stage_params(shape, l_last, e_last, tp, ep, etp, single, np.ones(n, bool)),
-                    _stage_params(shape, l_mid, e_mid, tp, ep, etp, np.zeros(n, bool), np.zeros(n, bool))]
-    dense_params = pick([sp_[0] for sp_ in stage_params])
-    expert_params = pick([sp_[1] for sp_ in stage_params])
+def _data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, P, S, pipe, strides, cparams,
+                   hbm) -> SimpleNamespace:
+    """Gradient reduction, parameter gathers (ZeRO 0-3, HSDP) and the optimizer step of the slowest stage."""
+    n, tp, cp, dp, ep, etp, m = P.n, P.tp, P.cp, P.dp, P.ep, P.etp, P.m
+    layers_slow = pipe.layers
+    single = P.pp == 1
+    stage_params = [_stage_params(shape, S.layers[0], S.moe[0], tp, ep, etp, np.ones(n, bool), single),
+                    _stage_params(shape, S.layers[1], S.moe[1], tp, ep, etp, single, np.ones(n, bool)),
+                    _stage_params(shape, S.layers[2], S.moe[2], tp, ep, etp, np.zeros(n, bool), np.zeros(n, bool))]
+    dense_params = np.choose(pipe.slow, [sp_[0] for sp_ in stage_params])
+    expert_params = np.choose(pipe.slow, [sp_[1] for sp_ in stage_params])
     gb, wb = cparams["grad_bytes"], cparams["weight_bytes"]
     dp_group = dp * cp
     # gradients are reduced over the dp x cp ranks holding the same weights: the group starts at the
@@ -482,17 +545,14 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
         bytes_ = pieces * np.where(zero == 0, ar.bytes_per_rank,
                                    np.where(hsdp, rs_sh.bytes_per_rank + ar_rep.bytes_per_rank + ag_sh.bytes_per_rank,
                                             rs_full.bytes_per_rank + ag_full.bytes_per_rank))
-        return grad_t, gather_t, np.where(group > 1, bytes_, 0.0)
+        return (np.where(group > 1, grad_t, 0.0), np.where(group > 1, gather_t, 0.0),
+                np.where(group > 1, bytes_, 0.0))
 
     d_grad, d_gather, d_bytes = dp_costs(dense_params, dp_span, dp_group)
     if model.moe is not None:
         e_grad, e_gather, e_bytes = dp_costs(expert_params, edp_span, edp)
     else:
         e_grad = e_gather = e_bytes = np.zeros(n)
-    d_grad = np.where(dp_group > 1, d_grad, 0.0)
-    d_gather = np.where(dp_group > 1, d_gather, 0.0)
-    e_grad = np.where(edp > 1, e_grad, 0.0)
-    e_gather = np.where(edp > 1, e_gather, 0.0)
     grad_t = d_grad + e_grad
     gather_t = d_gather + e_gather
     # ZeRO-3 / FSDP issue one gather and one reduce-scatter per layer (or per wrapped unit), each launched
@@ -500,100 +560,56 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
     # collective model gives a single bulk collective (one global parameter, fitted)
     z3_eff = np.where(np.maximum(dp_span.tier, np.where(hsdp, shard_span.tier, 0)) >= 3,
                       cparams.get("zero3_collective_efficiency", 1.0), 1.0)
-    grad_t = np.where(zero == 3, grad_t / z3_eff, grad_t)
-    gather_t = np.where(zero == 3, gather_t / z3_eff, gather_t)
+    z3 = zero == 3
+    grad_t = np.where(z3, grad_t / z3_eff, grad_t)
+    gather_t = np.where(z3, gather_t / z3_eff, gather_t)
     total_params_local = dense_params + expert_params
     bucket = np.maximum(cparams["bucket_params_min"], cparams["bucket_params_per_dp"] * dp)
     last_bucket = np.minimum(1.0, bucket / np.maximum(total_params_local, 1))
-    bwd_last_mb = 2 * fwd_slow + rec_slow
-    fwd_first_mb = fwd_slow
-    z3 = zero == 3
+    bwd_last_mb = 2 * pipe.fwd + pipe.rec
     # ZeRO 0-2: one reduction per step behind the last micro-batch's backward; one gather behind the first forward
     grad_exposed = np.where(plans.overlap_grad_reduce,
                             np.maximum(grad_t - bwd_last_mb, 0.0) + grad_t * last_bucket, grad_t)
-    gather_exposed = np.where(plans.overlap_param_gather, np.maximum(gather_t - fwd_first_mb, 0.0), gather_t)
+    gather_exposed = np.where(plans.overlap_param_gather, np.maximum(gather_t - pipe.fwd, 0.0), gather_t)
     # ZeRO 3: per micro-batch gather (fwd, and bwd again when resharding) + reduce-scatter, prefetched a layer ahead
     regather = np.where(plans.reshard_after_forward, 1.0, 0.0)
     z3_per_mb = gather_t * (1 + regather) + grad_t
     per_layer = 1.0 / np.maximum(layers_slow, 1)
-    z3_exposed_mb = (np.maximum(gather_t - fwd_slow, 0) + np.maximum(gather_t * regather + grad_t - bwd_last_mb, 0)
+    z3_exposed_mb = (np.maximum(gather_t - pipe.fwd, 0) + np.maximum(gather_t * regather + grad_t - bwd_last_mb, 0)
                      + (gather_t + grad_t) * per_layer)
-    dp_time = np.where(z3, z3_per_mb * m, grad_t + gather_t)
-    dp_exposed = np.where(z3, z3_exposed_mb * m, grad_exposed + gather_exposed)
+    time = np.where(z3, z3_per_mb * m, grad_t + gather_t)
+    exposed = np.where(z3, z3_exposed_mb * m, grad_exposed + gather_exposed)
     # communication hidden behind compute still slows it: NCCL kernels take SMs and HBM bandwidth from the
     # GEMMs they overlap (Jangda et al. ASPLOS 2022 section 2; Rashidi et al. ISCA 2021); a fraction
     # ``overlap_interference`` of the hidden time is paid
-    interference = cparams.get("overlap_interference", 0.0)
-    dp_exposed = dp_exposed + interference * np.maximum(dp_time - dp_exposed, 0.0)
-    dp_bytes = np.where(z3, (d_bytes + e_bytes) * m * np.where(plans.reshard_after_forward, 1.5, 1.0) * 1.0, d_bytes + e_bytes)
-
-    # ---- optimizer step (memory bound), sharded under ZeRO >= 1
+    exposed = exposed + cparams.get("overlap_interference", 0.0) * np.maximum(time - exposed, 0.0)
+    # optimizer step (memory bound), sharded under ZeRO >= 1
     opt_params = np.where(zero >= 1, dense_params / np.maximum(np.where(hsdp, shard, dp_group), 1)
                           + expert_params / edp, total_params_local)
-    optimizer_t = opt_params * cparams["optimizer_bytes_per_param"] / hbm
+    return SimpleNamespace(
+        time=time, exposed=exposed,
+        bytes=np.where(z3, (d_bytes + e_bytes) * m * np.where(plans.reshard_after_forward, 1.5, 1.0),
+                       d_bytes + e_bytes),
+        tier=np.maximum(dp_span.tier, np.where(edp > 1, edp_span.tier, 0)),
+        optimizer_s=opt_params * cparams["optimizer_bytes_per_param"] / hbm,
+        stage_params=stage_params, dp_group=dp_group, edp=edp, shard=shard, hsdp=hsdp,
+    )
 
-    step = m * t_mb + bubble + dp_exposed + optimizer_t
 
-    # ---- FLOPs, MFU, HFU
-    tokens_step = plans.global_batch_size * s
-    model_core = attention_core_flops_per_token(model, shape, s, causal_halving=True)
-    fwd_flops_token = (shape.num_dense_layers * (sum(g.flops_per_token for g in shape.attention_gemms)
-                                                  + sum(g.flops_per_token for g in shape.dense_mlp_gemms))
-                       + shape.num_moe_layers * (sum(g.flops_per_token for g in shape.attention_gemms)
-                                                 + sum(g.flops_per_token * (shape.top_k if g.expert else 1)
-                                                       for g in shape.moe_gemms))
+def _flops(model, shape: ModelShape, plans: PlanBatch, P):
+    """Model FLOPs (3 x forward, causal attention halved, no recompute) and hardware FLOPs (with it) per step."""
+    tokens_step = plans.global_batch_size * P.s
+    model_core = attention_core_flops_per_token(model, shape, P.s, causal_halving=True)
+    attention = sum(g.flops_per_token for g in shape.attention_gemms)
+    fwd_flops_token = (shape.num_dense_layers * (attention + sum(g.flops_per_token for g in shape.dense_mlp_gemms))
+                       + shape.num_moe_layers * (attention + sum(g.flops_per_token * (shape.top_k if g.expert else 1)
+                                                                 for g in shape.moe_gemms))
                        + model.num_layers * model_core + 2.0 * model.hidden_size * model.vocab_size)
     model_flops = 3 * fwd_flops_token * tokens_step
-    rec_flops_token = np.select([rc == 2, rc == 1], [fwd_flops_token - 2.0 * model.hidden_size * model.vocab_size,
-                                                     model.num_layers * model_core], 0.0)
-    hw_flops = model_flops + rec_flops_token * tokens_step
-    tflops = model_flops / (step * num_gpus)
-    hw_tflops = hw_flops / (step * num_gpus)
-    compute_useful = m * (3 * fwd_slow + layers_slow * attn_bwd_extra)
-    moe_slow_layers = pick([e_first, e_last, e_mid])
-    attention_s = m * layers_slow * (3 * core_t + attn_bwd_extra)
-    memory_bound_s = m * 3 * ((layers_slow - moe_slow_layers) * elem_dense + moe_slow_layers * elem_moe
-                              + np.where((slow == 1) | (pp == 1), logits_elem / 3, 0.0))
-    exposed_comm = m * comm_slow + dp_exposed
-
-    # ---- memory of the fullest stage
-    memory = _memory(model, shape, cluster, plans, tokens, sp, rc, m, stage_params[0], stage_params[1],
-                     dp_group, edp, shard, hsdp, cparams, l_first, e_first, l_last, e_last)
-
-    axis_bytes = {
-        "tp": np.where(plans.tp > 1, tp_layer_bytes * layers_slow * m, 0.0),
-        "cp": np.where(plans.cp > 1, cp_layer_bytes * layers_slow * m, 0.0),
-        "ep": np.where(plans.ep > 1, ep_layer_bytes * pick([e_first, e_last, e_mid]) * m, 0.0),
-        "pp": pp_bytes_mb * m,
-        "dp": dp_bytes,
-    }
-    moe_slow = pick([e_first, e_last, e_mid])
-    axis_time = {
-        "tp": tp_layer_t * layers_slow * m,
-        "cp": cp_layer_t * layers_slow * m,
-        "ep": ep_layer_t * moe_slow * m,
-        "pp": pp_t * m,
-        "dp": dp_time,
-    }
-    axis_exposed = {
-        "tp": tp_layer_exposed * layers_slow * m,
-        "cp": cp_layer_exposed * layers_slow * m,
-        "ep": ep_layer_t * moe_slow * m,
-        "pp": pp_t * m,
-        "dp": dp_exposed,
-    }
-    axis_tier = {"tp": tp_span.tier, "cp": cp_span.tier, "ep": ep_span.tier, "pp": pp_pair.tier,
-                 "dp": np.maximum(dp_span.tier, np.where(edp > 1, edp_span.tier, 0))}
-    return StepEstimates(
-        step_time_s=step, tokens_per_s=tokens_step / step, tokens_per_s_per_gpu=tokens_step / step / num_gpus,
-        model_flops_per_step=model_flops, hardware_flops_per_step=hw_flops,
-        model_tflops_per_gpu=tflops / 1e12, hardware_tflops_per_gpu=hw_tflops / 1e12,
-        mfu=tflops / plan_peak, hfu=hw_tflops / plan_peak, scaling_efficiency=compute_useful / step,
-        compute_s=compute_useful, recompute_s=m * rec_slow, bubble_s=bubble, exposed_comm_s=exposed_comm,
-        optimizer_s=optimizer_t, memory=memory, axis_bytes=axis_bytes, axis_time_s=axis_time,
-        axis_exposed_s=axis_exposed, axis_tier=axis_tier, num_microbatches=m, peak_flops_per_s=plan_peak,
-        attention_s=attention_s, memory_bound_s=memory_bound_s,
-    )
+    rec_flops_token = np.select([P.rc == 2, P.rc == 1],
+                                [fwd_flops_token - 2.0 * model.hidden_size * model.vocab_size,
+                                 model.num_layers * model_core], 0.0)
+    return model_flops, model_flops + rec_flops_token * tokens_step
 
 
 def _stage_params(shape: ModelShape, layers, moe_layers, tp, ep, etp, first, last):
