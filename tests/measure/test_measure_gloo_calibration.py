@@ -25,8 +25,10 @@ def sweep(tmp_path_factory):
 
     from tierwise.measure.bench import run_collectives
 
-    ar = run_collectives(BenchConfig(ops=("all-reduce",), sizes_bytes=parse_sizes("256KiB:16MiB"), iters=20,
-                                     warmup=2), 2)
+    # 60 iterations per size: with 20 a size's median on this shared 2-vCPU VM moved by 30-60% between
+    # sweeps, and the fit's in-sample residual with it (10-30%); with 60 it stayed at 3-8% over repeated sweeps
+    ar = run_collectives(BenchConfig(ops=("all-reduce",), sizes_bytes=parse_sizes("256KiB:16MiB"), iters=60,
+                                     warmup=3), 2)
     others = run_collectives(BenchConfig(ops=("all-gather", "broadcast", "reduce-scatter"),
                                          sizes_bytes=parse_sizes("1MiB:16MiB"), iters=20, warmup=2), 2)
     path = tmp_path_factory.mktemp("gloo") / "sweep.json"
