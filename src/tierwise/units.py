@@ -34,7 +34,6 @@ __all__ = [
     "format_bytes",
     "format_bandwidth",
     "format_time",
-    "format_flops",
 ]
 
 _PREFIX = {
@@ -175,11 +174,6 @@ def format_bytes(value: float) -> str:
 def format_bandwidth(value: float) -> str:
     """Decimal bytes per second, e.g. ``'450 GB/s'``."""
     return _si(value, "B/s")
-
-
-def format_flops(value: float) -> str:
-    """FLOP/s, e.g. ``'989 TFLOP/s'``."""
-    return _si(value, "FLOP/s")
 
 
 def format_time(value: float) -> str:

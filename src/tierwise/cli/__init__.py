@@ -25,30 +25,12 @@ app = typer.Typer(
 )
 
 # one module per command group; each defines register(app)
-_COMMAND_MODULES: tuple[str, ...] = ()
-_OPTIONAL_COMMAND_MODULES = (
-    "catalog",
-    "tiers",
-    "collective",
-    "estimate",
-    "plan",
-    "validate",
-    "topo",
-    "measure",
-)
+_COMMAND_MODULES = ("catalog", "tiers", "collective", "estimate", "plan", "validate", "topo", "measure")
 
 
 def _register_all() -> None:
     for name in _COMMAND_MODULES:
         importlib.import_module(f"tierwise.cli.{name}").register(app)
-    for name in _OPTIONAL_COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"tierwise.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"tierwise.cli.{name}":
-                raise
-            continue
-        module.register(app)
 
 
 _register_all()

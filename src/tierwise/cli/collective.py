@@ -15,7 +15,7 @@ def collective_report(kind: str, size: str, ranks: int, ranks_per_node: int | No
     from tierwise.collectives.model import ALGORITHMS, PROTOCOLS, collective_cost
     from tierwise.collectives.volumes import bus_factor, normalize_kind
     from tierwise.errors import SpecError
-    from tierwise.hierarchy import TIER_ORDER, group_span, tiers
+    from tierwise.hierarchy import TIER_ORDER, group_span, tier_name, tiers
     from tierwise.specs.cluster import cluster_from_mapping, load_cluster
     from tierwise.units import format_bandwidth, format_bytes, format_time, parse_bandwidth, parse_bytes
 
@@ -68,8 +68,7 @@ def collective_report(kind: str, size: str, ranks: int, ranks_per_node: int | No
         cluster_time = None
         tier_code = int(span.tier)
         tier_list = {t.name: t for t in tiers(base)}
-        tier_name = "scale_out" if tier_code == 3 else ("host" if tier_code == 2 else "scale_up")
-        datasheet_bw = tier_list[tier_name].datasheet_bytes_per_s if tier_code else float("inf")
+        datasheet_bw = tier_list[tier_name(tier_code)].datasheet_bytes_per_s if tier_code else float("inf")
         if tier_code == 1:
             notes.append(f"datasheet scale-up figure {format_bandwidth(datasheet_bw)} counts both directions; one way it "
                          f"is {format_bandwidth(base.scale_up_bytes_per_s)} per GPU")

@@ -26,7 +26,6 @@ __all__ = [
     "hierarchical_time",
     "tree_time",
     "direct_all_to_all_time",
-    "ring_node_egress_bytes",
     "tree_egress_factor",
 ]
 
@@ -55,25 +54,15 @@ def _ring_volume_factor(kind: str, n):
     raise ValueError(f"ring has no {kind}")
 
 
-def ring_node_egress_bytes(kind: str, size_bytes, n):
-    """Bytes leaving each domain for a multi-channel ring: the whole ring volume of one rank.
-
-    With one channel per NIC, every channel's ring leaves each domain once carrying ``factor x S/ch``;
-    summed over channels a domain sends ``factor x S`` over all of its NICs together
-    (``collectives-notes.md`` section 2; NCCL rings are built so each channel exits through a different
-    NIC). Hence a full 8-GPU node's ring runs at 8 x the NIC rate, not one NIC's rate.
-    """
-    n = _f(n)
-    return _ring_volume_factor(kind, n) * _f(size_bytes)
-
-
 def ring_time(kind, size_bytes, n, nl, b_in, b_out, l_in, l_out):
     """Pipelined ring: ``steps x latency + volume / bottleneck bandwidth``.
 
     * bandwidth: each rank sends ``factor x S`` (factor 2(n-1)/n for all-reduce); inside a domain at
-      ``b_in``; across domains the whole domain's egress ``factor x S`` shares the ``nl x b_out`` NIC
-      bandwidth of the group's ranks in that domain, so the bottleneck rate is
-      ``min(b_in, nl x b_out)`` (only the tiers actually spanned count);
+      ``b_in``; across domains, with one channel per NIC, every channel's ring leaves each domain once
+      carrying ``factor x S / channels``, so the domain's egress ``factor x S`` shares the ``nl x b_out``
+      NIC bandwidth of the group's ranks in that domain (collectives-notes.md section 2): a full 8-GPU
+      node's ring runs at 8 x the NIC rate. The bottleneck rate is ``min(b_in, nl x b_out)`` (only the
+      tiers actually spanned count);
     * latency: 2(n-1) steps for all-reduce (n-1 otherwise), of which 2(m-1) (or m-1) cross domains.
     """
     n, nl = _f(n), _f(nl)

@@ -36,22 +36,19 @@ class Scenario:
     name: str = ""
 
 
+def _relative_to(ref: Any, base_dir: Path | None) -> Any:
+    """A file path in a scenario is relative to the scenario's folder (when that file exists there)."""
+    if base_dir is None or not isinstance(ref, str) or not (ref.endswith((".json", ".yaml", ".yml")) or "/" in ref):
+        return ref
+    candidate = base_dir / ref
+    return str(candidate) if candidate.exists() else ref
+
+
 def scenario_from_mapping(data: Mapping[str, Any], *, origin: str = "scenario", base_dir: Path | None = None) -> Scenario:
     data = require_mapping(data, origin)
     check_keys(data, _KEYS, origin, required=("model", "cluster", "num_gpus", "plan"))
-    model_ref = data["model"]
-    cluster_ref = data["cluster"]
-    if base_dir is not None:
-        # relative file paths in a scenario are relative to the scenario file
-        for ref_name in ("model_ref", "cluster_ref"):
-            ref = locals()[ref_name]
-            if isinstance(ref, str) and (ref.endswith((".json", ".yaml", ".yml")) or "/" in ref):
-                candidate = base_dir / ref
-                if candidate.exists():
-                    if ref_name == "model_ref":
-                        model_ref = str(candidate)
-                    else:
-                        cluster_ref = str(candidate)
+    model_ref = _relative_to(data["model"], base_dir)
+    cluster_ref = _relative_to(data["cluster"], base_dir)
     model = load_model(model_ref)
     cluster = load_cluster(cluster_ref)
     num_gpus = get_int(data, "num_gpus", origin)

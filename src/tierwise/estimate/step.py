@@ -42,7 +42,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from tierwise.collectives.model import collective_cost as _collective_cost
-from tierwise.hierarchy import group_span
+from tierwise.hierarchy import TIER_ORDER, group_span
 from tierwise.specs.cluster import Cluster
 from tierwise.specs.model import ModelSpec
 from tierwise.specs.parameters import load_parameters
@@ -54,7 +54,7 @@ from tierwise.workload.memory import activation_bytes_per_token_per_layer, in_fl
 __all__ = ["estimate", "StepEstimates", "AXES", "TIERS"]
 
 AXES = ("tp", "cp", "ep", "pp", "dp")
-TIERS = ("local", "scale_up", "host", "scale_out")
+TIERS = TIER_ORDER
 
 
 @dataclass

@@ -12,7 +12,7 @@ Units of one phase run concurrently and share the fabric max-min fairly; phases 
 
 * ``ring``: NCCL-style multi-channel ring: ``nl`` channels (ranks per domain) when the group spans
   several domains, each channel leaving a domain through a different GPU and NIC (as
-  :func:`tierwise.collectives.alpha_beta.ring_node_egress_bytes` assumes) and entering the next domain on
+  :func:`tierwise.collectives.alpha_beta.ring_time` assumes) and entering the next domain on
   the same rail;
 * ``hierarchical``: reduce-scatter ring inside each domain, then ``nl`` rings between domains (one per
   local rank, each carrying the 1/nl shard), then all-gather inside (collectives-notes.md section 5.4);

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from tierwise.errors import PlanError
+from tierwise.hierarchy import TIER_ORDER
 from tierwise.planner.branch_and_bound import SearchResult, search
 from tierwise.planner.capacity import min_gpus_to_fit
 from tierwise.planner.explain import AXIS_LABEL, compare, explain_lines, plan_entry, plan_label
@@ -16,7 +17,6 @@ from tierwise.specs.plan import PlanBatch, valid_plan_mask
 
 __all__ = ["plan_document", "scale_document", "parse_gpu_range"]
 
-_TIERS = ("local", "scale_up", "host", "scale_out")
 
 
 def _estimate(model, cluster, batch: PlanBatch):
@@ -63,7 +63,7 @@ def _crossing_lines(model, cluster, result: SearchResult, est, plans, c: Constra
     lines = []
     w = plans[0]
     for axis in ("tp", "ep"):
-        if getattr(w, axis) <= 1 or _TIERS[int(est.axis_tier[axis][0])] != "scale_out":
+        if getattr(w, axis) <= 1 or TIER_ORDER[int(est.axis_tier[axis][0])] != "scale_out":
             continue
         label = AXIS_LABEL[axis]
         try:
@@ -102,7 +102,7 @@ def _expert_line(model, cluster, result: SearchResult, plans, c: Constraints) ->
         return ["EP is not used: no plan with expert parallelism fits"]
     other = alt.batch().plan(0)
     both = _estimate(model, cluster, PlanBatch.from_plans([plans[0], other]))
-    tier = _TIERS[int(both.axis_tier["ep"][1])]
+    tier = TIER_ORDER[int(both.axis_tier["ep"][1])]
     loss = float(both.step_time_s[1]) / float(both.step_time_s[0]) - 1
     return [f"EP is not used: the best plan with expert parallelism ({plan_label(other)}, its EP group on {tier}) "
             f"is {loss:.1%} slower; it trades {compare(both, 0, 1)}"]

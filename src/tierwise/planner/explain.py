@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from tierwise.hierarchy import TIER_ORDER
 from tierwise.specs.plan import ORDERS
 
 __all__ = ["plan_label", "components", "plan_entry", "explain_lines", "compare", "AXIS_LABEL"]
 
 AXIS_LABEL = {"tp": "TP", "cp": "CP", "ep": "EP", "pp": "PP", "dp": "DP"}
 _AXES = ("tp", "cp", "ep", "pp", "dp")
-_TIERS = ("local", "scale_up", "host", "scale_out")
 _HIGH_FREQUENCY = ("tp", "cp", "ep")
 
 
@@ -64,7 +64,7 @@ def plan_entry(model, cluster, num_gpus: int, plan, est, i: int) -> dict[str, An
             "zero_stage", "precision", "order", "tp_comm_overlap", "dp_shard", "first_stage_layers",
             "last_stage_layers")
     entry: dict[str, Any] = {k: getattr(plan, k) for k in keys}
-    entry["tiers"] = {axis: _TIERS[int(est.axis_tier[axis][i])] for axis in _AXES}
+    entry["tiers"] = {axis: TIER_ORDER[int(est.axis_tier[axis][i])] for axis in _AXES}
     entry["estimate"] = result_dict(est, i, plan, Scenario(model=model, cluster=cluster, num_gpus=num_gpus,
                                                            plan=plan))
     return entry
@@ -79,7 +79,7 @@ def _axis_line(est, i: int, axis: str, plan) -> str | None:
     total, exposed = float(est.axis_time_s[axis][i]), float(est.axis_exposed_s[axis][i])
     if float(est.axis_bytes[axis][i]) <= 0 or size <= 1:
         return None
-    tier = _TIERS[int(est.axis_tier[axis][i])]
+    tier = TIER_ORDER[int(est.axis_tier[axis][i])]
     hidden = 1 - exposed / total if total > 0 else 1.0
     how = {"tp": "behind the layer's GEMMs" if plan.tp_comm_overlap else "(not overlapped)",
            "cp": "behind attention", "ep": "(the all-to-all is not overlapped)",
@@ -91,7 +91,7 @@ def _axis_line(est, i: int, axis: str, plan) -> str | None:
 
 def _tier_rule(est, i: int, plan) -> str:
     crossing = [AXIS_LABEL[a] for a in _HIGH_FREQUENCY
-                if getattr(plan, a) > 1 and _TIERS[int(est.axis_tier[a][i])] == "scale_out"]
+                if getattr(plan, a) > 1 and TIER_ORDER[int(est.axis_tier[a][i])] == "scale_out"]
     if crossing:
         return (f"tier rule broken: {', '.join(crossing)} traffic (every layer) crosses scale_out; see what it buys "
                 "below")
