@@ -147,3 +147,47 @@ def test_chunked_batches_equal_one_batch(monkeypatch):
     assert np.array_equal(whole.step_time_s, chunked.step_time_s)
     assert np.array_equal(whole.memory["per_gpu_bytes"], chunked.memory["per_gpu_bytes"])
     assert np.array_equal(whole.axis_tier["ep"], chunked.axis_tier["ep"])
+
+
+EP_PLAN = dict(tp=1, pp=1, ep=8, etp=1, micro_batch_size=1, global_batch_size=64, seq_length=4096, zero_stage=1)
+
+
+def test_expert_overlap_hides_the_all_to_all_but_one_micro_batch():
+    """Combined 1F1B: the same traffic, less of it exposed; never less than the interference share of the
+    hidden part plus one unpaired micro-batch's all-to-all, never more than without overlap."""
+    from tierwise.estimate.step import _compute_params
+
+    off = run("mixtral-8x7b", "dgx-h100", 8, **EP_PLAN)
+    on = run("mixtral-8x7b", "dgx-h100", 8, ep_comm_overlap=True, **EP_PLAN)
+    total = float(off.axis_time_s["ep"][0])
+    assert float(on.axis_time_s["ep"][0]) == pytest.approx(total)
+    assert float(off.axis_exposed_s["ep"][0]) == pytest.approx(total)
+    exposed = float(on.axis_exposed_s["ep"][0])
+    m = int(on.num_microbatches[0])
+    interference = _compute_params()["overlap_interference"]
+    assert total / m <= exposed < total
+    assert exposed >= total / m + interference * total * (m - 1) / m * (1 - 1e-9)
+    assert float(on.step_time_s[0]) < float(off.step_time_s[0])
+
+
+def test_expert_overlap_holds_one_more_micro_batch_of_activations():
+    off = run("mixtral-8x7b", "dgx-h100", 8, **EP_PLAN)
+    on = run("mixtral-8x7b", "dgx-h100", 8, ep_comm_overlap=True, **EP_PLAN)
+    # pp = 1: one micro-batch of layer activations plus the last stage's fp32 logits (write, softmax, grad)
+    logits = 4096 * load_model("mixtral-8x7b").vocab_size * (4 + 4 + 2)
+    one_mb = float(off.memory["activations_bytes"][0]) - logits
+    assert float(on.memory["activations_bytes"][0]) == pytest.approx(2 * one_mb + logits)
+
+
+@pytest.mark.parametrize("change, needle", [
+    (dict(ep=1), "needs ep > 1"),
+    (dict(recompute="full"), "full recompute"),
+    (dict(tp=1, pp=2, dp=4, ep=4), "interleaved schedule"),
+    (dict(global_batch_size=8), "adjacent micro-batches"),
+])
+def test_expert_overlap_rules_are_one_line_each(change, needle):
+    from tierwise.errors import PlanError
+
+    plan = {**EP_PLAN, "ep_comm_overlap": True, **change}
+    with pytest.raises(PlanError, match=needle):
+        run("mixtral-8x7b", "dgx-h100", 8, **plan)

@@ -6,7 +6,8 @@ the same function on millions of plans. The composition, per pipeline stage ``p`
 
 ``t_mb(p) = fwd(p) + bwd(p) + recompute(p) + exposed TP + exposed EP + exposed CP + PP send/recv``
 
-``step = (m + (pp - 1) / v) x max_p t_mb(p) + exposed DP + exposed parameter gathers + optimizer``
+``step = (m + (pp - 1) / v) x max_p t_mb(p) + exposed DP + exposed parameter gathers + optimizer
++ unpaired EP``
 
 with ``m`` micro-batches and ``v`` interleaved chunks: the 1F1B bubble is ``(pp - 1)`` micro-batch times,
 divided by ``v`` when interleaved (Narayanan et al. 2021, section 2.2.2). The slowest stage sets the pace.
@@ -20,7 +21,11 @@ Overlap switches (named, visible in ``assumed``):
   micro-batch's forward; ZeRO-3 gathers are prefetched one layer ahead behind each micro-batch's compute
   (FSDP, Zhao et al. VLDB 2023, section 3.3), except the first layer's;
 * TP communication is exposed unless ``tp_comm_overlap`` (then it hides behind the layer's GEMMs);
-* CP ring attention overlaps with attention compute; EP all-to-all and PP send/recv are exposed.
+* CP ring attention overlaps with attention compute; PP send/recv is exposed;
+* EP all-to-all is exposed unless ``ep_comm_overlap`` (Megatron-Core's combined 1F1B): then a micro-batch's
+  dispatch and combine hide behind the adjacent micro-batch's compute, and only the step's first forward and
+  last backward, which have no partner (``unpaired EP``: one micro-batch's all-to-all), stay exposed; the
+  next micro-batch's activations are alive one micro-batch earlier (one more held in memory).
 
 Compute roofline: GEMMs at ``peak x eff(M, N, K)`` plus the un-hidden part of their HBM traffic (an additive
 roofline, so a part's own FLOP:byte ratio sets how much skinny GEMMs after TP splitting lose), FP8 GEMMs at
@@ -288,7 +293,10 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
     X = _layer_comm(model, shape, cluster, plans, P, C, strides, cparams)
     pipe = _pipeline(P, C, S, X)
     D = _data_parallel(model, shape, cluster, plans, P, S, pipe, strides, cparams, C.hbm)
-    step = P.m * pipe.t_mb + pipe.bubble + D.exposed + D.optimizer_s
+    # combined 1F1B has no partner for the step's first forward and last backward: one micro-batch's expert
+    # all-to-all stays exposed in full
+    ep_unpaired = np.where(plans.ep_comm_overlap, pipe.moe_layers * (X.ep_layer_t - X.ep_layer_exposed), 0.0)
+    step = P.m * pipe.t_mb + pipe.bubble + D.exposed + D.optimizer_s + ep_unpaired
     model_flops, hw_flops = _flops(model, shape, plans, P)
     tflops = model_flops / (step * P.num_gpus)
     hw_tflops = hw_flops / (step * P.num_gpus)
@@ -309,7 +317,7 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
     axis_time = {"tp": X.tp_layer_t * layers_slow * m, "cp": X.cp_layer_t * layers_slow * m,
                  "ep": X.ep_layer_t * moe_slow * m, "pp": X.pp_t * m, "dp": D.time}
     axis_exposed = {"tp": X.tp_layer_exposed * layers_slow * m, "cp": X.cp_layer_exposed * layers_slow * m,
-                    "ep": X.ep_layer_t * moe_slow * m, "pp": X.pp_t * m, "dp": D.exposed}
+                    "ep": X.ep_layer_exposed * moe_slow * m + ep_unpaired, "pp": X.pp_t * m, "dp": D.exposed}
     axis_tier = {"tp": X.tp_span.tier, "cp": X.cp_span.tier, "ep": X.ep_span.tier, "pp": X.pp_pair.tier,
                  "dp": D.tier}
     return StepEstimates(
@@ -318,7 +326,7 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
         model_tflops_per_gpu=tflops / 1e12, hardware_tflops_per_gpu=hw_tflops / 1e12,
         mfu=tflops / C.plan_peak, hfu=hw_tflops / C.plan_peak, scaling_efficiency=compute_useful / step,
         compute_s=compute_useful, recompute_s=m * pipe.rec, bubble_s=pipe.bubble,
-        exposed_comm_s=m * pipe.comm + D.exposed, optimizer_s=D.optimizer_s, memory=memory,
+        exposed_comm_s=m * pipe.comm + D.exposed + ep_unpaired, optimizer_s=D.optimizer_s, memory=memory,
         axis_bytes=axis_bytes, axis_time_s=axis_time, axis_exposed_s=axis_exposed, axis_tier=axis_tier,
         num_microbatches=m, peak_flops_per_s=C.plan_peak,
         attention_s=m * layers_slow * (3 * C.core_t + C.attn_bwd_extra), memory_bound_s=memory_bound_s,
@@ -444,8 +452,16 @@ def _layer_comm(model, shape: ModelShape, cluster, plans: PlanBatch, P, C, strid
         a2a = _comm("all-to-all", a2a_size, ep_span, cluster).time_s
         ep_layer_t = (4 + 2 * (rc == 2)) * a2a
         ep_layer_bytes = np.where(plans.ep > 1, (4 + 2 * (rc == 2)) * (ep - 1) / ep * a2a_size, 0.0)
+        # combined 1F1B (Megatron-Core --overlap-moe-expert-parallel-comm, after DeepSeek-V3's DualPipe,
+        # arXiv:2412.19437 section 3.2.1): a micro-batch's forward dispatch + combine run behind the adjacent
+        # micro-batch's backward of the layer (2 x forward), its backward pair behind the adjacent forward; what
+        # exceeds the partner's compute stays exposed, the hidden part pays overlap_interference like TP and CP
+        # (full recompute is excluded by the plan rules)
+        unhidden = np.maximum(2 * a2a - 2 * C.fwd_moe, 0) + np.maximum(2 * a2a - C.fwd_moe, 0)
+        ep_layer_exposed = np.where(plans.ep_comm_overlap, unhidden + interference * (ep_layer_t - unhidden),
+                                    ep_layer_t)
     else:
-        ep_layer_t = ep_layer_bytes = np.zeros(n)
+        ep_layer_t = ep_layer_bytes = ep_layer_exposed = np.zeros(n)
 
     # context parallel ring attention: (cp - 1) K/V chunk passes forward, twice the data backward
     cp_span = _span(cluster, plans.cp, strides["cp"])
@@ -467,7 +483,7 @@ def _layer_comm(model, shape: ModelShape, cluster, plans: PlanBatch, P, C, strid
     pp_t = np.where(plans.pp > 1, 2 * P.vpp * _comm("send-recv", pp_msg, pp_pair, cluster).time_s, 0.0)
     return SimpleNamespace(
         tp_span=tp_span, tp_layer_t=tp_layer_t, tp_layer_bytes=tp_layer_bytes, tp_layer_exposed=tp_layer_exposed,
-        ep_span=ep_span, ep_layer_t=ep_layer_t, ep_layer_bytes=ep_layer_bytes,
+        ep_span=ep_span, ep_layer_t=ep_layer_t, ep_layer_bytes=ep_layer_bytes, ep_layer_exposed=ep_layer_exposed,
         cp_span=cp_span, cp_layer_t=cp_layer_t, cp_layer_exposed=cp_layer_exposed, cp_layer_bytes=cp_layer_bytes,
         pp_pair=pp_pair, pp_t=pp_t, pp_bytes_mb=np.where(plans.pp > 1, 2 * P.vpp * pp_msg, 0.0),
     )
@@ -477,7 +493,7 @@ def _pipeline(P, C, S, X) -> SimpleNamespace:
     """Per-micro-batch time of each stage; the slowest sets the pace; the bubble; the slowest stage's parts."""
     per_mb, comm_mb = [], []
     for fwd, rec, layers, moe_layers in zip(S.fwd, S.rec, S.layers, S.moe, strict=True):
-        comm = layers * (X.tp_layer_exposed + X.cp_layer_exposed) + moe_layers * X.ep_layer_t + X.pp_t
+        comm = layers * (X.tp_layer_exposed + X.cp_layer_exposed) + moe_layers * X.ep_layer_exposed + X.pp_t
         per_mb.append(3 * fwd + rec + layers * C.attn_bwd_extra + comm)
         comm_mb.append(comm)
     t_mb = np.maximum(per_mb[0], per_mb[1])
@@ -655,6 +671,8 @@ def _memory(model, shape, cluster, plans, tokens, sp, rc, m, first_params, last_
         per_mb = ((layers - moe_layers) * dense_act + moe_layers * moe_act) * tokens
         logits = np.where(last, tokens * model.vocab_size / tp * (4 + 4 + 2), 0.0)
         held = np.where(last, np.minimum(m, 1.0), in_flight)
+        # combined 1F1B runs the next micro-batch's forward before this one's backward frees its activations
+        held = held + np.where(plans.ep_comm_overlap, 1.0, 0.0)
         activations = per_mb * held + logits
         total = weights + gathered + grads + optimizer + activations + overhead
         return total, weights + gathered, grads, optimizer, activations

@@ -11,12 +11,12 @@ refinements, and units are what the planner ranks.
 
 so any plan's step is at least ``LB = (compute_s + recompute_s + EP + i TP) x (1 + (pp - 1) / (v m)) +
 optimizer_s``, the pipeline's compute with all communication hidden except the expert all-to-all ``EP``
-(the estimator never hides it, and its group, ``ep`` ranks at stride ``etp``, does not depend on the
-placement order) and the ``overlap_interference`` share ``i`` of the TP traffic, which even hidden TP
-traffic costs (TP at stride 1, the default refinement, is its fastest placement).
-Refinements (placement order, TP overlap, HSDP shard size) change only the other communication and, for
-HSDP, make the optimizer shard smaller (slower), so the LB of a unit with its default refinement bounds all
-its refinements (the slowest stage of a refined plan is at least as slow as the stage the LB was taken
+(its group, ``ep`` ranks at stride ``etp``, does not depend on the placement order; where EP overlap is
+eligible only its ``overlap_interference`` share ``i`` counts, which even hidden traffic costs) and the
+share ``i`` of the TP traffic (TP at stride 1, the default refinement, is its fastest placement).
+Refinements (placement order, TP and EP overlap, HSDP shard size) change only the other communication and,
+for HSDP, make the optimizer shard smaller (slower), so the LB of a unit with its default refinement bounds
+all its refinements (the slowest stage of a refined plan is at least as slow as the stage the LB was taken
 from). Switches change compute: the structure's bound is the unit LB at the fastest switches (no
 recompute, sequence parallelism on where valid, which also shrinks the all-to-all, ZeRO >= 1 for the
 sharded optimizer, each allowed precision).
@@ -50,6 +50,7 @@ from tierwise.planner.space import (
     Table,
     _take,
     build_space,
+    ep_overlap_eligible,
     expand_refinements,
     expand_switches,
     space_size,
@@ -114,7 +115,9 @@ class Evaluator:
         # TP traffic at the default refinement has its group at stride 1 (the fastest placement), and even
         # hidden behind GEMMs it costs overlap_interference of its time: a floor for every refinement
         interference = self._interference
-        per_pipeline = r.compute_s + r.recompute_s + r.axis_exposed_s["ep"] + interference * r.axis_time_s["tp"]
+        ep_floor = np.where(ep_overlap_eligible(table, s.global_batch_size) & (True in s.ep_comm_overlap),
+                            interference * r.axis_time_s["ep"], r.axis_exposed_s["ep"])
+        per_pipeline = r.compute_s + r.recompute_s + ep_floor + interference * r.axis_time_s["tp"]
         lower = per_pipeline * (1 + (pp - 1) / (vpp * r.num_microbatches)) + r.optimizer_s
         score = r.step_time_s * weight
         bound = lower * weight

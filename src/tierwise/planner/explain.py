@@ -41,6 +41,8 @@ def plan_label(plan) -> str:
         extra.append("SP")
     if plan.tp_comm_overlap and plan.tp > 1:
         extra.append("TP overlap")
+    if plan.ep_comm_overlap and plan.ep > 1:
+        extra.append("EP overlap")
     if plan.order != ORDERS[0]:
         extra.append(f"order {plan.order}")
     return " x ".join(parts[:3]) + (", " + ", ".join(parts[3:]) if parts[3:] else "") + "; " + ", ".join(extra)
@@ -61,7 +63,7 @@ def plan_entry(model, cluster, num_gpus: int, plan, est, i: int) -> dict[str, An
     from tierwise.estimate.scenario import Scenario, result_dict
 
     keys = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch_size", "etp", "sequence_parallel", "recompute",
-            "zero_stage", "precision", "order", "tp_comm_overlap", "dp_shard", "first_stage_layers",
+            "zero_stage", "precision", "order", "tp_comm_overlap", "ep_comm_overlap", "dp_shard", "first_stage_layers",
             "last_stage_layers")
     entry: dict[str, Any] = {k: getattr(plan, k) for k in keys}
     entry["tiers"] = {axis: TIER_ORDER[int(est.axis_tier[axis][i])] for axis in _AXES}
@@ -82,7 +84,9 @@ def _axis_line(est, i: int, axis: str, plan) -> str | None:
     tier = TIER_ORDER[int(est.axis_tier[axis][i])]
     hidden = 1 - exposed / total if total > 0 else 1.0
     how = {"tp": "behind the layer's GEMMs" if plan.tp_comm_overlap else "(not overlapped)",
-           "cp": "behind attention", "ep": "(the all-to-all is not overlapped)",
+           "cp": "behind attention",
+           "ep": ("behind the adjacent micro-batch (combined 1F1B)" if plan.ep_comm_overlap
+                  else "(the all-to-all is not overlapped)"),
            "pp": "(send/recv on the critical path)",
            "dp": "behind the backward pass" if plan.zero_stage < 3 else "by prefetching a layer ahead"}[axis]
     return (f"{AXIS_LABEL[axis]} ({size} ranks) on {tier}: {_gb(float(est.axis_bytes[axis][i]))} per GPU per step, "

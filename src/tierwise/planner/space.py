@@ -6,10 +6,12 @@ A plan is split into three groups of axes, because the search bounds each group 
 1. **structure** ``tp pp cp dp ep etp vpp micro_batch_size`` (and the pipeline's stage split): decides the
    work per GPU and the size of every parallel group;
 2. **switches** ``recompute zero_stage sequence_parallel precision``: decide memory and compute;
-3. **refinements** ``order tp_comm_overlap dp_shard``: move traffic between tiers (placement order, HSDP
-   shard size) or hide it (TP overlap); they change neither the compute of a stage nor, except
-   ``dp_shard``, the memory. TP overlap is offered only where it exists: with sequence parallelism and a
-   TP group inside one scale-up domain (see :func:`_overlap_eligible`).
+3. **refinements** ``order tp_comm_overlap ep_comm_overlap dp_shard``: move traffic between tiers
+   (placement order, HSDP shard size) or hide it (TP overlap, EP overlap); they change neither the compute
+   of a stage nor, except ``dp_shard`` and ``ep_comm_overlap`` (which only add), the memory. TP overlap is
+   offered only where it exists: with sequence parallelism and a TP group inside one scale-up domain (see
+   :func:`_overlap_eligible`); EP overlap (combined 1F1B) where Megatron-Core runs it (see
+   :func:`ep_overlap_eligible`).
 
 Every candidate passes the model-dependent rules of :func:`tierwise.specs.plan.valid_plan_mask` (the same
 rules that ``tierwise estimate`` enforces on one plan: heads, kv heads, layers, experts, batch); the
@@ -52,12 +54,12 @@ from tierwise.specs.plan import (
 )
 
 __all__ = ["Constraints", "Space", "build_space", "to_batch", "expand_switches", "expand_refinements",
-           "STRUCTURE", "SWITCHES", "REFINEMENTS", "order_strides"]
+           "STRUCTURE", "SWITCHES", "REFINEMENTS", "order_strides", "ep_overlap_eligible"]
 
 STRUCTURE = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "first_stage_layers",
              "last_stage_layers")
 SWITCHES = ("recompute", "zero_stage", "sequence_parallel", "precision")
-REFINEMENTS = ("order", "tp_comm_overlap", "dp_shard")
+REFINEMENTS = ("order", "tp_comm_overlap", "ep_comm_overlap", "dp_shard")
 
 Table = dict[str, np.ndarray]
 
@@ -88,6 +90,8 @@ class Constraints:
     orders: tuple[str, ...] = ORDERS
     tp_comm_overlap: bool = True
     """Search TP comm+GEMM overlap where it exists (off is always searched too)."""
+    ep_comm_overlap: bool = True
+    """Search EP all-to-all overlap (combined 1F1B) where it exists (off is always searched too)."""
     hsdp: bool = True
     min_cp_tokens: int = 1024
     """Smallest sequence chunk per context-parallel rank when cp is not fixed."""
@@ -109,6 +113,7 @@ class Space:
     precision: tuple[int, ...]
     orders: tuple[int, ...]
     tp_comm_overlap: tuple[bool, ...]
+    ep_comm_overlap: tuple[bool, ...]
     hsdp: bool
     scale_up_domain: int
     scale_out_domains: tuple[int, ...]
@@ -309,7 +314,8 @@ def build_space(model, cluster, num_gpus: int, global_batch_size: int, seq_lengt
         num_gpus=num_gpus, global_batch_size=global_batch_size, seq_length=seq_length, structure=table,
         recompute=tuple(RECOMPUTE.index(r) for r in c.recompute), zero_stages=tuple(sorted(c.zero_stages)),
         precision=tuple(PRECISION.index(p) for p in precisions), orders=tuple(ORDERS.index(o) for o in c.orders),
-        tp_comm_overlap=(False, True) if c.tp_comm_overlap else (False,), hsdp=c.hsdp,
+        tp_comm_overlap=(False, True) if c.tp_comm_overlap else (False,),
+        ep_comm_overlap=(False, True) if c.ep_comm_overlap else (False,), hsdp=c.hsdp,
         scale_up_domain=cluster.scale_up_domain,
         scale_out_domains=tuple(lv.domain_size for lv in cluster.scale_out_levels), cluster=cluster,
     )
@@ -417,15 +423,30 @@ def _overlap_eligible(space: Space, table: Table, sequence_parallel) -> np.ndarr
     return (table["tp"] > 1) & np.asarray(sequence_parallel, dtype=bool) & (tier == 1)
 
 
+def ep_overlap_eligible(table: Table, global_batch_size: int, recompute=None) -> np.ndarray:
+    """Rows whose expert all-to-all can run as Megatron-Core's combined 1F1B (``--overlap-moe-expert-
+    parallel-comm``): ``ep > 1``, no full recompute, the interleaved schedule when ``pp > 1`` (Megatron-Bridge's
+    EP overlap guide: "If PP is used, VPP must be set"; "full recompute is not a good companion"), and at
+    least two micro-batches to pair (the same rules as :data:`tierwise.specs.plan._RULES`)."""
+    rc = table["recompute"] if recompute is None else recompute
+    m = global_batch_size // (table["micro_batch_size"] * table["dp"])
+    return ((table["ep"] > 1) & (rc != RECOMPUTE.index("full")) & ((table["pp"] == 1) | (table["vpp"] > 1))
+            & (m >= 2))
+
+
 def expand_refinements(space: Space, units: Table) -> Table:
     """Each unit (structure + switches) crossed with placement orders (deduplicated by stride), TP overlap
-    (where :func:`_overlap_eligible`) and HSDP shard sizes. Column ``_unit`` holds the unit's row index."""
+    (where :func:`_overlap_eligible`), EP overlap (where :func:`ep_overlap_eligible`) and HSDP shard sizes.
+    Column ``_unit`` holds the unit's row index."""
     table = dict(units)
     table["_unit"] = np.arange(len(units["tp"]))
     table = _distinct_orders(space, table)
     table = _cross(table, "tp_comm_overlap", np.array([False, True]))
     eligible = _overlap_eligible(space, table, table["sequence_parallel"]) & (True in space.tp_comm_overlap)
     table = _take(table, eligible | ~table["tp_comm_overlap"])
+    table = _cross(table, "ep_comm_overlap", np.array([False, True]))
+    eligible = ep_overlap_eligible(table, space.global_batch_size) & (True in space.ep_comm_overlap)
+    table = _take(table, eligible | ~table["ep_comm_overlap"])
     return _add_dp_shard(space, table)
 
 
@@ -440,6 +461,10 @@ def space_size(space: Space, model) -> int:
     sp_ok = (s["tp"] > 1) & ((space.seq_length // s["cp"]) % s["tp"] == 0)
     overlap = np.where(_overlap_eligible(space, rows, True), len(space.tp_comm_overlap), 1)
     sp_terms = 1 + sp_ok[struct] * overlap
+    # EP overlap doubles the recompute choices other than full where the structure allows it
+    not_full = sum(1 for r in space.recompute if r != RECOMPUTE.index("full"))
+    ep_ok = ep_overlap_eligible(s, space.global_batch_size, recompute=np.zeros(n, dtype=np.int8))
+    rc_terms = len(space.recompute) + ep_ok * not_full * (len(space.ep_comm_overlap) - 1)
     shards = np.ones(n, dtype=np.int64)
     if space.hsdp:
         cache: dict[tuple[int, int], int] = {}
@@ -452,4 +477,4 @@ def space_size(space: Space, model) -> int:
     per_zero = np.zeros(n, dtype=np.int64)
     for z in space.zero_stages:
         per_zero += np.where(z >= 1, shards, 1) * (has_dp | (z == space.zero_stages[0]))
-    return int(np.sum(len(space.recompute) * len(space.precision) * per_zero[struct] * sp_terms))
+    return int(np.sum(rc_terms[struct] * len(space.precision) * per_zero[struct] * sp_terms))

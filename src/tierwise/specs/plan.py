@@ -6,7 +6,7 @@ batch of one. Plan keys and defaults (issue 2 "Contracts"):
 ``tp pp cp`` (1), ``dp`` (num_gpus / (tp pp cp)), ``ep`` (1), ``etp`` (tp), ``vpp`` (1),
 ``micro_batch_size`` (1), ``global_batch_size`` and ``seq_length`` (required), ``sequence_parallel``
 (true when tp > 1), ``recompute`` (none), ``zero_stage`` (1), ``dp_shard`` (dp), ``reshard_after_forward``
-(true), ``precision`` (bf16), ``tp_comm_overlap`` (false), ``overlap_grad_reduce`` and
+(true), ``precision`` (bf16), ``tp_comm_overlap`` (false), ``ep_comm_overlap`` (false), ``overlap_grad_reduce`` and
 ``overlap_param_gather`` (true), ``schedule`` (1f1b; interleaved when vpp > 1), ``order`` (tp-cp-dp-pp),
 ``first_stage_layers`` / ``last_stage_layers`` (even split). Every default applied is listed in ``assumed``.
 """
@@ -33,7 +33,7 @@ ORDERS = ("tp-cp-dp-pp", "tp-cp-pp-dp", "tp-dp-cp-pp", "cp-tp-dp-pp", "tp-pp-cp-
 
 _KEYS = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "global_batch_size", "seq_length",
          "sequence_parallel", "recompute", "zero_stage", "dp_shard", "reshard_after_forward", "precision",
-         "tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather", "schedule", "order",
+         "tp_comm_overlap", "ep_comm_overlap", "overlap_grad_reduce", "overlap_param_gather", "schedule", "order",
          "first_stage_layers", "last_stage_layers")
 
 
@@ -58,6 +58,9 @@ class Plan:
     reshard_after_forward: bool = True
     precision: str = "bf16"
     tp_comm_overlap: bool = False
+    ep_comm_overlap: bool = False
+    """Megatron-Core's combined 1F1B (``--overlap-moe-expert-parallel-comm``): the expert all-to-all of one
+    micro-batch runs behind the compute of the adjacent one."""
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
     schedule: str = "1f1b"
@@ -138,7 +141,7 @@ def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "
         assumed.append(f"schedule={default_schedule}")
     schedule = _choice(data, "schedule", SCHEDULES, default_schedule, origin)
     bools = {}
-    for key, default in (("reshard_after_forward", True), ("tp_comm_overlap", False),
+    for key, default in (("reshard_after_forward", True), ("tp_comm_overlap", False), ("ep_comm_overlap", False),
                          ("overlap_grad_reduce", True), ("overlap_param_gather", True)):
         if key not in data:
             assumed.append(f"{key}={str(default).lower()}")
@@ -153,8 +156,8 @@ def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "
 
 _INT_FIELDS = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "global_batch_size", "seq_length",
                "zero_stage", "dp_shard", "first_stage_layers", "last_stage_layers")
-_BOOL_FIELDS = ("sequence_parallel", "reshard_after_forward", "tp_comm_overlap", "overlap_grad_reduce",
-                "overlap_param_gather")
+_BOOL_FIELDS = ("sequence_parallel", "reshard_after_forward", "tp_comm_overlap", "ep_comm_overlap",
+                "overlap_grad_reduce", "overlap_param_gather")
 _CODE_FIELDS = {"recompute": RECOMPUTE, "precision": PRECISION, "schedule": SCHEDULES, "order": ORDERS}
 
 
@@ -181,6 +184,7 @@ class PlanBatch:
     sequence_parallel: np.ndarray
     reshard_after_forward: np.ndarray
     tp_comm_overlap: np.ndarray
+    ep_comm_overlap: np.ndarray
     overlap_grad_reduce: np.ndarray
     overlap_param_gather: np.ndarray
     recompute: np.ndarray
@@ -308,6 +312,18 @@ _RULES: tuple[tuple[Any, Any], ...] = (
     (lambda m, b: (b.vpp > 1) & (_microbatches(b) % b.pp != 0),
      lambda m, p: f"the interleaved schedule needs the number of micro-batches ({p.num_microbatches}) to be a "
                   f"multiple of pp={p.pp}; change global_batch_size or micro_batch_size"),
+    (lambda m, b: b.ep_comm_overlap & (b.ep == 1),
+     lambda m, p: "ep_comm_overlap overlaps the expert all-to-all, which needs ep > 1; set ep > 1 or "
+                  "ep_comm_overlap: false"),
+    (lambda m, b: b.ep_comm_overlap & (b.recompute == RECOMPUTE.index("full")),
+     lambda m, p: "ep_comm_overlap (combined 1F1B) does not work with full recompute (Megatron-Bridge's EP "
+                  "overlap guide); use recompute: selective or none, or ep_comm_overlap: false"),
+    (lambda m, b: b.ep_comm_overlap & (b.pp > 1) & (b.vpp == 1),
+     lambda m, p: f"ep_comm_overlap with pp={p.pp} needs the interleaved schedule (vpp > 1), as Megatron-Core "
+                  "requires; set vpp or ep_comm_overlap: false"),
+    (lambda m, b: b.ep_comm_overlap & (_microbatches(b) < 2),
+     lambda m, p: f"ep_comm_overlap pairs adjacent micro-batches; this plan has {p.num_microbatches}; raise "
+                  "global_batch_size or lower micro_batch_size, or set ep_comm_overlap: false"),
     (lambda m, b: b.dp % b.dp_shard != 0,
      lambda m, p: f"dp_shard={p.dp_shard} must divide dp={p.dp} (HSDP shards within replicas)"),
     (lambda m, b: (b.dp_shard != b.dp) & (b.zero_stage == 0),
