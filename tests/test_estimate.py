@@ -191,3 +191,28 @@ def test_expert_overlap_rules_are_one_line_each(change, needle):
     plan = {**EP_PLAN, "ep_comm_overlap": True, **change}
     with pytest.raises(PlanError, match=needle):
         run("mixtral-8x7b", "dgx-h100", 8, **plan)
+
+
+def test_zero3_tensor_list_adds_one_copy_per_rank_per_tensor_and_collective():
+    """DeepSpeed-2021 ZeRO-3: each parameter tensor's list-form gather (forward, backward) and reduce-scatter
+    costs one eager copy per rank; the CPU time adds to the step and grows with the group."""
+    from tierwise.estimate.step import _compute_params
+
+    model = load_model("gpt3-175b")
+    assert model.bias  # GPT-3: 4 weights + 2 norms, each with a bias -> 12 tensors per layer
+    plan = dict(tp=1, pp=1, zero_stage=3, micro_batch_size=1, seq_length=2048, recompute="full")
+    overhead = _compute_params()["torch_op_overhead"]
+    for n in (384, 768):
+        flat = run(model, "dgx-a100", n, global_batch_size=n, **plan)
+        listed = run(model, "dgx-a100", n, global_batch_size=n, zero3_gather="tensor-list", **plan)
+        extra = float(listed.step_time_s[0] - flat.step_time_s[0])
+        assert extra == pytest.approx(96 * 12 * 3 * n * overhead, rel=1e-9)
+        assert float(listed.axis_exposed_s["dp"][0] - flat.axis_exposed_s["dp"][0]) == pytest.approx(extra)
+
+
+def test_zero3_tensor_list_needs_zero_3():
+    from tierwise.errors import PlanError
+
+    with pytest.raises(PlanError, match="zero_stage: 3"):
+        run("gpt3-175b", "dgx-a100", 64, global_batch_size=64, seq_length=2048, zero_stage=1,
+            zero3_gather="tensor-list")

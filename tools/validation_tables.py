@@ -39,7 +39,7 @@ def tables(doc: dict) -> dict[str, str]:
                      f"{w['dominant_term']} ({w['dominant_share']:.0%}) |")
     out["worst"] = "\n".join(lines)
     fitted = ("matmul_efficiency_max", "matmul_memory_weight", "attention_efficiency", "attention_backward_efficiency",
-              "memory_bound_efficiency", "zero3_collective_efficiency", "overlap_interference")
+              "memory_bound_efficiency", "torch_op_overhead", "overlap_interference")
     lines = ["| parameter | fitted value |", "|---|---|"]
     for k in fitted:
         lines.append(f"| `{k}` | {doc['parameters'][k]:.4g} |")

@@ -51,7 +51,7 @@ from tierwise.hierarchy import TIER_ORDER, group_span
 from tierwise.specs.cluster import Cluster
 from tierwise.specs.model import ModelSpec
 from tierwise.specs.parameters import load_parameters
-from tierwise.specs.plan import ORDERS, PRECISION, PlanBatch
+from tierwise.specs.plan import ORDERS, PRECISION, ZERO3_GATHER, PlanBatch
 from tierwise.units import parse_bytes
 from tierwise.workload.flops import Gemm, ModelShape, attention_core_flops_per_token, model_shape
 from tierwise.workload.memory import activation_bytes_per_token_per_layer, in_flight_microbatches
@@ -571,14 +571,25 @@ def _data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, P, S, pi
         e_grad = e_gather = e_bytes = np.zeros(n)
     grad_t = d_grad + e_grad
     gather_t = d_gather + e_gather
-    # ZeRO-3 / FSDP issue one gather and one reduce-scatter per layer (or per wrapped unit), each launched
-    # from the training loop between compute kernels; they reach this fraction of the bandwidth the
-    # collective model gives a single bulk collective (one global parameter, fitted)
-    z3_eff = np.where(np.maximum(dp_span.tier, np.where(hsdp, shard_span.tier, 0)) >= 3,
-                      cparams.get("zero3_collective_efficiency", 1.0), 1.0)
     z3 = zero == 3
-    grad_t = np.where(z3, grad_t / z3_eff, grad_t)
-    gather_t = np.where(z3, gather_t / z3_eff, gather_t)
+    regather = np.where(plans.reshard_after_forward, 1.0, 0.0)
+    # ZeRO-3 with list-form collectives (zero3_gather = tensor-list, DeepSpeed ZeRO-3 of 2021): one
+    # torch.distributed all_gather / reduce_scatter per parameter tensor, each with a list of one tensor per
+    # rank, which PyTorch's ProcessGroupNCCL flattens and unflattens with one device copy per rank (pytorch
+    # PR #57769 added _all_gather_base because "_all_gather_base saved copies in all_gather"; DeepSpeed PR
+    # #4705: the list "will be flattened and unflattened, which will result in additional allocation of GPU
+    # memory and D2D operations"). Per micro-batch and tensor: the forward gather, the backward re-gather and
+    # the gradient reduce-scatter, each ``group`` copies. Every copy is one eager op the training process's
+    # CPU thread launches (``torch_op_overhead`` each), and that thread does not run ahead of the GPU: the
+    # parameter fetch synchronizes the device after its gathers (DeepSpeed partition_parameters.py, "guarantee
+    # the communication to be completed"), so the launch time adds to the step, exposed, as DP time.
+    # Expert tensors are counted on the dense group.
+    tensors = ((layers_slow - pipe.moe_layers) * _param_tensors_per_layer(model, shape, False)
+               + pipe.moe_layers * _param_tensors_per_layer(model, shape, True))
+    list_mode = z3 & (plans.zero3_gather == ZERO3_GATHER.index("tensor-list"))
+    gather_group = np.where(hsdp, shard, dp_group)
+    copies = np.where(list_mode & (gather_group > 1), m * tensors * (2 + regather) * gather_group, 0.0)
+    cpu_launch_s = copies * cparams.get("torch_op_overhead", 0.0)
     total_params_local = dense_params + expert_params
     bucket = np.maximum(cparams["bucket_params_min"], cparams["bucket_params_per_dp"] * dp)
     last_bucket = np.minimum(1.0, bucket / np.maximum(total_params_local, 1))
@@ -588,7 +599,6 @@ def _data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, P, S, pi
                             np.maximum(grad_t - bwd_last_mb, 0.0) + grad_t * last_bucket, grad_t)
     gather_exposed = np.where(plans.overlap_param_gather, np.maximum(gather_t - pipe.fwd, 0.0), gather_t)
     # ZeRO 3: per micro-batch gather (fwd, and bwd again when resharding) + reduce-scatter, prefetched a layer ahead
-    regather = np.where(plans.reshard_after_forward, 1.0, 0.0)
     z3_per_mb = gather_t * (1 + regather) + grad_t
     per_layer = 1.0 / np.maximum(layers_slow, 1)
     z3_exposed_mb = (np.maximum(gather_t - pipe.fwd, 0) + np.maximum(gather_t * regather + grad_t - bwd_last_mb, 0)
@@ -599,6 +609,7 @@ def _data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, P, S, pi
     # GEMMs they overlap (Jangda et al. ASPLOS 2022 section 2; Rashidi et al. ISCA 2021); a fraction
     # ``overlap_interference`` of the hidden time is paid
     exposed = exposed + cparams.get("overlap_interference", 0.0) * np.maximum(time - exposed, 0.0)
+    time, exposed = time + cpu_launch_s, exposed + cpu_launch_s
     # optimizer step (memory bound), sharded under ZeRO >= 1
     opt_params = np.where(zero >= 1, dense_params / np.maximum(np.where(hsdp, shard, dp_group), 1)
                           + expert_params / edp, total_params_local)
@@ -610,6 +621,19 @@ def _data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, P, S, pi
         optimizer_s=opt_params * cparams["optimizer_bytes_per_param"] / hbm,
         stage_params=stage_params, dp_group=dp_group, edp=edp, shard=shard, hsdp=hsdp,
     )
+
+
+def _param_tensors_per_layer(model: ModelSpec, shape: ModelShape, moe_layer: bool) -> int:
+    """Parameter tensors of one layer as Megatron-style code holds them: one weight per GEMM (fused QKV, fused
+    gate+up), two norm weights, and a bias beside each when ``model.bias``; an MoE layer has each expert's
+    matrices, the shared experts' and the router in place of the dense MLP."""
+    mlp = shape.moe_gemms if moe_layer else shape.dense_mlp_gemms
+    weights = len(shape.attention_gemms) + 2
+    if moe_layer and model.moe is not None:
+        weights += (len(mlp) - 2) + 2 * model.moe.num_experts  # shared experts and router, plus routed experts
+    else:
+        weights += len(mlp)
+    return weights * (2 if model.bias else 1)
 
 
 def _flops(model, shape: ModelShape, plans: PlanBatch, P):

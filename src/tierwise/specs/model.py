@@ -164,6 +164,10 @@ class ModelSpec:
     """True for SwiGLU/GeGLU (three matrices: gate, up, down), False for GeLU/ReLU^2 (two: up, down)."""
     tied_embeddings: bool = False
     """Whether the output projection shares the input embedding's weights."""
+    bias: bool = False
+    """Linear layers and LayerNorms carry bias vectors (GPT-2, GPT-3 and Megatron's GPT; Llama-family, Mixtral,
+    Qwen and MPT models have none). It sets how many parameter tensors a layer has (ZeRO-3 ``tensor-list``
+    gathers issue one collective per tensor); the biases' few parameters are not counted in FLOPs or bytes."""
     moe: MoESpec | None = None
     """Mixture-of-experts part, or None for a dense model."""
     mla: MLASpec | None = None
@@ -211,7 +215,7 @@ class ModelSpec:
             object.__setattr__(self, "display_name", self.name)
 
     def _check_flags(self, owner: str) -> None:
-        for name in ("gated_mlp", "tied_embeddings"):
+        for name in ("gated_mlp", "tied_embeddings", "bias"):
             if not isinstance(getattr(self, name), bool):
                 raise SpecError(f"{owner}: {name}={getattr(self, name)!r} must be true or false")
         for name in ("name", "display_name", "source", "notes"):
@@ -542,12 +546,14 @@ def _hf_gpt2(cfg: Mapping[str, Any], arch: str) -> dict[str, Any]:
         "vocab_size": _hf_get(cfg, "vocab_size", arch),
         "gated_mlp": False,
         "tied_embeddings": bool(cfg.get("tie_word_embeddings", True)),
+        "bias": True,  # GPT-2's Conv1D layers and LayerNorms all have biases
     }
 
 
 def _hf_gpt_neox(cfg: Mapping[str, Any], arch: str) -> dict[str, Any]:
     out = _hf_common(cfg, arch, tied_default=False)
     out["gated_mlp"] = False
+    out["bias"] = True  # GPT-NeoX linear layers and LayerNorms have biases
     return out
 
 

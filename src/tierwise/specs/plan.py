@@ -8,7 +8,8 @@ batch of one. Plan keys and defaults (issue 2 "Contracts"):
 (true when tp > 1), ``recompute`` (none), ``zero_stage`` (1), ``dp_shard`` (dp), ``reshard_after_forward``
 (true), ``precision`` (bf16), ``tp_comm_overlap`` (false), ``ep_comm_overlap`` (false), ``overlap_grad_reduce`` and
 ``overlap_param_gather`` (true), ``schedule`` (1f1b; interleaved when vpp > 1), ``order`` (tp-cp-dp-pp),
-``first_stage_layers`` / ``last_stage_layers`` (even split). Every default applied is listed in ``assumed``.
+``first_stage_layers`` / ``last_stage_layers`` (even split), ``zero3_gather`` (flat). Every default applied is
+listed in ``assumed``.
 """
 
 from __future__ import annotations
@@ -23,18 +24,22 @@ from tierwise.errors import PlanError, SpecError
 from tierwise.specs._mapping import check_keys, get_bool, get_int, require_mapping
 
 __all__ = ["Plan", "PlanBatch", "plan_from_mapping", "validate_plan_batch", "valid_plan_mask", "RECOMPUTE", "PRECISION",
-           "ORDERS", "SCHEDULES"]
+           "ORDERS", "SCHEDULES", "ZERO3_GATHER"]
 
 RECOMPUTE = ("none", "selective", "full")
 PRECISION = ("bf16", "fp8")
 SCHEDULES = ("1f1b", "interleaved")
+ZERO3_GATHER = ("flat", "tensor-list")
+"""How ZeRO-3 moves each layer's parameters: ``flat``, one collective into one flat buffer per layer (PyTorch
+FSDP's all_gather_into_tensor, FSDP2, Megatron-Core); ``tensor-list``, one list-form ``torch.distributed``
+collective per parameter tensor (DeepSpeed ZeRO-3 of 2021), which copies each rank's chunk separately."""
 ORDERS = ("tp-cp-dp-pp", "tp-cp-pp-dp", "tp-dp-cp-pp", "cp-tp-dp-pp", "tp-pp-cp-dp", "dp-tp-cp-pp")
 """Supported placement orders, innermost axis first (Megatron-Core's default first)."""
 
 _KEYS = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "global_batch_size", "seq_length",
          "sequence_parallel", "recompute", "zero_stage", "dp_shard", "reshard_after_forward", "precision",
          "tp_comm_overlap", "ep_comm_overlap", "overlap_grad_reduce", "overlap_param_gather", "schedule", "order",
-         "first_stage_layers", "last_stage_layers")
+         "first_stage_layers", "last_stage_layers", "zero3_gather")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,6 +73,8 @@ class Plan:
     first_stage_layers: int = 0
     """Layers on the first pipeline stage (0 = even split)."""
     last_stage_layers: int = 0
+    zero3_gather: str = "flat"
+    """See :data:`ZERO3_GATHER`."""
     assumed: tuple[str, ...] = ()
 
     @property
@@ -126,12 +133,14 @@ def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "
     if "sequence_parallel" not in data:
         assumed.append(f"sequence_parallel={tp > 1}")
     sp = get_bool(data, "sequence_parallel", origin, default=tp > 1)
-    for key, default in (("recompute", "none"), ("precision", "bf16"), ("order", "tp-cp-dp-pp")):
+    for key, default in (("recompute", "none"), ("precision", "bf16"), ("order", "tp-cp-dp-pp"),
+                         ("zero3_gather", "flat")):
         if key not in data:
             assumed.append(f"{key}={default}")
     recompute = _choice(data, "recompute", RECOMPUTE, "none", origin)
     precision = _choice(data, "precision", PRECISION, "bf16", origin)
     order = _choice(data, "order", ORDERS, "tp-cp-dp-pp", origin)
+    zero3_gather = _choice(data, "zero3_gather", ZERO3_GATHER, "flat", origin)
     zero = opt_int("zero_stage", 1, minimum=0)
     if zero > 3:
         raise SpecError(f"zero_stage={zero} in {origin}; use 0, 1, 2 or 3")
@@ -151,14 +160,15 @@ def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "
     return Plan(tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, etp=etp, vpp=vpp, micro_batch_size=mbs, global_batch_size=gbs,
                 seq_length=seq, sequence_parallel=sp, recompute=recompute, zero_stage=zero, dp_shard=dp_shard,
                 precision=precision, schedule=schedule, order=order, first_stage_layers=first,
-                last_stage_layers=last, assumed=tuple(assumed), **bools)
+                last_stage_layers=last, zero3_gather=zero3_gather, assumed=tuple(assumed), **bools)
 
 
 _INT_FIELDS = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "global_batch_size", "seq_length",
                "zero_stage", "dp_shard", "first_stage_layers", "last_stage_layers")
 _BOOL_FIELDS = ("sequence_parallel", "reshard_after_forward", "tp_comm_overlap", "ep_comm_overlap",
                 "overlap_grad_reduce", "overlap_param_gather")
-_CODE_FIELDS = {"recompute": RECOMPUTE, "precision": PRECISION, "schedule": SCHEDULES, "order": ORDERS}
+_CODE_FIELDS = {"recompute": RECOMPUTE, "precision": PRECISION, "schedule": SCHEDULES, "order": ORDERS,
+                "zero3_gather": ZERO3_GATHER}
 
 
 @dataclass
@@ -191,6 +201,7 @@ class PlanBatch:
     precision: np.ndarray
     schedule: np.ndarray
     order: np.ndarray
+    zero3_gather: np.ndarray
 
     def __len__(self) -> int:
         return int(self.tp.shape[0])
@@ -324,6 +335,9 @@ _RULES: tuple[tuple[Any, Any], ...] = (
     (lambda m, b: b.ep_comm_overlap & (_microbatches(b) < 2),
      lambda m, p: f"ep_comm_overlap pairs adjacent micro-batches; this plan has {p.num_microbatches}; raise "
                   "global_batch_size or lower micro_batch_size, or set ep_comm_overlap: false"),
+    (lambda m, b: (b.zero3_gather == ZERO3_GATHER.index("tensor-list")) & (b.zero_stage != 3),
+     lambda m, p: f"zero3_gather={p.zero3_gather!r} describes ZeRO-3 parameter gathers but zero_stage={p.zero_stage}; "
+                  "set zero_stage: 3 or drop zero3_gather"),
     (lambda m, b: b.dp % b.dp_shard != 0,
      lambda m, p: f"dp_shard={p.dp_shard} must divide dp={p.dp} (HSDP shards within replicas)"),
     (lambda m, b: (b.dp_shard != b.dp) & (b.zero_stage == 0),

@@ -176,6 +176,8 @@ def model_for_row(row: dict[str, str], filled: list[str]) -> tuple[ModelSpec, st
         "num_layers": _int(row, "num_layers"), "hidden_size": h, "ffn_hidden_size": ffn,
         "num_attention_heads": a, "num_kv_heads": kv, "vocab_size": vocab, "gated_mlp": gated,
         "tied_embeddings": not gated, "display_name": name, "source": f"training-runs.csv row {row['row_id']}",
+        # Megatron's GPT (add_bias_linear and LayerNorm defaults) carries biases; the gated (Llama-style) rows do not
+        "bias": "gpt" in low and not gated,
     }
     if _int(row, "head_dim"):
         spec["head_dim"] = _int(row, "head_dim")
@@ -275,6 +277,12 @@ def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str]) -> Pl
         filled.append("sequence_parallel=true (NeMo/Megatron-Core performance recipes with tp > 1)")
     zero, shard = _zero(row, dp, filled)
     data["zero_stage"], data["dp_shard"] = zero, shard
+    if zero == 3 and "deepspeed" in row["zero_fsdp"].lower() and "2021" in row["source"]:
+        # DeepSpeed's ZeRO-3 of early 2021 (v0.3) gathered each parameter with a list-form
+        # torch.distributed.all_gather (partition_parameters.py _allgather_param); the coalesced flat gathers
+        # came later
+        data["zero3_gather"] = "tensor-list"
+        filled.append("zero3_gather=tensor-list (DeepSpeed ZeRO-3 of 2021: one list-form all_gather per parameter)")
     data["precision"] = "fp8" if "fp8" in row["precision"].lower() else "bf16"
     vpp, _ = _vpp(row, model.num_layers, pp, filled)
     data["vpp"] = vpp
