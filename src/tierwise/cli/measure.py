@@ -181,7 +181,7 @@ def calibrate_command(
                 if fit.get("model") == "host-copy":
                     per_byte = r["copy_s_per_byte"]
                     rate = f"{1 / per_byte / 1e9:.3g} GB/s of copy work" if per_byte else "no copy cost"
-                    console.print(f"            host-copy: {r['step_latency_s'] * 1e6:.3g} us per message, {rate}")
+                    console.print(f"            host-copy: {r['step_latency_s'] * 1e6:.3g} us per step, {rate}")
         for line in result.skipped:
             console.print(f"  skipped {line}")
         if result.comparisons:

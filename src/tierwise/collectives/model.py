@@ -224,7 +224,7 @@ def _fitted_time(kind: str, size, span: GroupSpan, cluster: Cluster):
     ranks; for other group sizes it is scaled by the ratio of ring steps ((n-1) against (n_fit-1)).
 
     A ``model: host-copy`` tier (gloo on one host, ``measure/hostcopy.py``) predicts the ops it has work
-    counts for (all-reduce, all-gather, broadcast, reduce-scatter) as ``step_latency_s x message_steps +
+    counts for (all-reduce, all-gather, broadcast, reduce-scatter) as ``step_latency_s x latency_steps +
     copy_s_per_byte x copy_work_bytes`` of the regime covering the size (the largest regime beyond the
     ranges); its step counts already depend on ``n``, so no latency scaling. Other ops use the bus-factor
     line of the same regimes, as before.

@@ -68,7 +68,7 @@ class Regime:
     busbw_bytes_per_s: float | None
     """Bus bandwidth (nccl-tests convention); None: latency only."""
     step_latency_s: float | None = None
-    """Host-copy model only (:mod:`tierwise.measure.hostcopy`): latency per sequential message."""
+    """Host-copy model only (:mod:`tierwise.measure.hostcopy`): latency per sequential algorithm step."""
     copy_s_per_byte: float | None = None
     """Host-copy model only: seconds per byte of memory traffic (read + written) of the busiest rank."""
 
@@ -122,7 +122,7 @@ def predict_time(regimes: Sequence[Regime | Mapping], op: str, size_bytes, num_r
     ``model`` None or ``"bus-factor"`` (the default, every NCCL or multi-host fit):
     ``min over regimes with min_bytes <= S <= max_bytes of latency_s + S x bus_factor(op, n) / busbw``
     (module docstring). ``model="host-copy"`` (a gloo sweep with all ranks on one host): the same minimum of
-    ``step_latency_s x message_steps + copy_s_per_byte x copy_work_bytes`` (:mod:`tierwise.measure.hostcopy`).
+    ``step_latency_s x latency_steps + copy_s_per_byte x copy_work_bytes`` (:mod:`tierwise.measure.hostcopy`).
     Regimes may be :class:`Regime` objects or the mappings of a calibrated YAML.
     Returns a float for a scalar size, an array otherwise; NaN where no regime covers the size.
 

@@ -5,10 +5,10 @@ every byte with two CPU memory copies, user -> kernel on the sender (``send``/``
 buffer into socket buffers) and kernel -> user on the receiver (``recv``/``read``); loopback hands the
 socket buffers over without a further copy of the data. A reduction reads two operands and writes one.
 The cost of a collective is therefore the memory traffic (bytes read + bytes written) of the busiest
-rank's CPU, plus a latency per sequential message, not nccl-tests' bus bytes over a link bandwidth
+rank's CPU, plus a latency per sequential algorithm step, not nccl-tests' bus bytes over a link bandwidth
 (:mod:`tierwise.measure.fit`; docs/measure.md "gloo calibration on this machine")::
 
-    t(op, S, n) = step_latency_s x message_steps(op, S, n) + copy_s_per_byte x copy_work_bytes(op, S, n)
+    t(op, S, n) = step_latency_s x latency_steps(op, n) + copy_s_per_byte x copy_work_bytes(op, S, n)
 
 Both parameters are fitted on the all-reduce sweep only (per size regime, :func:`fit_host_copy`); every
 other op is predicted from its own work and steps. The time assumes each rank has a core of its own
@@ -26,10 +26,11 @@ all-gather, the input for reduce-scatter); ``f = (n - 1) / n``. What runs, in to
   ``f S`` into a scratch buffer, then reduces it into the output (read 2, write 1); all-gather phase: sends
   ``f S`` and receives ``f S`` straight into the output. Work ``2 x 2fS`` (send copies) ``+ 2 x 2fS``
   (receive copies) ``+ 3 fS`` (reductions) ``= 11 f S`` (5.5 S at n = 2).
-  Messages: the buffer is cut into ``numSegments = roundUp(max(ceil(S / 1 MiB), 2n), n)`` segments
-  (``kMaxSegmentSize`` = 1 MiB, gloo/allreduce.h) and each phase sends ``numSegments - numSegments / n``
-  of them one after the other (two in flight): ``2 (numSegments - numSegments / n)`` (4 at n = 2 up to
-  4 MiB).
+  Steps: ``2 (n - 1)`` (the ring's reduce-scatter and all-gather phases). gloo cuts the buffer into
+  ``roundUp(max(ceil(S / 1 MiB), 2n), n)`` segments (``kMaxSegmentSize``, gloo/allreduce.h) and sends them
+  two in flight, so above ``2n`` MiB the number of *messages* grows with ``S``; that per-message overhead is
+  then proportional to ``S`` and indistinguishable from copy work on an all-reduce sweep, so it is left in
+  the per-byte cost (counting it as latency makes the fit's two parameters collinear in that regime).
 * **all-gather** (``all_gather_single`` / ``all_gather_into_tensor``): ``ProcessGroupGloo::_allgather_base``
   chunks the output into ``n`` views and calls ``allgather``; ``AsyncAllgatherWork`` flattens the single
   input (a view, no copy: ``flattenDenseTensors``, c10d/Utils.hpp), allocates a flat output
@@ -37,16 +38,16 @@ all-gather, the input for reduce-scatter); ``f = (n - 1) / n``. What runs, in to
   write S). ``gloo::allgather`` (gloo/allgather.cc) first copies the rank's input into its block of the
   output (``memcpy`` of S/n), then runs a ring of ``n - 1`` steps, each block sent as two halves. Work
   ``2 S / n`` (own block) ``+ 2fS + 2fS`` (send and receive copies) ``+ 2 S`` (unflatten) (5 S at n = 2).
-  Messages: ``2 (n - 1)``.
+  Steps: ``n - 1``.
 * **broadcast**: ``AsyncBroadcastWork`` calls ``gloo::broadcast`` in place on the one tensor (no extra
   copy with one tensor per rank). gloo/broadcast.cc is a binomial tree of ``ceil(log2 n)`` rounds; the
   root sends the whole buffer in every round, so the root is the busiest rank: work ``2 S ceil(log2 n)``
   (2 S at n = 2: the root's send copy; the receiver's receive copy, 2 S too, runs on the other core).
-  Messages: ``ceil(log2 n)``.
+  Steps: ``ceil(log2 n)``.
 * **reduce-scatter** (gloo has none; reported, never fitted): ``ProcessGroupGloo::_reduce_scatter_base``
   -> ``reduce_scatter_tensor_coalesced`` clones the input (read S, write S), all-reduces the clone (the ring
   above, on S) and copies the rank's chunk into the output (2 S / n). Work ``2 S + 11 f S + 2 S / n``
-  (8.5 S at n = 2); messages: the all-reduce's.
+  (8.5 S at n = 2); steps: the all-reduce's.
 
 Not modelled: fresh pages. A temporary of at least glibc's largest dynamic mmap threshold (32 MiB on
 64-bit, ``DEFAULT_MMAP_THRESHOLD_MAX``) is mmapped anew on every call and page-faulted in, which is extra
@@ -64,7 +65,7 @@ import numpy as np
 from tierwise.collectives.volumes import normalize_kind
 from tierwise.errors import MeasureError
 
-__all__ = ["MODEL", "HOST_COPY_OPS", "EMULATED_OPS", "MAX_SEGMENT_BYTES", "copy_work_bytes", "message_steps",
+__all__ = ["MODEL", "HOST_COPY_OPS", "EMULATED_OPS", "copy_work_bytes", "latency_steps",
            "host_copy_time", "fit_host_copy", "HostCopyFit"]
 
 MODEL = "host-copy"
@@ -72,8 +73,6 @@ MODEL = "host-copy"
 HOST_COPY_OPS = ("all-reduce", "all-gather", "broadcast", "reduce-scatter")
 EMULATED_OPS = ("reduce-scatter",)
 """Ops gloo does not implement (torch emulates them): predicted for the report, never fitted."""
-MAX_SEGMENT_BYTES = 1 << 20
-"""gloo ring all-reduce's ``kMaxSegmentSize`` (gloo/allreduce.h)."""
 
 
 def _check(op: str, num_ranks) -> tuple[str, np.ndarray]:
@@ -89,12 +88,6 @@ def _check(op: str, num_ranks) -> tuple[str, np.ndarray]:
 
 def _ceil_log2(n: np.ndarray) -> np.ndarray:
     return np.ceil(np.log2(n) - 1e-12)
-
-
-def _allreduce_segments(size: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """gloo ring all-reduce's ``numSegments = roundUp(max(ceil(S / kMaxSegmentSize), 2n), n)``."""
-    wanted = np.maximum(np.ceil(size / MAX_SEGMENT_BYTES), 2.0 * n)
-    return np.ceil(wanted / n) * n
 
 
 def copy_work_bytes(op: str, size_bytes, num_ranks):
@@ -118,33 +111,31 @@ def copy_work_bytes(op: str, size_bytes, num_ranks):
     return float(work) if np.ndim(work) == 0 else work
 
 
-def message_steps(op: str, size_bytes, num_ranks):
-    """Sequential messages of the busiest rank (module docstring): the latency term's multiplier.
+def latency_steps(op: str, num_ranks):
+    """Sequential algorithm steps of ``op`` on ``num_ranks`` ranks (module docstring): the latency term's
+    multiplier. Ring all-reduce (and torch's reduce-scatter over it) ``2 (n - 1)``, ring all-gather ``n - 1``,
+    binomial-tree broadcast ``ceil(log2 n)``.
 
-    >>> [float(message_steps(op, 2**20, 2)) for op in ("all-reduce", "all-gather", "broadcast")]
-    [4.0, 2.0, 1.0]
-    >>> float(message_steps("all-reduce", 16 * 2**20, 2))  # 16 segments of 1 MiB, 8 per phase
-    16.0
+    >>> [float(latency_steps(op, 2)) for op in ("all-reduce", "all-gather", "broadcast")]
+    [2.0, 1.0, 1.0]
     """
     kind, n = _check(op, num_ranks)
-    size = np.asarray(size_bytes, dtype=float)
     if kind in ("all-reduce", "reduce-scatter"):
-        segments = _allreduce_segments(size, n)
-        steps = 2.0 * (segments - segments / n)
+        steps = 2.0 * (n - 1.0)
     elif kind == "all-gather":
-        steps = np.broadcast_to(2.0 * (n - 1.0), np.broadcast(size, n).shape)
+        steps = n - 1.0
     else:
-        steps = np.broadcast_to(_ceil_log2(n), np.broadcast(size, n).shape)
-    return float(steps) if np.ndim(steps) == 0 else np.array(steps, dtype=float)
+        steps = _ceil_log2(n)
+    return float(steps) if np.ndim(steps) == 0 else steps
 
 
 def host_copy_time(op: str, size_bytes, num_ranks, step_latency_s: float, copy_s_per_byte: float):
-    """``step_latency_s x message_steps + copy_s_per_byte x copy_work_bytes`` (module docstring).
+    """``step_latency_s x latency_steps + copy_s_per_byte x copy_work_bytes`` (module docstring).
 
     >>> round(host_copy_time("broadcast", 2**20, 2, 10e-6, 1e-10) * 1e6, 2)  # 10 us + 2 MiB x 0.1 ns
     219.72
     """
-    return step_latency_s * message_steps(op, size_bytes, num_ranks) + copy_s_per_byte * copy_work_bytes(
+    return step_latency_s * latency_steps(op, num_ranks) + copy_s_per_byte * copy_work_bytes(
         op, size_bytes, num_ranks)
 
 
@@ -161,7 +152,8 @@ def fit_host_copy(sizes_bytes, times_s, num_ranks: int, ranges: Sequence[tuple[f
     """Per size range ``(min_bytes, max_bytes or None)``: the non-negative least squares of the relative
     error ``sum_i ((a steps_i + c work_i - t_i) / t_i)^2`` over the rows in the range (the same criterion
     as :func:`tierwise.measure.fit.fit_regimes`, with ``steps`` in place of 1 and ``work`` in place of the
-    bus bytes). Within a range where the step count is constant this is the regime's own line re-expressed.
+    bus bytes). The step count does not depend on ``S``, so this is the regime's own line re-expressed:
+    ``a = latency_s / steps`` and ``c = slope / (work per byte)``.
 
     Raises :class:`MeasureError` when a range holds no row or the sweep is not an all-reduce.
     """
@@ -179,7 +171,7 @@ def fit_host_copy(sizes_bytes, times_s, num_ranks: int, ranges: Sequence[tuple[f
         if not np.any(keep):
             raise MeasureError(f"no all-reduce row between {lo} and {hi} bytes to fit the host-copy model on")
         s, t = sizes[keep], times[keep]
-        design = np.column_stack([np.atleast_1d(message_steps(kind, s, num_ranks)) / t,
+        design = np.column_stack([np.full_like(t, latency_steps(kind, num_ranks)) / t,
                                   np.atleast_1d(copy_work_bytes(kind, s, num_ranks)) / t])
         (a, c), _ = nnls(design, np.ones_like(t))
         out.append(HostCopyFit(step_latency_s=float(a), copy_s_per_byte=float(c)))

@@ -56,7 +56,7 @@ class FittedRegime:
     latency_s: float
     busbw_bytes_per_s: float
     step_latency_s: float | None = None
-    """``model: host-copy`` tiers only: latency per sequential message (``measure/hostcopy.py``)."""
+    """``model: host-copy`` tiers only: latency per sequential algorithm step (``measure/hostcopy.py``)."""
     copy_s_per_byte: float | None = None
     """``model: host-copy`` tiers only: seconds per byte of copy work of the busiest rank."""
 
