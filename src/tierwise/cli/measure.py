@@ -178,8 +178,20 @@ def calibrate_command(
                 hi = "inf" if r["max_bytes"] is None else r["max_bytes"]
                 console.print(f"    {r['name']:>6}: {r['min_bytes']}..{hi} B  "
                               f"latency {r['latency_s'] * 1e6:.3g} us  busbw {bw}")
+                if fit.get("model") == "host-copy":
+                    per_byte = r["copy_s_per_byte"]
+                    rate = f"{1 / per_byte / 1e9:.3g} GB/s of copy work" if per_byte else "no copy cost"
+                    console.print(f"            host-copy: {r['step_latency_s'] * 1e6:.3g} us per step, {rate}")
         for line in result.skipped:
             console.print(f"  skipped {line}")
+        if result.comparisons:
+            console.print("  other ops predicted from the fit (reported, not fitted):")
+            console.print(f"    {'tier':<9} {'op':<15} {'size (B)':>10} {'measured':>11} {'predicted':>11} {'error':>7}")
+            for c in result.comparisons:
+                note = "  (emulated by torch)" if c["emulated"] else ""
+                console.print(f"    {c['tier']:<9} {c['op']:<15} {int(c['size_bytes']):>10} "
+                              f"{c['measured_s'] * 1e3:>8.3f} ms {c['predicted_s'] * 1e3:>8.3f} ms "
+                              f"{c['error_pct']:>+6.0f}%{note}")
 
     emit(result.document, as_json, render)
 

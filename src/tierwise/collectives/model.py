@@ -222,7 +222,14 @@ def _fitted_time(kind: str, size, span: GroupSpan, cluster: Cluster):
     Each regime is a line ``latency_s + size x bus_factor / busbw``; the time is the minimum over the
     regimes covering ``size`` (NCCL's minimum over protocols). The latency was fitted for ``num_ranks``
     ranks; for other group sizes it is scaled by the ratio of ring steps ((n-1) against (n_fit-1)).
+
+    A ``model: host-copy`` tier (gloo on one host, ``measure/hostcopy.py``) predicts the ops it has work
+    counts for (all-reduce, all-gather, broadcast, reduce-scatter) as ``step_latency_s x latency_steps +
+    copy_s_per_byte x copy_work_bytes`` of the regime covering the size (the largest regime beyond the
+    ranges); its step counts already depend on ``n``, so no latency scaling. Other ops use the bus-factor
+    line of the same regimes, as before.
     """
+    from tierwise.measure import hostcopy
     n = span.size.astype(float)
     tier_of = np.where(span.tier == 3, "scale_out", np.where(span.tier == 2, "host", "scale_up"))
     result = np.full(np.broadcast(size, n).shape, np.nan)
@@ -231,6 +238,17 @@ def _fitted_time(kind: str, size, span: GroupSpan, cluster: Cluster):
         if not np.any(mask):
             continue
         best = np.full(result.shape, np.inf)
+        if getattr(fit, "model", "bus-factor") == hostcopy.MODEL and kind in hostcopy.HOST_COPY_OPS:
+            nn = np.maximum(n, 2.0)  # n = 1 is masked out below; keep the work counts defined there
+            for reg in fit.regimes:
+                t = hostcopy.host_copy_time(kind, size, nn, reg.step_latency_s, reg.copy_s_per_byte)
+                ok = (size >= reg.min_bytes) & (size <= reg.max_bytes)
+                best = np.where(ok, np.minimum(best, t), best)
+            last = fit.regimes[-1]
+            best = np.where(np.isinf(best), hostcopy.host_copy_time(kind, size, nn, last.step_latency_s,
+                                                                    last.copy_s_per_byte), best)
+            result = np.where(mask, best, result)
+            continue
         for reg in fit.regimes:
             scale = (n - 1) / max(fit.num_ranks - 1, 1)
             t = reg.latency_s * scale + size * bus_factor(kind, n) / reg.busbw_bytes_per_s

@@ -14,6 +14,14 @@ The document (the lead's cluster loader reads these keys)::
         regimes: [{name, min_bytes, max_bytes, latency_s, busbw_bytes_per_s}, ...]
         residuals: {median_abs_pct: .., max_abs_pct: ..}
 
+A gloo all-reduce sweep with every rank on one host (``backend: gloo``, ``ranks_per_node == num_ranks``:
+TCP loopback, no per-rank links) is written with ``model: host-copy`` and each regime carries
+``step_latency_s`` and ``copy_s_per_byte`` as well (:mod:`tierwise.measure.hostcopy`); the regimes'
+``latency_s`` and ``busbw_bytes_per_s`` are the same all-reduce fit as before, so every reader of the
+all-reduce line (``measure ddp``, older tierwise) predicts the all-reduce as before. Other sweeps in the
+inputs on the fitted tier and rank count (all-gather, broadcast, emulated reduce-scatter) are predicted
+from the fit and compared (:attr:`Calibration.comparisons`); they are never fitted.
+
 Tier rule: a group that fits in one scale-up domain (``num_ranks <= ranks_per_domain``) bottlenecks on
 ``scale_up``; a group spanning domains bottlenecks on ``scale_out`` (the slower tier carries the
 inter-domain steps of every ring/tree; collectives-notes.md section 5.4). A local gloo run of N processes
@@ -25,15 +33,19 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tierwise.collectives.volumes import normalize_kind
 from tierwise.errors import MeasureError
 from tierwise.measure.fit import RegimeFit, fit_regimes
+from tierwise.measure.hostcopy import HOST_COPY_OPS, fit_host_copy
+from tierwise.measure.hostcopy import MODEL as HOST_COPY
 from tierwise.measure.nccl_log import NcclRow, NcclSweep, parse_nccl_text, read_text
 
-__all__ = ["load_sweeps", "sweeps_from_rows", "calibrate", "Calibration", "tier_for", "write_yaml"]
+__all__ = ["load_sweeps", "sweeps_from_rows", "calibrate", "Calibration", "tier_for", "write_yaml",
+           "is_host_loopback"]
 
 _FITTABLE_NOTE = "not fitted"
 
@@ -45,6 +57,39 @@ class Calibration:
     document: dict
     fits: dict[str, RegimeFit]
     skipped: tuple[str, ...]
+    comparisons: tuple[dict, ...] = ()
+    """Other ops of the inputs predicted from a tier's fit: {tier, op, num_ranks, size_bytes, measured_s,
+    predicted_s, error_pct, emulated}; reported, not fitted."""
+
+
+def is_host_loopback(sweep: NcclSweep) -> bool:
+    """A gloo sweep with all ranks on one host: the shared-host (host-copy) model applies to it."""
+    return sweep.backend == "gloo" and (sweep.ranks_per_node or sweep.num_ranks) >= sweep.num_ranks
+
+
+def _host_copy_fit(sweep: NcclSweep, fit: RegimeFit) -> RegimeFit:
+    """The all-reduce regimes with the host-copy parameters fitted per regime range (same ranges)."""
+    sizes, times = [r.size_bytes for r in sweep.rows], [r.time_s for r in sweep.rows]
+    params = fit_host_copy(sizes, times, sweep.num_ranks, [(r.min_bytes, r.max_bytes) for r in fit.regimes])
+    regimes = tuple(replace(r, step_latency_s=p.step_latency_s, copy_s_per_byte=p.copy_s_per_byte)
+                    for r, p in zip(fit.regimes, params, strict=True))
+    return replace(fit, regimes=regimes, model=HOST_COPY)
+
+
+def _compare(tier: str, fit: RegimeFit, sweep: NcclSweep) -> list[dict]:
+    """Measured against predicted for one sweep of another op on the fitted tier (empty if not predictable)."""
+    if sweep.num_ranks != fit.num_ranks or (fit.model == HOST_COPY and sweep.op not in HOST_COPY_OPS):
+        return []
+    rows = []
+    for row in sweep.rows:
+        predicted = fit.predict(sweep.op, row.size_bytes)
+        if not math.isfinite(predicted) or row.time_s <= 0:
+            continue
+        rows.append({"tier": tier, "op": sweep.op, "num_ranks": sweep.num_ranks, "size_bytes": row.size_bytes,
+                     "measured_s": row.time_s, "predicted_s": predicted,
+                     "error_pct": (predicted - row.time_s) / row.time_s * 100.0,
+                     "emulated": bool(sweep.notes and any(_FITTABLE_NOTE in note for note in sweep.notes))})
+    return rows
 
 
 def sweeps_from_rows(rows: list[dict], source: str) -> list[NcclSweep]:
@@ -69,7 +114,7 @@ def sweeps_from_rows(rows: list[dict], source: str) -> list[NcclSweep]:
                                algbw_bytes_per_s=float(r.get("algbw_bytes_per_s", 0.0)),
                                busbw_bytes_per_s=float(r.get("busbw_bytes_per_s", 0.0)),
                                wrong=r.get("wrong")) for r in group),
-            notes=(note,) if note else (),
+            notes=(note,) if note else (), backend=str(backend or ""),
         ))
     return sweeps
 
@@ -166,28 +211,36 @@ def calibrate(paths: list[str], *, cluster: str | None = None, select: str | Non
         sweeps = [s for s in sweeps if select in s.label]
         if not sweeps:
             raise MeasureError(f"--select {select!r} matches no sweep; labels are taken from file and column names")
-    skipped, by_tier = [], {}
+    skipped, by_tier, not_fitted = [], {}, {}
     for sweep in sweeps:
+        domain = ranks_per_domain or cluster_domain or sweep.ranks_per_node or sweep.num_ranks
+        tier = tier_for(sweep.num_ranks, domain)
         if any(_FITTABLE_NOTE in note for note in sweep.notes):
             skipped.append(f"{sweep.label}: {sweep.notes[0]}")
+            not_fitted.setdefault(tier, []).append(sweep)
             continue
-        domain = ranks_per_domain or cluster_domain or sweep.ranks_per_node or sweep.num_ranks
-        by_tier.setdefault(tier_for(sweep.num_ranks, domain), []).append((sweep, domain))
+        by_tier.setdefault(tier, []).append((sweep, domain))
     chosen = {tier: _choose(tier, candidates) for tier, candidates in by_tier.items()}
     if not by_tier:
         raise MeasureError("empty sweep: nothing left to fit (" + "; ".join(skipped) + ")")
-    fitted, fits = {}, {}
+    fitted, fits, comparisons = {}, {}, []
     for tier, (sweep, domain) in chosen.items():
         fit = fit_regimes([r.size_bytes for r in sweep.rows], [r.time_s for r in sweep.rows], sweep.op,
                           sweep.num_ranks)
+        if sweep.op == "all-reduce" and is_host_loopback(sweep):
+            fit = _host_copy_fit(sweep, fit)
         fits[tier] = fit
         fitted[tier] = {
             "num_ranks": sweep.num_ranks,
             "ranks_per_domain": int(domain),
             "op": sweep.op,
+            **({"model": HOST_COPY} if fit.model == HOST_COPY else {}),
             "regimes": [r.as_dict() for r in fit.regimes],
             "residuals": {"median_abs_pct": round(fit.median_abs_pct, 2), "max_abs_pct": round(fit.max_abs_pct, 2)},
         }
+        others = [s for s, _ in by_tier[tier] if s is not sweep] + not_fitted.get(tier, [])
+        for other in others:
+            comparisons.extend(_compare(tier, fit, other))
     date = (today or _dt.date.today()).isoformat()
     document: dict = {}
     if cluster is not None and not own:  # a catalog name
@@ -196,7 +249,7 @@ def calibrate(paths: list[str], *, cluster: str | None = None, select: str | Non
     document["name"] = f"calibrated-{label}" if label else "calibrated"
     document["source"] = f"tierwise calibrate {' '.join(Path(p).name for p in paths)} ({date})"
     document["fitted"] = fitted
-    return Calibration(document=document, fits=fits, skipped=tuple(skipped))
+    return Calibration(document=document, fits=fits, skipped=tuple(skipped), comparisons=tuple(comparisons))
 
 
 def write_yaml(document: dict, path: str | Path) -> None:

@@ -15,6 +15,12 @@ sweep is therefore cut into up to ``max_regimes`` contiguous size regimes, break
 The default of 4 regimes is NCCL's three protocols (LL, LL128, Simple) plus one algorithm or channel-count
 switch; with 3 the 32-GPU H100 log's 2-16 MiB transition is merged into the large regime (docs/measure.md).
 
+A second prediction rule, for gloo sweeps with every rank on one host (TCP loopback, where there are no
+per-rank links and bus factors do not transfer between ops), is :mod:`tierwise.measure.hostcopy`: the same
+regimes carry a per-message latency and a per-byte copy cost fitted on the all-reduce, and a tier written
+with ``model: host-copy`` predicts every op from its copy work and message steps (:func:`predict_time`'s
+``model``; :func:`predict_tier`). Without the key a tier uses the bus-factor rule below, as before.
+
 Prediction rule (:func:`predict_time`): the minimum, over the regimes whose ``[min_bytes, max_bytes]``
 covers ``S`` (``max_bytes`` None = unbounded), of the regime's alpha-beta time. Where a regime's fitted
 slope is zero (time flat over its sizes) its ``busbw_bytes_per_s`` is the lower bound at which the
@@ -40,8 +46,12 @@ import numpy as np
 
 from tierwise.collectives.volumes import bus_factor, normalize_kind
 from tierwise.errors import MeasureError
+from tierwise.measure import hostcopy
 
-__all__ = ["Regime", "RegimeFit", "fit_regimes", "predict_time", "out_of_sample"]
+__all__ = ["Regime", "RegimeFit", "fit_regimes", "predict_time", "predict_tier", "out_of_sample", "BUS_FACTOR"]
+
+BUS_FACTOR = "bus-factor"
+"""The default fitted model (no ``model:`` key in the YAML): nccl-tests bus factors, this module."""
 
 _NAMES = {1: ("all",), 2: ("small", "large"), 3: ("small", "medium", "large"), 4: ("tiny", "small", "medium", "large")}
 
@@ -57,15 +67,23 @@ class Regime:
     latency_s: float
     busbw_bytes_per_s: float | None
     """Bus bandwidth (nccl-tests convention); None: latency only."""
+    step_latency_s: float | None = None
+    """Host-copy model only (:mod:`tierwise.measure.hostcopy`): latency per sequential algorithm step."""
+    copy_s_per_byte: float | None = None
+    """Host-copy model only: seconds per byte of memory traffic (read + written) of the busiest rank."""
 
     def as_dict(self) -> dict:
-        return {
+        out = {
             "name": self.name,
             "min_bytes": int(self.min_bytes),
             "max_bytes": None if self.max_bytes is None else int(self.max_bytes),
             "latency_s": float(f"{self.latency_s:.4g}"),
             "busbw_bytes_per_s": None if self.busbw_bytes_per_s is None else float(f"{self.busbw_bytes_per_s:.4g}"),
         }
+        if self.step_latency_s is not None and self.copy_s_per_byte is not None:
+            out["step_latency_s"] = float(f"{self.step_latency_s:.4g}")
+            out["copy_s_per_byte"] = float(f"{self.copy_s_per_byte:.4g}")
+        return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,19 +104,26 @@ class RegimeFit:
     def max_abs_pct(self) -> float:
         return float(np.max(np.abs(self.residuals_pct)))
 
+    model: str = BUS_FACTOR
+    """How the regimes transfer to other ops: ``bus-factor`` (this module) or ``host-copy``."""
+
     def predict(self, op: str, size_bytes, num_ranks: int | None = None):
-        return predict_time(self.regimes, op, size_bytes, num_ranks or self.num_ranks)
+        return predict_time(self.regimes, op, size_bytes, num_ranks or self.num_ranks, model=self.model)
 
 
 def _regime_get(regime: Regime | Mapping, key: str):
     return getattr(regime, key) if isinstance(regime, Regime) else regime.get(key)
 
 
-def predict_time(regimes: Sequence[Regime | Mapping], op: str, size_bytes, num_ranks: int):
+def predict_time(regimes: Sequence[Regime | Mapping], op: str, size_bytes, num_ranks: int, *,
+                 model: str | None = None):
     """Predicted time (s) of ``op`` on ``size_bytes`` (nccl-tests size) over ``num_ranks`` ranks.
 
+    ``model`` None or ``"bus-factor"`` (the default, every NCCL or multi-host fit):
     ``min over regimes with min_bytes <= S <= max_bytes of latency_s + S x bus_factor(op, n) / busbw``
-    (module docstring). Regimes may be :class:`Regime` objects or the mappings of a calibrated YAML.
+    (module docstring). ``model="host-copy"`` (a gloo sweep with all ranks on one host): the same minimum of
+    ``step_latency_s x latency_steps + copy_s_per_byte x copy_work_bytes`` (:mod:`tierwise.measure.hostcopy`).
+    Regimes may be :class:`Regime` objects or the mappings of a calibrated YAML.
     Returns a float for a scalar size, an array otherwise; NaN where no regime covers the size.
 
     >>> r = [Regime(name="all", min_bytes=0, max_bytes=None, latency_s=1e-5, busbw_bytes_per_s=1e10)]
@@ -106,6 +131,11 @@ def predict_time(regimes: Sequence[Regime | Mapping], op: str, size_bytes, num_r
     110.0
     """
     kind = normalize_kind(op)
+    if model == hostcopy.MODEL:
+        best = hostcopy.predict_host_copy(regimes, kind, size_bytes, num_ranks, _regime_get)
+        return float(best) if best.ndim == 0 else best
+    if model not in (None, BUS_FACTOR):
+        raise MeasureError(f"unknown fitted model {model!r}; use {BUS_FACTOR} (default) or {hostcopy.MODEL}")
     size = np.asarray(size_bytes, dtype=float)
     bus_bytes = size * bus_factor(kind, num_ranks)
     best = np.full(size.shape, np.inf)
@@ -119,6 +149,17 @@ def predict_time(regimes: Sequence[Regime | Mapping], op: str, size_bytes, num_r
         best = np.where(covered, np.minimum(best, t), best)
     best = np.where(np.isfinite(best), best, np.nan)
     return float(best) if best.ndim == 0 else best
+
+
+def predict_tier(tier: Mapping, op: str, size_bytes, num_ranks: int | None = None):
+    """:func:`predict_time` for one fitted tier of a calibrated YAML (its ``regimes``, its ``model``, and its
+    ``num_ranks`` unless given)."""
+    if not isinstance(tier, Mapping) or not tier.get("regimes"):
+        raise MeasureError("a fitted tier needs regimes; write it with `tierwise calibrate`")
+    n = num_ranks if num_ranks is not None else tier.get("num_ranks")
+    if n is None:
+        raise MeasureError("the fitted tier has no num_ranks; pass num_ranks")
+    return predict_time(tier["regimes"], op, size_bytes, int(n), model=tier.get("model"))
 
 
 _RESOLUTION = 1e-4

@@ -101,6 +101,8 @@ class NcclSweep:
     nccl_version: str | None = None
     label: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    backend: str = ""
+    """torch.distributed backend of a tierwise result (``gloo``, ``nccl``); empty for nccl-tests logs."""
 
     @property
     def num_nodes(self) -> int | None:

@@ -55,6 +55,10 @@ class FittedRegime:
     max_bytes: float
     latency_s: float
     busbw_bytes_per_s: float
+    step_latency_s: float | None = None
+    """``model: host-copy`` tiers only: latency per sequential algorithm step (``measure/hostcopy.py``)."""
+    copy_s_per_byte: float | None = None
+    """``model: host-copy`` tiers only: seconds per byte of copy work of the busiest rank."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,6 +70,9 @@ class FittedTier:
     op: str
     regimes: tuple[FittedRegime, ...]
     source: str = ""
+    model: str = "bus-factor"
+    """How the fit transfers to other ops: ``bus-factor`` (nccl-tests factors; the default) or ``host-copy``
+    (one host's gloo loopback: copy work and message steps, ``measure/hostcopy.py``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -149,14 +156,18 @@ def _fitted(raw: Any, origin: str) -> dict[str, FittedTier]:
         if tier not in TIER_NAMES:
             raise SpecError(f"unknown tier {tier!r} in {origin}: fitted; use one of {', '.join(TIER_NAMES)}")
         spec = require_mapping(spec, where)
-        check_keys(spec, ("num_ranks", "ranks_per_domain", "op", "regimes", "residuals", "source"), where,
+        check_keys(spec, ("num_ranks", "ranks_per_domain", "op", "model", "regimes", "residuals", "source"), where,
                    required=("num_ranks", "regimes"))
+        model = str(spec.get("model", "bus-factor"))
+        if model not in ("bus-factor", "host-copy"):
+            raise SpecError(f"{where}.model: unknown model {model!r}; use bus-factor (default) or host-copy")
         regimes = []
         for j, reg in enumerate(spec["regimes"] or []):
             rw = f"{where}.regimes[{j}]"
             reg = require_mapping(reg, rw)
-            check_keys(reg, ("name", "min_bytes", "max_bytes", "latency_s", "busbw_bytes_per_s"), rw,
-                       required=("latency_s", "busbw_bytes_per_s"))
+            host_keys = ("step_latency_s", "copy_s_per_byte") if model == "host-copy" else ()
+            check_keys(reg, ("name", "min_bytes", "max_bytes", "latency_s", "busbw_bytes_per_s", *host_keys), rw,
+                       required=("latency_s", "busbw_bytes_per_s", *host_keys))
             max_b = reg.get("max_bytes")
             regimes.append(FittedRegime(
                 name=str(reg.get("name", f"regime{j}")),
@@ -164,6 +175,9 @@ def _fitted(raw: Any, origin: str) -> dict[str, FittedTier]:
                 max_bytes=math.inf if max_b is None else parse_bytes(max_b, what=f"{rw}.max_bytes"),
                 latency_s=parse_time(reg["latency_s"], what=f"{rw}.latency_s"),
                 busbw_bytes_per_s=parse_bandwidth(reg["busbw_bytes_per_s"], what=f"{rw}.busbw_bytes_per_s"),
+                step_latency_s=(parse_time(reg["step_latency_s"], what=f"{rw}.step_latency_s", allow_zero=True)
+                                if host_keys else None),
+                copy_s_per_byte=(get_float(reg, "copy_s_per_byte", rw, minimum=0.0) if host_keys else None),
             ))
         if not regimes:
             raise SpecError(f"{where} has no regimes; run tierwise calibrate again or remove it")
@@ -174,6 +188,7 @@ def _fitted(raw: Any, origin: str) -> dict[str, FittedTier]:
             op=str(spec.get("op", "all-reduce")),
             regimes=tuple(regimes),
             source=str(spec.get("source", source)),
+            model=model,
         )
     return out
 
