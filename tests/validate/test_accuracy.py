@@ -77,3 +77,16 @@ def test_shipped_parameters_are_the_fit(cases):
     cost_shipped = float(np.sum(np.log1p(objective_residuals(cases, shipped) ** 2 / 0.05**2)))
     cost_refit = float(np.sum(np.log1p(objective_residuals(cases, {**shipped, **fitted}) ** 2 / 0.05**2)))
     assert cost_refit >= cost_shipped * 0.98
+
+
+def test_a_parameter_no_row_informs_keeps_its_start(cases):
+    """Without the DeepSpeed ZeRO-3 rows nothing depends on torch_op_overhead: the fit leaves it at its start
+    (10 us, inside the public 5-25 us per eager op) instead of letting the optimizer drift it to a bound."""
+    from tierwise.validate.fit import START
+
+    others = [c for c in cases if c.source_id != "narayanan2021_t2"]
+    fitted, info = fit_parameters(others)
+    assert info["not_informed"] == ["torch_op_overhead"]
+    assert fitted["torch_op_overhead"] == START["torch_op_overhead"]
+    _, info_all = fit_parameters(cases)
+    assert info_all["not_informed"] == []
