@@ -216,3 +216,25 @@ def test_zero3_tensor_list_needs_zero_3():
     with pytest.raises(PlanError, match="zero_stage: 3"):
         run("gpt3-175b", "dgx-a100", 64, global_batch_size=64, seq_length=2048, zero_stage=1,
             zero3_gather="tensor-list")
+
+
+def test_eager_pytorch_moves_more_elementwise_bytes_only_where_the_ops_differ():
+    """fused_elementwise false (eager PyTorch): RMSNorm, SwiGLU and rotary embedding cost extra HBM passes;
+    a LayerNorm/GELU model without rotary embedding (MPT, GPT) runs the same native kernels either way."""
+    from tierwise.estimate.step import _compute_params
+
+    llama, mpt = load_model("llama3.1-8b"), load_model("mpt-7b")
+    assert (llama.norm, llama.rotary, mpt.norm, mpt.rotary) == ("rmsnorm", True, "layernorm", False)
+    plan = dict(micro_batch_size=1, global_batch_size=8, seq_length=4096, zero_stage=3)
+    fused = run(llama, "dgx-h100", 8, **plan)
+    eager = run(llama, "dgx-h100", 8, fused_elementwise=False, **plan)
+    c = _compute_params()
+    per_token_layer = (c["eager_rmsnorm_extra_bytes"] * 2 * llama.hidden_size
+                       + c["eager_swiglu_extra_bytes"] * llama.ffn_hidden_size
+                       + c["eager_rope_extra_bytes"] * (llama.q_channels + llama.kv_channels))
+    hbm = load_cluster("dgx-h100").accelerator.hbm_bytes_per_s * c["memory_bound_efficiency"]
+    expected = 3 * per_token_layer * 4096 * llama.num_layers / hbm  # forward + backward (2x) per micro-batch
+    assert float(eager.memory_bound_s[0] - fused.memory_bound_s[0]) == pytest.approx(expected, rel=1e-9)
+    assert float(eager.step_time_s[0]) > float(fused.step_time_s[0])
+    same = run(mpt, "dgx-h100", 8, **plan), run(mpt, "dgx-h100", 8, fused_elementwise=False, **plan)
+    assert float(same[0].step_time_s[0]) == float(same[1].step_time_s[0])

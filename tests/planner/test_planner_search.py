@@ -76,7 +76,7 @@ def test_405b_on_16384_h100_keeps_tp_inside_the_node(llama405):
 
 @pytest.mark.xfail(strict=True, reason=(
     "the estimator charges tp 8's traffic in full and ring attention (cp) lightly, so smaller tp with cp "
-    "2-8 wins by a few percent; tp 8 / pp 16 first ranks #23 with bf16 only; see docs/planner.md"))
+    "2-8 wins by a few percent; tp 8 / pp 16 first ranks #25 with bf16 only; see docs/planner.md"))
 def test_meta_405b_layout_ranks_in_the_top_10(llama405):
     _, _, result = llama405
     p = result.plans

@@ -31,7 +31,8 @@ Compute roofline: GEMMs at ``peak x eff(M, N, K)`` plus the un-hidden part of th
 roofline, so a part's own FLOP:byte ratio sets how much skinny GEMMs after TP splitting lose), FP8 GEMMs at
 the FP8 peak plus their input casts as memory-bound traffic; the attention core (flash attention) at
 ``attention_efficiency`` of the BF16 peak forward and ``attention_backward_efficiency`` backward;
-elementwise kernels and the optimizer at ``memory_bound_efficiency`` of HBM bandwidth. ZeRO-3/FSDP
+elementwise kernels and the optimizer at ``memory_bound_efficiency`` of HBM bandwidth (with eager PyTorch,
+``fused_elementwise`` false, RMSNorm, SwiGLU and rotary embedding move more bytes: ``_eager_extra_bytes``). ZeRO-3/FSDP
 collectives are issued per layer; hidden communication still costs ``overlap_interference`` of its time.
 All parameters are global fractions in ``catalog/parameters.yaml`` (``compute:``), fitted by
 ``tierwise validate --fit`` (docs/validation.md).
@@ -391,6 +392,10 @@ def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P, cparams) 
                                    + (model.moe.top_k * model.moe.ffn_hidden_size / etp if model.moe else 0.0)) / hbm)
     elem_dense = elem_dense + np.where(is_fp8, cast_dense, 0.0)
     elem_moe = elem_moe + np.where(is_fp8, cast_moe, 0.0)
+    # eager PyTorch (fused_elementwise false) runs each elementwise op as its own kernel(s)
+    eager_dense, eager_moe = _eager_extra_bytes(model, tokens, tp, etp, seq_shard, cparams)
+    elem_dense = elem_dense + np.where(plans.fused_elementwise, 0.0, eager_dense / hbm)
+    elem_moe = elem_moe + np.where(plans.fused_elementwise, 0.0, eager_moe / hbm)
     fwd_dense = dense_lin_t + core_t + elem_dense
     fwd_moe = moe_lin_t + core_t + elem_moe
     return SimpleNamespace(
@@ -403,6 +408,26 @@ def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P, cparams) 
         logits_t=2.0 * model.hidden_size * model.vocab_size / tp * tokens / (gemm_peak * cparams["matmul_efficiency_max"]),
         logits_elem=tokens * model.vocab_size / tp * 4 * 3 / hbm,  # fp32 logits: write, softmax read, grad write
     )
+
+
+def _eager_extra_bytes(model: ModelSpec, tokens, tp, etp, seq_shard, cparams):
+    """HBM bytes per layer forward that eager PyTorch moves on top of the fused kernels' count, for one rank.
+
+    Counted from the reference implementations (Llama's ``RMSNorm``: ``x.float()``, ``pow``, ``mean``, ``x *
+    rsqrt``, ``type_as``, ``* weight`` = 36 bytes per bf16 element against 4 fused; SwiGLU ``silu(a) * b``:
+    silu read+write then a 3-operand multiply = 10 bytes per f element against 6 fused; rotary embedding on
+    q and k: upcast, complex multiply, downcast = 20 bytes per channel against 4 fused). LayerNorm and GELU
+    are single native kernels either way, so models with them (GPT, MPT) pay nothing extra here.
+    """
+    rms = model.norm == "rmsnorm"
+    per_h = cparams["eager_rmsnorm_extra_bytes"] * 2 * rms  # two norms per layer
+    per_f = cparams["eager_swiglu_extra_bytes"] if model.gated_mlp else 0.0
+    rope = cparams["eager_rope_extra_bytes"] * (model.q_channels + model.kv_channels) * model.rotary
+    dense = tokens * (per_h * model.hidden_size / seq_shard + per_f * model.ffn_hidden_size / tp + rope / tp)
+    if model.moe is None:
+        return dense, dense * 0
+    f_moe = model.moe.top_k * model.moe.ffn_hidden_size / etp + model.moe.shared_experts * model.moe.shared_ffn_hidden_size / tp
+    return dense, tokens * (per_h * model.hidden_size / seq_shard + per_f * f_moe + rope / tp)
 
 
 def _stage_compute(model, plans: PlanBatch, P, C) -> SimpleNamespace:

@@ -164,6 +164,10 @@ class ModelSpec:
     """True for SwiGLU/GeGLU (three matrices: gate, up, down), False for GeLU/ReLU^2 (two: up, down)."""
     tied_embeddings: bool = False
     """Whether the output projection shares the input embedding's weights."""
+    norm: str = ""
+    """``rmsnorm`` or ``layernorm``; empty: RMSNorm for gated-MLP (Llama-style) models, LayerNorm otherwise."""
+    rotary: bool | None = None
+    """Rotary position embedding on q and k; None: true for gated-MLP (Llama-style) models, false otherwise."""
     bias: bool = False
     """Linear layers and LayerNorms carry bias vectors (GPT-2, GPT-3 and Megatron's GPT; Llama-family, Mixtral,
     Qwen and MPT models have none). It sets how many parameter tensors a layer has (ZeRO-3 ``tensor-list``
@@ -205,6 +209,14 @@ class ModelSpec:
                 f"num_kv_heads={self.num_kv_heads}; use num_kv_heads in {{{', '.join(map(str, divisors))}}}"
             )
         self._check_flags(owner)
+        if not self.norm:
+            object.__setattr__(self, "norm", "rmsnorm" if self.gated_mlp else "layernorm")
+        if self.norm not in ("rmsnorm", "layernorm"):
+            raise SpecError(f"{owner}: norm={self.norm!r}; use rmsnorm or layernorm")
+        if self.rotary is None:
+            object.__setattr__(self, "rotary", self.gated_mlp)
+        if not isinstance(self.rotary, bool):
+            raise SpecError(f"{owner}: rotary={self.rotary!r} must be true or false")
         self._check_moe(owner)
         self._check_sliding_window(owner)
         if self.params_b is not None and (
@@ -513,6 +525,7 @@ def _hf_gpt_oss(cfg: Mapping[str, Any], arch: str) -> dict[str, Any]:
 def _hf_nemotron(cfg: Mapping[str, Any], arch: str) -> dict[str, Any]:
     out = _hf_common(cfg, arch, tied_default=False)
     out["gated_mlp"] = False  # Nemotron's MLP is up -> squared ReLU -> down, no gate
+    out["norm"], out["rotary"] = "layernorm", True  # LayerNorm1p and rotary embedding (Nemotron-4 report 2.1)
     return out
 
 
@@ -554,6 +567,7 @@ def _hf_gpt_neox(cfg: Mapping[str, Any], arch: str) -> dict[str, Any]:
     out = _hf_common(cfg, arch, tied_default=False)
     out["gated_mlp"] = False
     out["bias"] = True  # GPT-NeoX linear layers and LayerNorms have biases
+    out["norm"], out["rotary"] = "layernorm", True  # LayerNorm, rotary embedding (on rotary_pct of each head)
     return out
 
 
