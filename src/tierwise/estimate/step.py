@@ -614,7 +614,7 @@ def _data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, P, S, pi
     list_mode = z3 & (plans.zero3_gather == ZERO3_GATHER.index("tensor-list"))
     gather_group = np.where(hsdp, shard, dp_group)
     copies = np.where(list_mode & (gather_group > 1), m * tensors * (2 + regather) * gather_group, 0.0)
-    cpu_launch_s = copies * cparams.get("torch_op_overhead", 0.0)
+    cpu_launch_s = copies * cparams["torch_op_overhead"]
     total_params_local = dense_params + expert_params
     bucket = np.maximum(cparams["bucket_params_min"], cparams["bucket_params_per_dp"] * dp)
     last_bucket = np.minimum(1.0, bucket / np.maximum(total_params_local, 1))

@@ -304,8 +304,9 @@ def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str]) -> Pl
             filled.append(f"stages {edge // 2}/{mid}/{edge - edge // 2} layers (first/middle/last; uneven split)")
     if "torchtitan" in framework:
         data["order"] = "tp-cp-dp-pp"
-        if "compile" not in framework:
-            data["fused_elementwise"] = False  # torchtitan without torch.compile runs eager PyTorch
+    if ("torchtitan" in framework or "llm-foundry" in framework) and "compile" not in framework:
+        # eager PyTorch (no torch.compile); Megatron-LM, Megatron-Core and NeMo run fused kernels
+        data["fused_elementwise"] = False
     plan = plan_from_mapping(data, num_gpus=n, origin=f"row {row['row_id']} plan")
     validate_plan_batch(model, [plan])
     return plan
