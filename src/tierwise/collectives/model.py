@@ -53,23 +53,36 @@ def algorithms_for(kind: str) -> tuple[str, ...]:
 class CollectiveCost:
     """Result arrays (one shape): time, chosen algorithm/protocol codes, and bytes on each tier per rank.
 
-    ``scale_up_bytes`` and ``scale_out_bytes`` are computed on first access (the estimator needs only
-    times and ring-equivalent bytes).
+    ``algorithm``, ``protocol``, ``scale_up_bytes`` and ``scale_out_bytes`` are computed on first access
+    (the estimator needs only times and ring-equivalent bytes).
     """
 
-    __slots__ = ("time_s", "algorithm", "protocol", "bytes_per_rank", "_wire", "_cache")
+    __slots__ = ("time_s", "bytes_per_rank", "_codes", "_codes_cache", "_wire", "_cache")
 
-    def __init__(self, time_s, algorithm, protocol, bytes_per_rank, wire):
+    def __init__(self, time_s, codes, bytes_per_rank, wire):
         self.time_s = time_s
         """Seconds."""
-        self.algorithm = algorithm
-        """Index into :data:`ALGORITHMS`."""
-        self.protocol = protocol
-        """Index into :data:`PROTOCOLS`."""
         self.bytes_per_rank = bytes_per_rank
         """Ring-equivalent bytes each rank sends (busbw factor x size)."""
+        self._codes = codes
+        self._codes_cache = None
         self._wire = wire
         self._cache = None
+
+    def _code_arrays(self):
+        if self._codes_cache is None:
+            self._codes_cache = self._codes()
+        return self._codes_cache
+
+    @property
+    def algorithm(self):
+        """Index into :data:`ALGORITHMS`."""
+        return self._code_arrays()[0]
+
+    @property
+    def protocol(self):
+        """Index into :data:`PROTOCOLS`."""
+        return self._code_arrays()[1]
 
     def _wire_bytes(self):
         if self._cache is None:
@@ -294,13 +307,14 @@ def _unique_span(span: GroupSpan, shape):
     return cache[shape]
 
 
-def _lower_envelope(alpha: np.ndarray, beta: np.ndarray) -> list[int]:
-    """Indices of the lines ``alpha + beta x`` that are lowest somewhere on x >= 0, in order of x."""
+def _lower_envelope(alpha: np.ndarray, beta: np.ndarray) -> tuple[list[int], list[float]]:
+    """Indices of the lines ``alpha + beta x`` that are lowest somewhere on x >= 0, in order of x, and the
+    sizes at which each next one takes over (one fewer than the lines)."""
     live = [c for c in range(alpha.size) if np.isfinite(alpha[c])]
     if not live:
-        return [0]
+        return [0], []
     current = min(live, key=lambda c: (alpha[c], beta[c]))
-    hull, x = [current], 0.0
+    hull, x, xs = [current], 0.0, []
     while True:
         best, best_x = None, np.inf
         for c in live:
@@ -309,8 +323,9 @@ def _lower_envelope(alpha: np.ndarray, beta: np.ndarray) -> list[int]:
                 if x <= cross < best_x or (cross == best_x and best is not None and beta[c] < beta[best]):
                     best, best_x = c, cross
         if best is None:
-            return hull
+            return hull, xs
         hull.append(best)
+        xs.append(best_x)
         current, x = best, best_x
 
 
@@ -320,7 +335,8 @@ def _affine_min(kind, size_b, small: GroupSpan, inverse, cluster, p, algorithms,
     one = list(_candidates(kind, np.ones(small.size.shape), small, cluster, p, algorithms, gpus_per_process))
     if not zero:  # no candidate applies (e.g. nvls forced on a fabric without in-switch reduction)
         none = np.zeros(size_b.shape)
-        return np.full(size_b.shape, np.inf), none.astype(np.int8), none.astype(np.int8), lambda: (none, none)
+        return (np.full(size_b.shape, np.inf), lambda: (none.astype(np.int8), none.astype(np.int8)),
+                lambda: (none, none))
     u = small.size.shape[0]
     alpha = np.array([np.broadcast_to(c[2], (u,)) for c in zero])
     with np.errstate(invalid="ignore"):
@@ -331,23 +347,32 @@ def _affine_min(kind, size_b, small: GroupSpan, inverse, cluster, p, algorithms,
     codes_a = np.array([ALGORITHMS.index(c[0]) for c in zero], dtype=np.int8)
     codes_p = np.array([PROTOCOLS.index(c[1]) for c in zero], dtype=np.int8)
     hulls = [_lower_envelope(alpha[:, g], beta[:, g]) for g in range(u)]
-    width = max(len(h) for h in hulls)
-    env = np.array([h + [h[-1]] * (width - len(h)) for h in hulls]).T  # (width, u) candidate indices
+    width = max(len(h) for h, _ in hulls)
+    env = np.array([h + [h[-1]] * (width - len(h)) for h, _ in hulls]).T  # (width, u) candidate indices
     cols = np.arange(u)
     env_alpha, env_beta = alpha[env, cols], beta[env, cols]  # (width, u)
-    best_t = env_alpha[0][inverse] + env_beta[0][inverse] * size_b
-    choice = np.zeros(size_b.shape, dtype=np.int8) if width > 1 else None
-    for e in range(1, width):
-        t = env_alpha[e][inverse] + env_beta[e][inverse] * size_b
-        better = t < best_t
-        best_t = np.where(better, t, best_t)
-        choice[better] = e
-    flat = env[0][inverse] if choice is None else env[choice, inverse]
+    # the envelope's segment of each element: how many take-over sizes it lies above (ties keep the earlier
+    # line, as a strict "<" between the lines' times would)
+    choice = np.zeros(size_b.shape, dtype=np.intp)
+    if width > 1:
+        takeover = np.array([xs + [np.inf] * (width - 1 - len(xs)) for _, xs in hulls]).T  # (width - 1, u)
+        for e in range(width - 1):
+            choice += size_b > takeover[e][inverse]
+    at = choice * u + inverse
+    best_t = env_alpha.ravel()[at] + env_beta.ravel()[at] * size_b
+
+    def flat():
+        return env.ravel()[at]
+
+    def codes():
+        f = flat()
+        return codes_a[f], codes_p[f]
 
     def wire():
-        return up[flat, inverse] * size_b, out[flat, inverse] * size_b
+        f = flat()
+        return up[f, inverse] * size_b, out[f, inverse] * size_b
 
-    return best_t, codes_a[flat], codes_p[flat], wire
+    return best_t, codes, wire
 
 
 def collective_cost(kind: str, size_bytes, span: GroupSpan, cluster: Cluster, algorithm: str = "auto",
@@ -391,16 +416,20 @@ def collective_cost(kind: str, size_bytes, span: GroupSpan, cluster: Cluster, al
             best_out = np.where(better, np.broadcast_to(out, shape), best_out)
         def wire(up=best_up, out=best_out):
             return up, out
+
+        def codes(a=best_a, p=best_p):
+            return a, p
     else:
         small, inverse = _unique_span(span, shape)
-        best_t, best_a, best_p, wire = _affine_min(kind, size_b, small, inverse, cluster, p, algorithms,
-                                                   gpus_per_process)
+        best_t, codes, wire = _affine_min(kind, size_b, small, inverse, cluster, p, algorithms, gpus_per_process)
     if algorithm == "auto" and cluster.fitted:
         fitted = np.broadcast_to(_fitted_time(kind, size, span, cluster), shape)
         use = ~np.isnan(fitted)
         best_t = np.where(use, fitted, best_t)
-        best_a = np.where(use, ALGORITHMS.index("fitted"), best_a)
-        best_p = np.where(use, PROTOCOLS.index("-"), best_p)
+
+        def codes(base=codes, use=use):
+            a, p = base()
+            return np.where(use, ALGORITHMS.index("fitted"), a), np.where(use, PROTOCOLS.index("-"), p)
     if algorithm != "auto" and np.any(np.isinf(best_t) & (span.size > 1)):
         raise SpecError(
             f"algorithm {algorithm!r} cannot run here (nvls needs in-switch reduction and a group of >= 2 ranks per "
@@ -409,4 +438,4 @@ def collective_cost(kind: str, size_bytes, span: GroupSpan, cluster: Cluster, al
     n = np.broadcast_to(span.size, shape).astype(float)
     factor = bus_factor(kind, n) if kind != "send-recv" else np.ones_like(n)
     best_t = np.where(n > 1, best_t, 0.0)
-    return CollectiveCost(best_t, best_a, best_p, np.where(n > 1, factor * size_b, 0.0), wire)
+    return CollectiveCost(best_t, codes, np.where(n > 1, factor * size_b, 0.0), wire)
