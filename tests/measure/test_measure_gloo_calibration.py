@@ -1,11 +1,23 @@
 """Done-when (issue 6): calibrate on a measured gloo all-reduce sweep (2 local ranks) and predict the
 measured all-gather and broadcast times at sizes >= 1 MiB within 25%.
 
-On this 2-core host the prediction does NOT hold (docs/measure.md, "gloo calibration"): all-gather runs
-slower and broadcast much faster than the all-reduce's bus bandwidth predicts. The check is kept as an
-xfail (not strict: timing on a shared 2-core VM is noisy) with the errors printed, and no tolerance is
-changed. reduce-scatter is measured and reported, never fitted (gloo has no reduce-scatter).
+The prediction is the shared-host model (tierwise.measure.hostcopy: CPU copy work and algorithm steps from
+gloo's and torch's code; only the all-reduce's step latency and per-byte cost are fitted). Two checks:
+
+* on the recorded sweep (tests/data/measured/gloo_2ranks_loopback.json, deterministic): broadcast holds at
+  1-16 MiB; all-gather holds at 1, 2 and 8 MiB and not at 4 and 16 MiB, where the recorded all-gather times
+  themselves do not grow with size (2.4 ms at 4 MiB, 8.8 ms at 8 MiB, 10.1 ms at 16 MiB): strict xfails with
+  the figures;
+* live on this VM: over three sweeps (2026-12-02, 18:47-18:55 UTC) the model put all-gather at a median
+  +15% (11 of 15 points within 25%) and broadcast at 0% (9 of 15); a size's median moves 30-60% between
+  sweeps on the shared 2-vCPU VM, so the live check is a non-strict xfail with the errors printed.
+
+No tolerance is changed. reduce-scatter is measured and reported, never fitted (gloo has none; torch
+emulates it).
 """
+
+import json
+from pathlib import Path
 
 import pytest
 
@@ -14,15 +26,38 @@ from tierwise.measure.calibrate import calibrate
 from tierwise.measure.fit import predict_tier
 
 MiB = 2**20
-GAP = ("gloo on one 2-core host: all-gather is slower and broadcast 1.4-3.7x faster than all-reduce's busbw "
-       "predicts (CPU copies and reductions share the cores; busbw factors assume one link per rank)")
+GAP = ("live timing on a shared 2-vCPU VM: a size's median moves 30-60% between sweeps; over three sweeps the "
+       "host-copy model had all-gather at median +15% (11/15 within 25%) and broadcast at 0% (9/15)")
+RECORDED = Path(__file__).parents[1] / "data" / "measured" / "gloo_2ranks_loopback.json"
+RECORDED_GAP = {("all-gather", 4): "recorded all-gather 2.43 ms at 4 MiB, predicted 3.85 ms (+58%)",
+                ("all-gather", 16): "recorded all-gather 10.1 ms at 16 MiB, predicted 15.4 ms (+53%)"}
+
+
+def _recorded_cases():
+    out = []
+    for op in ("all-gather", "broadcast"):
+        for mib in (1, 2, 4, 8, 16):
+            reason = RECORDED_GAP.get((op, mib))
+            marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+            out.append(pytest.param(op, mib, marks=marks, id=f"{op}-{mib}MiB"))
+    return out
+
+
+@pytest.mark.parametrize("op, mib", _recorded_cases())
+def test_recorded_all_reduce_calibration_predicts_op_within_25_percent(tmp_path, op, mib):
+    rows = json.loads(RECORDED.read_text())
+    path = tmp_path / "all_reduce.json"
+    path.write_text(json.dumps([r for r in rows if r["op"] == "all-reduce"]))
+    tier = calibrate([str(path)]).document["fitted"]["scale_up"]
+    assert tier["model"] == "host-copy"
+    (row,) = [r for r in rows if r["op"] == op and r["size_bytes"] == mib * MiB]
+    error = (predict_tier(tier, op, row["size_bytes"]) - row["time_s"]) / row["time_s"] * 100.0
+    assert abs(error) <= 25.0, f"{op} {mib} MiB: {error:+.0f}%"
 
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     pytest.importorskip("torch", reason="torch not installed (pip install 'tierwise[measure]')")
-    import json
-
     from tierwise.measure.bench import run_collectives
 
     # 60 iterations per size: with 20 a size's median on this shared 2-vCPU VM moved by 30-60% between
