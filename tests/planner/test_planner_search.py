@@ -165,3 +165,11 @@ def test_bound_holds_for_every_refinement(model_name, cluster_name, num_gpus):
     assert np.all(unit_res["score"] >= struct_bound[units["_struct"]] * (1 - 1e-12))
     assert np.all(mem_ok[units["_struct"][unit_res["fits"]]])  # a unit that fits passes its structure's screen
     assert np.all(mem_ok[units["_struct"][refined["_unit"][ref_res["fits"]]]])
+
+
+def test_eager_constraint_scores_every_plan_as_eager_pytorch():
+    model, cluster = load_model("llama3.1-8b"), load_cluster("dgx-h100")
+    fused = search(model, cluster, 64, 256, 8192, top=3)
+    eager = search(model, cluster, 64, 256, 8192, top=3, constraints=Constraints(fused_elementwise=False))
+    assert not np.any(eager.plans["fused_elementwise"]) and np.all(fused.plans["fused_elementwise"])
+    assert eager.plans["_score"][0] > fused.plans["_score"][0]

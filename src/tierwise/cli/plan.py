@@ -143,6 +143,8 @@ def register(app: typer.Typer) -> None:
         ep_overlap: Annotated[bool, typer.Option(
             "--ep-overlap/--no-ep-overlap",
             help="search Megatron-Core's expert all-to-all overlap (combined 1F1B) where it applies")] = True,
+        eager: Annotated[bool, typer.Option(
+            "--eager", help="score plans as eager PyTorch (no fused kernels, no torch.compile)")] = False,
         show_infeasible: Annotated[bool, typer.Option("--show-infeasible", help="list the nearest misses")] = False,
     ) -> None:
         """Search every parallel layout, fit memory, rank by the estimator, and explain the winner."""
@@ -150,7 +152,8 @@ def register(app: typer.Typer) -> None:
 
         c = _constraints(tp=tp, pp=pp, cp=cp, ep=ep, dp=dp, vpp=vpp, micro_batch_size=mbs, max_tp=max_tp,
                          max_pp=max_pp, max_cp=max_cp, max_ep=max_ep, max_vpp=max_vpp, max_micro_batch_size=max_mbs,
-                         recompute=recompute, precision=precision, zero=zero, ep_comm_overlap=ep_overlap)
+                         recompute=recompute, precision=precision, zero=zero, ep_comm_overlap=ep_overlap,
+                         fused_elementwise=not eager)
         m, cl = _load(model, cluster)
         doc = plan_document(m, cl, gpus, global_batch, seq, constraints=c, objective=objective, top=top,
                             show_infeasible=show_infeasible)

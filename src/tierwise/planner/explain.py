@@ -43,6 +43,8 @@ def plan_label(plan) -> str:
         extra.append("TP overlap")
     if plan.ep_comm_overlap and plan.ep > 1:
         extra.append("EP overlap")
+    if not plan.fused_elementwise:
+        extra.append("eager")
     if plan.order != ORDERS[0]:
         extra.append(f"order {plan.order}")
     return " x ".join(parts[:3]) + (", " + ", ".join(parts[3:]) if parts[3:] else "") + "; " + ", ".join(extra)
@@ -63,8 +65,8 @@ def plan_entry(model, cluster, num_gpus: int, plan, est, i: int) -> dict[str, An
     from tierwise.estimate.scenario import Scenario, result_dict
 
     keys = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch_size", "etp", "sequence_parallel", "recompute",
-            "zero_stage", "precision", "order", "tp_comm_overlap", "ep_comm_overlap", "dp_shard", "first_stage_layers",
-            "last_stage_layers")
+            "zero_stage", "precision", "order", "tp_comm_overlap", "ep_comm_overlap", "fused_elementwise", "dp_shard",
+            "first_stage_layers", "last_stage_layers")
     entry: dict[str, Any] = {k: getattr(plan, k) for k in keys}
     entry["tiers"] = {axis: TIER_ORDER[int(est.axis_tier[axis][i])] for axis in _AXES}
     entry["estimate"] = result_dict(est, i, plan, Scenario(model=model, cluster=cluster, num_gpus=num_gpus,

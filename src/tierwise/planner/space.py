@@ -93,6 +93,9 @@ class Constraints:
     ep_comm_overlap: bool = True
     """Search EP all-to-all overlap (combined 1F1B) where it exists (off is always searched too)."""
     hsdp: bool = True
+    fused_elementwise: bool = True
+    """False: score every plan as eager PyTorch (``fused_elementwise`` false: extra HBM passes for RMSNorm,
+    SwiGLU and rotary embedding); a property of the user's software, not searched."""
     min_cp_tokens: int = 1024
     """Smallest sequence chunk per context-parallel rank when cp is not fixed."""
     inside_scale_up: tuple[str, ...] = ()
@@ -300,6 +303,7 @@ def build_space(model, cluster, num_gpus: int, global_batch_size: int, seq_lengt
     table = _add_stage_split(model, table)
     table = _add_vpp(model, table, global_batch_size, c)
     table = _add_experts(model, table, c)
+    table["fused_elementwise"] = np.full(len(table["tp"]), c.fused_elementwise)
     if c.inside_scale_up:
         table = _inside(table, c.inside_scale_up, cluster.scale_up_domain)
     if len(table["tp"]):
