@@ -167,12 +167,18 @@ def register(app: typer.Typer) -> None:
         recompute: ListOpt = None, precision: ListOpt = None,
         zero: Annotated[str | None, typer.Option("--zero", help="ZeRO stages allowed, e.g. 1,3")] = None,
         objective: ObjOpt = "step_time",
+        ep_overlap: Annotated[bool, typer.Option(
+            "--ep-overlap/--no-ep-overlap",
+            help="search Megatron-Core's expert all-to-all overlap (combined 1F1B) where it applies")] = True,
+        eager: Annotated[bool, typer.Option(
+            "--eager", help="score plans as eager PyTorch (no fused kernels, no torch.compile)")] = False,
     ) -> None:
         """Best plan at each GPU count and its efficiency against linear scaling: where adding GPUs stops paying."""
         from tierwise.planner.answer import parse_gpu_range, scale_document
 
         counts = parse_gpu_range(gpus)
-        c = _constraints(recompute=recompute, precision=precision, zero=zero)
+        c = _constraints(recompute=recompute, precision=precision, zero=zero, ep_comm_overlap=ep_overlap,
+                         fused_elementwise=not eager)
         m, cl = _load(model, cluster)
         doc = scale_document(m, cl, counts, global_batch, seq, constraints=c, objective=objective)
         emit(doc, as_json, lambda console: render_scale(console, doc))
