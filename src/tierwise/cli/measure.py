@@ -150,7 +150,8 @@ def hbm(
 
 
 def calibrate_command(
-    inputs: list[Path] = typer.Argument(..., help="nccl-tests logs and/or tierwise result JSON files"),
+    inputs: list[Path] = typer.Argument(..., help="nccl-tests logs and/or tierwise result JSON files (collective "
+                                                 "sweeps; measure gemm/hbm --json with --cluster)"),
     out: Path = typer.Option(..., "--out", help="calibrated cluster YAML to write"),
     cluster: str | None = typer.Option(None, "--cluster", help="catalog cluster name or file this calibrates"),
     select: str | None = typer.Option(None, "--select", help="keep only sweeps whose label contains this"),
@@ -169,7 +170,9 @@ def calibrate_command(
 
     def render(console) -> None:
         console.print(f"wrote {out} ({result.document['name']})")
-        for tier, fit in result.document["fitted"].items():
+        for line in result.device:
+            console.print(f"  {line}")
+        for tier, fit in result.document.get("fitted", {}).items():
             console.print(f"  {tier}: {fit['op']} on {fit['num_ranks']} ranks ({fit['ranks_per_domain']} per "
                           f"domain); residuals median {fit['residuals']['median_abs_pct']}%, "
                           f"max {fit['residuals']['max_abs_pct']}%")

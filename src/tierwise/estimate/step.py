@@ -285,7 +285,9 @@ def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
 def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
               params: Mapping[str, float] | None) -> StepEstimates:
     """The step model for one chunk of plans, as a list of named steps (module docstring)."""
-    cparams = {**_compute_params(), **(params or {})}
+    # a cluster file's measured compute parameters (tierwise calibrate of `measure gemm`) override the global
+    # fit for that cluster; explicit ``params`` (the validation fit) override both
+    cparams = {**_compute_params(), **cluster.compute, **(params or {})}
     shape = model_shape(model)
     P = _derive(plans)
     C = _layer_compute(model, shape, cluster.accelerator, plans, P, cparams)

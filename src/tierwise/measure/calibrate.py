@@ -14,6 +14,14 @@ The document (the lead's cluster loader reads these keys)::
         regimes: [{name, min_bytes, max_bytes, latency_s, busbw_bytes_per_s}, ...]
         residuals: {median_abs_pct: .., max_abs_pct: ..}
 
+A ``measure gemm --json`` result (one GPU) calibrates the accelerator instead of a tier: the best
+throughput among the BF16/FP16 GEMMs whose every dimension is at least 4,096, over the ``--cluster``
+accelerator's dense datasheet peak of that precision, is the achievable fraction of peak for a large GEMM,
+written as ``compute: {matmul_efficiency_max: ...}``, which the estimator then uses for that cluster in
+place of the global fit. A ``measure hbm --json`` result is reported against the datasheet HBM bandwidth
+and not written: the estimator's memory-bound fraction is fitted to whole training steps (fused kernels,
+launch gaps), which a STREAM kernel does not measure.
+
 A gloo all-reduce sweep with every rank on one host (``backend: gloo``, ``ranks_per_node == num_ranks``:
 TCP loopback, no per-rank links) is written with ``model: host-copy`` and each regime carries
 ``step_latency_s`` and ``copy_s_per_byte`` as well (:mod:`tierwise.measure.hostcopy`); the regimes'
@@ -60,6 +68,62 @@ class Calibration:
     comparisons: tuple[dict, ...] = ()
     """Other ops of the inputs predicted from a tier's fit: {tier, op, num_ranks, size_bytes, measured_s,
     predicted_s, error_pct, emulated}; reported, not fitted."""
+    device: tuple[str, ...] = ()
+    """One line per ``measure gemm`` / ``measure hbm`` input: what it measured against the datasheet."""
+
+
+LARGE_GEMM_DIM = 4096
+"""Every dimension at least this: tiles fill the GPU and the K loop is long (the ``large GEMM`` of
+``matmul_efficiency_max``)."""
+_GEMM_PRECISION = {"bfloat16": "bf16", "float16": "bf16"}
+"""Dense FP16 and BF16 tensor-core peaks are equal on the parts in the catalog (hardware.csv)."""
+
+
+def _device_result(path: str | Path) -> tuple[str, list[dict]] | None:
+    """``("gemm" | "hbm", rows)`` when ``path`` holds a ``measure gemm`` / ``measure hbm`` --json result."""
+    p = Path(path)
+    text = read_text(p, "log or result")
+    if not text.lstrip().startswith("["):
+        return None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        return None  # load_sweeps reports it
+    if not isinstance(data, list) or not data or not all(isinstance(r, dict) for r in data):
+        return None
+    if all({"m", "n", "k", "dtype", "flops_per_s"} <= r.keys() for r in data):
+        return "gemm", data
+    if all({"kernel", "bytes_per_s"} <= r.keys() for r in data):
+        return "hbm", data
+    return None
+
+
+def gemm_efficiency(rows: list[dict], accelerator, source: str = "measure gemm") -> tuple[float, str]:
+    """(achievable fraction of the dense peak for a large GEMM, report line) from ``measure gemm`` rows."""
+    large = [r for r in rows if min(int(r["m"]), int(r["n"]), int(r["k"])) >= LARGE_GEMM_DIM
+             and r["dtype"] in _GEMM_PRECISION]
+    if not large:
+        raise MeasureError(f"{source}: no bfloat16/float16 GEMM with every dimension >= {LARGE_GEMM_DIM}; run "
+                           "`tierwise measure gemm` (its default shapes include them)")
+    best = max(large, key=lambda r: float(r["flops_per_s"]))
+    peak = accelerator.peak_flops_per_s(_GEMM_PRECISION[best["dtype"]])
+    eff = float(best["flops_per_s"]) / peak
+    if not 0.0 < eff <= 1.0:
+        raise MeasureError(f"{source}: {float(best['flops_per_s']) / 1e12:.0f} TFLOP/s measured against a dense "
+                           f"{_GEMM_PRECISION[best['dtype']]} peak of {peak / 1e12:.0f} TFLOP/s for "
+                           f"{accelerator.name}; is --cluster the cluster these GPUs belong to?")
+    line = (f"gemm: {best['m']} x {best['n']} x {best['k']} {best['dtype']} at {float(best['flops_per_s']) / 1e12:.0f} "
+            f"TFLOP/s = {eff:.1%} of {accelerator.name}'s dense peak -> compute.matmul_efficiency_max")
+    return eff, line
+
+
+def hbm_report(rows: list[dict], accelerator) -> str:
+    """One line: the best STREAM kernel's bandwidth against the datasheet HBM bandwidth (reported only)."""
+    best = max(rows, key=lambda r: float(r["bytes_per_s"]))
+    frac = float(best["bytes_per_s"]) / accelerator.hbm_bytes_per_s
+    return (f"hbm: STREAM {best['kernel']} {float(best['bytes_per_s']) / 1e9:.0f} GB/s = {frac:.1%} of "
+            f"{accelerator.name}'s datasheet {accelerator.hbm_bytes_per_s / 1e9:.0f} GB/s (reported, not written: "
+            "the memory-bound fraction is fitted to whole training steps)")
 
 
 def is_host_loopback(sweep: NcclSweep) -> bool:
@@ -205,13 +269,32 @@ def calibrate(paths: list[str], *, cluster: str | None = None, select: str | Non
         raise MeasureError("no input: pass nccl-tests logs or tierwise results to calibrate")
     label, cluster_domain, own = _cluster_base(cluster)
     sweeps: list[NcclSweep] = []
+    device_lines: list[str] = []
+    compute: dict[str, float] = {}
     for path in paths:
-        sweeps.extend(load_sweeps(path, op=op, num_ranks=num_ranks))
+        device = _device_result(path)
+        if device is None:
+            sweeps.extend(load_sweeps(path, op=op, num_ranks=num_ranks))
+            continue
+        if cluster is None:
+            raise MeasureError(f"{path}: a measure {device[0]} result is compared with the accelerator's datasheet; "
+                               "pass --cluster (the catalog cluster or file these GPUs belong to)")
+        from tierwise.specs.cluster import load_cluster
+
+        accelerator = load_cluster(cluster).accelerator
+        if device[0] == "gemm":
+            compute["matmul_efficiency_max"], line = gemm_efficiency(device[1], accelerator, str(path))
+        else:
+            line = hbm_report(device[1], accelerator)
+        device_lines.append(line)
     if select:
         sweeps = [s for s in sweeps if select in s.label]
         if not sweeps:
             raise MeasureError(f"--select {select!r} matches no sweep; labels are taken from file and column names")
     skipped, by_tier, not_fitted = [], {}, {}
+    if not sweeps and device_lines:
+        return _document(Calibration(document={}, fits={}, skipped=(), device=tuple(device_lines)), cluster, label,
+                         own, paths, today, {}, compute)
     for sweep in sweeps:
         domain = ranks_per_domain or cluster_domain or sweep.ranks_per_node or sweep.num_ranks
         tier = tier_for(sweep.num_ranks, domain)
@@ -241,6 +324,14 @@ def calibrate(paths: list[str], *, cluster: str | None = None, select: str | Non
         others = [s for s, _ in by_tier[tier] if s is not sweep] + not_fitted.get(tier, [])
         for other in others:
             comparisons.extend(_compare(tier, fit, other))
+    result = Calibration(document={}, fits=fits, skipped=tuple(skipped), comparisons=tuple(comparisons),
+                         device=tuple(device_lines))
+    return _document(result, cluster, label, own, paths, today, fitted, compute)
+
+
+def _document(result: Calibration, cluster, label, own: dict, paths, today, fitted: dict,
+              compute: dict) -> Calibration:
+    """The cluster YAML document (module docstring) around the fitted tiers and measured compute values."""
     date = (today or _dt.date.today()).isoformat()
     document: dict = {}
     if cluster is not None and not own:  # a catalog name
@@ -248,8 +339,11 @@ def calibrate(paths: list[str], *, cluster: str | None = None, select: str | Non
     document.update(own)
     document["name"] = f"calibrated-{label}" if label else "calibrated"
     document["source"] = f"tierwise calibrate {' '.join(Path(p).name for p in paths)} ({date})"
-    document["fitted"] = fitted
-    return Calibration(document=document, fits=fits, skipped=tuple(skipped), comparisons=tuple(comparisons))
+    if fitted:
+        document["fitted"] = fitted
+    if compute:
+        document["compute"] = {k: float(f"{v:.4g}") for k, v in compute.items()}
+    return replace(result, document=document)
 
 
 def write_yaml(document: dict, path: str | Path) -> None:

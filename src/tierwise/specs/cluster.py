@@ -7,7 +7,9 @@ from the **scale-up domain** (``scale_up_domain``: the GPUs one NVLink/NVSwitch 
 Bandwidths are one-way per GPU (or per NIC where named so). A cluster mapping may start from a catalog
 cluster (``base: dgx-h100``) and override any key, or describe a cluster fully. It may also carry figures
 fitted by ``tierwise calibrate`` (``fitted``) or simulated by ``tierwise simulate --emit-cluster``
-(``efficiency``); the collective model uses them in place of the catalog defaults.
+(``efficiency``); the collective model uses them in place of the catalog defaults. ``compute`` overrides
+global compute parameters with what was measured on this cluster's accelerator (``tierwise calibrate`` of a
+``measure gemm`` result: ``matmul_efficiency_max``).
 """
 
 from __future__ import annotations
@@ -30,8 +32,10 @@ _KEYS = (
     "base", "name", "display_name", "accelerator", "gpus_per_node", "scale_up_domain", "nics_per_node",
     "nic_bandwidth", "scale_up_bandwidth", "scale_up_p2p_bandwidth", "scale_up_topology", "in_network_reduction",
     "host_bandwidth", "scale_up_latency", "host_latency", "scale_out_latency", "scale_out_levels", "efficiency",
-    "fitted", "source", "notes", "num_gpus_max",
+    "fitted", "compute", "source", "notes", "num_gpus_max",
 )
+COMPUTE_KEYS = ("matmul_efficiency_max",)
+"""Compute parameters a cluster file may override (measured on its accelerator)."""
 TIER_NAMES = ("scale_up", "host", "scale_out")
 
 
@@ -99,6 +103,8 @@ class Cluster:
     efficiency: Mapping[str, float] = field(default_factory=dict)
     """Per-tier bandwidth efficiency overriding the global parameters (e.g. from the network simulator)."""
     fitted: Mapping[str, FittedTier] = field(default_factory=dict)
+    compute: Mapping[str, float] = field(default_factory=dict)
+    """Global compute parameters overridden by measurements on this accelerator (see :data:`COMPUTE_KEYS`)."""
     display_name: str = ""
     source: str = ""
     notes: str = ""
@@ -133,6 +139,14 @@ def _levels(raw: Any, origin: str) -> tuple[ScaleOutLevel, ...]:
         levels.append(ScaleOutLevel(name=str(item.get("name", f"level{i + 1}")),
                                     domain_size=get_int(item, "domain_size", where), oversubscription=over))
     return tuple(sorted(levels, key=lambda lv: lv.domain_size))
+
+
+def _compute(raw: Any, origin: str) -> dict[str, float]:
+    if raw is None:
+        return {}
+    raw = require_mapping(raw, f"{origin}: compute")
+    check_keys(raw, COMPUTE_KEYS, f"{origin}: compute")
+    return {k: get_float(raw, k, f"{origin}: compute", minimum=1e-6, maximum=1.0) for k in raw}
 
 
 def _efficiency(raw: Any, origin: str) -> dict[str, float]:
@@ -252,6 +266,7 @@ def cluster_from_mapping(data: Mapping[str, Any], *, name: str | None = None, or
         scale_out_levels=_levels(data.get("scale_out_levels"), origin),
         efficiency=_efficiency(data.get("efficiency"), origin),
         fitted=_fitted(data.get("fitted"), origin),
+        compute=_compute(data.get("compute"), origin),
         source=str(data.get("source", "")),
         notes=str(data.get("notes", "")),
     )
