@@ -50,12 +50,12 @@ from tierwise.planner.space import (
     Table,
     _take,
     build_space,
-    ep_overlap_eligible,
     expand_refinements,
     expand_switches,
     space_size,
     to_batch,
 )
+from tierwise.specs.plan import ep_overlap_allowed
 
 __all__ = ["search", "SearchResult", "OBJECTIVES", "light_variants", "Evaluator", "brute_force"]
 
@@ -109,13 +109,14 @@ class Evaluator:
 
     def _run(self, table: Table) -> dict[str, np.ndarray]:
         s = self.space
-        r = self._estimate(self.model, self.cluster, to_batch(table, s.global_batch_size, s.seq_length))
+        batch = to_batch(table, s.global_batch_size, s.seq_length)
+        r = self._estimate(self.model, self.cluster, batch)
         weight = r.peak_flops_per_s if self.objective == "mfu" else 1.0
         pp, vpp = table["pp"], table["vpp"]
         # TP traffic at the default refinement has its group at stride 1 (the fastest placement), and even
         # hidden behind GEMMs it costs overlap_interference of its time: a floor for every refinement
         interference = self._interference
-        ep_floor = np.where(ep_overlap_eligible(table, s.global_batch_size) & (True in s.ep_comm_overlap),
+        ep_floor = np.where(ep_overlap_allowed(batch) & (True in s.ep_comm_overlap),
                             interference * r.axis_time_s["ep"], r.axis_exposed_s["ep"])
         per_pipeline = r.compute_s + r.recompute_s + ep_floor + interference * r.axis_time_s["tp"]
         lower = per_pipeline * (1 + (pp - 1) / (vpp * r.num_microbatches)) + r.optimizer_s

@@ -49,6 +49,7 @@ from tierwise.specs.plan import (
     SCHEDULES,
     Plan,
     PlanBatch,
+    ep_overlap_allowed,
     valid_plan_mask,
     validate_plan_batch,
 )
@@ -427,15 +428,12 @@ def _overlap_eligible(space: Space, table: Table, sequence_parallel) -> np.ndarr
     return (table["tp"] > 1) & np.asarray(sequence_parallel, dtype=bool) & (tier == 1)
 
 
-def ep_overlap_eligible(table: Table, global_batch_size: int, recompute=None) -> np.ndarray:
-    """Rows whose expert all-to-all can run as Megatron-Core's combined 1F1B (``--overlap-moe-expert-
-    parallel-comm``): ``ep > 1``, no full recompute, the interleaved schedule when ``pp > 1`` (Megatron-Bridge's
-    EP overlap guide: "If PP is used, VPP must be set"; "full recompute is not a good companion"), and at
-    least two micro-batches to pair (the same rules as :data:`tierwise.specs.plan._RULES`)."""
-    rc = table["recompute"] if recompute is None else recompute
-    m = global_batch_size // (table["micro_batch_size"] * table["dp"])
-    return ((table["ep"] > 1) & (rc != RECOMPUTE.index("full")) & ((table["pp"] == 1) | (table["vpp"] > 1))
-            & (m >= 2))
+def ep_overlap_eligible(table: Table, global_batch_size: int, seq_length: int) -> np.ndarray:
+    """Rows whose expert all-to-all can run as Megatron-Core's combined 1F1B (``--overlap-moe-expert-parallel-
+    comm``), by the plan rules themselves (:func:`tierwise.specs.plan.ep_overlap_allowed`: ep > 1, no full
+    recompute, interleaving when pp > 1, at least two micro-batches). A table without a ``recompute`` column
+    (structures) is taken at no recompute, its most permissive switch."""
+    return ep_overlap_allowed(to_batch(table, global_batch_size, seq_length))
 
 
 def expand_refinements(space: Space, units: Table) -> Table:
@@ -449,7 +447,7 @@ def expand_refinements(space: Space, units: Table) -> Table:
     eligible = _overlap_eligible(space, table, table["sequence_parallel"]) & (True in space.tp_comm_overlap)
     table = _take(table, eligible | ~table["tp_comm_overlap"])
     table = _cross(table, "ep_comm_overlap", np.array([False, True]))
-    eligible = ep_overlap_eligible(table, space.global_batch_size) & (True in space.ep_comm_overlap)
+    eligible = ep_overlap_eligible(table, space.global_batch_size, space.seq_length) & (True in space.ep_comm_overlap)
     table = _take(table, eligible | ~table["ep_comm_overlap"])
     return _add_dp_shard(space, table)
 
@@ -467,7 +465,7 @@ def space_size(space: Space, model) -> int:
     sp_terms = 1 + sp_ok[struct] * overlap
     # EP overlap doubles the recompute choices other than full where the structure allows it
     not_full = sum(1 for r in space.recompute if r != RECOMPUTE.index("full"))
-    ep_ok = ep_overlap_eligible(s, space.global_batch_size, recompute=np.zeros(n, dtype=np.int8))
+    ep_ok = ep_overlap_eligible(s, space.global_batch_size, space.seq_length)
     rc_terms = len(space.recompute) + ep_ok * not_full * (len(space.ep_comm_overlap) - 1)
     shards = np.ones(n, dtype=np.int64)
     if space.hsdp:

@@ -23,8 +23,8 @@ import numpy as np
 from tierwise.errors import PlanError, SpecError
 from tierwise.specs._mapping import check_keys, get_bool, get_int, require_mapping
 
-__all__ = ["Plan", "PlanBatch", "plan_from_mapping", "validate_plan_batch", "valid_plan_mask", "RECOMPUTE", "PRECISION",
-           "ORDERS", "SCHEDULES", "ZERO3_GATHER"]
+__all__ = ["Plan", "PlanBatch", "plan_from_mapping", "validate_plan_batch", "valid_plan_mask", "ep_overlap_allowed",
+           "RECOMPUTE", "PRECISION", "ORDERS", "SCHEDULES", "ZERO3_GATHER"]
 
 RECOMPUTE = ("none", "selective", "full")
 PRECISION = ("bf16", "fp8")
@@ -297,6 +297,24 @@ def _microbatches(b: PlanBatch) -> np.ndarray:
     return b.global_batch_size // (b.micro_batch_size * b.dp)
 
 
+_EP_OVERLAP_RULES: tuple[tuple[Any, Any], ...] = (
+    (lambda m, b: b.ep_comm_overlap & (b.ep == 1),
+     lambda m, p: "ep_comm_overlap overlaps the expert all-to-all, which needs ep > 1; set ep > 1 or "
+                  "ep_comm_overlap: false"),
+    (lambda m, b: b.ep_comm_overlap & (b.recompute == RECOMPUTE.index("full")),
+     lambda m, p: "ep_comm_overlap (combined 1F1B) does not work with full recompute (Megatron-Bridge's EP "
+                  "overlap guide); use recompute: selective or none, or ep_comm_overlap: false"),
+    (lambda m, b: b.ep_comm_overlap & (b.pp > 1) & (b.vpp == 1),
+     lambda m, p: f"ep_comm_overlap with pp={p.pp} needs the interleaved schedule (vpp > 1), as Megatron-Core "
+                  "requires; set vpp or ep_comm_overlap: false"),
+    (lambda m, b: b.ep_comm_overlap & (_microbatches(b) < 2),
+     lambda m, p: f"ep_comm_overlap pairs adjacent micro-batches; this plan has {p.num_microbatches}; raise "
+                  "global_batch_size or lower micro_batch_size, or set ep_comm_overlap: false"),
+)
+"""When Megatron-Core's combined 1F1B (``ep_comm_overlap``) can run; part of :data:`_RULES`, and what the
+planner offers EP overlap by (:func:`ep_overlap_allowed`)."""
+
+
 _RULES: tuple[tuple[Any, Any], ...] = (
     (lambda m, b: m.num_attention_heads % b.tp != 0,
      lambda m, p: f"tp={p.tp} does not divide num_attention_heads={m.num_attention_heads}; "
@@ -328,18 +346,7 @@ _RULES: tuple[tuple[Any, Any], ...] = (
     (lambda m, b: (b.vpp > 1) & (_microbatches(b) % b.pp != 0),
      lambda m, p: f"the interleaved schedule needs the number of micro-batches ({p.num_microbatches}) to be a "
                   f"multiple of pp={p.pp}; change global_batch_size or micro_batch_size"),
-    (lambda m, b: b.ep_comm_overlap & (b.ep == 1),
-     lambda m, p: "ep_comm_overlap overlaps the expert all-to-all, which needs ep > 1; set ep > 1 or "
-                  "ep_comm_overlap: false"),
-    (lambda m, b: b.ep_comm_overlap & (b.recompute == RECOMPUTE.index("full")),
-     lambda m, p: "ep_comm_overlap (combined 1F1B) does not work with full recompute (Megatron-Bridge's EP "
-                  "overlap guide); use recompute: selective or none, or ep_comm_overlap: false"),
-    (lambda m, b: b.ep_comm_overlap & (b.pp > 1) & (b.vpp == 1),
-     lambda m, p: f"ep_comm_overlap with pp={p.pp} needs the interleaved schedule (vpp > 1), as Megatron-Core "
-                  "requires; set vpp or ep_comm_overlap: false"),
-    (lambda m, b: b.ep_comm_overlap & (_microbatches(b) < 2),
-     lambda m, p: f"ep_comm_overlap pairs adjacent micro-batches; this plan has {p.num_microbatches}; raise "
-                  "global_batch_size or lower micro_batch_size, or set ep_comm_overlap: false"),
+    *_EP_OVERLAP_RULES,
     (lambda m, b: (b.zero3_gather == ZERO3_GATHER.index("tensor-list")) & (b.zero_stage != 3),
      lambda m, p: f"zero3_gather={p.zero3_gather!r} describes ZeRO-3 parameter gathers but zero_stage={p.zero_stage}; "
                   "set zero_stage: 3 or drop zero3_gather"),
@@ -349,6 +356,16 @@ _RULES: tuple[tuple[Any, Any], ...] = (
      lambda m, p: "dp_shard only applies with zero_stage >= 1; remove dp_shard or raise zero_stage"),
 )
 """(vectorized violation test, message for one plan), in the order a single plan is checked."""
+
+
+def ep_overlap_allowed(plans: PlanBatch) -> np.ndarray:
+    """True where the plan could switch ``ep_comm_overlap`` on (:data:`_EP_OVERLAP_RULES`)."""
+    on = PlanBatch(**{f.name: getattr(plans, f.name) for f in fields(plans)})
+    on.ep_comm_overlap = np.ones(len(plans), dtype=bool)
+    ok = np.ones(len(plans), dtype=bool)
+    for violated, _ in _EP_OVERLAP_RULES:
+        ok &= ~np.asarray(violated(None, on), dtype=bool)
+    return ok
 
 
 def valid_plan_mask(model, plans: PlanBatch) -> np.ndarray:
