@@ -53,6 +53,13 @@ def test_gemm_result_writes_the_large_gemm_fraction_and_the_estimator_uses_it(tm
                     params={"matmul_efficiency_max": calibrated.compute["matmul_efficiency_max"]})
     assert float(measured.step_time_s[0]) == pytest.approx(float(same.step_time_s[0]), rel=1e-12)
     assert float(measured.step_time_s[0]) != pytest.approx(float(shipped.step_time_s[0]), rel=1e-6)
+    from tierwise.estimate.scenario import estimate_scenario, load_scenario
+
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(f"model: llama3.1-8b\ncluster: {out}\nnum_gpus: 8\n"
+                        "plan: {global_batch_size: 64, seq_length: 4096}\n")
+    doc = estimate_scenario(load_scenario(str(scenario)))
+    assert doc["cluster_compute"] == {"matmul_efficiency_max": calibrated.compute["matmul_efficiency_max"]}
 
 
 def test_hbm_result_is_reported_not_written(tmp_path):

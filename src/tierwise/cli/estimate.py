@@ -47,6 +47,9 @@ def render_estimate(console, doc: dict) -> None:
                          format_time(row["exposed_s"]))
     console.print(axes)
     console.print(f"[dim]{doc['flops_note']}[/dim]")
+    if doc.get("cluster_compute"):
+        measured = ", ".join(f"{k} {v:.4g}" for k, v in doc["cluster_compute"].items())
+        console.print(f"[dim]from the cluster file (measured), in place of the global fit: {measured}[/dim]")
     if doc["assumed"]:
         console.print(f"[dim]assumed: {', '.join(doc['assumed'])}[/dim]")
 

@@ -119,6 +119,9 @@ def result_dict(result, i: int, plan: Plan, scenario: Scenario | None = None) ->
         },
         "tiers": tiers,
     })
+    if scenario is not None and scenario.cluster.compute:
+        # measured on this cluster's accelerator (tierwise calibrate of `measure gemm`), in place of the global fit
+        doc["cluster_compute"] = dict(scenario.cluster.compute)
     return doc
 
 
