@@ -363,11 +363,16 @@ def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P, cparams) 
     moe_lin_t = (_layer_times(model, shape, plans, tokens, gemm_peak, cparams, True, hbm_raw, in_bytes)[0]
                  if model.moe is not None else dense_lin_t * 0)
     core_f = attention_core_flops_per_token(model, shape, P.s, causal_halving=True) * tokens / tp
-    core_t = core_f / (bf16_peak * cparams["attention_efficiency"])
+    # flash attention loses efficiency on short sequences (fewer key tiles per query tile to amortize each
+    # tile's setup and softmax rescaling over): eff(s) = eff x s / (s + s_half), s the tokens per rank's
+    # sequence chunk; s_half from measured FA2/FA3 throughput (catalog/parameters.yaml)
+    s_chunk = P.s / P.cp
+    seq_eff = s_chunk / (s_chunk + cparams["attention_half_seq_tokens"])
+    core_t = core_f / (bf16_peak * cparams["attention_efficiency"] * seq_eff)
     # flash-attention backward runs at its own (lower) efficiency: it recomputes the scores and does five
     # GEMMs against the forward's two (Dao 2023, FlashAttention-2, sections 3.1.2 and 4.1); the extra time
     # of one layer's attention backward over the 2 x forward that "3 x forward" already counts:
-    attn_bwd_extra = 2.0 * core_f / bf16_peak * (1.0 / cparams.get("attention_backward_efficiency",
+    attn_bwd_extra = 2.0 * core_f / bf16_peak / seq_eff * (1.0 / cparams.get("attention_backward_efficiency",
                                                                      cparams["attention_efficiency"])
                                                  - 1.0 / cparams["attention_efficiency"])
     hbm = acc.hbm_bytes_per_s * cparams["memory_bound_efficiency"]
