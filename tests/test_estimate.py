@@ -238,3 +238,15 @@ def test_eager_pytorch_moves_more_elementwise_bytes_only_where_the_ops_differ():
     assert float(eager.step_time_s[0]) > float(fused.step_time_s[0])
     same = run(mpt, "dgx-h100", 8, **plan), run(mpt, "dgx-h100", 8, fused_elementwise=False, **plan)
     assert float(same[0].step_time_s[0]) == float(same[1].step_time_s[0])
+
+
+def test_attention_efficiency_falls_on_short_sequence_chunks():
+    """Attention time per token grows like s + s_half, not like s (flash attention's measured efficiency
+    against sequence length, catalog parameter attention_half_seq_tokens)."""
+    from tierwise.estimate.step import _compute_params
+
+    s_half = _compute_params()["attention_half_seq_tokens"]
+    short = run("llama3.1-8b", "dgx-h100", 8, global_batch_size=64, seq_length=1024)
+    long = run("llama3.1-8b", "dgx-h100", 8, global_batch_size=8, seq_length=8192)  # same tokens per step
+    ratio = float(long.attention_s[0]) / float(short.attention_s[0])
+    assert ratio == pytest.approx((8192 + s_half) / (1024 + s_half), rel=1e-9)

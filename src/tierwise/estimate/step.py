@@ -30,7 +30,8 @@ Overlap switches (named, visible in ``assumed``):
 Compute roofline: GEMMs at ``peak x eff(M, N, K)`` plus the un-hidden part of their HBM traffic (an additive
 roofline, so a part's own FLOP:byte ratio sets how much skinny GEMMs after TP splitting lose), FP8 GEMMs at
 the FP8 peak plus their input casts as memory-bound traffic; the attention core (flash attention) at
-``attention_efficiency`` of the BF16 peak forward and ``attention_backward_efficiency`` backward;
+``attention_efficiency`` of the BF16 peak forward and ``attention_backward_efficiency`` backward, both times
+``s / (s + attention_half_seq_tokens)`` for a rank's sequence chunk of ``s`` tokens;
 elementwise kernels and the optimizer at ``memory_bound_efficiency`` of HBM bandwidth (with eager PyTorch,
 ``fused_elementwise`` false, RMSNorm, SwiGLU and rotary embedding move more bytes: ``_eager_extra_bytes``). ZeRO-3/FSDP
 collectives are issued per layer; hidden communication still costs ``overlap_interference`` of its time.
