@@ -19,6 +19,12 @@ Fixed = Annotated[int | None, typer.Option(help="fix this degree")]
 Bound = Annotated[int | None, typer.Option(help="upper bound on this degree")]
 ListOpt = Annotated[str | None, typer.Option(help="comma-separated values allowed")]
 ObjOpt = Annotated[str, typer.Option("--objective", help="step_time, tokens_per_s or mfu")]
+ZeroOpt = Annotated[str | None, typer.Option("--zero", help="ZeRO stages allowed, e.g. 1,3")]
+EpOverlapOpt = Annotated[bool, typer.Option(
+    "--ep-overlap/--no-ep-overlap",
+    help="search Megatron-Core's expert all-to-all overlap (combined 1F1B) where it applies")]
+EagerOpt = Annotated[bool, typer.Option("--eager", help="score plans as eager PyTorch (no fused kernels, no "
+                                                           "torch.compile)")]
 
 
 def _names(text: str | None, allowed: tuple[str, ...], what: str) -> tuple[str, ...] | None:
@@ -138,13 +144,8 @@ def register(app: typer.Typer) -> None:
         max_vpp: Annotated[int, typer.Option(help="upper bound on interleaved chunks")] = 8,
         max_mbs: Annotated[int, typer.Option(help="upper bound on the micro-batch size")] = 8,
         recompute: ListOpt = None, precision: ListOpt = None,
-        zero: Annotated[str | None, typer.Option("--zero", help="ZeRO stages allowed, e.g. 1,3")] = None,
-        objective: ObjOpt = "step_time",
-        ep_overlap: Annotated[bool, typer.Option(
-            "--ep-overlap/--no-ep-overlap",
-            help="search Megatron-Core's expert all-to-all overlap (combined 1F1B) where it applies")] = True,
-        eager: Annotated[bool, typer.Option(
-            "--eager", help="score plans as eager PyTorch (no fused kernels, no torch.compile)")] = False,
+        zero: ZeroOpt = None, objective: ObjOpt = "step_time", ep_overlap: EpOverlapOpt = True,
+        eager: EagerOpt = False,
         show_infeasible: Annotated[bool, typer.Option("--show-infeasible", help="list the nearest misses")] = False,
     ) -> None:
         """Search every parallel layout, fit memory, rank by the estimator, and explain the winner."""
@@ -165,13 +166,8 @@ def register(app: typer.Typer) -> None:
         gpus: Annotated[str, typer.Option("--gpus", help="doubling range LO:HI, or a comma-separated list")],
         global_batch: BatchOpt = 1024, seq: SeqOpt = 8192, as_json: JsonOpt = False,
         recompute: ListOpt = None, precision: ListOpt = None,
-        zero: Annotated[str | None, typer.Option("--zero", help="ZeRO stages allowed, e.g. 1,3")] = None,
-        objective: ObjOpt = "step_time",
-        ep_overlap: Annotated[bool, typer.Option(
-            "--ep-overlap/--no-ep-overlap",
-            help="search Megatron-Core's expert all-to-all overlap (combined 1F1B) where it applies")] = True,
-        eager: Annotated[bool, typer.Option(
-            "--eager", help="score plans as eager PyTorch (no fused kernels, no torch.compile)")] = False,
+        zero: ZeroOpt = None, objective: ObjOpt = "step_time", ep_overlap: EpOverlapOpt = True,
+        eager: EagerOpt = False,
     ) -> None:
         """Best plan at each GPU count and its efficiency against linear scaling: where adding GPUs stops paying."""
         from tierwise.planner.answer import parse_gpu_range, scale_document

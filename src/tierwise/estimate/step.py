@@ -400,10 +400,12 @@ def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P, cparams) 
                                    + (model.moe.top_k * model.moe.ffn_hidden_size / etp if model.moe else 0.0)) / hbm)
     elem_dense = elem_dense + np.where(is_fp8, cast_dense, 0.0)
     elem_moe = elem_moe + np.where(is_fp8, cast_moe, 0.0)
-    # eager PyTorch (fused_elementwise false) runs each elementwise op as its own kernel(s)
-    eager_dense, eager_moe = _eager_extra_bytes(model, tokens, tp, etp, seq_shard, cparams)
-    elem_dense = elem_dense + np.where(plans.fused_elementwise, 0.0, eager_dense / hbm)
-    elem_moe = elem_moe + np.where(plans.fused_elementwise, 0.0, eager_moe / hbm)
+    # eager PyTorch (fused_elementwise false) runs each elementwise op as its own kernel(s); skipped when no
+    # plan of the batch is eager (the planner's batches never are unless asked)
+    if not np.all(plans.fused_elementwise):
+        eager_dense, eager_moe = _eager_extra_bytes(model, tokens, tp, etp, seq_shard, cparams)
+        elem_dense = elem_dense + np.where(plans.fused_elementwise, 0.0, eager_dense / hbm)
+        elem_moe = elem_moe + np.where(plans.fused_elementwise, 0.0, eager_moe / hbm)
     fwd_dense = dense_lin_t + core_t + elem_dense
     fwd_moe = moe_lin_t + core_t + elem_moe
     return SimpleNamespace(

@@ -141,20 +141,14 @@ def _levels(raw: Any, origin: str) -> tuple[ScaleOutLevel, ...]:
     return tuple(sorted(levels, key=lambda lv: lv.domain_size))
 
 
-def _compute(raw: Any, origin: str) -> dict[str, float]:
+def _fractions(raw: Any, origin: str, block: str, keys: tuple[str, ...]) -> dict[str, float]:
+    """A block of fractions in (0, 1] keyed by ``keys`` (``efficiency:`` by tier, ``compute:`` by parameter)."""
     if raw is None:
         return {}
-    raw = require_mapping(raw, f"{origin}: compute")
-    check_keys(raw, COMPUTE_KEYS, f"{origin}: compute")
-    return {k: get_float(raw, k, f"{origin}: compute", minimum=1e-6, maximum=1.0) for k in raw}
-
-
-def _efficiency(raw: Any, origin: str) -> dict[str, float]:
-    if raw is None:
-        return {}
-    raw = require_mapping(raw, f"{origin}: efficiency")
-    check_keys(raw, TIER_NAMES, f"{origin}: efficiency")
-    return {k: get_float(raw, k, f"{origin}: efficiency", minimum=1e-6, maximum=1.0) for k in raw}
+    where = f"{origin}: {block}"
+    raw = require_mapping(raw, where)
+    check_keys(raw, keys, where)
+    return {k: get_float(raw, k, where, minimum=1e-6, maximum=1.0) for k in raw}
 
 
 def _fitted(raw: Any, origin: str) -> dict[str, FittedTier]:
@@ -264,9 +258,9 @@ def cluster_from_mapping(data: Mapping[str, Any], *, name: str | None = None, or
         host_latency_s=_latency(data, "host_latency", lat["pci"], origin),
         scale_out_latency_s=_latency(data, "scale_out_latency", lat["net"], origin),
         scale_out_levels=_levels(data.get("scale_out_levels"), origin),
-        efficiency=_efficiency(data.get("efficiency"), origin),
+        efficiency=_fractions(data.get("efficiency"), origin, "efficiency", TIER_NAMES),
         fitted=_fitted(data.get("fitted"), origin),
-        compute=_compute(data.get("compute"), origin),
+        compute=_fractions(data.get("compute"), origin, "compute", COMPUTE_KEYS),
         source=str(data.get("source", "")),
         notes=str(data.get("notes", "")),
     )
