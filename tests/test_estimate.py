@@ -205,17 +205,49 @@ def test_zero3_tensor_list_adds_one_copy_per_rank_per_tensor_and_collective():
     for n in (384, 768):
         flat = run(model, "dgx-a100", n, global_batch_size=n, **plan)
         listed = run(model, "dgx-a100", n, global_batch_size=n, zero3_gather="tensor-list", **plan)
-        extra = float(listed.step_time_s[0] - flat.step_time_s[0])
+        # the list form's copies are launch time; the flat form's buffer passes are its own term
+        assert float(listed.shard_copy_s[0]) == 0.0 and float(flat.shard_copy_s[0]) > 0
+        extra = float(listed.step_time_s[0] - flat.step_time_s[0] + flat.shard_copy_s[0])
         assert extra == pytest.approx(96 * 12 * 3 * n * overhead, rel=1e-9)
         assert float(listed.axis_exposed_s["dp"][0] - flat.axis_exposed_s["dp"][0]) == pytest.approx(extra)
 
 
-def test_zero3_tensor_list_needs_zero_3():
+@pytest.mark.parametrize("mode", ["tensor-list", "per-parameter"])
+def test_zero3_gather_modes_need_zero_3(mode):
     from tierwise.errors import PlanError
 
     with pytest.raises(PlanError, match="zero_stage: 3"):
-        run("gpt3-175b", "dgx-a100", 64, global_batch_size=64, seq_length=2048, zero_stage=1,
-            zero3_gather="tensor-list")
+        run("gpt3-175b", "dgx-a100", 64, global_batch_size=64, seq_length=2048, zero_stage=1, zero3_gather=mode)
+
+
+def test_zero3_buffer_passes_counted_per_micro_batch_over_the_unsharded_parameters():
+    """FSDP1 (flat): concatenate the views' gradients (2 x 2 B), cast bf16 -> fp32 (2 + 4 B), pre-divide in
+    place (2 x 4 B) = 18 B per parameter per micro-batch; FSDP2 (per-parameter): copy out of each all-gather
+    (2 x 2 B, forward and backward re-gather) and copy-cast into the reduce-scatter input (2 + 4 B) = 14 B,
+    10 B without the re-gather. At the memory-bound rate, added to the step, never on ZeRO 1 or one rank."""
+    from tierwise.estimate.step import _compute_params
+
+    cp_ = _compute_params()
+    hbm = load_cluster("dgx-h100").accelerator.hbm_bytes_per_s * cp_["memory_bound_efficiency"]
+    model = load_model("llama3.1-8b")
+    shape = model_shape(model)
+    params = (model.num_layers * (shape.attention_params + shape.norm_params + shape.dense_mlp_params)
+              + shape.embedding_params + shape.lm_head_params)  # unsharded, per rank (tp 1, pp 1)
+    base = dict(tp=1, pp=1, zero_stage=3, micro_batch_size=2, seq_length=2048, recompute="none")
+    flat = run("llama3.1-8b", "dgx-h100", 8, global_batch_size=64, **base)  # 4 micro-batches
+    assert float(flat.shard_copy_s[0]) == pytest.approx(4 * params * 18 / hbm, rel=1e-6)
+    fsdp2 = run("llama3.1-8b", "dgx-h100", 8, global_batch_size=64, zero3_gather="per-parameter", **base)
+    assert float(fsdp2.shard_copy_s[0]) == pytest.approx(4 * params * 14 / hbm, rel=1e-6)
+    keep = run("llama3.1-8b", "dgx-h100", 8, global_batch_size=64, zero3_gather="per-parameter",
+               reshard_after_forward=False, **base)
+    assert float(keep.shard_copy_s[0]) == pytest.approx(4 * params * 10 / hbm, rel=1e-6)
+    for est in (flat, fsdp2):  # the passes are part of the step, outside compute and communication
+        other = est.step_time_s[0] - est.shard_copy_s[0]
+        parts = est.compute_s[0] + est.recompute_s[0] + est.bubble_s[0] + est.exposed_comm_s[0] + est.optimizer_s[0]
+        assert float(other) == pytest.approx(float(parts), rel=1e-9)
+    zero1 = run("llama3.1-8b", "dgx-h100", 8, global_batch_size=64, **{**base, "zero_stage": 1})
+    single = run("llama3.1-8b", "dgx-h100", 1, global_batch_size=8, **base)
+    assert float(zero1.shard_copy_s[0]) == 0.0 and float(single.shard_copy_s[0]) == 0.0
 
 
 def test_eager_pytorch_moves_more_elementwise_bytes_only_where_the_ops_differ():

@@ -61,6 +61,10 @@ def test_plans_follow_the_rows():
     assert CASES["31"].plan.overlap_grad_reduce is False  # "we do not use any overlapping of gradient all-reduces"
     assert CASES["399"].plan.tp_comm_overlap is True  # AsyncTP
     assert CASES["398"].plan.tp_comm_overlap is False
+    # ZeRO-3 implementation: FSDP1 (llm-foundry) flat, FSDP2 (torchtitan) per-parameter, DeepSpeed 2021 lists
+    assert CASES["204"].plan.zero3_gather == "flat"
+    assert CASES["388"].plan.zero3_gather == "per-parameter"
+    assert CASES["13"].plan.zero3_gather == "tensor-list"
 
 
 def test_batched_prediction_equals_one_by_one():

@@ -114,6 +114,7 @@ def result_dict(result, i: int, plan: Plan, scenario: Scenario | None = None) ->
             "bubble_s": float(result.bubble_s[i]),
             "exposed_comm_s": float(result.exposed_comm_s[i]),
             "optimizer_s": float(result.optimizer_s[i]),
+            "shard_copy_s": float(result.shard_copy_s[i]),
             "per_tier": result.per_tier(i),
             "per_axis": per_axis,
         },

@@ -34,7 +34,9 @@ the FP8 peak plus their input casts as memory-bound traffic; the attention core 
 ``s / (s + attention_half_seq_tokens)`` for a rank's sequence chunk of ``s`` tokens;
 elementwise kernels and the optimizer at ``memory_bound_efficiency`` of HBM bandwidth (with eager PyTorch,
 ``fused_elementwise`` false, RMSNorm, SwiGLU and rotary embedding move more bytes: ``_eager_extra_bytes``). ZeRO-3/FSDP
-collectives are issued per layer; hidden communication still costs ``overlap_interference`` of its time.
+collectives are issued per layer, and each micro-batch pays the implementation's buffer passes over the
+unsharded parameters (gradient concatenate, cast and divide, gather copy-out: ``_shard_copy_bytes``) at the
+memory-bound rate; hidden communication still costs ``overlap_interference`` of its time.
 All parameters are global fractions in ``catalog/parameters.yaml`` (``compute:``), fitted by
 ``tierwise validate --fit`` (docs/validation.md).
 """
@@ -83,6 +85,8 @@ class StepEstimates:
     bubble_s: np.ndarray
     exposed_comm_s: np.ndarray
     optimizer_s: np.ndarray
+    shard_copy_s: np.ndarray
+    """ZeRO-3/FSDP buffer passes outside the collectives (gradient concatenate, cast and divide; gather copy-out)."""
     memory: dict[str, np.ndarray]
     axis_bytes: dict[str, np.ndarray]
     axis_time_s: dict[str, np.ndarray]
@@ -300,7 +304,7 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
     # combined 1F1B has no partner for the step's first forward and last backward: one micro-batch's expert
     # all-to-all stays exposed in full
     ep_unpaired = np.where(plans.ep_comm_overlap, pipe.moe_layers * (X.ep_layer_t - X.ep_layer_exposed), 0.0)
-    step = P.m * pipe.t_mb + pipe.bubble + D.exposed + D.optimizer_s + ep_unpaired
+    step = P.m * pipe.t_mb + pipe.bubble + D.exposed + D.optimizer_s + D.shard_copy_s + ep_unpaired
     model_flops, hw_flops = _flops(model, shape, plans, P)
     tflops = model_flops / (step * P.num_gpus)
     hw_tflops = hw_flops / (step * P.num_gpus)
@@ -330,7 +334,8 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
         model_tflops_per_gpu=tflops / 1e12, hardware_tflops_per_gpu=hw_tflops / 1e12,
         mfu=tflops / C.plan_peak, hfu=hw_tflops / C.plan_peak, scaling_efficiency=compute_useful / step,
         compute_s=compute_useful, recompute_s=m * pipe.rec, bubble_s=pipe.bubble,
-        exposed_comm_s=m * pipe.comm + D.exposed + ep_unpaired, optimizer_s=D.optimizer_s, memory=memory,
+        exposed_comm_s=m * pipe.comm + D.exposed + ep_unpaired, optimizer_s=D.optimizer_s,
+        shard_copy_s=D.shard_copy_s, memory=memory,
         axis_bytes=axis_bytes, axis_time_s=axis_time, axis_exposed_s=axis_exposed, axis_tier=axis_tier,
         num_microbatches=m, peak_flops_per_s=C.plan_peak,
         attention_s=m * layers_slow * (3 * C.core_t + C.attn_bwd_extra), memory_bound_s=memory_bound_s,
@@ -645,6 +650,11 @@ def _data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, P, S, pi
     # ``overlap_interference`` of the hidden time is paid
     exposed = exposed + cparams.get("overlap_interference", 0.0) * np.maximum(time - exposed, 0.0)
     time, exposed = time + cpu_launch_s, exposed + cpu_launch_s
+    # ZeRO-3 buffer passes over the rank's unsharded parameters, every micro-batch (_shard_copy_bytes): streaming
+    # kernels on the compute stream, or (FSDP1's cast and divide) on a side stream whose kernels wait for the
+    # SMs the backward GEMMs fill, so they are charged in full, at the memory-bound rate
+    copy_bytes = _shard_copy_bytes(plans.zero3_gather, wb, gb, regather)
+    shard_copy_s = np.where(z3 & (gather_group > 1), m * (dense_params + expert_params) * copy_bytes / hbm, 0.0)
     # optimizer step (memory bound), sharded under ZeRO >= 1
     opt_params = np.where(zero >= 1, dense_params / np.maximum(np.where(hsdp, shard, dp_group), 1)
                           + expert_params / edp, total_params_local)
@@ -653,9 +663,35 @@ def _data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, P, S, pi
         bytes=np.where(z3, (d_bytes + e_bytes) * m * np.where(plans.reshard_after_forward, 1.5, 1.0),
                        d_bytes + e_bytes),
         tier=np.maximum(dp_span.tier, np.where(edp > 1, edp_span.tier, 0)),
-        optimizer_s=opt_params * cparams["optimizer_bytes_per_param"] / hbm,
+        optimizer_s=opt_params * cparams["optimizer_bytes_per_param"] / hbm, shard_copy_s=shard_copy_s,
         stage_params=stage_params, dp_group=dp_group, edp=edp, shard=shard, hsdp=hsdp,
     )
+
+
+def _shard_copy_bytes(mode, wb: float, gb: float, regather) -> np.ndarray:
+    """HBM bytes per unsharded parameter per micro-batch that a ZeRO-3 implementation moves outside its
+    collectives (``wb``/``gb``: bytes of a weight as gathered and of a gradient as reduced; ``regather``: 1
+    when the backward gathers again). Passes over the 1/N shards are left out.
+
+    * ``flat`` (PyTorch FSDP1, ``torch/distributed/fsdp/_runtime_utils.py`` and ``algorithms/_comm_hooks/
+      default_hooks.py``): the parameters are ``split``/``view`` views of the flat buffer, so autograd's
+      ``SplitWithSizesBackward`` concatenates their gradients into one flat gradient (read + write, ``2 wb``);
+      ``_post_backward_hook`` casts it to the reduce dtype (``flat_param.grad.to(handle._reduce_dtype)``,
+      ``wb + gb`` when the dtypes differ); the default ``reduce_scatter_hook`` divides it in place by the
+      gradient pre-divide factor (``grad.div_``, > 1 for any world size >= 2: ``2 gb``). The all-gather writes
+      into the flat buffer directly: no pass. bf16 weights, fp32 reduce: 4 + 6 + 8 = 18 bytes.
+    * ``per-parameter`` (FSDP2, ``torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py``): each
+      all-gather is copied out of its staging buffer into the parameters (``split_with_sizes_copy``, ``2 wb``
+      per gather: forward and, when resharding, backward); the gradients are copied and cast into the
+      reduce-scatter input (``_chunk_cat``, ``wb + gb``); fp32/bf16 reductions use NCCL's average, no
+      divide kernel (``_get_gradient_divide_factors``). 2 x 4 + 6 = 14 bytes.
+    * ``tensor-list`` (DeepSpeed 2021): its per-rank copies are counted as launch time (``torch_op_overhead``),
+      not here.
+    """
+    flat = 2.0 * wb + (wb + gb if gb != wb else 0.0) + 2.0 * gb
+    per_param = 2.0 * wb * (1.0 + regather) + wb + gb
+    return np.select([mode == ZERO3_GATHER.index("flat"), mode == ZERO3_GATHER.index("per-parameter")],
+                     [flat, per_param], 0.0)
 
 
 def _param_tensors_per_layer(model: ModelSpec, shape: ModelShape, moe_layer: bool) -> int:

@@ -235,7 +235,7 @@ def _shares(e: dict[str, Any]) -> dict[str, float]:
     bd = e["breakdown"]
     step = e["step_time_s"]
     out = {"recompute": bd["recompute_s"] / step, "bubble": bd["bubble_s"] / step,
-           "optimizer": bd["optimizer_s"] / step}
+           "optimizer": bd["optimizer_s"] / step, "ZeRO-3 copies": bd["shard_copy_s"] / step}
     for axis, row in bd["per_axis"].items():
         out[f"exposed {AXIS_LABEL[axis]}"] = row["exposed_s"] / step
     return out

@@ -57,6 +57,7 @@ def components(est, i: int) -> dict[str, float]:
     for axis in _AXES:
         out[f"exposed {AXIS_LABEL[axis]}"] = float(est.axis_exposed_s[axis][i])
     out["optimizer"] = float(est.optimizer_s[i])
+    out["ZeRO-3 copies"] = float(est.shard_copy_s[i])
     return out
 
 

@@ -29,10 +29,19 @@ __all__ = ["Plan", "PlanBatch", "plan_from_mapping", "validate_plan_batch", "val
 RECOMPUTE = ("none", "selective", "full")
 PRECISION = ("bf16", "fp8")
 SCHEDULES = ("1f1b", "interleaved")
-ZERO3_GATHER = ("flat", "tensor-list")
-"""How ZeRO-3 moves each layer's parameters: ``flat``, one collective into one flat buffer per layer (PyTorch
-FSDP's all_gather_into_tensor, FSDP2, Megatron-Core); ``tensor-list``, one list-form ``torch.distributed``
-collective per parameter tensor (DeepSpeed ZeRO-3 of 2021), which copies each rank's chunk separately."""
+ZERO3_GATHER = ("flat", "per-parameter", "tensor-list")
+"""How ZeRO-3 moves each layer's parameters and gradients, by implementation:
+
+* ``flat``: PyTorch FSDP1's ``FlatParameter`` (default). One ``all_gather_into_tensor`` straight into the
+  unit's flat buffer, the parameters are views of it; the backward concatenates the views' gradients, casts
+  them to the reduce dtype and pre-divides them before the reduce-scatter.
+* ``per-parameter``: FSDP2 (``fully_shard``, torchtitan). The all-gather lands in a staging buffer that is
+  copied out into each parameter; the gradients are copied (and cast) into the reduce-scatter input; NCCL
+  averages, so there is no divide pass.
+* ``tensor-list``: DeepSpeed ZeRO-3 of 2021. One list-form ``torch.distributed`` collective per parameter
+  tensor, which copies each rank's chunk separately (eager ops on the CPU thread).
+
+The estimator counts the extra HBM passes of each (``estimate.step._shard_copy_bytes``)."""
 ORDERS = ("tp-cp-dp-pp", "tp-cp-pp-dp", "tp-dp-cp-pp", "cp-tp-dp-pp", "tp-pp-cp-dp", "dp-tp-cp-pp")
 """Supported placement orders, innermost axis first (Megatron-Core's default first)."""
 
@@ -347,7 +356,7 @@ _RULES: tuple[tuple[Any, Any], ...] = (
      lambda m, p: f"the interleaved schedule needs the number of micro-batches ({p.num_microbatches}) to be a "
                   f"multiple of pp={p.pp}; change global_batch_size or micro_batch_size"),
     *_EP_OVERLAP_RULES,
-    (lambda m, b: (b.zero3_gather == ZERO3_GATHER.index("tensor-list")) & (b.zero_stage != 3),
+    (lambda m, b: (b.zero3_gather != ZERO3_GATHER.index("flat")) & (b.zero_stage != 3),
      lambda m, p: f"zero3_gather={p.zero3_gather!r} describes ZeRO-3 parameter gathers but zero_stage={p.zero_stage}; "
                   "set zero_stage: 3 or drop zero3_gather"),
     (lambda m, b: b.dp % b.dp_shard != 0,

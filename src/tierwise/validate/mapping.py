@@ -283,6 +283,10 @@ def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str]) -> Pl
         # came later
         data["zero3_gather"] = "tensor-list"
         filled.append("zero3_gather=tensor-list (DeepSpeed ZeRO-3 of 2021: one list-form all_gather per parameter)")
+    elif zero == 3 and "fsdp2" in row["zero_fsdp"].lower():
+        # FSDP2 (torch.distributed fully_shard): per-parameter shards, each all-gather copied out into the
+        # parameters; the source names it, so this is not a filled default
+        data["zero3_gather"] = "per-parameter"
     data["precision"] = "fp8" if "fp8" in row["precision"].lower() else "bf16"
     vpp, _ = _vpp(row, model.num_layers, pp, filled)
     data["vpp"] = vpp

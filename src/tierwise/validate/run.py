@@ -64,7 +64,7 @@ def load_cases(path: str | Path | None = None, source: str | None = None) -> lis
 
 
 _TERMS = ("compute_s", "attention_s", "memory_bound_s", "recompute_s", "bubble_s", "exposed_comm_s", "optimizer_s",
-          "step_time_s")
+          "shard_copy_s", "step_time_s")
 
 
 _BATCHES: dict[tuple, tuple] = {}
@@ -148,7 +148,7 @@ def plan_label(case: Case) -> str:
 
 _SHARE_TERMS = {"gemm": None, "attention": "attention_s", "memory_bound": "memory_bound_s",
                 "recompute": "recompute_s", "bubble": "bubble_s", "exposed_comm": "exposed_comm_s",
-                "optimizer": "optimizer_s"}
+                "optimizer": "optimizer_s", "zero3_copies": "shard_copy_s"}
 
 
 def row_records(v: Validation) -> list[dict]:
