@@ -86,6 +86,19 @@ def test_estimate_json(capsys, tmp_path):
     assert any(a.startswith("dp=") for a in data["assumed"])
 
 
+def test_estimate_shows_zero3_buffer_copies_only_for_zero3(capsys, tmp_path):
+    fsdp = SCENARIO.replace("tp: 8, pp: 2", "tp: 1, pp: 1, zero_stage: 3, zero3_gather: per-parameter")
+    data = run_json(capsys, "estimate", write(tmp_path, fsdp))
+    assert data["breakdown"]["shard_copy_s"] > 0
+    assert main(["estimate", write(tmp_path, fsdp, "t.yaml")]) == 0
+    assert "ZeRO-3 buffer copies" in capsys.readouterr().out
+    assert run_json(capsys, "estimate", write(tmp_path, SCENARIO))["breakdown"]["shard_copy_s"] == 0
+    assert main(["estimate", write(tmp_path, SCENARIO, "u.yaml")]) == 0
+    assert "ZeRO-3 buffer copies" not in capsys.readouterr().out
+    line = run_error(capsys, "estimate", write(tmp_path, fsdp.replace("per-parameter", "fsdp2"), "bad.yaml"))
+    assert "zero3_gather='fsdp2'" in line and "per-parameter" in line
+
+
 def test_estimate_many_files_keeps_going_past_an_error(capsys, tmp_path):
     good = write(tmp_path, SCENARIO, "good.yaml")
     bad = write(tmp_path, SCENARIO.replace("tp: 8", "tp: 3").replace("num_gpus: 64", "num_gpus: 48"), "bad.yaml")

@@ -29,9 +29,11 @@ def render_estimate(console, doc: dict) -> None:
     table.add_row("hardware TFLOP/s per GPU (HFU)", f"{doc['hardware_tflops_per_gpu']:.0f} ({doc['hfu']:.1%})")
     table.add_row("scaling efficiency (compute / step)", f"{doc['scaling_efficiency']:.1%}")
     bd = doc["breakdown"]
-    for key in ("compute_s", "recompute_s", "bubble_s", "exposed_comm_s", "optimizer_s", "shard_copy_s"):
+    for key, label in (("compute_s", "compute"), ("recompute_s", "recompute"), ("bubble_s", "bubble"),
+                       ("exposed_comm_s", "exposed comm"), ("optimizer_s", "optimizer"),
+                       ("shard_copy_s", "ZeRO-3 buffer copies")):
         if key != "shard_copy_s" or bd[key] > 0:
-            table.add_row(key.removesuffix("_s").replace("_", " "), format_time(bd[key]))
+            table.add_row(label, format_time(bd[key]))
     mem = doc["memory"]
     table.add_row("memory per GPU", f"{format_bytes(mem['per_gpu_bytes'])} of {format_bytes(mem['capacity_bytes'])} "
                   + ("(fits)" if mem["fits"] else "[red](does NOT fit)[/red]"))
