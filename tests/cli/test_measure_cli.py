@@ -73,6 +73,7 @@ def test_calibrate_rejects_an_empty_result(tmp_path, capsys):
         (["--sizes", ""], "empty sweep"),
         (["--sizes", "12 parsecs"], "size"),
         (["--op", "all-sum"], "unknown collective"),
+        (["--rounds", "0"], "--rounds 0"),
     ],
 )
 def test_measure_collective_bad_input_is_one_line_exit_2(args, message, capsys):

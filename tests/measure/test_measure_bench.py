@@ -49,6 +49,25 @@ def test_every_collective_is_correct_on_gloo():
     assert "not fitted" in results["reduce-scatter"][0]["note"]
 
 
+def test_rounds_interleave_the_ops_of_a_size_and_report_the_median_round(tmp_path):
+    pytest.importorskip("torch", reason="torch not installed (pip install 'tierwise[measure]')")
+    from tierwise.measure.bench import run_collectives
+
+    out = tmp_path / "r.json"
+    config = BenchConfig(ops=("all-reduce", "broadcast"), sizes_bytes=(4096, 65536), iters=2, warmup=1, rounds=3,
+                         out=str(out))
+    results = run_collectives(config, 2)
+    for op in ("all-reduce", "broadcast"):
+        rows = results[op]
+        assert [r["size_bytes"] for r in rows] == [4096, 65536]
+        for r in rows:
+            assert r["rounds"] == 3 and len(r["time_rounds_s"]) == 3 and r["wrong"] == 0
+            assert r["time_s"] == sorted(r["time_rounds_s"])[1]
+            assert r["busbw_bytes_per_s"] == pytest.approx(r["size_bytes"] / r["time_s"])  # n = 2: factor 1
+    assert [(r["op"], r["size_bytes"]) for r in json.loads(out.read_text())] == [
+        ("all-reduce", 4096), ("all-reduce", 65536), ("broadcast", 4096), ("broadcast", 65536)]
+
+
 def test_an_interrupted_run_keeps_its_completed_sizes(tmp_path):
     pytest.importorskip("torch", reason="torch not installed (pip install 'tierwise[measure]')")
     out = tmp_path / "partial.json"

@@ -31,8 +31,9 @@ def _table_collective(rows: list[dict]):
         for op, group in by_op.items():
             first = group[0]
             place = "in-place" if first.get("in_place") else "out-of-place"
+            rounds = f", median of {first['rounds']} rounds" if first.get("rounds", 1) > 1 else ""
             console.print(f"# tierwise measure collective: {op}, {first['num_ranks']} ranks, backend "
-                          f"{first['backend']}, {first['iters']} iters ({place})")
+                          f"{first['backend']}, {first['iters']} iters{rounds} ({place})")
             if first.get("note"):
                 console.print(f"# NOTE: {first['note']}")
             console.print(f"#{'size':>11} {'count':>13} {'type':>9} {'redop':>7} {'root':>7} "
@@ -59,6 +60,8 @@ def collective(
     warmup: int = typer.Option(5, "--warmup", help="untimed operations per size"),
     ranks: int = typer.Option(2, "--ranks", help="local processes to spawn (ignored under torchrun)"),
     stat: str = typer.Option("median", "--stat", help="CPU time statistic for time_s: median, min or mean"),
+    rounds: int = typer.Option(1, "--rounds", help="repeat the sweep, the ops of a size together; time_s is the "
+                               "median over rounds (steadier on a shared host)"),
     out: Path | None = typer.Option(None, "--out", help="write the rows as JSON (rewritten after each size)"),
     as_json: bool = typer.Option(False, "--json", help="print the rows as JSON"),
 ) -> None:
@@ -79,7 +82,7 @@ def collective(
         raise MeasureError(str(exc)) from None
     size_list = parse_sizes(sizes, factor)
     config = BenchConfig(ops=ops, sizes_bytes=size_list, iters=iters, warmup=warmup, backend=backend,
-                         out=str(out) if out else None, stat=stat)
+                         out=str(out) if out else None, stat=stat, rounds=rounds)
     if not _under_torchrun() and ranks < 2:
         raise MeasureError(f"--ranks {ranks}: a collective needs >= 2 ranks; pass --ranks 2 or more")
     require_torch()

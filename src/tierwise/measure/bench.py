@@ -74,12 +74,19 @@ class BenchConfig:
     """JSON file rewritten after each completed size (rank 0 only)."""
     stat: str = "median"
     """Which per-operation statistic is ``time_s`` on CPU: median (default), min or mean (all are recorded)."""
+    rounds: int = 1
+    """Repeat the sweep: in each round every size is measured once per op, the ops of one size one after the
+    other (so the ops compared at a size see the same host load); ``time_s`` is the median over the rounds of
+    each round's statistic, the round values are kept in ``time_rounds_s``. On a shared host a size's
+    median moves between sweeps; the median of several interleaved rounds is steadier than one long run."""
 
     def __post_init__(self):
         if not self.sizes_bytes:
             raise MeasureError("empty sweep: no sizes to measure; pass e.g. --sizes 1KiB:64MiB")
         if not self.ops:
             raise MeasureError("no collective to measure; pass --op all-reduce")
+        if self.rounds < 1:
+            raise MeasureError(f"--rounds {self.rounds}: need at least 1 round")
         if self.iters < 1 or self.warmup < 0:
             raise MeasureError(f"iters={self.iters}, warmup={self.warmup}: need iters >= 1 and warmup >= 0")
         if self.stat not in ("median", "min", "mean"):
@@ -316,47 +323,87 @@ def _write_atomic(path: str, rows: list[dict]) -> None:
     os.replace(tmp, path)
 
 
-def bench_worker(rank: int, world: int, config: BenchConfig) -> dict[str, list[dict]]:
-    """One rank's sweep over ``config.ops`` x ``config.sizes_bytes``; rank 0 returns the rows per op."""
+def _measure_one(op: str, size: int, world: int, rank: int, config: BenchConfig, device) -> dict | None:
+    """Warm up, check and time ``op`` at ``size`` on every rank; rank 0 gets the row (others None)."""
     import torch
     import torch.distributed as dist
 
+    factor = float(bus_factor(op, world))
+    inp, out, count = _buffers(op, size, world, rank, device)
+    nbytes = max(inp.numel(), out.numel()) * _ELEMENT_BYTES if op != "all-to-all" else inp.numel() * 4
+    run = _operation(op, inp, out, world, rank)
+    for _ in range(config.warmup):
+        run()
+    wrong = _check(op, inp, out, world, rank, run)
+    dist.barrier()
+    local = _time_stats(run, config.iters, device)
+    stats = torch.tensor([local["median"], local["min"], local["mean"], float(wrong)],
+                         dtype=torch.float64, device=device)
+    dist.all_reduce(stats)
+    if rank != 0:
+        return None
+    times = dict(zip(("median", "min", "mean"), (stats[:3] / world).tolist(), strict=True))
+    t = times[config.stat]
+    row = {
+        "op": op, "num_ranks": world, "backend": config.backend,
+        "ranks_per_node": int(os.environ.get("LOCAL_WORLD_SIZE", world)), "size_bytes": nbytes,
+        "count": count, "type": "float", "time_s": t, "algbw_bytes_per_s": nbytes / t,
+        "busbw_bytes_per_s": nbytes / t * factor, "wrong": int(stats[3].item()),
+        "iters": config.iters, "stat": config.stat, "time_median_s": times["median"],
+        "time_min_s": times["min"], "time_mean_s": times["mean"],
+        "in_place": op in ("all-reduce", "broadcast"),
+    }
+    if (config.backend, op) in EMULATED:
+        row["note"] = EMULATED[config.backend, op]
+    return row
+
+
+def _over_rounds(rows: list[dict], world: int) -> dict:
+    """One row from the same op and size measured in several rounds: the median of the rounds' times."""
+    times = [r["time_s"] for r in rows]
+    t = statistics.median(times)
+    factor = float(bus_factor(rows[0]["op"], world))
+    nbytes = rows[0]["size_bytes"]
+    return {**rows[0], "time_s": t, "algbw_bytes_per_s": nbytes / t, "busbw_bytes_per_s": nbytes / t * factor,
+            "wrong": sum(r["wrong"] for r in rows), "rounds": len(rows), "time_rounds_s": times,
+            **{k: statistics.median(r[k] for r in rows) for k in ("time_median_s", "time_min_s", "time_mean_s")}}
+
+
+def bench_worker(rank: int, world: int, config: BenchConfig) -> dict[str, list[dict]]:
+    """One rank's sweep over ``config.ops`` x ``config.sizes_bytes`` (x ``config.rounds``); rank 0 returns
+    the rows per op. One round: op by op, size by size. Several: round by round, size by size, the ops of a
+    size together; the output (rewritten after every measurement) holds every measured (op, size) over the
+    rounds completed so far."""
+    import torch
+
     device = torch.device("cuda", torch.cuda.current_device()) if config.backend == "nccl" else torch.device("cpu")
+    if config.rounds == 1:
+        order = [(op, size) for op in config.ops for size in config.sizes_bytes]
+    else:
+        order = [(op, size) for _ in range(config.rounds) for size in config.sizes_bytes for op in config.ops]
+    samples: dict[tuple[str, int], list[dict]] = {}
+    for op, size in order:
+        row = _measure_one(op, size, world, rank, config, device)
+        if row is None:
+            continue
+        samples.setdefault((op, size), []).append(row)
+        if config.out:
+            _write_atomic(config.out, _rows(samples, config, world))
     results: dict[str, list[dict]] = {op: [] for op in config.ops}
-    flat: list[dict] = []
-    for op in config.ops:
-        factor = float(bus_factor(op, world))
-        for size in config.sizes_bytes:
-            inp, out, count = _buffers(op, size, world, rank, device)
-            nbytes = max(inp.numel(), out.numel()) * _ELEMENT_BYTES if op != "all-to-all" else inp.numel() * 4
-            run = _operation(op, inp, out, world, rank)
-            for _ in range(config.warmup):
-                run()
-            wrong = _check(op, inp, out, world, rank, run)
-            dist.barrier()
-            local = _time_stats(run, config.iters, device)
-            stats = torch.tensor([local["median"], local["min"], local["mean"], float(wrong)],
-                                 dtype=torch.float64, device=device)
-            dist.all_reduce(stats)
-            times = dict(zip(("median", "min", "mean"), (stats[:3] / world).tolist(), strict=True))
-            t = times[config.stat]
-            if rank == 0:
-                row = {
-                    "op": op, "num_ranks": world, "backend": config.backend,
-                    "ranks_per_node": int(os.environ.get("LOCAL_WORLD_SIZE", world)), "size_bytes": nbytes,
-                    "count": count, "type": "float", "time_s": t, "algbw_bytes_per_s": nbytes / t,
-                    "busbw_bytes_per_s": nbytes / t * factor, "wrong": int(stats[3].item()),
-                    "iters": config.iters, "stat": config.stat, "time_median_s": times["median"],
-                    "time_min_s": times["min"], "time_mean_s": times["mean"],
-                    "in_place": op in ("all-reduce", "broadcast"),
-                }
-                if (config.backend, op) in EMULATED:
-                    row["note"] = EMULATED[config.backend, op]
-                results[op].append(row)
-                flat.append(row)
-                if config.out:
-                    _write_atomic(config.out, flat)
+    for row in _rows(samples, config, world):
+        results[row["op"]].append(row)
     return results
+
+
+def _rows(samples: dict[tuple[str, int], list[dict]], config: BenchConfig, world: int) -> list[dict]:
+    """The rows so far, op by op in the order asked, sizes ascending."""
+    out = []
+    for op in config.ops:
+        for size in config.sizes_bytes:
+            got = samples.get((op, size))
+            if got:
+                out.append(got[0] if config.rounds == 1 else _over_rounds(got, world))
+    return out
 
 
 def run_collectives(config: BenchConfig, num_ranks: int | None) -> dict[str, list[dict]] | None:
@@ -364,7 +411,7 @@ def run_collectives(config: BenchConfig, num_ranks: int | None) -> dict[str, lis
     ops = tuple(normalize_kind(op) for op in config.ops)
     config = BenchConfig(ops=ops, sizes_bytes=config.sizes_bytes, iters=config.iters, warmup=config.warmup,
                          backend=config.backend, out=str(Path(config.out).resolve()) if config.out else None,
-                         stat=config.stat)
+                         stat=config.stat, rounds=config.rounds)
     if config.out:
         Path(config.out).parent.mkdir(parents=True, exist_ok=True)
     return launch(bench_worker, (config,), num_ranks, config.backend)
