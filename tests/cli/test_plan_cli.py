@@ -52,6 +52,30 @@ def test_plan_fixed_and_bounded_axes(capsys):
         assert p["precision"] == "bf16"
 
 
+def test_plan_scores_zero3_as_the_users_implementation(capsys):
+    """--zero3-gather per-parameter (FSDP2): ZeRO-3 plans carry it and pay FSDP2's buffer passes (14 B per
+    parameter per micro-batch), cheaper than FSDP1's (18 B); plans below ZeRO-3 are untouched."""
+    args = ["plan", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "16", "--global-batch", "64",
+            "--seq", "4096", "--zero", "3", "--tp", "1", "--pp", "1", "--top", "1", "--json", *SMALL]
+    rc, out, _ = _run(capsys, *args)
+    assert rc == 0
+    fsdp1 = json.loads(out)["plans"][0]
+    rc, out, _ = _run(capsys, *args, "--zero3-gather", "per-parameter")
+    assert rc == 0
+    doc = json.loads(out)
+    fsdp2 = doc["plans"][0]
+    assert fsdp1["zero3_gather"] == "flat" and fsdp2["zero3_gather"] == "per-parameter"
+    assert "per-parameter" in doc["explanation"]
+    if fsdp1["micro_batch_size"] == fsdp2["micro_batch_size"]:
+        copies1, copies2 = (p["estimate"]["breakdown"]["shard_copy_s"] for p in (fsdp1, fsdp2))
+        assert copies2 == pytest.approx(copies1 * 14 / 18, rel=1e-6)
+    rc, out, _ = _run(capsys, "plan", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "16",
+                      "--global-batch", "64", "--seq", "4096", "--zero", "1", "--top", "3",
+                      "--zero3-gather", "per-parameter", "--json", *SMALL)
+    assert rc == 0
+    assert all(p["zero3_gather"] == "flat" for p in json.loads(out)["plans"])
+
+
 def test_plan_table_renders(capsys):
     rc, out, _ = _run(capsys, "plan", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "16",
                       "--global-batch", "32", "--seq", "4096", "--top", "2", *SMALL)
@@ -93,6 +117,7 @@ def test_ep_forced_across_nodes_says_what_crossing_costs(capsys):
     (["--model", "llama3.1-70b", "--gpus", "0"], "num_gpus=0"),
     (["--model", "llama3.1-8b", "--gpus", "16384", "--global-batch", "1"], "global_batch_size=1 is too small"),
     (["--model", "llama3.1-8b", "--gpus", "8", "--recompute", "some"], "--recompute 'some'"),
+    (["--model", "llama3.1-8b", "--gpus", "8", "--zero3-gather", "fsdp2"], "zero3_gather='fsdp2'"),
 ])
 def test_bad_input_is_one_line_and_exit_code_2(capsys, args, message):
     rc, out, err = _run(capsys, "plan", "--cluster", "dgx-h100", *args)

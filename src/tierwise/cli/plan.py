@@ -23,6 +23,8 @@ ZeroOpt = Annotated[str | None, typer.Option("--zero", help="ZeRO stages allowed
 EpOverlapOpt = Annotated[bool, typer.Option(
     "--ep-overlap/--no-ep-overlap",
     help="search Megatron-Core's expert all-to-all overlap (combined 1F1B) where it applies")]
+Zero3Opt = Annotated[str, typer.Option("--zero3-gather", help="how ZeRO-3 plans are implemented: flat (FSDP1), "
+                                        "per-parameter (FSDP2) or tensor-list (DeepSpeed 2021)")]
 EagerOpt = Annotated[bool, typer.Option("--eager", help="score plans as eager PyTorch (no fused kernels, no "
                                                            "torch.compile)")]
 
@@ -145,7 +147,7 @@ def register(app: typer.Typer) -> None:
         max_mbs: Annotated[int, typer.Option(help="upper bound on the micro-batch size")] = 8,
         recompute: ListOpt = None, precision: ListOpt = None,
         zero: ZeroOpt = None, objective: ObjOpt = "step_time", ep_overlap: EpOverlapOpt = True,
-        eager: EagerOpt = False,
+        eager: EagerOpt = False, zero3_gather: Zero3Opt = "flat",
         show_infeasible: Annotated[bool, typer.Option("--show-infeasible", help="list the nearest misses")] = False,
     ) -> None:
         """Search every parallel layout, fit memory, rank by the estimator, and explain the winner."""
@@ -154,7 +156,7 @@ def register(app: typer.Typer) -> None:
         c = _constraints(tp=tp, pp=pp, cp=cp, ep=ep, dp=dp, vpp=vpp, micro_batch_size=mbs, max_tp=max_tp,
                          max_pp=max_pp, max_cp=max_cp, max_ep=max_ep, max_vpp=max_vpp, max_micro_batch_size=max_mbs,
                          recompute=recompute, precision=precision, zero=zero, ep_comm_overlap=ep_overlap,
-                         fused_elementwise=not eager)
+                         fused_elementwise=not eager, zero3_gather=zero3_gather)
         m, cl = _load(model, cluster)
         doc = plan_document(m, cl, gpus, global_batch, seq, constraints=c, objective=objective, top=top,
                             show_infeasible=show_infeasible)
@@ -167,14 +169,14 @@ def register(app: typer.Typer) -> None:
         global_batch: BatchOpt = 1024, seq: SeqOpt = 8192, as_json: JsonOpt = False,
         recompute: ListOpt = None, precision: ListOpt = None,
         zero: ZeroOpt = None, objective: ObjOpt = "step_time", ep_overlap: EpOverlapOpt = True,
-        eager: EagerOpt = False,
+        eager: EagerOpt = False, zero3_gather: Zero3Opt = "flat",
     ) -> None:
         """Best plan at each GPU count and its efficiency against linear scaling: where adding GPUs stops paying."""
         from tierwise.planner.answer import parse_gpu_range, scale_document
 
         counts = parse_gpu_range(gpus)
         c = _constraints(recompute=recompute, precision=precision, zero=zero, ep_comm_overlap=ep_overlap,
-                         fused_elementwise=not eager)
+                         fused_elementwise=not eager, zero3_gather=zero3_gather)
         m, cl = _load(model, cluster)
         doc = scale_document(m, cl, counts, global_batch, seq, constraints=c, objective=objective)
         emit(doc, as_json, lambda console: render_scale(console, doc))

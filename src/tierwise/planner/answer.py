@@ -38,7 +38,7 @@ def _neighbours(model, cluster, result: SearchResult, plan, c: Constraints) -> l
             cands.append((f"{lighter} recompute", replace(plan, recompute=lighter)))
     lower = [z for z in c.zero_stages if z < plan.zero_stage]
     if lower:
-        cands.append((f"ZeRO-{max(lower)}", replace(plan, zero_stage=max(lower),
+        cands.append((f"ZeRO-{max(lower)}", replace(plan, zero_stage=max(lower), zero3_gather="flat",
                                                    dp_shard=plan.dp if max(lower) == 0 else plan.dp_shard)))
     if c.micro_batch_size is None and 2 * plan.micro_batch_size <= c.max_micro_batch_size:
         cands.append((f"micro-batch {2 * plan.micro_batch_size}", replace(plan, micro_batch_size=2 * plan.micro_batch_size)))

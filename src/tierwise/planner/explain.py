@@ -35,7 +35,8 @@ def plan_label(plan) -> str:
         parts.append(f"vpp {plan.vpp}")
     parts.append(f"mbs {plan.micro_batch_size}")
     extra = [f"{plan.recompute} recompute" if plan.recompute != "none" else "no recompute",
-             f"ZeRO-{plan.zero_stage}" + (f" (HSDP shard {plan.dp_shard})" if plan.dp_shard < plan.dp else ""),
+             f"ZeRO-{plan.zero_stage}" + (f" (HSDP shard {plan.dp_shard})" if plan.dp_shard < plan.dp else "")
+             + (f" {plan.zero3_gather}" if plan.zero_stage == 3 and plan.zero3_gather != "flat" else ""),
              plan.precision]
     if plan.sequence_parallel and plan.tp > 1:
         extra.append("SP")
@@ -66,7 +67,8 @@ def plan_entry(model, cluster, num_gpus: int, plan, est, i: int) -> dict[str, An
     from tierwise.estimate.scenario import Scenario, result_dict
 
     keys = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch_size", "etp", "sequence_parallel", "recompute",
-            "zero_stage", "precision", "order", "tp_comm_overlap", "ep_comm_overlap", "fused_elementwise", "dp_shard",
+            "zero_stage", "zero3_gather", "precision", "order", "tp_comm_overlap", "ep_comm_overlap", "fused_elementwise",
+            "dp_shard",
             "first_stage_layers", "last_stage_layers")
     entry: dict[str, Any] = {k: getattr(plan, k) for k in keys}
     entry["tiers"] = {axis: TIER_ORDER[int(est.axis_tier[axis][i])] for axis in _AXES}

@@ -47,6 +47,7 @@ from tierwise.specs.plan import (
     PRECISION,
     RECOMPUTE,
     SCHEDULES,
+    ZERO3_GATHER,
     Plan,
     PlanBatch,
     ep_overlap_allowed,
@@ -94,6 +95,9 @@ class Constraints:
     ep_comm_overlap: bool = True
     """Search EP all-to-all overlap (combined 1F1B) where it exists (off is always searched too)."""
     hsdp: bool = True
+    zero3_gather: str = "flat"
+    """How ZeRO-3 plans are implemented (:data:`~tierwise.specs.plan.ZERO3_GATHER`: FSDP1 ``flat``, FSDP2
+    ``per-parameter``, DeepSpeed-2021 ``tensor-list``); a property of the user's software, not searched."""
     fused_elementwise: bool = True
     """False: score every plan as eager PyTorch (``fused_elementwise`` false: extra HBM passes for RMSNorm,
     SwiGLU and rotary embedding); a property of the user's software, not searched."""
@@ -122,6 +126,8 @@ class Space:
     scale_up_domain: int
     scale_out_domains: tuple[int, ...]
     cluster: object = None
+    zero3_gather: int = 0
+    """Code (index into ZERO3_GATHER) that ZeRO-3 rows take."""
 
     def __len__(self) -> int:
         return len(self.structure["tp"])
@@ -323,7 +329,14 @@ def build_space(model, cluster, num_gpus: int, global_batch_size: int, seq_lengt
         ep_comm_overlap=(False, True) if c.ep_comm_overlap else (False,), hsdp=c.hsdp,
         scale_up_domain=cluster.scale_up_domain,
         scale_out_domains=tuple(lv.domain_size for lv in cluster.scale_out_levels), cluster=cluster,
+        zero3_gather=_zero3_code(c.zero3_gather),
     )
+
+
+def _zero3_code(name: str) -> int:
+    if name not in ZERO3_GATHER:
+        raise PlanError(f"zero3_gather={name!r}; choose one of {', '.join(ZERO3_GATHER)}")
+    return ZERO3_GATHER.index(name)
 
 
 def _has_dp_group(table: Table) -> np.ndarray:
@@ -355,6 +368,7 @@ def expand_switches(space: Space, model, structure: Table, *, recompute=None, ze
     sp_ok = ~table["sequence_parallel"] | ((space.seq_length // table["cp"]) % table["tp"] == 0)
     table = _take(table, sp_ok)
     table["order"] = np.full(len(table["tp"]), space.orders[0], dtype=np.int8)  # the default refinement
+    table["zero3_gather"] = np.where(table["zero_stage"] == 3, space.zero3_gather, 0).astype(np.int8)
     return table
 
 
