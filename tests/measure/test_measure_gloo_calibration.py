@@ -4,10 +4,10 @@ measured all-gather and broadcast times at sizes >= 1 MiB within 25%.
 The prediction is the shared-host model (tierwise.measure.hostcopy: CPU copy work and algorithm steps from
 gloo's and torch's code; only the all-reduce's step latency and per-byte cost are fitted). Two checks:
 
-* on the recorded sweep (tests/data/measured/gloo_2ranks_loopback.json, deterministic): broadcast holds at
-  1-16 MiB; all-gather holds at 1, 2 and 8 MiB and not at 4 and 16 MiB, where the recorded all-gather times
-  themselves do not grow with size (2.4 ms at 4 MiB, 8.8 ms at 8 MiB, 10.1 ms at 16 MiB): strict xfails with
-  the figures;
+* on three recorded sweeps (tests/data/measured/, deterministic): the first (one sweep of 30 iterations)
+  and two recorded as the median of five interleaved rounds (`measure collective --rounds 5`). Broadcast
+  holds at 1-16 MiB on all but one point (-39% at 1 MiB); all-gather holds on 4 of 15 points and is
+  over-predicted by 22-45% on the rounds recordings, systematically: strict xfails with the figures;
 * live on this VM: over three sweeps (2026-12-02, 18:47-18:55 UTC) the model put all-gather at a median
   +15% (11 of 15 points within 25%) and broadcast at 0% (9 of 15); a size's median moves 30-60% between
   sweeps on the shared 2-vCPU VM, so the live check is a non-strict xfail with the errors printed.
@@ -28,31 +28,47 @@ from tierwise.measure.fit import predict_tier
 MiB = 2**20
 GAP = ("live timing on a shared 2-vCPU VM: a size's median moves 30-60% between sweeps; over three sweeps the "
        "host-copy model had all-gather at median +15% (11/15 within 25%) and broadcast at 0% (9/15)")
-RECORDED = Path(__file__).parents[1] / "data" / "measured" / "gloo_2ranks_loopback.json"
-RECORDED_GAP = {("all-gather", 4): "recorded all-gather 2.43 ms at 4 MiB, predicted 3.85 ms (+58%)",
-                ("all-gather", 16): "recorded all-gather 10.1 ms at 16 MiB, predicted 15.4 ms (+53%)"}
+DATA = Path(__file__).parents[1] / "data" / "measured"
+RECORDED = DATA / "gloo_2ranks_loopback.json"
+# recorded sweeps: the first (one sweep, 30 iterations, 16:03 UTC) and two of five interleaved rounds of 40
+# iterations each (`measure collective --rounds 5`, 20:27 and 20:31 UTC); each point that misses is listed
+RECORDINGS = {
+    "gloo_2ranks_loopback.json": {
+        ("all-gather", 4): "recorded all-gather 2.43 ms at 4 MiB, predicted 3.85 ms (+58%)",
+        ("all-gather", 16): "recorded all-gather 10.1 ms at 16 MiB, predicted 15.4 ms (+53%)"},
+    "gloo_2ranks_rounds5_a.json": {
+        **{("all-gather", mib): f"all-gather over-predicted by {e} (the model's all-gather/all-reduce work ratio "
+                                "0.91 against 0.62-0.72 measured; docs/measure.md)"
+           for mib, e in ((1, "+33%"), (2, "+30%"), (4, "+35%"), (8, "+26%"), (16, "+28%"))},
+        ("broadcast", 1): "broadcast 0.58 ms at 1 MiB, predicted 0.35 ms (-39%)"},
+    "gloo_2ranks_rounds5_b.json": {
+        ("all-gather", mib): f"all-gather over-predicted by {e} (docs/measure.md)"
+        for mib, e in ((1, "+45%"), (2, "+34%"), (4, "+31%"), (16, "+35%"))},
+}
 
 
 def _recorded_cases():
     out = []
-    for op in ("all-gather", "broadcast"):
-        for mib in (1, 2, 4, 8, 16):
-            reason = RECORDED_GAP.get((op, mib))
-            marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-            out.append(pytest.param(op, mib, marks=marks, id=f"{op}-{mib}MiB"))
+    for name, gaps in RECORDINGS.items():
+        for op in ("all-gather", "broadcast"):
+            for mib in (1, 2, 4, 8, 16):
+                reason = gaps.get((op, mib))
+                marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+                out.append(pytest.param(name, op, mib, marks=marks, id=f"{name[12:-5]}-{op}-{mib}MiB"))
     return out
 
 
-def test_recorded_all_reduce_fit_is_within_25_percent_in_sample(tmp_path):
-    rows = [r for r in json.loads(RECORDED.read_text()) if r["op"] == "all-reduce"]
+@pytest.mark.parametrize("name", list(RECORDINGS))
+def test_recorded_all_reduce_fit_is_within_25_percent_in_sample(tmp_path, name):
+    rows = [r for r in json.loads((DATA / name).read_text()) if r["op"] == "all-reduce"]
     path = tmp_path / "all_reduce.json"
     path.write_text(json.dumps(rows))
     assert calibrate([str(path)]).fits["scale_up"].median_abs_pct <= 25.0
 
 
-@pytest.mark.parametrize("op, mib", _recorded_cases())
-def test_recorded_all_reduce_calibration_predicts_op_within_25_percent(tmp_path, op, mib):
-    rows = json.loads(RECORDED.read_text())
+@pytest.mark.parametrize("name, op, mib", _recorded_cases())
+def test_recorded_all_reduce_calibration_predicts_op_within_25_percent(tmp_path, name, op, mib):
+    rows = json.loads((DATA / name).read_text())
     path = tmp_path / "all_reduce.json"
     path.write_text(json.dumps([r for r in rows if r["op"] == "all-reduce"]))
     tier = calibrate([str(path)]).document["fitted"]["scale_up"]
@@ -60,6 +76,12 @@ def test_recorded_all_reduce_calibration_predicts_op_within_25_percent(tmp_path,
     (row,) = [r for r in rows if r["op"] == op and r["size_bytes"] == mib * MiB]
     error = (predict_tier(tier, op, row["size_bytes"]) - row["time_s"]) / row["time_s"] * 100.0
     assert abs(error) <= 25.0, f"{op} {mib} MiB: {error:+.0f}%"
+
+
+def test_rounds_recordings_keep_every_round():
+    for name in ("gloo_2ranks_rounds5_a.json", "gloo_2ranks_rounds5_b.json"):
+        rows = json.loads((DATA / name).read_text())
+        assert all(r["rounds"] == 5 and len(r["time_rounds_s"]) == 5 and r["wrong"] == 0 for r in rows)
 
 
 @pytest.fixture(scope="module")
