@@ -220,6 +220,25 @@ def test_zero3_gather_modes_need_zero_3(mode):
         run("gpt3-175b", "dgx-a100", 64, global_batch_size=64, seq_length=2048, zero_stage=1, zero3_gather=mode)
 
 
+def test_unfused_cross_entropy_moves_36_more_bytes_per_logit_element():
+    """fused_cross_entropy false (Megatron-Core's default): the fp32 copy and separate passes over the logits
+    cost 48 B per element against the fused kernel's 12, on the last stage, split over tp like the logits."""
+    from tierwise.estimate.step import _compute_params
+
+    cp_ = _compute_params()
+    assert cp_["cross_entropy_unfused_extra_bytes"] == 36
+    hbm = load_cluster("dgx-h100").accelerator.hbm_bytes_per_s * cp_["memory_bound_efficiency"]
+    model = load_model("llama3.1-8b")
+    for tp in (1, 2):
+        base = dict(tp=tp, pp=1, micro_batch_size=1, global_batch_size=8 // tp * 2, seq_length=4096)
+        unfused = run(model, "dgx-h100", 8, **base)
+        fused = run(model, "dgx-h100", 8, fused_cross_entropy=True, **base)
+        m = float(unfused.num_microbatches[0])
+        extra = m * 4096 * model.vocab_size / tp * 36 / hbm
+        assert float(unfused.step_time_s[0] - fused.step_time_s[0]) == pytest.approx(extra, rel=1e-6)
+        assert float(unfused.memory_bound_s[0] - fused.memory_bound_s[0]) == pytest.approx(extra, rel=1e-6)
+
+
 def test_zero3_buffer_passes_counted_per_micro_batch_over_the_unsharded_parameters():
     """FSDP1 (flat): concatenate the views' gradients (2 x 2 B), cast bf16 -> fp32 (2 + 4 B), pre-divide in
     place (2 x 4 B) = 18 B per parameter per micro-batch; FSDP2 (per-parameter): copy out of each all-gather

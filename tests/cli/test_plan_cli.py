@@ -76,6 +76,20 @@ def test_plan_scores_zero3_as_the_users_implementation(capsys):
     assert all(p["zero3_gather"] == "flat" for p in json.loads(out)["plans"])
 
 
+def test_plan_fused_ce_is_the_users_software_not_searched(capsys):
+    args = ["plan", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "16", "--global-batch", "64",
+            "--seq", "4096", "--tp", "1", "--pp", "1", "--top", "1", "--json", *SMALL]
+    rc, out, _ = _run(capsys, *args)
+    assert rc == 0
+    unfused = json.loads(out)
+    rc, out, _ = _run(capsys, *args, "--fused-ce")
+    assert rc == 0
+    fused = json.loads(out)
+    assert unfused["plans"][0]["fused_cross_entropy"] is False and fused["plans"][0]["fused_cross_entropy"] is True
+    assert "fused CE" in fused["explanation"] and "fused CE" not in unfused["explanation"]
+    assert fused["plans"][0]["estimate"]["step_time_s"] < unfused["plans"][0]["estimate"]["step_time_s"]
+
+
 def test_plan_table_renders(capsys):
     rc, out, _ = _run(capsys, "plan", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "16",
                       "--global-batch", "32", "--seq", "4096", "--top", "2", *SMALL)

@@ -32,7 +32,8 @@ def test_framework_defaults_are_filled_and_marked():
     assert CASES["1"].plan.micro_batch_size == 1
     assert any("micro_batch=1" in f for f in CASES["1"].filled)
     assert any("ffn=4h" in f for f in CASES["33"].filled)
-    assert not CASES["23"].filled  # Korthikanti rows state everything
+    # Korthikanti rows state everything but the loss kernel, which no source states
+    assert [f.split(" ")[0] for f in CASES["23"].filled] == ["fused_cross_entropy=false"]
 
 
 def test_catalog_models_where_ours_inline_otherwise():

@@ -25,6 +25,8 @@ EpOverlapOpt = Annotated[bool, typer.Option(
     help="search Megatron-Core's expert all-to-all overlap (combined 1F1B) where it applies")]
 Zero3Opt = Annotated[str, typer.Option("--zero3-gather", help="how ZeRO-3 plans are implemented: flat (FSDP1), "
                                         "per-parameter (FSDP2) or tensor-list (DeepSpeed 2021)")]
+FusedCeOpt = Annotated[bool, typer.Option("--fused-ce", help="score plans with a fused cross-entropy kernel "
+                                           "(Megatron-Core cross_entropy_loss_fusion, Liger)")]
 EagerOpt = Annotated[bool, typer.Option("--eager", help="score plans as eager PyTorch (no fused kernels, no "
                                                            "torch.compile)")]
 
@@ -147,7 +149,7 @@ def register(app: typer.Typer) -> None:
         max_mbs: Annotated[int, typer.Option(help="upper bound on the micro-batch size")] = 8,
         recompute: ListOpt = None, precision: ListOpt = None,
         zero: ZeroOpt = None, objective: ObjOpt = "step_time", ep_overlap: EpOverlapOpt = True,
-        eager: EagerOpt = False, zero3_gather: Zero3Opt = "flat",
+        eager: EagerOpt = False, zero3_gather: Zero3Opt = "flat", fused_ce: FusedCeOpt = False,
         show_infeasible: Annotated[bool, typer.Option("--show-infeasible", help="list the nearest misses")] = False,
     ) -> None:
         """Search every parallel layout, fit memory, rank by the estimator, and explain the winner."""
@@ -156,7 +158,7 @@ def register(app: typer.Typer) -> None:
         c = _constraints(tp=tp, pp=pp, cp=cp, ep=ep, dp=dp, vpp=vpp, micro_batch_size=mbs, max_tp=max_tp,
                          max_pp=max_pp, max_cp=max_cp, max_ep=max_ep, max_vpp=max_vpp, max_micro_batch_size=max_mbs,
                          recompute=recompute, precision=precision, zero=zero, ep_comm_overlap=ep_overlap,
-                         fused_elementwise=not eager, zero3_gather=zero3_gather)
+                         fused_elementwise=not eager, zero3_gather=zero3_gather, fused_cross_entropy=fused_ce)
         m, cl = _load(model, cluster)
         doc = plan_document(m, cl, gpus, global_batch, seq, constraints=c, objective=objective, top=top,
                             show_infeasible=show_infeasible)
@@ -169,14 +171,14 @@ def register(app: typer.Typer) -> None:
         global_batch: BatchOpt = 1024, seq: SeqOpt = 8192, as_json: JsonOpt = False,
         recompute: ListOpt = None, precision: ListOpt = None,
         zero: ZeroOpt = None, objective: ObjOpt = "step_time", ep_overlap: EpOverlapOpt = True,
-        eager: EagerOpt = False, zero3_gather: Zero3Opt = "flat",
+        eager: EagerOpt = False, zero3_gather: Zero3Opt = "flat", fused_ce: FusedCeOpt = False,
     ) -> None:
         """Best plan at each GPU count and its efficiency against linear scaling: where adding GPUs stops paying."""
         from tierwise.planner.answer import parse_gpu_range, scale_document
 
         counts = parse_gpu_range(gpus)
         c = _constraints(recompute=recompute, precision=precision, zero=zero, ep_comm_overlap=ep_overlap,
-                         fused_elementwise=not eager, zero3_gather=zero3_gather)
+                         fused_elementwise=not eager, zero3_gather=zero3_gather, fused_cross_entropy=fused_ce)
         m, cl = _load(model, cluster)
         doc = scale_document(m, cl, counts, global_batch, seq, constraints=c, objective=objective)
         emit(doc, as_json, lambda console: render_scale(console, doc))

@@ -30,10 +30,11 @@ Overlap switches (named, visible in ``assumed``):
 Compute roofline: GEMMs at ``peak x eff(M, N, K)`` plus the un-hidden part of their HBM traffic (an additive
 roofline, so a part's own FLOP:byte ratio sets how much skinny GEMMs after TP splitting lose), FP8 GEMMs at
 the FP8 peak plus their input casts as memory-bound traffic; the attention core (flash attention) at
-``attention_efficiency`` of the BF16 peak forward and ``attention_backward_efficiency`` backward, both times
+``attention_efficiency`` of the BF16 peak forward and ``attention_backward_ratio`` of that backward, both times
 ``s / (s + attention_half_seq_tokens)`` for a rank's sequence chunk of ``s`` tokens;
 elementwise kernels and the optimizer at ``memory_bound_efficiency`` of HBM bandwidth (with eager PyTorch,
-``fused_elementwise`` false, RMSNorm, SwiGLU and rotary embedding move more bytes: ``_eager_extra_bytes``). ZeRO-3/FSDP
+``fused_elementwise`` false, RMSNorm, SwiGLU and rotary embedding move more bytes: ``_eager_extra_bytes``; an
+unfused cross-entropy, ``fused_cross_entropy`` false, several passes over the logits). ZeRO-3/FSDP
 collectives are issued per layer, and each micro-batch pays the implementation's buffer passes over the
 unsharded parameters (gradient concatenate, cast and divide, gather copy-out: ``_shard_copy_bytes``) at the
 memory-bound rate; hidden communication still costs ``overlap_interference`` of its time.
@@ -375,12 +376,12 @@ def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P, cparams) 
     s_chunk = P.s / P.cp
     seq_eff = s_chunk / (s_chunk + cparams["attention_half_seq_tokens"])
     core_t = core_f / (bf16_peak * cparams["attention_efficiency"] * seq_eff)
-    # flash-attention backward runs at its own (lower) efficiency: it recomputes the scores and does five
-    # GEMMs against the forward's two (Dao 2023, FlashAttention-2, sections 3.1.2 and 4.1); the extra time
+    # flash-attention backward runs at a fraction ``attention_backward_ratio`` (<= 1) of the forward's
+    # efficiency: it recomputes the scores and does five GEMMs against the forward's two (Dao 2023,
+    # FlashAttention-2, sections 3.1.2 and 4.1: up to 73% of A100 peak forward, 63% backward); the extra time
     # of one layer's attention backward over the 2 x forward that "3 x forward" already counts:
-    attn_bwd_extra = 2.0 * core_f / bf16_peak / seq_eff * (1.0 / cparams.get("attention_backward_efficiency",
-                                                                     cparams["attention_efficiency"])
-                                                 - 1.0 / cparams["attention_efficiency"])
+    attn_bwd_eff = cparams["attention_efficiency"] * cparams["attention_backward_ratio"]
+    attn_bwd_extra = 2.0 * core_f / bf16_peak / seq_eff * (1.0 / attn_bwd_eff - 1.0 / cparams["attention_efficiency"])
     hbm = acc.hbm_bytes_per_s * cparams["memory_bound_efficiency"]
     seq_shard = np.where(P.sp, tp, 1.0)
     f_dense = model.ffn_hidden_size
@@ -421,7 +422,12 @@ def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P, cparams) 
         rec_dense=np.select([rc == 2, rc == 1], [fwd_dense, core_t], 0.0),
         rec_moe=np.select([rc == 2, rc == 1], [fwd_moe, core_t], 0.0),
         logits_t=2.0 * model.hidden_size * model.vocab_size / tp * tokens / (gemm_peak * cparams["matmul_efficiency_max"]),
-        logits_elem=tokens * model.vocab_size / tp * 4 * 3 / hbm,  # fp32 logits: write, softmax read, grad write
+        # the loss over the logits (bytes per logit element, forward + backward): a fused cross-entropy kernel
+        # writes fp32 logits, reads them for the softmax and writes the gradient (12 B); unfused (plan
+        # fused_cross_entropy false) the fp32 copy and the separate max / exp / sum / divide passes move
+        # ``cross_entropy_unfused_extra_bytes`` more (counted in catalog/parameters.yaml)
+        logits_elem=tokens * model.vocab_size / tp
+        * (4 * 3 + np.where(plans.fused_cross_entropy, 0.0, cparams["cross_entropy_unfused_extra_bytes"])) / hbm,
     )
 
 

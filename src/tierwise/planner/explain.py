@@ -46,6 +46,8 @@ def plan_label(plan) -> str:
         extra.append("EP overlap")
     if not plan.fused_elementwise:
         extra.append("eager")
+    if plan.fused_cross_entropy:
+        extra.append("fused CE")
     if plan.order != ORDERS[0]:
         extra.append(f"order {plan.order}")
     return " x ".join(parts[:3]) + (", " + ", ".join(parts[3:]) if parts[3:] else "") + "; " + ", ".join(extra)
@@ -68,7 +70,7 @@ def plan_entry(model, cluster, num_gpus: int, plan, est, i: int) -> dict[str, An
 
     keys = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch_size", "etp", "sequence_parallel", "recompute",
             "zero_stage", "zero3_gather", "precision", "order", "tp_comm_overlap", "ep_comm_overlap", "fused_elementwise",
-            "dp_shard",
+            "fused_cross_entropy", "dp_shard",
             "first_stage_layers", "last_stage_layers")
     entry: dict[str, Any] = {k: getattr(plan, k) for k in keys}
     entry["tiers"] = {axis: TIER_ORDER[int(est.axis_tier[axis][i])] for axis in _AXES}

@@ -95,6 +95,9 @@ class Constraints:
     ep_comm_overlap: bool = True
     """Search EP all-to-all overlap (combined 1F1B) where it exists (off is always searched too)."""
     hsdp: bool = True
+    fused_cross_entropy: bool = False
+    """True: score every plan with a fused cross-entropy kernel (plan ``fused_cross_entropy``); a property of
+    the user's software, not searched."""
     zero3_gather: str = "flat"
     """How ZeRO-3 plans are implemented (:data:`~tierwise.specs.plan.ZERO3_GATHER`: FSDP1 ``flat``, FSDP2
     ``per-parameter``, DeepSpeed-2021 ``tensor-list``); a property of the user's software, not searched."""
@@ -311,6 +314,7 @@ def build_space(model, cluster, num_gpus: int, global_batch_size: int, seq_lengt
     table = _add_vpp(model, table, global_batch_size, c)
     table = _add_experts(model, table, c)
     table["fused_elementwise"] = np.full(len(table["tp"]), c.fused_elementwise)
+    table["fused_cross_entropy"] = np.full(len(table["tp"]), c.fused_cross_entropy)
     if c.inside_scale_up:
         table = _inside(table, c.inside_scale_up, cluster.scale_up_domain)
     if len(table["tp"]):

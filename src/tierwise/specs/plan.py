@@ -6,7 +6,8 @@ batch of one. Plan keys and defaults (issue 2 "Contracts"):
 ``tp pp cp`` (1), ``dp`` (num_gpus / (tp pp cp)), ``ep`` (1), ``etp`` (tp), ``vpp`` (1),
 ``micro_batch_size`` (1), ``global_batch_size`` and ``seq_length`` (required), ``sequence_parallel``
 (true when tp > 1), ``recompute`` (none), ``zero_stage`` (1), ``dp_shard`` (dp), ``reshard_after_forward``
-(true), ``precision`` (bf16), ``tp_comm_overlap`` (false), ``ep_comm_overlap`` (false), ``fused_elementwise`` (true), ``overlap_grad_reduce`` and
+(true), ``precision`` (bf16), ``tp_comm_overlap`` (false), ``ep_comm_overlap`` (false), ``fused_elementwise`` (true),
+``fused_cross_entropy`` (false), ``overlap_grad_reduce`` and
 ``overlap_param_gather`` (true), ``schedule`` (1f1b; interleaved when vpp > 1), ``order`` (tp-cp-dp-pp),
 ``first_stage_layers`` / ``last_stage_layers`` (even split), ``zero3_gather`` (flat). Every default applied is
 listed in ``assumed``.
@@ -47,7 +48,7 @@ ORDERS = ("tp-cp-dp-pp", "tp-cp-pp-dp", "tp-dp-cp-pp", "cp-tp-dp-pp", "tp-pp-cp-
 
 _KEYS = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "global_batch_size", "seq_length",
          "sequence_parallel", "recompute", "zero_stage", "dp_shard", "reshard_after_forward", "precision",
-         "tp_comm_overlap", "ep_comm_overlap", "fused_elementwise", "overlap_grad_reduce", "overlap_param_gather", "schedule", "order",
+         "tp_comm_overlap", "ep_comm_overlap", "fused_elementwise", "fused_cross_entropy", "overlap_grad_reduce", "overlap_param_gather", "schedule", "order",
          "first_stage_layers", "last_stage_layers", "zero3_gather")
 
 
@@ -73,11 +74,16 @@ class Plan:
     precision: str = "bf16"
     tp_comm_overlap: bool = False
     ep_comm_overlap: bool = False
+    """Megatron-Core's combined 1F1B (``--overlap-moe-expert-parallel-comm``): the expert all-to-all of one
+    micro-batch runs behind the compute of the adjacent one."""
     fused_elementwise: bool = True
     """Elementwise work runs in fused kernels (Megatron/Transformer Engine, torch.compile); false: eager PyTorch,
     one kernel per op (RMSNorm, SwiGLU, RoPE each several passes over HBM)."""
-    """Megatron-Core's combined 1F1B (``--overlap-moe-expert-parallel-comm``): the expert all-to-all of one
-    micro-batch runs behind the compute of the adjacent one."""
+    fused_cross_entropy: bool = False
+    """The loss runs as one fused cross-entropy kernel (Megatron-Core ``cross_entropy_loss_fusion``, Transformer
+    Engine, Liger); false (Megatron-Core's default, PyTorch's ``F.cross_entropy``, Megatron's
+    ``vocab_parallel_cross_entropy``): an fp32 copy of the logits and separate max / exp / sum / divide passes
+    over them, forward and backward."""
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
     schedule: str = "1f1b"
@@ -163,7 +169,7 @@ def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "
     schedule = _choice(data, "schedule", SCHEDULES, default_schedule, origin)
     bools = {}
     for key, default in (("reshard_after_forward", True), ("tp_comm_overlap", False), ("ep_comm_overlap", False),
-                         ("fused_elementwise", True),
+                         ("fused_elementwise", True), ("fused_cross_entropy", False),
                          ("overlap_grad_reduce", True), ("overlap_param_gather", True)):
         if key not in data:
             assumed.append(f"{key}={str(default).lower()}")
@@ -179,6 +185,7 @@ def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "
 _INT_FIELDS = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "global_batch_size", "seq_length",
                "zero_stage", "dp_shard", "first_stage_layers", "last_stage_layers")
 _BOOL_FIELDS = ("sequence_parallel", "reshard_after_forward", "tp_comm_overlap", "ep_comm_overlap", "fused_elementwise",
+                "fused_cross_entropy",
                 "overlap_grad_reduce", "overlap_param_gather")
 _CODE_FIELDS = {"recompute": RECOMPUTE, "precision": PRECISION, "schedule": SCHEDULES, "order": ORDERS,
                 "zero3_gather": ZERO3_GATHER}
@@ -209,6 +216,7 @@ class PlanBatch:
     tp_comm_overlap: np.ndarray
     ep_comm_overlap: np.ndarray
     fused_elementwise: np.ndarray
+    fused_cross_entropy: np.ndarray
     overlap_grad_reduce: np.ndarray
     overlap_param_gather: np.ndarray
     recompute: np.ndarray

@@ -311,6 +311,12 @@ def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str]) -> Pl
     if ("torchtitan" in framework or "llm-foundry" in framework) and "compile" not in framework:
         # eager PyTorch (no torch.compile); Megatron-LM, Megatron-Core and NeMo run fused kernels
         data["fused_elementwise"] = False
+    # no source states a fused cross-entropy kernel: Megatron-LM and Megatron-Core default to the unfused
+    # vocab_parallel_cross_entropy (cross_entropy_loss_fusion = False), torchtitan and llm-foundry call
+    # torch.nn.functional.cross_entropy on fp32 logits
+    data["fused_cross_entropy"] = False
+    filled.append("fused_cross_entropy=false (framework default: Megatron's unfused vocab-parallel cross-entropy, "
+                  "PyTorch's F.cross_entropy)")
     plan = plan_from_mapping(data, num_gpus=n, origin=f"row {row['row_id']} plan")
     validate_plan_batch(model, [plan])
     return plan
