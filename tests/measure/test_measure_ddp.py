@@ -1,5 +1,8 @@
 """measure ddp: the bucket model, and a real 2-rank DDP run over gloo (medians over >= 5 steps)."""
 
+import json
+from pathlib import Path
+
 import pytest
 
 from tierwise.errors import MeasureError
@@ -60,3 +63,47 @@ def test_a_real_two_rank_ddp_step():
         <= result["predicted_exposed_serialized_s"]
     print({k: result[k] for k in ("compute_s", "step_s", "comm_s", "exposed_comm_s", "predicted_exposed_comm_s",
                                   "prediction_error_pct")})
+
+
+# --- recorded quiet-host runs (2026-12-02, docs/measure.md "Quiet host with the cpu-share headline") ---------
+
+_RECORDED = sorted((Path(__file__).parents[1] / "data" / "measured").glob("ddp_2ranks_quiet_cpushare_cap*_run*.json"))
+_MISSES = {"ddp_2ranks_quiet_cpushare_cap4_run1.json": "-39%", "ddp_2ranks_quiet_cpushare_cap4_run2.json": "-34%",
+           "ddp_2ranks_quiet_cpushare_cap4_run3.json": "-32%"}
+
+
+def _recorded_params():
+    out = []
+    for path in _RECORDED:
+        miss = _MISSES.get(path.name)
+        marks = [pytest.mark.xfail(strict=True, reason=(
+            f"six 4 MiB buckets, predicted exposed {miss}: the buckets' all-reduces alone measured 25-31 ms "
+            "against 17-20 ms from the in-process sweep fit (docs/measure.md)"))] if miss else []
+        out.append(pytest.param(path, marks=marks, id=path.stem.removeprefix("ddp_2ranks_quiet_cpushare_")))
+    return out
+
+
+def test_the_quiet_host_recordings_are_there():
+    assert len(_RECORDED) == 9
+
+
+@pytest.mark.parametrize("path", _recorded_params())
+def test_recorded_quiet_host_run_predicted_exposed_within_30_percent(path):
+    """Recompute the headline prediction from what the run recorded (the MLP's parameters in DDP's reverse
+    order, the measured backward time, the fitted all-reduce regimes, the measured CPU share of
+    communication) and compare it with the measured exposed communication."""
+    result = json.loads(path.read_text())
+    cfg = result["config"]
+    weight, bias = cfg["width"] * cfg["width"] * 4, cfg["width"] * 4
+    params_reverse = [bias, weight] * cfg["layers"]  # model.parameters() is w1, b1, ..., reversed by DDP
+    regimes = [Regime(**r) for r in result["regimes"]]
+    cap = cfg["bucket_cap_mb"] * 2**20
+    p = predict_exposed(params_reverse, result["backward_s"], regimes, result["num_ranks"], cap, cap)
+    assert [b["bytes"] for b in p["buckets"]] == result["buckets_bytes"]
+    u = result["comm_cpu_share"]
+    headline = u * p["comm_s"] + (1.0 - u) * p["exposed_s"]
+    assert result["overlap"] == "cpu-share"
+    # the recorded regimes are rounded to 4 significant digits, so the recomputation agrees to ~1e-4
+    assert headline == pytest.approx(result["predicted_exposed_comm_s"], rel=1e-3)
+    error = (headline - result["exposed_comm_s"]) / result["exposed_comm_s"] * 100.0
+    assert abs(error) <= 30.0, f"{path.name}: {error:+.0f}%"
