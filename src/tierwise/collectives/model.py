@@ -69,35 +69,33 @@ class CollectiveCost:
         self._wire = wire
         self._cache = None
 
-    def _code_arrays(self):
-        if self._codes_cache is None:
-            self._codes_cache = self._codes()
-        return self._codes_cache
+    def _once(self, compute: str, cache: str):
+        """The pair ``self.<compute>()`` returns, computed on first use and kept in ``self.<cache>``."""
+        value = getattr(self, cache)
+        if value is None:
+            value = getattr(self, compute)()
+            setattr(self, cache, value)
+        return value
 
     @property
     def algorithm(self):
         """Index into :data:`ALGORITHMS`."""
-        return self._code_arrays()[0]
+        return self._once("_codes", "_codes_cache")[0]
 
     @property
     def protocol(self):
         """Index into :data:`PROTOCOLS`."""
-        return self._code_arrays()[1]
-
-    def _wire_bytes(self):
-        if self._cache is None:
-            self._cache = self._wire()
-        return self._cache
+        return self._once("_codes", "_codes_cache")[1]
 
     @property
     def scale_up_bytes(self):
         """Bytes each rank sends over its scale-up (or host) links with the chosen algorithm."""
-        return self._wire_bytes()[0]
+        return self._once("_wire", "_cache")[0]
 
     @property
     def scale_out_bytes(self):
         """Bytes each rank sends over its share of the NICs with the chosen algorithm."""
-        return self._wire_bytes()[1]
+        return self._once("_wire", "_cache")[1]
 
     def __repr__(self) -> str:
         return f"CollectiveCost(time_s={self.time_s!r}, algorithm={self.algorithm!r}, protocol={self.protocol!r})"
