@@ -64,6 +64,8 @@ def test_rounds_interleave_the_ops_of_a_size_and_report_the_median_round(tmp_pat
             assert r["rounds"] == 3 and len(r["time_rounds_s"]) == 3 and r["wrong"] == 0
             assert r["time_s"] == sorted(r["time_rounds_s"])[1]
             assert r["busbw_bytes_per_s"] == pytest.approx(r["size_bytes"] / r["time_s"])  # n = 2: factor 1
+            # the host memory probe ran before each of the 3 rounds; a DRAM copy costs 5 ps-5 ns per byte
+            assert r["host_memory_probes"] == 3 and 5e-12 < r["host_memory_s_per_byte"] < 5e-9
     assert [(r["op"], r["size_bytes"]) for r in json.loads(out.read_text())] == [
         ("all-reduce", 4096), ("all-reduce", 65536), ("broadcast", 4096), ("broadcast", 65536)]
 

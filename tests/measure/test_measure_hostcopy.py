@@ -11,7 +11,14 @@ import yaml
 from tierwise.errors import MeasureError, SpecError
 from tierwise.measure.calibrate import calibrate
 from tierwise.measure.fit import Regime, predict_tier, predict_time
-from tierwise.measure.hostcopy import copy_work_bytes, fit_host_copy, host_copy_time, latency_steps
+from tierwise.measure.hostcopy import (
+    copy_work_bytes,
+    fit_host_copy,
+    host_copy_time,
+    latency_steps,
+    outside_copy_bytes,
+    ring_work_bytes,
+)
 
 MiB = 2**20
 
@@ -80,17 +87,70 @@ def test_predict_time_dispatches_on_the_model():
         predict_time(bare, "broadcast", MiB, 2, model="host-copy")
 
 
-def _gloo_rows(a=30e-6, c=1.5e-10):
+def _gloo_rows(a=30e-6, c=1.5e-10, m=None):
     rows = []
     for op in ("all-reduce", "all-gather", "broadcast", "reduce-scatter"):
         for k in range(18, 25):
             size = 2.0**k
             row = {"op": op, "num_ranks": 2, "backend": "gloo", "ranks_per_node": 2, "size_bytes": size,
-                   "time_s": float(host_copy_time(op, size, 2, a, c))}
+                   "time_s": float(host_copy_time(op, size, 2, a, c, m))}
+            if m is not None:
+                row["host_memory_s_per_byte"] = m
             if op == "reduce-scatter":
                 row["note"] = "gloo has no reduce-scatter; torch emulates it; reported, not fitted"
             rows.append(row)
     return rows
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 8])
+def test_ring_work_and_outside_copies_split_the_work(n):
+    f, s = (n - 1) / n, 64.0 * MiB
+    for op in ("all-reduce", "all-gather", "broadcast", "reduce-scatter"):
+        assert ring_work_bytes(op, s, n) + outside_copy_bytes(op, s, n) == pytest.approx(copy_work_bytes(op, s, n))
+    assert outside_copy_bytes("all-reduce", s, n) == 0.0 and outside_copy_bytes("broadcast", s, n) == 0.0
+    assert ring_work_bytes("all-gather", s, n) == pytest.approx(4 * f * s)  # send and receive copies
+    assert outside_copy_bytes("all-gather", s, n) == pytest.approx(2 * s / n + 2 * s)  # own block, unflatten
+    assert outside_copy_bytes("reduce-scatter", s, n) == pytest.approx(2 * s + 2 * s / n)  # clone, own chunk
+
+
+def test_outside_copies_cost_the_measured_memory_rate():
+    a, c, m, s = 30e-6, 1.5e-10, 2e-11, 8.0 * MiB
+    for op in ("all-reduce", "broadcast"):  # no copy outside the algorithm: the rate changes nothing
+        assert host_copy_time(op, s, 2, a, c, m) == pytest.approx(host_copy_time(op, s, 2, a, c))
+    gather = host_copy_time("all-gather", s, 2, a, c, m)
+    assert gather == pytest.approx(a + c * 2 * s + m * 3 * s)
+    assert gather < host_copy_time("all-gather", s, 2, a, c)  # without the rate: every byte at c
+    regimes = [Regime(name="all", min_bytes=0, max_bytes=None, latency_s=1e-4, busbw_bytes_per_s=1e9,
+                      step_latency_s=a, copy_s_per_byte=c, memory_s_per_byte=m)]
+    assert predict_time(regimes, "all-gather", s, 2, model="host-copy") == pytest.approx(gather)
+    assert regimes[0].as_dict()["memory_s_per_byte"] == m
+
+
+def test_calibration_carries_the_measured_memory_rate_and_notes_its_absence(tmp_path):
+    m = 4.9e-11
+    path = tmp_path / "probed.json"
+    path.write_text(json.dumps(_gloo_rows(m=m)))
+    result = calibrate([str(path)])
+    tier = result.document["fitted"]["scale_up"]
+    assert all(r["memory_s_per_byte"] == m for r in tier["regimes"]) and result.notes == ()
+    # synthetic rows from the model itself: every op, the all-gather's outside copies included, comes back exact
+    assert all(abs(c["error_pct"]) < 1.0 for c in result.comparisons)
+    assert predict_tier(tier, "all-gather", 4 * MiB) == pytest.approx(
+        host_copy_time("all-gather", 4 * MiB, 2, 30e-6, 1.5e-10, m), rel=1e-3)
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(_gloo_rows()))
+    result = calibrate([str(old)])
+    assert all("memory_s_per_byte" not in r for r in result.document["fitted"]["scale_up"]["regimes"])
+    (note,) = result.notes
+    assert "no host_memory_s_per_byte" in note and "Measure again" in note
+
+
+def test_a_bad_memory_rate_in_a_result_is_one_line_error(tmp_path):
+    rows = _gloo_rows(m=-1.0)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(rows))
+    with pytest.raises(MeasureError, match=r"row 0 is not a tierwise result row \(host_memory_s_per_byte=-1.0"):
+        calibrate([str(path)])
 
 
 def test_calibrating_a_gloo_loopback_sweep_writes_a_host_copy_tier(tmp_path):
@@ -155,6 +215,17 @@ def test_a_host_copy_tier_loads_and_the_collective_model_uses_its_work(tmp_path)
     c = load_cluster(_cluster_yaml(tmp_path, plain))
     cost = collective_cost("broadcast", 4 * MiB, group_span(c, 2, 1), c)
     assert float(cost.time_s) == pytest.approx(predict_time(plain["regimes"], "broadcast", 4 * MiB, 2), rel=1e-6)
+    # with the measured memory rate the all-gather's outside copies are priced at it, everywhere
+    path.write_text(json.dumps(_gloo_rows(m=2e-11)))
+    tier = calibrate([str(path)]).document["fitted"]["scale_up"]
+    c = load_cluster(_cluster_yaml(tmp_path, tier))
+    assert c.fitted["scale_up"].regimes[0].memory_s_per_byte == 2e-11
+    cost = collective_cost("all-gather", 4 * MiB, group_span(c, 2, 1), c)
+    assert float(cost.time_s) == pytest.approx(host_copy_time("all-gather", 4 * MiB, 2, 30e-6, 1.5e-10, 2e-11),
+                                               rel=1e-3)
+    tier["regimes"][0]["memory_s_per_byte"] = -1
+    with pytest.raises(SpecError, match="memory_s_per_byte"):
+        load_cluster(_cluster_yaml(tmp_path, tier))
 
 
 def test_a_host_copy_tier_without_its_parameters_is_a_spec_error(tmp_path):

@@ -187,7 +187,12 @@ def calibrate_command(
                 if fit.get("model") == "host-copy":
                     per_byte = r["copy_s_per_byte"]
                     rate = f"{1 / per_byte / 1e9:.3g} GB/s of copy work" if per_byte else "no copy cost"
+                    memory = r.get("memory_s_per_byte")
+                    if memory:
+                        rate += f", copies outside the algorithm at {1 / memory / 1e9:.3g} GB/s (measured)"
                     console.print(f"            host-copy: {r['step_latency_s'] * 1e6:.3g} us per step, {rate}")
+        for line in result.notes:
+            console.print(f"  note: {line}")
         for line in result.skipped:
             console.print(f"  skipped {line}")
         if result.comparisons:

@@ -7,11 +7,17 @@ Method (after nccl-tests ``src/common.cu``, described in collectives-notes.md se
    operation, count the elements that differ (nccl-tests' ``#wrong`` column), summed over ranks;
 3. ``barrier``, then ``iters`` timed operations. On the NCCL backend (asynchronous kernels) the batch is
    timed between two ``cuda.synchronize`` calls and divided by ``iters``, as nccl-tests does. On gloo
-   (blocking calls on shared CPU cores) each operation is timed alone and the *median* is kept (``stat``;
-   min and mean are recorded too), which is robust to the scheduler noise of a loaded host; this is the
-   one deliberate difference from nccl-tests;
+   (blocking calls on shared CPU cores) each operation is timed alone, after a barrier so that every rank
+   starts it together and no operation overlaps the next (a broadcast's root would otherwise start its next
+   send while the receiver still drains the last), and the *median* is kept (``stat``; min and mean are
+   recorded too), which is robust to the scheduler noise of a loaded host; this is the one deliberate
+   difference from nccl-tests;
 4. the per-rank time is averaged over ranks (nccl-tests ``-a 1``, its default);
-5. ``algbw = S / t`` and ``busbw = algbw x bus_factor(op, n)``, with nccl-tests' size ``S`` (the whole
+5. on gloo, before every round, the host memory probe (:func:`_host_memory_probe`): a streaming ``copy_``
+   of buffers 4x the last-level cache on every rank at once; each row records the median over the probes
+   as ``host_memory_s_per_byte``, the price of the copies outside gloo's algorithms in the shared-host
+   model (:mod:`tierwise.measure.hostcopy`);
+6. ``algbw = S / t`` and ``busbw = algbw x bus_factor(op, n)``, with nccl-tests' size ``S`` (the whole
    gathered buffer for all-gather, the input for reduce-scatter, each rank's send buffer for all-to-all)
    and its factors (:func:`tierwise.collectives.volumes.bus_factor`).
 
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import statistics
 import tempfile
@@ -293,8 +300,11 @@ def _check(op: str, inp, out, world: int, rank: int, run: Callable[[], None]) ->
     return int(wrong.sum().item())
 
 
-def _time_stats(run: Callable[[], None], iters: int, device) -> dict[str, float]:
-    """Per-operation time: {median, min, mean} of single timed operations (CPU), or the batch mean (GPU)."""
+def _time_stats(run: Callable[[], None], iters: int, device, barrier: Callable[[], None] | None = None
+                ) -> dict[str, float]:
+    """Per-operation time: {median, min, mean} of single timed operations (CPU), or the batch mean (GPU).
+    On CPU, ``barrier`` (if given) runs untimed before every operation, so that every rank starts each one
+    together."""
     import torch
 
     if device.type == "cuda":
@@ -307,6 +317,8 @@ def _time_stats(run: Callable[[], None], iters: int, device) -> dict[str, float]
         return {"median": t, "min": t, "mean": t}
     samples = []
     for _ in range(iters):
+        if barrier is not None:
+            barrier()
         start = time.perf_counter()
         run()
         samples.append(time.perf_counter() - start)
@@ -336,7 +348,7 @@ def _measure_one(op: str, size: int, world: int, rank: int, config: BenchConfig,
         run()
     wrong = _check(op, inp, out, world, rank, run)
     dist.barrier()
-    local = _time_stats(run, config.iters, device)
+    local = _time_stats(run, config.iters, device, barrier=dist.barrier if device.type == "cpu" else None)
     stats = torch.tensor([local["median"], local["min"], local["mean"], float(wrong)],
                          dtype=torch.float64, device=device)
     dist.all_reduce(stats)
@@ -369,40 +381,109 @@ def _over_rounds(rows: list[dict], world: int) -> dict:
             **{k: statistics.median(r[k] for r in rows) for k in ("time_median_s", "time_min_s", "time_mean_s")}}
 
 
+MEMORY_PROBE_MIN_BYTES = 64 * 2**20
+MEMORY_PROBE_MAX_BYTES = 512 * 2**20
+_MEMORY_PROBE_ITERS = 10
+
+
+def memory_probe_bytes(llc_bytes: int | None = None) -> int:
+    """Size of the host memory probe's buffers: 4x the last-level cache (so the copy streams from DRAM, not
+    from a cache), within [64 MiB, 512 MiB]; 256 MiB when the cache size is unknown.
+
+    >>> [memory_probe_bytes(c) // 2**20 for c in (32 * 2**20, 4 * 2**20, 2**30, None)]
+    [128, 64, 512, 256]
+    """
+    if llc_bytes is None:
+        return 256 * 2**20
+    return int(min(max(4 * llc_bytes, MEMORY_PROBE_MIN_BYTES), MEMORY_PROBE_MAX_BYTES))
+
+
+def last_level_cache_bytes() -> int | None:
+    """The largest CPU cache of cpu0 from Linux sysfs (``/sys/devices/system/cpu/cpu0/cache/index*/size``,
+    e.g. ``32768K``); None where sysfs does not say (not Linux, or a container without it)."""
+    sizes = []
+    for entry in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        try:
+            text = entry.read_text().strip()
+        except OSError:
+            continue
+        match = re.fullmatch(r"(\d+)([KMG]?)", text)  # the kernel's K, M, G are powers of 1024
+        if match:
+            sizes.append(int(match[1]) * 1024 ** " KMG".index(match[2] or " "))
+    return max(sizes) if sizes else None
+
+
+def _host_memory_probe(device) -> float:
+    """Seconds per byte of memory traffic (read + written) of a streaming ``copy_`` on this rank's core while
+    every rank copies at once: buffers of :func:`memory_probe_bytes` (so the copy runs from DRAM), one
+    untimed copy, then the median of ``_MEMORY_PROBE_ITERS`` copies each started after a barrier, divided by
+    twice the buffer (a copy reads and writes each byte). The rank-mean is the host-copy model's memory cost
+    (:mod:`tierwise.measure.hostcopy`: inside a collective the socket path streams the payload through the
+    shared cache, so the collective's own copies and reductions run at the DRAM rate, not a warm cache's)."""
+    import torch
+    import torch.distributed as dist
+
+    elements = memory_probe_bytes(last_level_cache_bytes()) // _ELEMENT_BYTES
+    src, dst = torch.ones(elements), torch.zeros(elements)
+    dst.copy_(src)
+    samples = []
+    for _ in range(_MEMORY_PROBE_ITERS):
+        dist.barrier()
+        start = time.perf_counter()
+        dst.copy_(src)
+        samples.append(time.perf_counter() - start)
+    value = torch.tensor([statistics.median(samples) / (2.0 * elements * _ELEMENT_BYTES)], dtype=torch.float64,
+                         device=device)
+    dist.all_reduce(value)
+    return float(value.item()) / dist.get_world_size()
+
+
 def bench_worker(rank: int, world: int, config: BenchConfig) -> dict[str, list[dict]]:
     """One rank's sweep over ``config.ops`` x ``config.sizes_bytes`` (x ``config.rounds``); rank 0 returns
     the rows per op. One round: op by op, size by size. Several: round by round, size by size, the ops of a
     size together; the output (rewritten after every measurement) holds every measured (op, size) over the
-    rounds completed so far."""
+    rounds completed so far. On gloo the host memory probe (:func:`_host_memory_probe`) runs before every
+    round, and every row carries the median of the probes so far as ``host_memory_s_per_byte``."""
     import torch
 
     device = torch.device("cuda", torch.cuda.current_device()) if config.backend == "nccl" else torch.device("cpu")
+    per_round = [(op, size) for size in config.sizes_bytes for op in config.ops]
     if config.rounds == 1:
-        order = [(op, size) for op in config.ops for size in config.sizes_bytes]
+        rounds = [[(op, size) for op in config.ops for size in config.sizes_bytes]]
     else:
-        order = [(op, size) for _ in range(config.rounds) for size in config.sizes_bytes for op in config.ops]
+        rounds = [per_round] * config.rounds
     samples: dict[tuple[str, int], list[dict]] = {}
-    for op, size in order:
-        row = _measure_one(op, size, world, rank, config, device)
-        if row is None:
-            continue
-        samples.setdefault((op, size), []).append(row)
-        if config.out:
-            _write_atomic(config.out, _rows(samples, config, world))
+    probes: list[float] = []
+    for order in rounds:
+        if device.type == "cpu":
+            probes.append(_host_memory_probe(device))
+        for op, size in order:
+            row = _measure_one(op, size, world, rank, config, device)
+            if row is None:
+                continue
+            samples.setdefault((op, size), []).append(row)
+            if config.out:
+                _write_atomic(config.out, _rows(samples, config, world, probes))
     results: dict[str, list[dict]] = {op: [] for op in config.ops}
-    for row in _rows(samples, config, world):
+    for row in _rows(samples, config, world, probes):
         results[row["op"]].append(row)
     return results
 
 
-def _rows(samples: dict[tuple[str, int], list[dict]], config: BenchConfig, world: int) -> list[dict]:
-    """The rows so far, op by op in the order asked, sizes ascending."""
+def _rows(samples: dict[tuple[str, int], list[dict]], config: BenchConfig, world: int,
+          probes: list[float] = ()) -> list[dict]:
+    """The rows so far, op by op in the order asked, sizes ascending; with the host memory probes' median
+    (gloo) on each."""
     out = []
     for op in config.ops:
         for size in config.sizes_bytes:
             got = samples.get((op, size))
             if got:
-                out.append(got[0] if config.rounds == 1 else _over_rounds(got, world))
+                row = got[0] if config.rounds == 1 else _over_rounds(got, world)
+                if probes:
+                    row = {**row, "host_memory_s_per_byte": statistics.median(probes),
+                           "host_memory_probes": len(probes)}
+                out.append(row)
     return out
 
 

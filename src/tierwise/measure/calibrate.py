@@ -24,7 +24,10 @@ launch gaps), which a STREAM kernel does not measure.
 
 A gloo all-reduce sweep with every rank on one host (``backend: gloo``, ``ranks_per_node == num_ranks``:
 TCP loopback, no per-rank links) is written with ``model: host-copy`` and each regime carries
-``step_latency_s`` and ``copy_s_per_byte`` as well (:mod:`tierwise.measure.hostcopy`); the regimes'
+``step_latency_s`` and ``copy_s_per_byte`` as well (fitted), and ``memory_s_per_byte`` (measured: the run's
+``host_memory_s_per_byte``, the host memory probe of ``measure collective``; :mod:`tierwise.measure.hostcopy`).
+A result recorded without the probe gets no ``memory_s_per_byte`` and :attr:`Calibration.notes` says so.
+The regimes'
 ``latency_s`` and ``busbw_bytes_per_s`` are the same all-reduce fit as before, so every reader of the
 all-reduce line (``measure ddp``, older tierwise) predicts the all-reduce as before. Other sweeps in the
 inputs on the fitted tier and rank count (all-gather, broadcast, emulated reduce-scatter) are predicted
@@ -42,6 +45,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -70,6 +74,8 @@ class Calibration:
     predicted_s, error_pct, emulated}; reported, not fitted."""
     device: tuple[str, ...] = ()
     """One line per ``measure gemm`` / ``measure hbm`` input: what it measured against the datasheet."""
+    notes: tuple[str, ...] = ()
+    """How a fit was made where that is not the default (a host-copy fit without the measured memory rate)."""
 
 
 LARGE_GEMM_DIM = 4096
@@ -131,13 +137,25 @@ def is_host_loopback(sweep: NcclSweep) -> bool:
     return sweep.backend == "gloo" and (sweep.ranks_per_node or sweep.num_ranks) >= sweep.num_ranks
 
 
-def _host_copy_fit(sweep: NcclSweep, fit: RegimeFit) -> RegimeFit:
-    """The all-reduce regimes with the host-copy parameters fitted per regime range (same ranges)."""
+NO_MEMORY_RATE_NOTE = ("{label}: no host_memory_s_per_byte in the result (recorded before `tierwise measure "
+                       "collective` probed the host's memory rate); the copies outside gloo's algorithm are priced "
+                       "at the fitted copy_s_per_byte like every other byte. Measure again to price them at the "
+                       "memory rate")
+
+
+def _host_copy_fit(sweep: NcclSweep, fit: RegimeFit) -> tuple[RegimeFit, str | None]:
+    """The all-reduce regimes with the host-copy parameters fitted per regime range (same ranges) and, when
+    every row carries it, the run's measured memory rate (the median of the rows' probe values); else a note
+    saying the outside copies are priced at the fitted rate (:mod:`tierwise.measure.hostcopy`)."""
     sizes, times = [r.size_bytes for r in sweep.rows], [r.time_s for r in sweep.rows]
     params = fit_host_copy(sizes, times, sweep.num_ranks, [(r.min_bytes, r.max_bytes) for r in fit.regimes])
-    regimes = tuple(replace(r, step_latency_s=p.step_latency_s, copy_s_per_byte=p.copy_s_per_byte)
+    probes = [r.host_memory_s_per_byte for r in sweep.rows]
+    memory = float(statistics.median(probes)) if all(p is not None for p in probes) else None
+    regimes = tuple(replace(r, step_latency_s=p.step_latency_s, copy_s_per_byte=p.copy_s_per_byte,
+                            memory_s_per_byte=memory)
                     for r, p in zip(fit.regimes, params, strict=True))
-    return replace(fit, regimes=regimes, model=HOST_COPY)
+    note = None if memory is not None else NO_MEMORY_RATE_NOTE.format(label=sweep.label)
+    return replace(fit, regimes=regimes, model=HOST_COPY), note
 
 
 def _compare(tier: str, fit: RegimeFit, sweep: NcclSweep) -> list[dict]:
@@ -164,6 +182,9 @@ def sweeps_from_rows(rows: list[dict], source: str) -> list[NcclSweep]:
             key = (normalize_kind(row["op"]), int(row["num_ranks"]), row.get("backend", ""),
                    row.get("ranks_per_node"), row.get("note"))
             float(row["size_bytes"]), float(row["time_s"])
+            memory = row.get("host_memory_s_per_byte")
+            if memory is not None and not (math.isfinite(float(memory)) and float(memory) > 0):
+                raise ValueError(f"host_memory_s_per_byte={memory!r} is not a positive number")
         except (KeyError, TypeError, ValueError) as exc:
             raise MeasureError(f"{source}: row {i} is not a tierwise result row ({exc}); expected keys op, "
                                "num_ranks, size_bytes, time_s") from None
@@ -177,7 +198,9 @@ def sweeps_from_rows(rows: list[dict], source: str) -> list[NcclSweep]:
             rows=tuple(NcclRow(size_bytes=float(r["size_bytes"]), time_s=float(r["time_s"]),
                                algbw_bytes_per_s=float(r.get("algbw_bytes_per_s", 0.0)),
                                busbw_bytes_per_s=float(r.get("busbw_bytes_per_s", 0.0)),
-                               wrong=r.get("wrong")) for r in group),
+                               wrong=r.get("wrong"),
+                               host_memory_s_per_byte=(None if r.get("host_memory_s_per_byte") is None
+                                                       else float(r["host_memory_s_per_byte"]))) for r in group),
             notes=(note,) if note else (), backend=str(backend or ""),
         ))
     return sweeps
@@ -306,12 +329,14 @@ def calibrate(paths: list[str], *, cluster: str | None = None, select: str | Non
     chosen = {tier: _choose(tier, candidates) for tier, candidates in by_tier.items()}
     if not by_tier:
         raise MeasureError("empty sweep: nothing left to fit (" + "; ".join(skipped) + ")")
-    fitted, fits, comparisons = {}, {}, []
+    fitted, fits, comparisons, notes = {}, {}, [], []
     for tier, (sweep, domain) in chosen.items():
         fit = fit_regimes([r.size_bytes for r in sweep.rows], [r.time_s for r in sweep.rows], sweep.op,
                           sweep.num_ranks)
         if sweep.op == "all-reduce" and is_host_loopback(sweep):
-            fit = _host_copy_fit(sweep, fit)
+            fit, note = _host_copy_fit(sweep, fit)
+            if note:
+                notes.append(note)
         fits[tier] = fit
         fitted[tier] = {
             "num_ranks": sweep.num_ranks,
@@ -325,7 +350,7 @@ def calibrate(paths: list[str], *, cluster: str | None = None, select: str | Non
         for other in others:
             comparisons.extend(_compare(tier, fit, other))
     result = Calibration(document={}, fits=fits, skipped=tuple(skipped), comparisons=tuple(comparisons),
-                         device=tuple(device_lines))
+                         device=tuple(device_lines), notes=tuple(notes))
     return _document(result, cluster, label, own, paths, today, fitted, compute)
 
 

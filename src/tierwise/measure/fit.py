@@ -70,7 +70,11 @@ class Regime:
     step_latency_s: float | None = None
     """Host-copy model only (:mod:`tierwise.measure.hostcopy`): latency per sequential algorithm step."""
     copy_s_per_byte: float | None = None
-    """Host-copy model only: seconds per byte of memory traffic (read + written) of the busiest rank."""
+    """Host-copy model only: seconds per byte of memory traffic (read + written) of the busiest rank inside
+    gloo's algorithm (fitted)."""
+    memory_s_per_byte: float | None = None
+    """Host-copy model only: seconds per byte of the copies outside gloo's algorithm (measured by the host
+    memory probe, never fitted); None for results recorded without it."""
 
     def as_dict(self) -> dict:
         out = {
@@ -83,6 +87,8 @@ class Regime:
         if self.step_latency_s is not None and self.copy_s_per_byte is not None:
             out["step_latency_s"] = float(f"{self.step_latency_s:.4g}")
             out["copy_s_per_byte"] = float(f"{self.copy_s_per_byte:.4g}")
+            if self.memory_s_per_byte is not None:
+                out["memory_s_per_byte"] = float(f"{self.memory_s_per_byte:.4g}")
         return out
 
 
@@ -122,7 +128,8 @@ def predict_time(regimes: Sequence[Regime | Mapping], op: str, size_bytes, num_r
     ``model`` None or ``"bus-factor"`` (the default, every NCCL or multi-host fit):
     ``min over regimes with min_bytes <= S <= max_bytes of latency_s + S x bus_factor(op, n) / busbw``
     (module docstring). ``model="host-copy"`` (a gloo sweep with all ranks on one host): the same minimum of
-    ``step_latency_s x latency_steps + copy_s_per_byte x copy_work_bytes`` (:mod:`tierwise.measure.hostcopy`).
+    ``step_latency_s x latency_steps + copy_s_per_byte x ring_work_bytes + memory_s_per_byte x
+    outside_copy_bytes`` (:mod:`tierwise.measure.hostcopy`).
     Regimes may be :class:`Regime` objects or the mappings of a calibrated YAML.
     Returns a float for a scalar size, an array otherwise; NaN where no regime covers the size.
 

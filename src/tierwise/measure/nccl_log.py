@@ -84,6 +84,10 @@ class NcclRow:
     in_place_time_s: float | None = None
     in_place_busbw_bytes_per_s: float | None = None
     in_place_wrong: int | None = None
+    host_memory_s_per_byte: float | None = None
+    """tierwise gloo results only: seconds per byte of memory traffic of a streaming (DRAM) copy on the same
+    host in the same run, every rank copying at once (``measure collective``'s host memory probe; the
+    host-copy model's price of copies outside gloo's algorithm)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -63,6 +63,9 @@ class FittedRegime:
     """``model: host-copy`` tiers only: latency per sequential algorithm step (``measure/hostcopy.py``)."""
     copy_s_per_byte: float | None = None
     """``model: host-copy`` tiers only: seconds per byte of copy work of the busiest rank."""
+    memory_s_per_byte: float | None = None
+    """``model: host-copy`` tiers only, optional: seconds per byte of the copies outside gloo's algorithm
+    (measured by ``measure collective``'s host memory probe); absent, they cost ``copy_s_per_byte``."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -174,8 +177,9 @@ def _fitted(raw: Any, origin: str) -> dict[str, FittedTier]:
             rw = f"{where}.regimes[{j}]"
             reg = require_mapping(reg, rw)
             host_keys = ("step_latency_s", "copy_s_per_byte") if model == "host-copy" else ()
-            check_keys(reg, ("name", "min_bytes", "max_bytes", "latency_s", "busbw_bytes_per_s", *host_keys), rw,
-                       required=("latency_s", "busbw_bytes_per_s", *host_keys))
+            optional = ("memory_s_per_byte",) if host_keys else ()
+            check_keys(reg, ("name", "min_bytes", "max_bytes", "latency_s", "busbw_bytes_per_s", *host_keys,
+                             *optional), rw, required=("latency_s", "busbw_bytes_per_s", *host_keys))
             max_b = reg.get("max_bytes")
             regimes.append(FittedRegime(
                 name=str(reg.get("name", f"regime{j}")),
@@ -186,6 +190,8 @@ def _fitted(raw: Any, origin: str) -> dict[str, FittedTier]:
                 step_latency_s=(parse_time(reg["step_latency_s"], what=f"{rw}.step_latency_s", allow_zero=True)
                                 if host_keys else None),
                 copy_s_per_byte=(get_float(reg, "copy_s_per_byte", rw, minimum=0.0) if host_keys else None),
+                memory_s_per_byte=(get_float(reg, "memory_s_per_byte", rw, minimum=0.0)
+                                   if optional and reg.get("memory_s_per_byte") is not None else None),
             ))
         if not regimes:
             raise SpecError(f"{where} has no regimes; run tierwise calibrate again or remove it")
