@@ -236,8 +236,8 @@ def _fitted_time(kind: str, size, span: GroupSpan, cluster: Cluster):
 
     A ``model: host-copy`` tier (gloo on one host, ``measure/hostcopy.py``) predicts the ops it has work
     counts for (all-reduce, all-gather, broadcast, reduce-scatter) as ``step_latency_s x latency_steps +
-    copy_s_per_byte x ring_work_bytes + memory_s_per_byte x outside_copy_bytes`` of the regime covering the size (the largest regime beyond the
-    ranges); its step counts already depend on ``n``, so no latency scaling. Other ops use the bus-factor
+    copy_s_per_byte x ring_work_bytes + memory_s_per_byte x outside_copy_bytes`` of the regime covering the
+    size (the largest regime beyond the ranges); its step counts already depend on ``n``, so no latency scaling. Other ops use the bus-factor
     line of the same regimes, as before.
     """
     from tierwise.measure import hostcopy

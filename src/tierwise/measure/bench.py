@@ -41,7 +41,7 @@ import socket
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -417,9 +417,10 @@ def _host_memory_probe(device) -> float:
     """Seconds per byte of memory traffic (read + written) of a streaming ``copy_`` on this rank's core while
     every rank copies at once: buffers of :func:`memory_probe_bytes` (so the copy runs from DRAM), one
     untimed copy, then the median of ``_MEMORY_PROBE_ITERS`` copies each started after a barrier, divided by
-    twice the buffer (a copy reads and writes each byte). The rank-mean is the host-copy model's memory cost
-    (:mod:`tierwise.measure.hostcopy`: inside a collective the socket path streams the payload through the
-    shared cache, so the collective's own copies and reductions run at the DRAM rate, not a warm cache's)."""
+    twice the buffer (a copy reads and writes each byte). The rank-mean is the host-copy model's price of the
+    copies a collective makes before and after its algorithm (:mod:`tierwise.measure.hostcopy`: the socket
+    path streams the payload through the shared cache, so those copies run at the DRAM rate, not a warm
+    cache's)."""
     import torch
     import torch.distributed as dist
 
@@ -447,11 +448,10 @@ def bench_worker(rank: int, world: int, config: BenchConfig) -> dict[str, list[d
     import torch
 
     device = torch.device("cuda", torch.cuda.current_device()) if config.backend == "nccl" else torch.device("cpu")
-    per_round = [(op, size) for size in config.sizes_bytes for op in config.ops]
     if config.rounds == 1:
         rounds = [[(op, size) for op in config.ops for size in config.sizes_bytes]]
     else:
-        rounds = [per_round] * config.rounds
+        rounds = [[(op, size) for size in config.sizes_bytes for op in config.ops]] * config.rounds
     samples: dict[tuple[str, int], list[dict]] = {}
     probes: list[float] = []
     for order in rounds:
@@ -471,7 +471,7 @@ def bench_worker(rank: int, world: int, config: BenchConfig) -> dict[str, list[d
 
 
 def _rows(samples: dict[tuple[str, int], list[dict]], config: BenchConfig, world: int,
-          probes: list[float] = ()) -> list[dict]:
+          probes: Sequence[float] = ()) -> list[dict]:
     """The rows so far, op by op in the order asked, sizes ascending; with the host memory probes' median
     (gloo) on each."""
     out = []

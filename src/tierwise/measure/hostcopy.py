@@ -30,8 +30,11 @@ of this model, ``copy_s_per_byte x copy_work_bytes``), and ``tierwise calibrate`
 Why not split the ring's work too (socket bytes at one fitted rate, the reduction at the memory rate)?
 It was tried (docs/measure.md): the ring's time beyond its exchanges is small and noisy, and pricing
 the reduction at the memory rate moves the rest onto the socket bytes, which then over-predicts the
-broadcast (a one-way stream measured 0.80-1.03x one exchange of the same bytes per rank) by 10-67% on 8
-sweeps, where the form above over-predicts it by at most 46% and typically agrees within 15%. The time assumes each rank has a core of its own
+broadcast (a one-way stream measured 0.80-1.03x one exchange of the same bytes per rank) at 4-16 MiB by up
+to 67%, beyond 25% on 6 of 8 sweeps. The form above leaves the broadcast's prediction as it was (it has no
+outside copy).
+
+The time assumes each rank has a core of its own
 (``n`` <= cores) so that ranks copy in parallel and the busiest rank sets the time; at ``n`` = 2 every op
 below is symmetric (both ranks do the same work).
 
