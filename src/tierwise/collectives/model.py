@@ -237,8 +237,9 @@ def _fitted_time(kind: str, size, span: GroupSpan, cluster: Cluster):
     A ``model: host-copy`` tier (gloo on one host, ``measure/hostcopy.py``) predicts the ops it has work
     counts for (all-reduce, all-gather, broadcast, reduce-scatter) as ``step_latency_s x latency_steps +
     copy_s_per_byte x ring_work_bytes + memory_s_per_byte x outside_copy_bytes`` of the regime covering the
-    size (the largest regime beyond the ranges); its step counts already depend on ``n``, so no latency scaling. Other ops use the bus-factor
-    line of the same regimes, as before.
+    size (:func:`tierwise.measure.hostcopy.predict_host_copy`; the largest regime beyond the ranges); its step
+    counts already depend on ``n``, so no latency scaling. Other ops use the bus-factor line of the same
+    regimes, as before.
     """
     from tierwise.measure import hostcopy
     n = span.size.astype(float)
@@ -251,13 +252,9 @@ def _fitted_time(kind: str, size, span: GroupSpan, cluster: Cluster):
         best = np.full(result.shape, np.inf)
         if getattr(fit, "model", "bus-factor") == hostcopy.MODEL and kind in hostcopy.HOST_COPY_OPS:
             nn = np.maximum(n, 2.0)  # n = 1 is masked out below; keep the work counts defined there
-            for reg in fit.regimes:
-                t = hostcopy.host_copy_time(kind, size, nn, reg.step_latency_s, reg.copy_s_per_byte,
-                                            reg.memory_s_per_byte)
-                ok = (size >= reg.min_bytes) & (size <= reg.max_bytes)
-                best = np.where(ok, np.minimum(best, t), best)
+            best = np.broadcast_to(hostcopy.predict_host_copy(fit.regimes, kind, size, nn, getattr), result.shape)
             last = fit.regimes[-1]
-            best = np.where(np.isinf(best), hostcopy.host_copy_time(kind, size, nn, last.step_latency_s,
+            best = np.where(np.isnan(best), hostcopy.host_copy_time(kind, size, nn, last.step_latency_s,
                                                                     last.copy_s_per_byte,
                                                                     last.memory_s_per_byte), best)
             result = np.where(mask, best, result)
