@@ -36,26 +36,51 @@ def _register_all() -> None:
 _register_all()
 
 
+def _click_exception_type() -> type[BaseException]:
+    """click's ``ClickException``, found through typer (newer typer vendors click; older ones depend on it).
+
+    ``typer.BadParameter`` derives from it in every typer this project allows, so no ``import click`` is
+    needed, and the CLI does not break when typer stops depending on click (typer >= 0.26 bundles it).
+    """
+    for klass in typer.BadParameter.__mro__:
+        if klass.__name__ == "ClickException":
+            return klass
+    raise AssertionError("typer.BadParameter does not derive from ClickException")  # pragma: no cover
+
+
+def _usage_line(exc: BaseException) -> str:
+    """One line for a usage error: the message (names the bad value) and where to look for the fix."""
+    message = " ".join(str(exc.format_message()).split()).rstrip(".")  # type: ignore[attr-defined]
+    ctx = getattr(exc, "ctx", None)
+    path = getattr(ctx, "command_path", None) or "tierwise"
+    if type(exc).__name__ in ("UsageError", "NoSuchOption", "BadOptionUsage", "BadArgumentUsage",
+                              "BadParameter", "MissingParameter") or ctx is not None:
+        return f"error: {message}; see '{path} --help'"
+    return f"error: {message}"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; user errors print one line on stderr and return exit code 2 (no traceback)."""
+    """Run the CLI; every error the user can cause prints one line on stderr and returns exit code 2.
+
+    User errors are :class:`TierwiseError` (raised by the library) and click's usage errors (unknown
+    option or command, a value of the wrong type, a missing option); both print ``error: ...`` on one
+    line. Ctrl-C prints one line and returns 130, leaving stdout empty of partial JSON.
+    """
+    click_exception = _click_exception_type()
     try:
         # with standalone_mode=False click returns the code of a typer.Exit instead of raising it
         result = app(args=argv, prog_name="tierwise", standalone_mode=False)
     except TierwiseError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     except typer.Exit as exc:
         return exc.exit_code
-    except typer.Abort:
+    except (typer.Abort, KeyboardInterrupt):
         print("aborted", file=sys.stderr)
         return 130
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            return 2
-        raise
+    except click_exception as exc:
+        print(_usage_line(exc), file=sys.stderr)
+        return 2
     return result if isinstance(result, int) else 0
 
 
