@@ -5,7 +5,33 @@ import numpy as np
 import pytest
 
 from tierwise.topology import TopologySpec, build_fabric
-from tierwise.topology.metrics import bisection_bytes_per_s, canonical_partition, min_cut
+from tierwise.topology.graph import Fabric
+from tierwise.topology.metrics import bisection_bytes_per_s, canonical_partition, endpoints
+
+def min_cut(fab: Fabric, side_a: np.ndarray) -> float:
+    """Max flow (= min cut) in bytes/s from endpoints in ``side_a`` to the others, over scale-out links.
+
+    networkx's max flow, a test-only oracle (networkx is in the ``test`` extra, not a runtime dependency).
+    """
+    nx = pytest.importorskip("networkx")
+
+    keep = fab.link_tier >= (2 if fab.family == "torus" else 1)
+    g = nx.DiGraph()
+    for s, d, c in zip(fab.link_src[keep].tolist(), fab.link_dst[keep].tolist(), fab.link_cap[keep].tolist(),
+                       strict=True):
+        if g.has_edge(s, d):
+            g[s][d]["capacity"] += c
+        else:
+            g.add_edge(s, d, capacity=c)
+    ep = endpoints(fab)
+    for e in ep[side_a].tolist():
+        g.add_edge("S", e)  # no capacity attribute = infinite
+    for e in ep[~side_a].tolist():
+        g.add_edge(e, "T")
+    value, _ = nx.maximum_flow(g, "S", "T")
+    return float(value)
+
+
 
 CASES = [
     TopologySpec(family="fat-tree", gpus=16, gpus_per_node=1, radix=4, tiers=3),  # k=4 full 3-tier

@@ -7,6 +7,7 @@ Errors that are the user's (:class:`tierwise.errors.TierwiseError`) print one li
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import sys
 
@@ -48,15 +49,31 @@ def _click_exception_type() -> type[BaseException]:
     raise AssertionError("typer.BadParameter does not derive from ClickException")  # pragma: no cover
 
 
+def _option_names(ctx) -> list[str]:
+    """Every ``--option`` spelling of the command that failed (for did-you-mean)."""
+    command = getattr(ctx, "command", None)
+    names: list[str] = []
+    for param in getattr(command, "params", ()):
+        names += [*getattr(param, "opts", ()), *getattr(param, "secondary_opts", ())]
+    return [n for n in names if n.startswith("-")]
+
+
 def _usage_line(exc: BaseException) -> str:
-    """One line for a usage error: the message (names the bad value) and where to look for the fix."""
-    message = " ".join(str(exc.format_message()).split()).rstrip(".")  # type: ignore[attr-defined]
+    """One line for a usage error: the message (names the bad value) and where to look for the fix.
+
+    An unknown option is worded the same whichever typer/click is installed (their wordings and
+    suggestions differ between releases): ``no such option --modle; did you mean '--model'?``.
+    """
     ctx = getattr(exc, "ctx", None)
+    option = getattr(exc, "option_name", None)
+    if type(exc).__name__ == "NoSuchOption" and option:
+        choices = set(getattr(exc, "possibilities", None) or ()) | set(_option_names(ctx))
+        close = difflib.get_close_matches(option, sorted(choices), n=1, cutoff=0.6)
+        message = f"no such option {option}" + (f"; did you mean {close[0]!r}?" if close else "")
+    else:
+        message = " ".join(str(exc.format_message()).split()).rstrip(".")  # type: ignore[attr-defined]
     path = getattr(ctx, "command_path", None) or "tierwise"
-    if type(exc).__name__ in ("UsageError", "NoSuchOption", "BadOptionUsage", "BadArgumentUsage",
-                              "BadParameter", "MissingParameter") or ctx is not None:
-        return f"error: {message}; see '{path} --help'"
-    return f"error: {message}"
+    return f"error: {message}; see '{path} --help'"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,8 +12,8 @@ from tierwise.errors import PlanError
 
 ModelOpt = Annotated[str, typer.Option("--model", help="catalog name, YAML file or Hugging Face config.json")]
 ClusterOpt = Annotated[str, typer.Option("--cluster", help="catalog name or YAML file")]
-BatchOpt = Annotated[int, typer.Option("--global-batch", help="global batch in sequences")]
-SeqOpt = Annotated[int, typer.Option("--seq", help="sequence length in tokens")]
+BatchOpt = Annotated[int, typer.Option("--global-batch", "--global-batch-size", help="global batch in sequences")]
+SeqOpt = Annotated[int, typer.Option("--seq", "--seq-length", help="sequence length in tokens")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print the JSON document")]
 Fixed = Annotated[int | None, typer.Option(help="fix this degree")]
 Bound = Annotated[int | None, typer.Option(help="upper bound on this degree")]
@@ -143,7 +143,8 @@ def register(app: typer.Typer) -> None:
         top: Annotated[int, typer.Option("--top", help="how many plans to show")] = 10,
         as_json: JsonOpt = False,
         tp: Fixed = None, pp: Fixed = None, cp: Fixed = None, ep: Fixed = None, dp: Fixed = None,
-        vpp: Fixed = None, mbs: Annotated[int | None, typer.Option("--mbs", help="fix the micro-batch size")] = None,
+        vpp: Fixed = None, mbs: Annotated[int | None, typer.Option("--mbs", "--micro-batch-size",
+                                                                          help="fix the micro-batch size")] = None,
         max_tp: Bound = None, max_pp: Bound = None, max_cp: Bound = None, max_ep: Bound = None,
         max_vpp: Annotated[int, typer.Option(help="upper bound on interleaved chunks")] = 8,
         max_mbs: Annotated[int, typer.Option(help="upper bound on the micro-batch size")] = 8,

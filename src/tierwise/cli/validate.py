@@ -75,6 +75,10 @@ def register(app: typer.Typer) -> None:
         """Estimate every published training run of a dataset and compare with the measurement."""
         from tierwise.validate import validation_document
 
+        if html:  # before the work: the report needs the optional plotly
+            from tierwise.validate.report import require_plotly
+
+            require_plotly()
         doc = validation_document(dataset, source=source, cross_validate=cross_validate, fit=fit)
         if html:
             from tierwise.validate.report import write_html

@@ -4,8 +4,8 @@ Bisection bandwidth here is **one-way**: the bytes/s that can cross from one hal
 the other in one direction, minimised over balanced halves. Closed forms are in each family's module:
 fat tree / rail-optimized / NVL72 (:func:`.fat_tree.fat_tree_bisection`), rail-only (the sum of its
 rails' trees), dragonfly (:func:`.dragonfly.dragonfly_bisection`, capped by the NICs), torus
-(:func:`.torus.torus_bisection`). :func:`min_cut` computes the max flow (= min cut, Ford-Fulkerson)
-from one half to the other for given partitions, to check them on small instances.
+(:func:`.torus.torus_bisection`). ``tests/topology/test_bisection.py`` checks each against the max flow
+(= min cut) from one half to the other on small instances.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 from tierwise.topology import dragonfly, fat_tree, torus
 from tierwise.topology.graph import SWITCH, Fabric
 
-__all__ = ["bisection_bytes_per_s", "endpoints", "canonical_partition", "min_cut", "hops", "inventory",
+__all__ = ["bisection_bytes_per_s", "endpoints", "canonical_partition", "hops", "inventory",
            "topology_report"]
 
 
@@ -53,27 +53,6 @@ def canonical_partition(fab: Fabric) -> np.ndarray:
     mask = np.zeros(fab.num_nics, dtype=bool)
     mask[order[: fab.num_nics // 2]] = True
     return mask
-
-
-def min_cut(fab: Fabric, side_a: np.ndarray) -> float:
-    """Max flow (= min cut) in bytes/s from endpoints in ``side_a`` to the others, over scale-out links."""
-    import networkx as nx
-
-    keep = fab.link_tier >= (2 if fab.family == "torus" else 1)
-    g = nx.DiGraph()
-    for s, d, c in zip(fab.link_src[keep].tolist(), fab.link_dst[keep].tolist(), fab.link_cap[keep].tolist(),
-                       strict=True):
-        if g.has_edge(s, d):
-            g[s][d]["capacity"] += c
-        else:
-            g.add_edge(s, d, capacity=c)
-    ep = endpoints(fab)
-    for e in ep[side_a].tolist():
-        g.add_edge("S", e)  # no capacity attribute = infinite
-    for e in ep[~side_a].tolist():
-        g.add_edge(e, "T")
-    value, _ = nx.maximum_flow(g, "S", "T")
-    return float(value)
 
 
 def hops(fab: Fabric, route_fn=None, max_pairs: int = 20000, seed: int = 0) -> dict:

@@ -7,7 +7,18 @@ import html
 import json
 from pathlib import Path
 
-__all__ = ["html_report", "write_html"]
+__all__ = ["html_report", "write_html", "require_plotly"]
+
+
+def require_plotly() -> None:
+    """plotly is the optional ``report`` extra: without it, one clear line (not an ImportError)."""
+    try:
+        import plotly  # noqa: F401
+    except ImportError:
+        from tierwise.errors import TierwiseError
+
+        raise TierwiseError("--html needs plotly, which is not installed; pip install 'tierwise[report]' "
+                            "(or leave out --html)") from None
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:
@@ -22,6 +33,7 @@ def _fmt(x, spec=".1f") -> str:
 
 def html_report(doc: dict) -> str:
     """The page for one ``tierwise validate --json`` document."""
+    require_plotly()
     import plotly.graph_objects as go
     import plotly.io as pio
 
