@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -101,17 +102,22 @@ def run_case(case: Case, workdir: Path) -> Result:
     argv = [a.replace("{tmp}", str(workdir)) for a in case.argv]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     env.update({"COLUMNS": "100", "PYTHONWARNINGS": "ignore", **case.env})
+    # a session of its own, so that a hang is killed with every process it spawned (torch ranks)
+    proc = subprocess.Popen(tierwise_command() + argv, cwd=workdir, env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+                            start_new_session=True)
     try:
-        proc = subprocess.run(tierwise_command() + argv, cwd=workdir, env=env, capture_output=True, text=True,
-                              errors="replace", timeout=case.timeout_s,
-                              input=case.stdin if case.stdin is not None else "")
+        stdout, stderr = proc.communicate(case.stdin or "", timeout=case.timeout_s)
     except subprocess.TimeoutExpired as exc:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
         raise AssertionError(f"{case.id}: no answer within {case.timeout_s} s (a hang): {argv}") from exc
     finally:
         for rel, mode in case.modes.items():  # let the temp dir be removed
             p = workdir / rel
             if p.exists():
                 os.chmod(p, mode | stat.S_IWUSR | stat.S_IRUSR | stat.S_IXUSR)
+    proc = subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
     result = Result(proc.returncode, proc.stdout, proc.stderr, workdir)
     what = f"{case.id}: tierwise {' '.join(argv)}\n--- stdout ---\n{proc.stdout[-2000:]}\n--- stderr ---\n" \
            f"{proc.stderr[-3000:]}"

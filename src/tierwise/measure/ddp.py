@@ -273,12 +273,13 @@ def run_ddp(config: DdpConfig, num_ranks: int | None, calibration: str | None = 
     from tierwise.measure.bench import launch
 
     given_rows = [] if calibration else None
+    world = int(os.environ.get("WORLD_SIZE", num_ranks or 0)) if "RANK" in os.environ else int(num_ranks)
+    given = _regimes_from(calibration, [], world) if calibration else None  # a bad file fails before the run
     load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     raw = launch(ddp_worker, (config, given_rows), num_ranks, "gloo")
     if raw is None:
         return None
-    world = int(os.environ.get("WORLD_SIZE", num_ranks or 0)) if "RANK" in os.environ else int(num_ranks)
-    regimes, regimes_source = _regimes_from(calibration, raw["calibration_rows"], world)
+    regimes, regimes_source = given or _regimes_from(None, raw["calibration_rows"], world)
     cap = config.bucket_cap_mb * 2**20
     predicted = predict_exposed(raw["params_reverse_bytes"], raw["backward_s"], regimes, world, cap, cap)
     exposed = raw["step_s"] - raw["compute_s"]
