@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import re
 import sys
 
 import typer
@@ -61,7 +62,7 @@ def _option_names(ctx) -> list[str]:
 def _usage_line(exc: BaseException) -> str:
     """One line for a usage error: the message (names the bad value) and where to look for the fix.
 
-    An unknown option is worded the same whichever typer/click is installed (their wordings and
+    An unknown option or command is worded the same whichever typer/click is installed (their wordings and
     suggestions differ between releases): ``no such option --modle; did you mean '--model'?``.
     """
     ctx = getattr(exc, "ctx", None)
@@ -70,6 +71,11 @@ def _usage_line(exc: BaseException) -> str:
         choices = set(getattr(exc, "possibilities", None) or ()) | set(_option_names(ctx))
         close = difflib.get_close_matches(option, sorted(choices), n=1, cutoff=0.6)
         message = f"no such option {option}" + (f"; did you mean {close[0]!r}?" if close else "")
+    elif (match := re.match(r"No such command '(.*?)'", str(exc.format_message()))):  # type: ignore[attr-defined]
+        name = match.group(1)
+        close = difflib.get_close_matches(name, sorted(getattr(getattr(ctx, "command", None), "commands", {})),
+                                          n=2, cutoff=0.6)
+        message = f"no such command {name!r}" + (f"; did you mean {' or '.join(map(repr, close))}?" if close else "")
     else:
         message = " ".join(str(exc.format_message()).split()).rstrip(".")  # type: ignore[attr-defined]
     path = getattr(ctx, "command_path", None) or "tierwise"

@@ -114,14 +114,15 @@ def ddp(
 ) -> None:
     """Train a small MLP with DistributedDataParallel over gloo; compute vs communication vs exposed."""
     from tierwise.measure.bench import _under_torchrun, require_torch
-    from tierwise.measure.ddp import DdpConfig, render_ddp, run_ddp
+    from tierwise.measure.ddp import DdpConfig, load_calibration, render_ddp, run_ddp
 
     if not _under_torchrun() and ranks < 2:
         raise MeasureError(f"--ranks {ranks}: data parallelism needs >= 2 ranks; pass --ranks 2 or more")
     config = DdpConfig(steps=steps, warmup=warmup, width=width, layers=layers, batch=batch,
                        bucket_cap_mb=bucket_cap_mb)
+    given = load_calibration(str(calibration), ranks) if calibration else None  # before torch and the run
     require_torch()
-    result = run_ddp(config, ranks, calibration=str(calibration) if calibration else None)
+    result = run_ddp(config, ranks, calibration=given)
     if result is None:
         return
     emit(result, as_json, render_ddp(result))

@@ -50,7 +50,7 @@ from dataclasses import asdict, dataclass
 
 from tierwise.errors import MeasureError
 
-__all__ = ["DdpConfig", "run_ddp", "predict_exposed", "bucket_sizes", "render_ddp", "overlap_switch"]
+__all__ = ["DdpConfig", "run_ddp", "load_calibration", "predict_exposed", "bucket_sizes", "render_ddp", "overlap_switch"]
 
 _FIRST_BUCKET_BYTES = 1024 * 1024  # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES
 
@@ -268,13 +268,30 @@ def _regimes_from(calibration: str | None, rows: list[dict], world: int):
     return fit.regimes, "all-reduce sweep measured before the steps"
 
 
-def run_ddp(config: DdpConfig, num_ranks: int | None, calibration: str | None = None) -> dict | None:
-    """Measure (see the module docstring) and predict; the result dict on rank 0, None elsewhere."""
+def _world(num_ranks: int | None) -> int:
+    return int(os.environ.get("WORLD_SIZE", num_ranks or 0)) if "RANK" in os.environ else int(num_ranks or 0)
+
+
+def load_calibration(calibration: str, num_ranks: int | None) -> tuple[list, str]:
+    """The fitted regimes of a calibrated YAML or result JSON, and where they came from.
+
+    Read before anything is launched (and before torch is needed), so a bad file fails at once.
+    """
+    return _regimes_from(calibration, [], _world(num_ranks))
+
+
+def run_ddp(config: DdpConfig, num_ranks: int | None, calibration: str | tuple[list, str] | None = None
+            ) -> dict | None:
+    """Measure (see the module docstring) and predict; the result dict on rank 0, None elsewhere.
+
+    ``calibration`` is a file (see :func:`load_calibration`), what that function returned, or None to
+    measure an all-reduce sweep before the steps.
+    """
     from tierwise.measure.bench import launch
 
     given_rows = [] if calibration else None
-    world = int(os.environ.get("WORLD_SIZE", num_ranks or 0)) if "RANK" in os.environ else int(num_ranks)
-    given = _regimes_from(calibration, [], world) if calibration else None  # a bad file fails before the run
+    world = _world(num_ranks)
+    given = load_calibration(calibration, num_ranks) if isinstance(calibration, str) else calibration
     load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     raw = launch(ddp_worker, (config, given_rows), num_ranks, "gloo")
     if raw is None:
