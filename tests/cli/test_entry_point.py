@@ -53,3 +53,9 @@ def test_megatron_style_flag_names():
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert (doc["global_batch_size"], doc["seq_length"], doc["plans"][0]["micro_batch_size"]) == (64, 2048, 2)
+
+
+@pytest.mark.parametrize("argv", [[], ["catalog"], ["measure"]])
+def test_a_bare_group_prints_its_help(argv):
+    proc = _run(*argv)
+    assert proc.returncode == 0 and "Usage" in proc.stdout and proc.stderr == ""

@@ -102,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         print("aborted", file=sys.stderr)
         return 130
     except click_exception as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # a group run bare: its help is printed, as with click < 8.2
+            return 0
         print(_usage_line(exc), file=sys.stderr)
         return 2
     return result if isinstance(result, int) else 0
