@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from tierwise.cli._output import emit
+from tierwise.cli._output import emit, print_table
 
 
 def collective_report(kind: str, size: str, ranks: int, ranks_per_node: int | None, algorithm: str,
@@ -135,7 +135,7 @@ def register(app: typer.Typer) -> None:
             table.add_row("busbw", format_bandwidth(data["busbw_bytes_per_s"]))
             for tier, b in data["wire_bytes_per_tier"].items():
                 table.add_row(f"wire bytes per rank on {tier}", format_bytes(b))
-            console.print(table)
+            print_table(console, table)
             for note in data["notes"]:
                 console.print(f"- {note}")
 

@@ -6,12 +6,13 @@ from typing import Annotated
 
 import typer
 
-from tierwise.cli._output import emit
+from tierwise.cli._output import emit, print_table
 
 
 def render_estimate(console, doc: dict) -> None:
     """Rich view of one ``estimate --json`` document (also used by other commands)."""
     from rich.table import Table
+    from rich.text import Text
 
     from tierwise.units import format_bytes, format_time
 
@@ -35,12 +36,13 @@ def render_estimate(console, doc: dict) -> None:
         if key != "shard_copy_s" or bd[key] > 0:
             table.add_row(label, format_time(bd[key]))
     mem = doc["memory"]
-    table.add_row("memory per GPU", f"{format_bytes(mem['per_gpu_bytes'])} of {format_bytes(mem['capacity_bytes'])} "
-                  + ("(fits)" if mem["fits"] else "[red](does NOT fit)[/red]"))
+    fit = Text("(fits)") if mem["fits"] else Text("(does NOT fit)", style="red")
+    table.add_row("memory per GPU",
+                  Text(f"{format_bytes(mem['per_gpu_bytes'])} of {format_bytes(mem['capacity_bytes'])} ") + fit)
     table.add_row("  weights / grads / optimizer / activations",
                   " / ".join(format_bytes(mem[k]) for k in ("weights_bytes", "gradients_bytes", "optimizer_bytes",
                                                            "activations_bytes")))
-    console.print(table)
+    print_table(console, table)
     axes = Table(title="communication per step, per GPU")
     for col in ("axis", "tier", "bytes", "time", "exposed"):
         axes.add_column(col)
@@ -48,13 +50,13 @@ def render_estimate(console, doc: dict) -> None:
         if row["bytes"] > 0:
             axes.add_row(axis, row["tier"], format_bytes(row["bytes"]), format_time(row["time_s"]),
                          format_time(row["exposed_s"]))
-    console.print(axes)
-    console.print(f"[dim]{doc['flops_note']}[/dim]")
+    print_table(console, axes)
+    console.print(doc["flops_note"], style="dim")
     if doc.get("cluster_compute"):
         measured = ", ".join(f"{k} {v:.4g}" for k, v in doc["cluster_compute"].items())
-        console.print(f"[dim]from the cluster file (measured), in place of the global fit: {measured}[/dim]")
+        console.print(f"from the cluster file (measured), in place of the global fit: {measured}", style="dim")
     if doc["assumed"]:
-        console.print(f"[dim]assumed: {', '.join(doc['assumed'])}[/dim]")
+        console.print(f"assumed: {', '.join(doc['assumed'])}", style="dim")
 
 
 def register(app: typer.Typer) -> None:
@@ -75,7 +77,7 @@ def register(app: typer.Typer) -> None:
         def render(console):
             for doc in docs:
                 if "error" in doc:
-                    console.print(f"[red]{doc['file']}: {doc['error']}[/red]")
+                    console.print(f"{doc['file']}: {doc['error']}", style="red")
                 else:
                     render_estimate(console, doc)
 

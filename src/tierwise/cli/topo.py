@@ -8,7 +8,7 @@ import shlex
 
 import typer
 
-from tierwise.cli._output import emit
+from tierwise.cli._output import emit, print_table
 
 __all__ = ["register"]
 
@@ -181,7 +181,7 @@ def _render_topo(con, r: dict) -> None:
     ]
     for k, v in rows:
         t.add_row(k, v)
-    con.print(t)
+    print_table(con, t)
     a = r["cost_assumptions"]
     con.print(f"assumptions: {a['gpu_cost']}; {a['optics']}; {a['switch_scaling']}")
     for k, v in a["estimates"].items():
@@ -202,10 +202,10 @@ def _render_sim(con, r: dict) -> None:
         t.add_row("healthy fabric", f"{format_time(r['healthy_time_s'])} (x{r['degradation']:.3f})")
     if r["unreachable_ranks"]:
         t.add_row("unreachable ranks", f"{len(r['unreachable_ranks'])}: {r['unreachable_ranks'][:16]}")
-    con.print(t)
+    print_table(con, t)
     b = Table(title="bottleneck links")
     for col in ("link", "utilization", "phase"):
         b.add_column(col)
     for x in r["bottleneck_links"]:
         b.add_row(x["link"], f"{x['utilization']:.3f}", x["phase"])
-    con.print(b)
+    print_table(con, b)
