@@ -9,7 +9,39 @@ import typer
 from tierwise.cli._output import emit, print_table
 
 
-def render_estimate(console, doc: dict) -> None:
+def _count(x: float) -> str:
+    return f"{x / 1e9:,.2f}B" if x >= 1e9 else f"{x / 1e6:,.1f}M"
+
+
+def model_line(s: dict) -> str:
+    """One line of what the model reference was parsed into (``model_summary`` of the JSON document)."""
+    params = _count(s["parameters"])
+    if s["experts"]:
+        params += f" ({_count(s['active_parameters'])} active)"
+    heads = f"{s['attention_heads']} heads / {s['kv_heads']} KV heads" + (" (MLA)" if s["attention"] == "mla" else "")
+    line = f"{params} parameters, {s['layers']} layers, hidden {s['hidden_size']:,}, {heads}"
+    if s["experts"]:
+        line += f", {s['experts']} experts top-{s['top_k']} on {s['moe_layers']} layers"
+    return line + f", vocab {s['vocab_size']:,}"
+
+
+def render_model(console, s: dict) -> None:
+    """Every field of ``model_summary``: what a catalog entry, YAML or config.json was parsed into."""
+    from rich.table import Table
+
+    table = Table(title=f"model {s['name']}: as parsed", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    for key, value in s.items():
+        if key == "name" or value is None:
+            continue
+        text = f"{value:,.0f}" if key.endswith("parameters") else (f"{value:,}" if isinstance(value, int)
+                                                                    and not isinstance(value, bool) else str(value))
+        table.add_row(key, text)
+    print_table(console, table)
+
+
+def render_estimate(console, doc: dict, show_model: bool = False) -> None:
     """Rich view of one ``estimate --json`` document (also used by other commands)."""
     from rich.table import Table
     from rich.text import Text
@@ -24,6 +56,8 @@ def render_estimate(console, doc: dict) -> None:
     table = Table(title=title, show_header=False)
     table.add_column("metric", style="bold")
     table.add_column("value")
+    if doc.get("model_summary"):
+        table.add_row("model (as parsed)", model_line(doc["model_summary"]))
     table.add_row("step time", format_time(doc["step_time_s"]))
     table.add_row("tokens/s (per GPU)", f"{doc['tokens_per_s']:,.0f} ({doc['tokens_per_s_per_gpu']:,.0f})")
     table.add_row("model TFLOP/s per GPU (MFU)", f"{doc['model_tflops_per_gpu']:.0f} ({doc['mfu']:.1%})")
@@ -44,19 +78,26 @@ def render_estimate(console, doc: dict) -> None:
                                                            "activations_bytes")))
     print_table(console, table)
     axes = Table(title="communication per step, per GPU")
-    for col in ("axis", "tier", "bytes", "time", "exposed"):
+    for col in ("axis", "group (ranks)", "tier", "bytes", "time", "exposed"):
         axes.add_column(col)
+    hides = False
     for axis, row in bd["per_axis"].items():
         if row["bytes"] > 0:
-            axes.add_row(axis, row["tier"], format_bytes(row["bytes"]), format_time(row["time_s"]),
-                         format_time(row["exposed_s"]))
+            group = row.get("group", axis)
+            axes.add_row(axis, f"{group} ({row['ranks']})" if "ranks" in row else "-", row["tier"],
+                         format_bytes(row["bytes"]), format_time(row["time_s"]), format_time(row["exposed_s"]))
+            hides = hides or row["exposed_s"] < row["time_s"]
     print_table(console, axes)
+    if hides and doc.get("interference_note"):
+        console.print(doc["interference_note"], style="dim")
     console.print(doc["flops_note"], style="dim")
     if doc.get("cluster_compute"):
         measured = ", ".join(f"{k} {v:.4g}" for k, v in doc["cluster_compute"].items())
         console.print(f"from the cluster file (measured), in place of the global fit: {measured}", style="dim")
     if doc["assumed"]:
         console.print(f"assumed: {', '.join(doc['assumed'])}", style="dim")
+    if show_model and doc.get("model_summary"):
+        render_model(console, doc["model_summary"])
 
 
 def register(app: typer.Typer) -> None:
@@ -64,13 +105,15 @@ def register(app: typer.Typer) -> None:
     def estimate_cmd(
         scenarios: Annotated[list[str], typer.Argument(help="scenario YAML files (model, cluster, num_gpus, plan)")],
         as_json: Annotated[bool, typer.Option("--json", help="print JSON (a list when several files are given)")] = False,
+        show_model: Annotated[bool, typer.Option("--show-model", help="also list every field the model (catalog "
+                                                 "name, YAML or config.json) was parsed into")] = False,
     ) -> None:
         """Estimate one training step for each scenario file."""
         from tierwise.estimate.scenario import estimate_scenario, load_scenario, safe_estimate
 
         if len(scenarios) == 1:
             doc = estimate_scenario(load_scenario(scenarios[0]))
-            emit(doc, as_json, lambda console: render_estimate(console, doc))
+            emit(doc, as_json, lambda console: render_estimate(console, doc, show_model))
             return
         docs = [safe_estimate(path) for path in scenarios]
 
@@ -79,7 +122,7 @@ def register(app: typer.Typer) -> None:
                 if "error" in doc:
                     console.print(f"{doc['file']}: {doc['error']}", style="red")
                 else:
-                    render_estimate(console, doc)
+                    render_estimate(console, doc, show_model)
 
         emit(docs, as_json, render)
         if any("error" in d for d in docs):
