@@ -84,7 +84,8 @@ def test_tiers_and_collective_print_markup_names_literally(capsys, markup_files)
 def test_a_failing_file_among_several_prints_its_name_literally(capsys, markup_files):
     missing = str(markup_files["dir"] / "[red]gone.yaml")
     captured = _run(capsys, "estimate", markup_files["scenario"], missing, rc=2)
-    assert f"{missing}: " in captured.out
+    assert f"{MARKUP} on 16 x" in captured.out  # the good file's result stays on stdout
+    assert captured.err.startswith(f"error: {missing}: ") and len(captured.err.splitlines()) == 1
 
 
 def test_width_follows_columns_and_a_pipe_gets_whole_tables(capsys, monkeypatch):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -119,11 +120,12 @@ def register(app: typer.Typer) -> None:
 
         def render(console):
             for doc in docs:
-                if "error" in doc:
-                    console.print(f"{doc['file']}: {doc['error']}", style="red")
-                else:
+                if "error" not in doc:
                     render_estimate(console, doc, show_model)
 
         emit(docs, as_json, render)
-        if any("error" in d for d in docs):
+        failed = [d for d in docs if "error" in d]
+        for doc in failed:  # on stderr, one line each, as main() prints an error; stdout keeps the results
+            print(f"error: {doc['file']}: {' '.join(str(doc['error']).split())}", file=sys.stderr)
+        if failed:
             raise typer.Exit(2)
