@@ -14,12 +14,6 @@ HF = Path(__file__).resolve().parents[1] / "data" / "hf"
 MARKUP = "x[/bold]"  # a closing tag with no opening one: rich markup raises MarkupError on it
 
 
-@pytest.fixture(autouse=True)
-def _no_columns(monkeypatch):
-    """Output captured here is not a terminal: without COLUMNS (pytest-xdist sets it to 80) tables print whole."""
-    monkeypatch.delenv("COLUMNS", raising=False)
-
-
 def _run(capsys, *argv, rc=0):
     got = main(list(argv))
     captured = capsys.readouterr()
