@@ -245,3 +245,17 @@ def test_markup_in_the_file_name_of_a_model(capsys, tmp_path):
     out = _run(capsys, "plan", "--model", str(model), "--cluster", "dgx-h100", "--gpus", "8",
                "--global-batch", "16", "--seq", "2048", "--top", "1").out
     assert "[bold]m on 8 x dgx-h100" in out
+
+
+@pytest.mark.parametrize("config, total, active, layers, kv_heads, experts", [
+    ("DeepSeek-V3.config.json", 671e9, 37e9, 61, 128, 256),  # published: 671B total, 37B activated
+    ("Mixtral-8x7B-v0.1.config.json", 46.7e9, 12.9e9, 32, 8, 8),  # Mistral: 46.7B total, 12.9B active
+])
+def test_model_summary_of_moe_configs(config, total, active, layers, kv_heads, experts):
+    from tierwise.estimate.scenario import model_summary
+    from tierwise.specs.model import load_model
+
+    s = model_summary(load_model(HF / config))
+    assert s["parameters"] == pytest.approx(total, rel=0.01)
+    assert s["active_parameters"] == pytest.approx(active, rel=0.02)
+    assert (s["layers"], s["kv_heads"], s["experts"]) == (layers, kv_heads, experts)
