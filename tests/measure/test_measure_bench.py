@@ -86,12 +86,13 @@ def test_an_interrupted_run_keeps_its_completed_sizes(tmp_path):
         time.sleep(0.2)
     assert proc.poll() is None, "the sweep finished before it could be interrupted"
     proc.send_signal(signal.SIGINT)
-    stdout, _ = proc.communicate(timeout=60)
+    stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130
     rows = json.loads(out.read_text())
     assert 2 <= len(rows) < 17  # 4 KiB .. 256 MiB is 17 sizes
     assert all(r["time_s"] > 0 and r["wrong"] == 0 for r in rows)
-    assert "completed sizes are in" in stdout
+    assert "completed sizes are in" in stderr  # stdout stays empty (no partial table, no note in --json)
+    assert stdout == ""
 
 
 def test_under_torchrun_it_joins_the_launchers_world_and_only_rank_0_prints(tmp_path):

@@ -22,9 +22,25 @@ app = typer.Typer(
     name="tierwise",
     help="How to carve up a model over a cluster's interconnect tiers, and how fast it will run.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from tierwise import __version__
+
+        print(f"tierwise {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", help="print the version and exit", is_eager=True,
+                                 callback=_print_version),
+) -> None:
+    """How to carve up a model over a cluster's interconnect tiers, and how fast it will run."""
 
 # one module per command group; each defines register(app)
 _COMMAND_MODULES = ("catalog", "tiers", "collective", "estimate", "plan", "validate", "topo", "measure")

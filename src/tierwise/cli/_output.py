@@ -1,13 +1,20 @@
-"""Shared rendering for commands: one JSON document on stdout with ``--json``, rich tables otherwise."""
+"""Shared rendering for commands: one JSON document on stdout with ``--json``, rich tables otherwise.
+
+The console never interprets rich markup: names and text come from the user's files (a model called
+``x[/bold]``, a config file ``[red].json``, an error string), so every string prints as it is. Styles are
+given with ``style=`` or :class:`rich.text.Text`, never as ``[dim]...[/dim]`` inside a string. The width
+follows the terminal (rich asks the terminal; ``COLUMNS`` when set; 80 when there is none).
+"""
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["emit", "console", "to_jsonable"]
+__all__ = ["emit", "console", "print_table", "to_jsonable"]
 
 
 def to_jsonable(value: Any) -> Any:
@@ -28,9 +35,28 @@ def to_jsonable(value: Any) -> Any:
 
 
 def console():
+    """The console every command renders on: no markup, no highlighting, the terminal's width."""
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=False, width=160)
+    return Console(highlight=False, soft_wrap=False, markup=False, emoji=False)
+
+
+def print_table(console, table) -> None:
+    """Print a table: on a terminal (or with ``COLUMNS`` set) rich fits it to that width; into a file or a
+    pipe, where no width applies, at its natural width so that no value is cut to an ellipsis."""
+    if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+        from rich.measure import Measurement
+
+        natural = Measurement.get(console, console.options.update(max_width=1000), table).maximum
+        if natural > console.width:
+            width = console.width
+            console.width = natural  # print(width=...) cannot exceed the console's own width
+            try:
+                console.print(table)
+            finally:
+                console.width = width
+            return
+    console.print(table)
 
 
 def emit(data: Any, as_json: bool, render: Callable[[Any], None]) -> None:

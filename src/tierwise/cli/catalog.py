@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from tierwise.cli._output import emit
+from tierwise.cli._output import emit, print_table
 
 KINDS = ("accelerators", "clusters", "models", "network")
 
@@ -57,7 +57,7 @@ def register(app: typer.Typer) -> None:
                 table.add_column("source", overflow="fold", max_width=70)
                 for row in rows:
                     table.add_row(row["name"], row["display_name"], row["source"])
-                console.print(table)
+                print_table(console, table)
 
         emit(data, as_json, render)
 
@@ -76,7 +76,7 @@ def register(app: typer.Typer) -> None:
             table.add_column("value", overflow="fold")
             for key, value in entry.items():
                 table.add_row(key, str(value))
-            console.print(table)
+            print_table(console, table)
 
         emit(data, as_json, render)
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from tierwise.cli._output import emit
+from tierwise.cli._output import emit, print_table
 
 
 def collective_report(kind: str, size: str, ranks: int, ranks_per_node: int | None, algorithm: str,
@@ -75,6 +75,12 @@ def collective_report(kind: str, size: str, ranks: int, ranks_per_node: int | No
         if tier_code == 3 and int(span.ranks_per_domain) > 1:
             notes.append(f"{int(span.ranks_per_domain)} ranks per domain share {base.nics_per_node} NICs per node: "
                          "the datasheet arithmetic uses one NIC's rate, a multi-channel ring uses them all")
+    if ALGORITHMS[int(cost.algorithm)] == "ring":
+        from tierwise.netsim.compare import collective_ring_note
+
+        why = collective_ring_note(kind, size_bytes, span, cluster_used)
+        if why:
+            notes.append(why)
     time_s = float(cost.time_s)
     bpr = float(cost.bytes_per_rank)
     algbw = size_bytes / time_s if time_s > 0 else float("inf")
@@ -135,7 +141,7 @@ def register(app: typer.Typer) -> None:
             table.add_row("busbw", format_bandwidth(data["busbw_bytes_per_s"]))
             for tier, b in data["wire_bytes_per_tier"].items():
                 table.add_row(f"wire bytes per rank on {tier}", format_bytes(b))
-            console.print(table)
+            print_table(console, table)
             for note in data["notes"]:
                 console.print(f"- {note}")
 

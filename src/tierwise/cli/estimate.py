@@ -2,16 +2,50 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
 
-from tierwise.cli._output import emit
+from tierwise.cli._output import emit, print_table
 
 
-def render_estimate(console, doc: dict) -> None:
+def _count(x: float) -> str:
+    return f"{x / 1e9:,.2f}B" if x >= 1e9 else f"{x / 1e6:,.1f}M"
+
+
+def model_line(s: dict) -> str:
+    """One line of what the model reference was parsed into (``model_summary`` of the JSON document)."""
+    params = _count(s["parameters"])
+    if s["experts"]:
+        params += f" ({_count(s['active_parameters'])} active)"
+    heads = f"{s['attention_heads']} heads / {s['kv_heads']} KV heads" + (" (MLA)" if s["attention"] == "mla" else "")
+    line = f"{params} parameters, {s['layers']} layers, hidden {s['hidden_size']:,}, {heads}"
+    if s["experts"]:
+        line += f", {s['experts']} experts top-{s['top_k']} on {s['moe_layers']} layers"
+    return line + f", vocab {s['vocab_size']:,}"
+
+
+def render_model(console, s: dict) -> None:
+    """Every field of ``model_summary``: what a catalog entry, YAML or config.json was parsed into."""
+    from rich.table import Table
+
+    table = Table(title=f"model {s['name']}: as parsed", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    for key, value in s.items():
+        if key == "name" or value is None:
+            continue
+        text = f"{value:,.0f}" if key.endswith("parameters") else (f"{value:,}" if isinstance(value, int)
+                                                                    and not isinstance(value, bool) else str(value))
+        table.add_row(key, text)
+    print_table(console, table)
+
+
+def render_estimate(console, doc: dict, show_model: bool = False) -> None:
     """Rich view of one ``estimate --json`` document (also used by other commands)."""
     from rich.table import Table
+    from rich.text import Text
 
     from tierwise.units import format_bytes, format_time
 
@@ -23,6 +57,8 @@ def render_estimate(console, doc: dict) -> None:
     table = Table(title=title, show_header=False)
     table.add_column("metric", style="bold")
     table.add_column("value")
+    if doc.get("model_summary"):
+        table.add_row("model (as parsed)", model_line(doc["model_summary"]))
     table.add_row("step time", format_time(doc["step_time_s"]))
     table.add_row("tokens/s (per GPU)", f"{doc['tokens_per_s']:,.0f} ({doc['tokens_per_s_per_gpu']:,.0f})")
     table.add_row("model TFLOP/s per GPU (MFU)", f"{doc['model_tflops_per_gpu']:.0f} ({doc['mfu']:.1%})")
@@ -35,26 +71,34 @@ def render_estimate(console, doc: dict) -> None:
         if key != "shard_copy_s" or bd[key] > 0:
             table.add_row(label, format_time(bd[key]))
     mem = doc["memory"]
-    table.add_row("memory per GPU", f"{format_bytes(mem['per_gpu_bytes'])} of {format_bytes(mem['capacity_bytes'])} "
-                  + ("(fits)" if mem["fits"] else "[red](does NOT fit)[/red]"))
+    fit = Text("(fits)") if mem["fits"] else Text("(does NOT fit)", style="red")
+    table.add_row("memory per GPU",
+                  Text(f"{format_bytes(mem['per_gpu_bytes'])} of {format_bytes(mem['capacity_bytes'])} ") + fit)
     table.add_row("  weights / grads / optimizer / activations",
                   " / ".join(format_bytes(mem[k]) for k in ("weights_bytes", "gradients_bytes", "optimizer_bytes",
                                                            "activations_bytes")))
-    console.print(table)
+    print_table(console, table)
     axes = Table(title="communication per step, per GPU")
-    for col in ("axis", "tier", "bytes", "time", "exposed"):
+    for col in ("axis", "group (ranks)", "tier", "bytes", "time", "exposed"):
         axes.add_column(col)
+    hides = False
     for axis, row in bd["per_axis"].items():
         if row["bytes"] > 0:
-            axes.add_row(axis, row["tier"], format_bytes(row["bytes"]), format_time(row["time_s"]),
-                         format_time(row["exposed_s"]))
-    console.print(axes)
-    console.print(f"[dim]{doc['flops_note']}[/dim]")
+            group = row.get("group", axis)
+            axes.add_row(axis, f"{group} ({row['ranks']})" if "ranks" in row else "-", row["tier"],
+                         format_bytes(row["bytes"]), format_time(row["time_s"]), format_time(row["exposed_s"]))
+            hides = hides or row["exposed_s"] < row["time_s"]
+    print_table(console, axes)
+    if hides and doc.get("interference_note"):
+        console.print(doc["interference_note"], style="dim")
+    console.print(doc["flops_note"], style="dim")
     if doc.get("cluster_compute"):
         measured = ", ".join(f"{k} {v:.4g}" for k, v in doc["cluster_compute"].items())
-        console.print(f"[dim]from the cluster file (measured), in place of the global fit: {measured}[/dim]")
+        console.print(f"from the cluster file (measured), in place of the global fit: {measured}", style="dim")
     if doc["assumed"]:
-        console.print(f"[dim]assumed: {', '.join(doc['assumed'])}[/dim]")
+        console.print(f"assumed: {', '.join(doc['assumed'])}", style="dim")
+    if show_model and doc.get("model_summary"):
+        render_model(console, doc["model_summary"])
 
 
 def register(app: typer.Typer) -> None:
@@ -62,23 +106,26 @@ def register(app: typer.Typer) -> None:
     def estimate_cmd(
         scenarios: Annotated[list[str], typer.Argument(help="scenario YAML files (model, cluster, num_gpus, plan)")],
         as_json: Annotated[bool, typer.Option("--json", help="print JSON (a list when several files are given)")] = False,
+        show_model: Annotated[bool, typer.Option("--show-model", help="also list every field the model (catalog "
+                                                 "name, YAML or config.json) was parsed into")] = False,
     ) -> None:
         """Estimate one training step for each scenario file."""
         from tierwise.estimate.scenario import estimate_scenario, load_scenario, safe_estimate
 
         if len(scenarios) == 1:
             doc = estimate_scenario(load_scenario(scenarios[0]))
-            emit(doc, as_json, lambda console: render_estimate(console, doc))
+            emit(doc, as_json, lambda console: render_estimate(console, doc, show_model))
             return
         docs = [safe_estimate(path) for path in scenarios]
 
         def render(console):
             for doc in docs:
-                if "error" in doc:
-                    console.print(f"[red]{doc['file']}: {doc['error']}[/red]")
-                else:
-                    render_estimate(console, doc)
+                if "error" not in doc:
+                    render_estimate(console, doc, show_model)
 
         emit(docs, as_json, render)
-        if any("error" in d for d in docs):
+        failed = [d for d in docs if "error" in d]
+        for doc in failed:  # on stderr, one line each, as main() prints an error; stdout keeps the results
+            print(f"error: {doc['file']}: {' '.join(str(doc['error']).split())}", file=sys.stderr)
+        if failed:
             raise typer.Exit(2)

@@ -6,6 +6,7 @@ and works without it; a measuring command without torch prints one line and exit
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import typer
@@ -89,8 +90,8 @@ def collective(
     try:
         results = run_collectives(config, ranks)
     except KeyboardInterrupt:
-        if out:
-            print(f"interrupted; the completed sizes are in {out}", flush=True)
+        if out:  # on stderr: with --json, stdout holds the JSON document or nothing
+            print(f"interrupted; the completed sizes are in {out}", file=sys.stderr, flush=True)
         raise typer.Abort() from None
     if results is None:  # not rank 0 under torchrun: only rank 0 prints
         return

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from tierwise.cli._output import emit
+from tierwise.cli._output import emit, print_table
 from tierwise.errors import PlanError
 
 ModelOpt = Annotated[str, typer.Option("--model", help="catalog name, YAML file or Hugging Face config.json")]
@@ -103,16 +103,16 @@ def render_plans(console, doc: dict) -> None:
                       f"{e['tokens_per_s']:,.0f}", f"{e['mfu']:.1%}", format_bytes(e["memory"]["per_gpu_bytes"]),
                       *(format_time(x) for x in exposed), format_time(e["breakdown"]["bubble_s"]))
     if doc["plans"]:
-        console.print(table)
+        print_table(console, table)
     console.print(doc["explanation"], markup=False)
-    console.print(f"[dim]evaluated {doc['num_evaluated']:,} plans of a space of {doc['space_size']:,} "
+    console.print(f"evaluated {doc['num_evaluated']:,} plans of a space of {doc['space_size']:,} "
                   f"({doc['num_feasible']:,} fit memory); ep shown as ep/etp; ZeRO 'h' = HSDP; vpp > 1 = interleaved "
-                  "1F1B[/dim]")
+                  "1F1B", style="dim")
     for miss in doc.get("infeasible", []):
-        console.print(f"[dim]does not fit: {miss['plan']}: {format_bytes(miss['memory_per_gpu_bytes'])} of "
-                      f"{format_bytes(miss['capacity_bytes'])}[/dim]")
+        console.print(f"does not fit: {miss['plan']}: {format_bytes(miss['memory_per_gpu_bytes'])} of "
+                      f"{format_bytes(miss['capacity_bytes'])}", style="dim")
     for note in doc.get("notes", []):
-        console.print(f"[yellow]note: {note}[/yellow]")
+        console.print(f"note: {note}", style="yellow")
 
 
 def render_scale(console, doc: dict) -> None:
@@ -130,7 +130,7 @@ def render_scale(console, doc: dict) -> None:
 
         table.add_row(str(p["num_gpus"]), plan_label_from(p["plan"]), f"{p['tokens_per_s']:,.0f}",
                       f"{p['efficiency_vs_linear']:.0%}", f"{p['scaling_efficiency']:.0%}")
-    console.print(table)
+    print_table(console, table)
     console.print(doc["explanation"].splitlines()[-1], markup=False)
 
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from tierwise.cli._output import emit
+from tierwise.cli._output import emit, print_table
 
 
 def register(app: typer.Typer) -> None:
@@ -40,10 +40,10 @@ def register(app: typer.Typer) -> None:
                               f"{format_bandwidth(t.datasheet_bytes_per_s)} {t.datasheet_direction}",
                               format_bandwidth(t.bytes_per_s), format_time(t.latency_s) if t.latency_s else "-",
                               f"{t.ratio_to_hbm:.3g}x", f"{t.datasheet_ratio_to_hbm:.3g}x")
-            console.print(table)
+            print_table(console, table)
             for t in rows:
                 if t.note:
-                    console.print(f"[dim]{t.name}: {t.note}[/dim]")
+                    console.print(f"{t.name}: {t.note}", style="dim")
             up = next((t for t in rows if t.name == "scale_up"), None)
             out = next((t for t in rows if t.name == "scale_out"), None)
             if up and out:

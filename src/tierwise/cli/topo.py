@@ -8,7 +8,7 @@ import shlex
 
 import typer
 
-from tierwise.cli._output import emit
+from tierwise.cli._output import emit, print_table
 
 __all__ = ["register"]
 
@@ -120,6 +120,11 @@ def register(app: typer.Typer) -> None:
         result = simulate(fab, kind, parse_bytes(size), algorithm=algorithm, num_ranks=ranks, routing=routing,
                           seed=seed, stages=stages, shift=shift,
                           failures=Failures(links=fail_links, switches=fail_switches, domains=fail_domains))
+        from tierwise.netsim.compare import simulate_ring_notes
+
+        extra, notes = simulate_ring_notes(fab, result, base=cluster, oversubscription=oversubscription)
+        result.update(extra)
+        result["notes"] = notes
         if emit_cluster:
             result["emitted_cluster"] = write_cluster(emit_cluster, fab, result, _argv_text(), base=cluster)
         emit(result, as_json, lambda con: _render_sim(con, result))
@@ -181,7 +186,7 @@ def _render_topo(con, r: dict) -> None:
     ]
     for k, v in rows:
         t.add_row(k, v)
-    con.print(t)
+    print_table(con, t)
     a = r["cost_assumptions"]
     con.print(f"assumptions: {a['gpu_cost']}; {a['optics']}; {a['switch_scaling']}")
     for k, v in a["estimates"].items():
@@ -200,12 +205,18 @@ def _render_sim(con, r: dict) -> None:
     t.add_row("algbw / busbw", f"{format_bandwidth(r['algbw_bytes_per_s'])} / {format_bandwidth(r['busbw_bytes_per_s'])}")
     if "healthy_time_s" in r:
         t.add_row("healthy fabric", f"{format_time(r['healthy_time_s'])} (x{r['degradation']:.3f})")
+    for kind, names in r.get("failures", {}).get("failed_parts", {}).items():
+        if names:
+            shown = ", ".join(names[:6]) + (f", ... and {len(names) - 6} more (all in --json)" if len(names) > 6 else "")
+            t.add_row(f"failed {kind} ({len(names)})", shown)
     if r["unreachable_ranks"]:
         t.add_row("unreachable ranks", f"{len(r['unreachable_ranks'])}: {r['unreachable_ranks'][:16]}")
-    con.print(t)
+    print_table(con, t)
     b = Table(title="bottleneck links")
     for col in ("link", "utilization", "phase"):
         b.add_column(col)
     for x in r["bottleneck_links"]:
         b.add_row(x["link"], f"{x['utilization']:.3f}", x["phase"])
-    con.print(b)
+    print_table(con, b)
+    for note in r.get("notes", []):
+        con.print(f"- {note}")

@@ -6,12 +6,13 @@ from typing import Annotated
 
 import typer
 
-from tierwise.cli._output import emit
+from tierwise.cli._output import emit, print_table
 
 
 def render_validation(console, doc: dict) -> None:
     """Rich view of a ``validate --json`` document: the rows, the summary, skipped rows, cross-validation."""
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title=f"tierwise validate: {doc['dataset']}")
     for col in ("row", "source", "model", "hardware", "GPUs", "plan", "FLOP rule", "measured", "predicted",
@@ -25,7 +26,7 @@ def render_validation(console, doc: dict) -> None:
         table.add_row(r["row_id"], r["source_id"], r["model"], r["hardware"][:18], str(r["num_gpus"]), r["plan"],
                       rule, f"{r['measured_tokens_per_s_per_gpu']:,.1f}", f"{r['predicted_tokens_per_s_per_gpu']:,.1f}",
                       f"{r['error_pct']:+.1f}%{mark}")
-    console.print(table)
+    print_table(console, table)
     s = doc["summary"]
     summ = Table(title="absolute % error, rows of high and medium confidence")
     for col in ("source", "rows", "skipped", "median", "mean", "p90", "max"):
@@ -35,12 +36,12 @@ def render_validation(console, doc: dict) -> None:
     o = s["overall"]
     summ.add_row("overall", str(o["rows"]), str(len(s["skipped"])),
                  *(f"{o[x]:.1f}" for x in ("median", "mean", "p90", "max")))
-    console.print(summ)
-    console.print(f"median of per-source medians: [bold]{s['median_of_source_medians']:.1f}%[/bold]; rows used "
-                  f"{s['used']} of {s['rows']}, scored {s['scored']}")
+    print_table(console, summ)
+    console.print(Text("median of per-source medians: ") + Text(f"{s['median_of_source_medians']:.1f}%", style="bold")
+                  + Text(f"; rows used {s['used']} of {s['rows']}, scored {s['scored']}"))
     for sk in s["skipped"]:
-        console.print(f"[dim]skipped row {sk['row_id']} ({sk['source_id']}): {sk['reason']}[/dim]")
-    console.print("[dim]* FLOP rule not pinned by the source; filled defaults are listed per row in --json[/dim]")
+        console.print(f"skipped row {sk['row_id']} ({sk['source_id']}): {sk['reason']}", style="dim")
+    console.print("* FLOP rule not pinned by the source; filled defaults are listed per row in --json", style="dim")
     if "cross_validation" in doc:
         c = doc["cross_validation"]
         cv = Table(title="leave-one-source-out (fit on the others, predict the held-out source)")
@@ -48,7 +49,7 @@ def render_validation(console, doc: dict) -> None:
             cv.add_column(col)
         for k, v in c["per_source"].items():
             cv.add_row(k, str(v["rows"]), f"{v['median']:.1f}", f"{v['p90']:.1f}", f"{v['max']:.1f}")
-        console.print(cv)
+        print_table(console, cv)
         console.print(f"held-out median of source medians {c['median_of_source_medians']:.1f}%, "
                       f"over all held-out rows {c['overall_median']:.1f}%")
     if "fit" in doc:

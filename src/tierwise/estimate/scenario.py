@@ -22,7 +22,8 @@ from tierwise.specs.cluster import Cluster, load_cluster
 from tierwise.specs.model import ModelSpec, load_model
 from tierwise.specs.plan import Plan, PlanBatch, plan_from_mapping, validate_plan_batch
 
-__all__ = ["Scenario", "load_scenario", "scenario_from_mapping", "estimate_scenario", "result_dict"]
+__all__ = ["Scenario", "load_scenario", "scenario_from_mapping", "estimate_scenario", "result_dict",
+           "axis_group_ranks", "axis_group_label", "model_summary", "interference_note"]
 
 _KEYS = ("model", "cluster", "num_gpus", "plan", "name")
 
@@ -65,12 +66,104 @@ def load_scenario(path: str | Path) -> Scenario:
     return scenario_from_mapping(data, origin=f"scenario {str(p)!r}", base_dir=p.parent)
 
 
+def axis_group_ranks(plan: Any) -> dict[str, int]:
+    """Ranks in each axis's communication group, counted as the estimator counts them.
+
+    Gradients are reduced (and ZeRO shards gathered) over every rank holding the same weights: the dp x cp
+    ranks, since context parallelism splits the sequence, not the weights (``estimate/step.py``
+    ``_data_parallel``: ``dp_group = dp * cp``). ``plan`` is a :class:`Plan` or its ``as_dict()``.
+    """
+    get = plan.get if isinstance(plan, Mapping) else (lambda k: getattr(plan, k))
+    tp, pp, cp, dp, ep = (int(get(k)) for k in ("tp", "pp", "cp", "dp", "ep"))
+    return {"tp": tp, "cp": cp, "ep": ep, "pp": pp, "dp": dp * cp}
+
+
+def axis_group_label(axis: str, plan: Any) -> str:
+    """How the axis's group is counted, for labels: ``dp x cp`` for the DP group when cp > 1."""
+    cp = int(plan.get("cp") if isinstance(plan, Mapping) else plan.cp)
+    return "dp x cp" if axis == "dp" and cp > 1 else axis
+
+
+def interference_note(cluster: Cluster | None = None) -> str:
+    """What a 'hidden' share rests on: ``overlap_interference``, fitted (catalog/parameters.yaml) unless the
+    cluster file gives its own."""
+    from tierwise.specs.parameters import load_parameters
+
+    own = dict(cluster.compute) if cluster is not None and cluster.compute else {}
+    value = float(own.get("overlap_interference", load_parameters().compute.get("overlap_interference", 0.0)))
+    where = "given by the cluster file" if "overlap_interference" in own else "fitted to published training runs"
+    return (f"overlap is modelled, not measured: hidden communication is still charged {value:.0%} of its time, "
+            f"the overlap_interference constant {where}")
+
+
+def model_summary(model: ModelSpec) -> dict[str, Any]:
+    """What a model file (catalog entry, YAML or Hugging Face ``config.json``) was parsed into."""
+    from tierwise.workload.flops import model_shape
+
+    shape = model_shape(model)
+    total = float(shape.total_params)
+    moe = model.moe
+    active = total
+    if moe is not None:
+        active = total - shape.num_moe_layers * (moe.num_experts - moe.top_k) * shape.expert_params
+    out: dict[str, Any] = {
+        "name": model.name,
+        "parameters": total,
+        "active_parameters": float(active),
+        "published_parameters": None if model.params_b is None else float(model.params_b) * 1e9,
+        "layers": model.num_layers,
+        "hidden_size": model.hidden_size,
+        "ffn_hidden_size": model.ffn_hidden_size,
+        "attention_heads": model.num_attention_heads,
+        "kv_heads": model.num_kv_heads,
+        "head_dim": model.head_dim,
+        "vocab_size": model.vocab_size,
+        "tied_embeddings": model.tied_embeddings,
+        "gated_mlp": model.gated_mlp,
+        "attention": "mla" if model.mla is not None else ("mha" if model.num_kv_heads == model.num_attention_heads
+                                                         else "gqa"),
+        "experts": None if moe is None else moe.num_experts,
+        "top_k": None if moe is None else moe.top_k,
+        "shared_experts": None if moe is None else moe.shared_experts,
+        "moe_layers": shape.num_moe_layers,
+        "expert_ffn_hidden_size": None if moe is None else moe.ffn_hidden_size,
+        "sliding_window": model.sliding_window,
+        "sliding_window_layers": model.sliding_window_layers,
+    }
+    return out
+
+
+def _assumed_numerics(plan: Plan, scenario: Scenario | None) -> list[str]:
+    """Numeric conventions the estimate assumes that no plan key states: the gradient reduction's dtype
+    (``grad_bytes`` of catalog/parameters.yaml, or the cluster file's), where gradients are reduced at all."""
+    from tierwise.specs.parameters import load_parameters
+
+    params = {**load_parameters().compute, **(dict(scenario.cluster.compute) if scenario is not None
+                                                and scenario.cluster.compute else {})}
+    gb = float(params.get("grad_bytes", 4))
+    expert_dp = plan.tp * plan.cp * plan.dp // max(plan.etp * plan.ep, 1)
+    if plan.dp * plan.cp <= 1 and expert_dp <= 1:
+        return []
+    dtype = {4.0: "fp32", 2.0: "bf16"}.get(gb, f"{gb:g}-byte")
+    return [f"gradient reduction in {dtype} (grad_bytes={gb:g}: Megatron-Core and FSDP reduce bf16 training's "
+            "gradients in fp32)"]
+
+
 def estimate_scenario(scenario: Scenario) -> dict[str, Any]:
     """Estimate one scenario and return the ``estimate --json`` document."""
     from tierwise.estimate.step import estimate
 
     result = estimate(scenario.model, scenario.cluster, PlanBatch.from_plans([scenario.plan]))
-    return result_dict(result, 0, scenario.plan, scenario)
+    doc = result_dict(result, 0, scenario.plan, scenario)
+    # what the model reference (catalog name, YAML, config.json) was parsed into, right after its name
+    out: dict[str, Any] = {}
+    for key, value in doc.items():
+        out[key] = value
+        if key == "model":
+            out["model_summary"] = model_summary(scenario.model)
+        elif key == "flops_note":
+            out["interference_note"] = interference_note(scenario.cluster)
+    return out
 
 
 def result_dict(result, i: int, plan: Plan, scenario: Scenario | None = None) -> dict[str, Any]:
@@ -80,9 +173,12 @@ def result_dict(result, i: int, plan: Plan, scenario: Scenario | None = None) ->
     mem = {k: (bool(v[i]) if k == "fits" else float(v[i])) for k, v in result.memory.items()}
     per_axis = {}
     tiers = {}
+    ranks = axis_group_ranks(plan)
     for axis in AXES:
         tier = TIERS[int(result.axis_tier[axis][i])]
         per_axis[axis] = {
+            "ranks": ranks.get(axis, 1),
+            "group": axis_group_label(axis, plan),
             "bytes": float(result.axis_bytes[axis][i]),
             "time_s": float(result.axis_time_s[axis][i]),
             "exposed_s": float(result.axis_exposed_s[axis][i]),
@@ -106,7 +202,7 @@ def result_dict(result, i: int, plan: Plan, scenario: Scenario | None = None) ->
                        f"matmul precision ({result.peak_flops_per_s[i] / 1e12:.0f} TFLOP/s)"),
         "scaling_efficiency": float(result.scaling_efficiency[i]),
         "num_microbatches": float(result.num_microbatches[i]),
-        "assumed": list(plan.assumed),
+        "assumed": list(plan.assumed) + _assumed_numerics(plan, scenario),
         "memory": mem,
         "breakdown": {
             "compute_s": float(result.compute_s[i]),

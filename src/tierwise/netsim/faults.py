@@ -50,6 +50,7 @@ def apply_failures(fab: Fabric, failures: Failures, seed: int = 1):
     gpu_dead = np.zeros(fab.num_gpus, dtype=bool)
     out_cables = np.unique(fab.link_cable[fab.link_tier >= 1])
     n_links = parse_fail_count(failures.links, out_cables.size, "scale-out cables", "--fail-links")
+    chosen = dead_switches = doms = np.zeros(0, dtype=np.int64)
     if n_links:
         chosen = rng.choice(out_cables, size=n_links, replace=False)
         link_ok &= ~np.isin(fab.link_cable, chosen)
@@ -57,7 +58,8 @@ def apply_failures(fab: Fabric, failures: Failures, seed: int = 1):
     n_sw = parse_fail_count(failures.switches, switches.size, "fabric switches", "--fail-switches")
     if n_sw:
         dead = np.zeros(fab.num_nodes, dtype=bool)
-        dead[rng.choice(switches, size=n_sw, replace=False)] = True
+        dead_switches = rng.choice(switches, size=n_sw, replace=False)
+        dead[dead_switches] = True
         link_ok &= ~(dead[fab.link_src] | dead[fab.link_dst])
     num_domains = fab.num_gpus // max(fab.domain_size, 1)
     n_dom = parse_fail_count(failures.domains, num_domains, "scale-up domains", "--fail-domains")
@@ -72,5 +74,8 @@ def apply_failures(fab: Fabric, failures: Failures, seed: int = 1):
             dead[fab.nic_node[nic_gpu_dead]] = True
             link_ok &= ~(dead[fab.link_src] | dead[fab.link_dst])
     counts = {"failed_cables": int(n_links), "failed_switches": int(n_sw), "failed_domains": int(n_dom),
-              "failed_links_total": int((~link_ok).sum() // 2)}
+              "failed_links_total": int((~link_ok).sum() // 2),
+              # which parts (ids: cable, switch node, domain index); simulate names them
+              "failed_ids": {"cables": sorted(int(x) for x in chosen), "switches": sorted(int(x) for x in dead_switches),
+                             "domains": sorted(int(x) for x in doms)}}
     return link_ok, gpu_dead, counts

@@ -145,6 +145,25 @@ def _describe(fab: Fabric, res_id: int, routing: str) -> str:
     return text
 
 
+def _name_failed_parts(fab: Fabric, counts: dict) -> dict:
+    """``counts`` with the failed parts' ids replaced by names: cables as ``tier a <-> b``, switches by their
+    node name, scale-up domains with their GPUs."""
+    ids = counts.pop("failed_ids", {})
+    cables = []
+    for cable in ids.get("cables", []):
+        link = int(np.nonzero(fab.link_cable == cable)[0][0])
+        tier = LINK_TIER_NAMES.get(int(fab.link_tier[link]), "?")
+        a, b = sorted((int(fab.link_src[link]), int(fab.link_dst[link])))
+        cables.append(f"{tier} {_node_name(fab, a)} <-> {_node_name(fab, b)}")
+    dom = max(fab.domain_size, 1)
+    counts["failed_parts"] = {
+        "cables": cables,
+        "switches": [_node_name(fab, int(s)) for s in ids.get("switches", [])],
+        "domains": [f"domain {d} (GPUs {d * dom}-{(d + 1) * dom - 1})" for d in ids.get("domains", [])],
+    }
+    return counts
+
+
 def _node_name(fab: Fabric, node: int) -> str:
     kind = int(fab.node_kind[node])
     if kind == 0:
@@ -177,6 +196,7 @@ def simulate(fab: Fabric, kind: str, size_bytes: float, *, algorithm: str = "aut
         raise TopologyError(f"--ranks {n} must be between 2 and the fabric's {fab.num_gpus} GPUs")
     failures = failures or Failures()
     link_ok, gpu_dead, counts = apply_failures(fab, failures, seed)
+    counts = _name_failed_parts(fab, counts)
     ranks = np.arange(n)
     nics = effective_nics(fab, link_ok)
     unreachable = set(np.nonzero(gpu_dead[:n])[0].tolist())

@@ -7,8 +7,10 @@ decomposition, which the estimator makes exact::
     step = compute + recompute + bubble + sum over axes of exposed communication + optimizer
 
 (``estimate/step.py``: ``m t_mb = compute + recompute + m x exposed per micro-batch`` and ``exposed_comm_s``
-adds the exposed DP). The seeds' rule is the yardstick: high-frequency traffic (TP, CP, EP every layer) on
-the scale-up tier, the once-per-step DP reduction on scale-out, hidden behind the backward pass.
+adds the exposed DP). The tier rule is the yardstick: high-frequency traffic (TP, CP, EP every layer) on
+the scale-up tier, the once-per-step DP reduction on scale-out, hidden behind the backward pass. Hidden shares
+are the model's (they rest on the fitted ``overlap_interference``), and the explanation says so; the DP group
+is counted as the estimate's table counts it (dp x cp ranks, :func:`~tierwise.estimate.scenario.axis_group_ranks`).
 """
 
 from __future__ import annotations
@@ -84,7 +86,11 @@ def _gb(x: float) -> str:
 
 
 def _axis_line(est, i: int, axis: str, plan) -> str | None:
-    size = {"tp": plan.tp, "cp": plan.cp, "ep": plan.ep, "pp": plan.pp, "dp": plan.dp * plan.cp}[axis]
+    from tierwise.estimate.scenario import axis_group_label, axis_group_ranks
+
+    size = axis_group_ranks(plan)[axis]
+    group = axis_group_label(axis, plan)
+    counted = f"{size} ranks" if group == axis else f"{group} = {plan.dp} x {plan.cp} = {size} ranks"
     total, exposed = float(est.axis_time_s[axis][i]), float(est.axis_exposed_s[axis][i])
     if float(est.axis_bytes[axis][i]) <= 0 or size <= 1:
         return None
@@ -96,8 +102,8 @@ def _axis_line(est, i: int, axis: str, plan) -> str | None:
                   else "(the all-to-all is not overlapped)"),
            "pp": "(send/recv on the critical path)",
            "dp": "behind the backward pass" if plan.zero_stage < 3 else "by prefetching a layer ahead"}[axis]
-    return (f"{AXIS_LABEL[axis]} ({size} ranks) on {tier}: {_gb(float(est.axis_bytes[axis][i]))} per GPU per step, "
-            f"{total:.3g} s, {hidden:.0%} hidden {how}")
+    return (f"{AXIS_LABEL[axis]} ({counted}) on {tier}: {_gb(float(est.axis_bytes[axis][i]))} per GPU per step, "
+            f"{total:.3g} s, modelled {hidden:.0%} hidden {how}")
 
 
 def _tier_rule(est, i: int, plan) -> str:
@@ -123,7 +129,7 @@ def _limit(est, i: int) -> str:
         head = f"almost nothing but compute (largest overhead: {name}, {value / step:.1%} of the step)"
     else:
         head = f"{name} ({value:.3g} s, {value / step:.0%} of the step)"
-    return (f"limits: {head}; compute is {eff:.0%} of the step (the seeds' efficiency = compute / (compute + "
+    return (f"limits: {head}; compute is {eff:.0%} of the step (scaling efficiency = compute / (compute + "
             f"communication and idle)); memory {mem:.0%} of capacity")
 
 
@@ -164,10 +170,16 @@ def explain_lines(model, cluster, est, plans, *, neighbours=None, crossing=None)
     w = plans[0]
     lines = [f"best: {plan_label(w)}: {float(est.step_time_s[0]):.3g} s per step, "
              f"{float(est.tokens_per_s[0]):,.0f} tokens/s, MFU {float(est.mfu[0]):.1%}"]
+    hides = False
     for axis in _AXES:
         line = _axis_line(est, 0, axis, w)
         if line:
             lines.append("  " + line)
+            hides = hides or float(est.axis_exposed_s[axis][0]) < float(est.axis_time_s[axis][0])
+    if hides:
+        from tierwise.estimate.scenario import interference_note
+
+        lines.append("  note: " + interference_note(cluster))
     lines.append(_tier_rule(est, 0, w))
     lines.append(_limit(est, 0))
     binding = _memory_binding(neighbours or [], float(est.step_time_s[0]))

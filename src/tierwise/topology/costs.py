@@ -75,7 +75,7 @@ def network_cost(inv: dict, num_gpus: int, nic_bytes_per_s: float, prices: dict)
         "cost_assumptions": {
             "gpu_cost": f"GPU servers at ${v['gpu_server_usd_per_gpu']:,.0f} per GPU "
             f"({prices['gpu_server_usd_per_gpu']['source']}); share = network / (network + GPU servers)",
-            "optics": "every scale-out cable optical (upper bound: 25-33% could be copper, S21)",
+            "optics": "every scale-out cable optical (an upper bound: 25-33% of GPU links could be copper)",
             "switch_scaling": "switch price and power scale with ports x speed vs a 64x400G switch",
             "estimates": {k: prices[k].get("assumption", "") for k in estimates},
             "sources": {k: prices[k].get("source", "") for k in _REQUIRED},
