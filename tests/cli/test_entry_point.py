@@ -11,7 +11,6 @@ import json
 import subprocess
 
 import pytest
-
 from corpus.harness import tierwise_command
 
 

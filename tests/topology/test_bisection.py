@@ -8,6 +8,7 @@ from tierwise.topology import TopologySpec, build_fabric
 from tierwise.topology.graph import Fabric
 from tierwise.topology.metrics import bisection_bytes_per_s, canonical_partition, endpoints
 
+
 def min_cut(fab: Fabric, side_a: np.ndarray) -> float:
     """Max flow (= min cut) in bytes/s from endpoints in ``side_a`` to the others, over scale-out links.
 
