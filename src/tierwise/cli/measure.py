@@ -62,7 +62,8 @@ def collective(
     stat: str = typer.Option("median", "--stat", help="CPU time statistic for time_s: median, min or mean"),
     rounds: int = typer.Option(1, "--rounds", help="repeat the sweep, the ops of a size together; time_s is the "
                                "median over rounds (steadier on a shared host)"),
-    out: Path | None = typer.Option(None, "--out", help="write the rows as JSON (rewritten after each size)"),
+    out: Path | None = typer.Option(None, "--out", help="write the rows as JSON (rewritten after each size; rows of other runs "
+                               "already in the file are kept, each row names its run)"),
     as_json: bool = typer.Option(False, "--json", help="print the rows as JSON"),
 ) -> None:
     """Time collectives through torch.distributed, printed like nccl-tests."""
@@ -81,6 +82,11 @@ def collective(
     except SpecError as exc:
         raise MeasureError(str(exc)) from None
     size_list = parse_sizes(sizes, factor)
+    if out is not None:  # before any process is spawned (run_collectives checks again for library callers)
+        from tierwise.atomic import check_writable, read_rows
+
+        check_writable(out, "--out")
+        read_rows(out, "--out")
     config = BenchConfig(ops=ops, sizes_bytes=size_list, iters=iters, warmup=warmup, backend=backend,
                          out=str(out) if out else None, stat=stat, rounds=rounds)
     if not _under_torchrun() and ranks < 2:
@@ -165,8 +171,10 @@ def calibrate_command(
     as_json: bool = typer.Option(False, "--json", help="print the calibrated document as JSON"),
 ) -> None:
     """Fit latency and bandwidth per size regime from measurements; write a cluster YAML."""
+    from tierwise.atomic import check_writable
     from tierwise.measure.calibrate import calibrate, write_yaml
 
+    check_writable(out, "--out")
     result = calibrate([str(p) for p in inputs], cluster=cluster, select=select, op=op, num_ranks=ranks,
                        ranks_per_domain=ranks_per_domain)
     write_yaml(result.document, out)

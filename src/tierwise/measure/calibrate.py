@@ -180,7 +180,7 @@ def sweeps_from_rows(rows: list[dict], source: str) -> list[NcclSweep]:
     for i, row in enumerate(rows):
         try:
             key = (normalize_kind(row["op"]), int(row["num_ranks"]), row.get("backend", ""),
-                   row.get("ranks_per_node"), row.get("note"))
+                   row.get("ranks_per_node"), row.get("note"), str(row.get("run") or ""))
             float(row["size_bytes"]), float(row["time_s"])
             memory = row.get("host_memory_s_per_byte")
             if memory is not None and not (math.isfinite(float(memory)) and float(memory) > 0):
@@ -189,11 +189,16 @@ def sweeps_from_rows(rows: list[dict], source: str) -> list[NcclSweep]:
             raise MeasureError(f"{source}: row {i} is not a tierwise result row ({exc}); expected keys op, "
                                "num_ranks, size_bytes, time_s") from None
         groups.setdefault(key, []).append(row)
+    runs_of: dict[tuple, int] = {}
+    for key in groups:
+        runs_of[key[:5]] = runs_of.get(key[:5], 0) + 1
     sweeps = []
-    for (op, n, backend, per_node, note), group in groups.items():
+    for (op, n, backend, per_node, note, run), group in groups.items():
         group.sort(key=lambda r: r["size_bytes"])
+        # several runs of one sweep in a file (concurrent or repeated `measure --out`): the run names it
+        label = f"{backend}-{op}-{n}" + (f"@{run}" if run and runs_of[(op, n, backend, per_node, note)] > 1 else "")
         sweeps.append(NcclSweep(
-            op=op, num_ranks=n, source=source, label=f"{backend}-{op}-{n}",
+            op=op, num_ranks=n, source=source, label=label, run=run,
             ranks_per_node=int(per_node) if per_node else n,  # a spawned run is one host
             rows=tuple(NcclRow(size_bytes=float(r["size_bytes"]), time_s=float(r["time_s"]),
                                algbw_bytes_per_s=float(r.get("algbw_bytes_per_s", 0.0)),
@@ -274,12 +279,16 @@ def _cluster_base(cluster: str | None) -> tuple[str | None, int | None, dict]:
 
 
 def _choose(tier: str, candidates: list[tuple[NcclSweep, int]]) -> tuple[NcclSweep, int]:
-    """One sweep per tier: the only one, else the only all-reduce (the calibrating collective)."""
-    if len(candidates) == 1:
-        return candidates[0]
-    all_reduce = [c for c in candidates if c[0].op == "all-reduce"]
-    if len(all_reduce) == 1:
-        return all_reduce[0]
+    """One sweep per tier: the only one, else the only all-reduce (the calibrating collective); a sweep that
+    several runs wrote into one result file counts once, by its latest run."""
+    for group in (candidates, [c for c in candidates if c[0].op == "all-reduce"]):
+        if len(group) == 1:
+            return group[0]
+        same = {(c[0].op, c[0].num_ranks, c[0].backend, c[0].source) for c in group}
+        if group and len(same) == 1 and all(c[0].run for c in group):
+            # one sweep measured by several runs into the same --out file: the latest run (ids sort by start
+            # time); --select picks another (its label ends @RUN)
+            return max(group, key=lambda c: c[0].run)
     labels = ", ".join(repr(c[0].label) for c in candidates)
     raise MeasureError(f"{len(candidates)} sweeps map to tier {tier} ({labels}); pass --select LABEL to choose one")
 
@@ -371,9 +380,11 @@ def _document(result: Calibration, cluster, label, own: dict, paths, today, fitt
     return replace(result, document=document)
 
 
-def write_yaml(document: dict, path: str | Path) -> None:
-    """Write the calibrated document as YAML (keys in the documented order)."""
+def write_yaml(document: dict, path: str | Path, what: str = "--out") -> None:
+    """Write the calibrated document as YAML (keys in the documented order), atomically
+    (:func:`tierwise.atomic.write_atomic`: a failed write leaves no partial file)."""
     import yaml
 
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(yaml.safe_dump(document, sort_keys=False, default_flow_style=None, width=120))
+    from tierwise.atomic import write_atomic
+
+    write_atomic(path, yaml.safe_dump(document, sort_keys=False, default_flow_style=None, width=120), what)

@@ -107,6 +107,9 @@ class NcclSweep:
     notes: tuple[str, ...] = field(default_factory=tuple)
     backend: str = ""
     """torch.distributed backend of a tierwise result (``gloo``, ``nccl``); empty for nccl-tests logs."""
+    run: str = ""
+    """The ``measure collective`` run a tierwise result's rows came from (their ``run`` key: several runs
+    may share one ``--out`` file); empty for nccl-tests logs and older results."""
 
     @property
     def num_nodes(self) -> int | None:
