@@ -199,7 +199,7 @@ def calibrate_command(
                     if memory:
                         rate += f", copies outside the algorithm at {1 / memory / 1e9:.3g} GB/s (measured)"
                     console.print(f"            host-copy: {r['step_latency_s'] * 1e6:.3g} us per step, {rate}")
-        for line in result.notes:
+        for line in (*result.notes, *([result.base_note] if result.base_note else [])):
             console.print(f"  note: {line}")
         for line in result.skipped:
             console.print(f"  skipped {line}")

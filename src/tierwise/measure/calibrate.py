@@ -3,7 +3,8 @@
 The document (the lead's cluster loader reads these keys)::
 
     base: dgx-h100                      # the --cluster given (catalog name); a cluster file's keys are
-                                        # copied instead; omitted without --cluster
+                                        # copied instead; without --cluster the catalog cluster of the GPU
+                                        # the logs name, else DEFAULT_BASE (so the file always loads)
     name: calibrated-dgx-h100
     source: "tierwise calibrate <files> (<date>)"
     fitted:
@@ -54,10 +55,10 @@ from tierwise.errors import MeasureError
 from tierwise.measure.fit import RegimeFit, fit_regimes
 from tierwise.measure.hostcopy import HOST_COPY_OPS, fit_host_copy
 from tierwise.measure.hostcopy import MODEL as HOST_COPY
-from tierwise.measure.nccl_log import NcclRow, NcclSweep, parse_nccl_text, read_text
+from tierwise.measure.nccl_log import NcclRow, NcclSweep, parse_nccl_json, parse_nccl_text, read_text
 
 __all__ = ["load_sweeps", "sweeps_from_rows", "calibrate", "Calibration", "tier_for", "write_yaml",
-           "is_host_loopback"]
+           "is_host_loopback", "cluster_for_device", "DEFAULT_BASE"]
 
 _FITTABLE_NOTE = "not fitted"
 
@@ -76,6 +77,8 @@ class Calibration:
     """One line per ``measure gemm`` / ``measure hbm`` input: what it measured against the datasheet."""
     notes: tuple[str, ...] = ()
     """How a fit was made where that is not the default (a host-copy fit without the measured memory rate)."""
+    base_note: str = ""
+    """Without ``--cluster``: which catalog cluster the file starts from, and why (:data:`DEFAULT_BASE`)."""
 
 
 LARGE_GEMM_DIM = 4096
@@ -220,6 +223,8 @@ def load_sweeps(path: str | Path, *, op: str | None = None, num_ranks: int | Non
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise MeasureError(f"{p}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
+        if isinstance(data, dict) and "results" in data and "rows" not in data and "calibration_rows" not in data:
+            return parse_nccl_json(data, str(p), op=op, num_ranks=num_ranks)  # nccl-tests -J FILE
         # a list of rows (measure collective --out), or a measure ddp result with its calibration sweep
         rows = (data.get("rows") or data.get("calibration_rows") or []) if isinstance(data, dict) else data
         if not isinstance(rows, list) or not rows:
@@ -276,6 +281,41 @@ def _cluster_base(cluster: str | None) -> tuple[str | None, int | None, dict]:
         seen.add(parent)
         raw = catalog_entry(parent)
     return label, None, own
+
+
+DEFAULT_BASE = "dgx-h100"
+"""The catalog cluster a calibration without ``--cluster`` starts from when no input names its GPU: the
+written file then loads in every command (``estimate``, ``plan``, ``tiers``), and the notes say so."""
+
+_GPU_CLUSTERS = (
+    (r"GB300", "gb300-nvl72"), (r"GB200", "gb200-nvl72"), (r"B300", "hgx-b300"), (r"B200", "dgx-b200"),
+    (r"H800", "hgx-h800"), (r"H200", "hgx-h200"), (r"H100", "dgx-h100"), (r"A100.*40\s*GB", "dgx-a100-40gb"),
+    (r"A100", "dgx-a100"), (r"MI355X", "mi355x-8"), (r"MI325X", "mi325x-8"), (r"MI300X", "mi300x-8"),
+)
+"""GPU name in a log (nccl-tests prints cudaDeviceProp.name) -> the catalog cluster built from that part."""
+
+
+def cluster_for_device(name: str) -> str | None:
+    """The catalog cluster of the GPU a log names (``NVIDIA H100 80GB HBM3`` -> ``dgx-h100``), or None."""
+    import re
+
+    for pattern, cluster in _GPU_CLUSTERS:
+        if re.search(pattern, name, re.IGNORECASE):
+            return cluster
+    return None
+
+
+def _implied_base(sweeps: list[NcclSweep]) -> tuple[str, str]:
+    """(catalog cluster, note) for a calibration without --cluster (see :data:`DEFAULT_BASE`)."""
+    named = {s.device for s in sweeps if s.device}
+    clusters = {cluster_for_device(d) for d in named} - {None}
+    if len(clusters) == 1:
+        base = clusters.pop()
+        return base, (f"no --cluster: the inputs ran on {' / '.join(sorted(named))}, so the file starts from "
+                      f"base: {base}; pass --cluster NAME|FILE to calibrate another cluster")
+    return DEFAULT_BASE, (f"no --cluster and no GPU named in the inputs: the file starts from base: {DEFAULT_BASE} "
+                          "(its accelerator and links) so every command accepts it; pass --cluster NAME|FILE "
+                          "for the cluster you measured")
 
 
 def _choose(tier: str, candidates: list[tuple[NcclSweep, int]]) -> tuple[NcclSweep, int]:
@@ -358,8 +398,12 @@ def calibrate(paths: list[str], *, cluster: str | None = None, select: str | Non
         others = [s for s, _ in by_tier[tier] if s is not sweep] + not_fitted.get(tier, [])
         for other in others:
             comparisons.extend(_compare(tier, fit, other))
+    base_note = ""
+    if cluster is None:  # the file must load as a cluster: it needs an accelerator, so a base
+        label, base_note = _implied_base([sweep for sweep, _ in chosen.values()])
+        own = {"base": label}
     result = Calibration(document={}, fits=fits, skipped=tuple(skipped), comparisons=tuple(comparisons),
-                         device=tuple(device_lines), notes=tuple(notes))
+                         device=tuple(device_lines), notes=tuple(notes), base_note=base_note)
     return _document(result, cluster, label, own, paths, today, fitted, compute)
 
 
