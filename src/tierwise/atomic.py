@@ -69,7 +69,7 @@ def check_writable(path: str | os.PathLike, what: str = "--out") -> Path:
         raise OutputError(f"{what} {text!r}: the directory {str(parent)!r} does not exist; create it first "
                           f"(mkdir -p {parent}) or choose another path")
     if not parent.is_dir():
-        raise OutputError(f"{what} {text!r}: {str(parent)!r} is not a directory; choose another path")
+        raise OutputError(f"{what} {text!r}: {str(parent)!r} is a file, not a directory; choose another path")
     try:
         fd, tmp = tempfile.mkstemp(dir=parent, prefix=_TMP_PREFIX, suffix=".check")
     except OSError as exc:
