@@ -51,7 +51,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tierwise.collectives.volumes import normalize_kind
-from tierwise.errors import MeasureError
+from tierwise.errors import MeasureError, SpecError
 from tierwise.measure.fit import RegimeFit, fit_regimes
 from tierwise.measure.hostcopy import HOST_COPY_OPS, fit_host_copy
 from tierwise.measure.hostcopy import MODEL as HOST_COPY
@@ -96,7 +96,7 @@ def _device_result(path: str | Path) -> tuple[str, list[dict]] | None:
         return None
     try:
         data = json.loads(text)
-    except json.JSONDecodeError:
+    except (RecursionError, ValueError):  # JSONDecodeError is a ValueError
         return None  # load_sweeps reports it
     if not isinstance(data, list) or not data or not all(isinstance(r, dict) for r in data):
         return None
@@ -177,39 +177,52 @@ def _compare(tier: str, fit: RegimeFit, sweep: NcclSweep) -> list[dict]:
     return rows
 
 
+def _positive(value, name: str, *, zero_ok: bool = False) -> float:
+    v = float(value)
+    if not math.isfinite(v) or v < 0 or (v == 0 and not zero_ok):
+        raise ValueError(f"{name}={value!r} is not a positive number")
+    return v
+
+
 def sweeps_from_rows(rows: list[dict], source: str) -> list[NcclSweep]:
-    """Group tierwise result rows (``measure collective --out``) into one sweep per (op, ranks, backend)."""
-    groups: dict[tuple, list[dict]] = {}
+    """Group tierwise result rows (``measure collective --out``) into one sweep per (op, ranks, backend) and
+    run (each row's ``run``: several runs may share one ``--out`` file)."""
+    groups: dict[tuple, list[NcclRow]] = {}
     for i, row in enumerate(rows):
         try:
-            key = (normalize_kind(row["op"]), int(row["num_ranks"]), row.get("backend", ""),
-                   row.get("ranks_per_node"), row.get("note"), str(row.get("run") or ""))
-            float(row["size_bytes"]), float(row["time_s"])
+            if not isinstance(row, dict):
+                raise TypeError(f"a {type(row).__name__}, not an object")
+            per_node = row.get("ranks_per_node")
+            key = (normalize_kind(str(row["op"])), int(row["num_ranks"]), str(row.get("backend") or ""),
+                   None if per_node is None else int(per_node), None if row.get("note") is None else str(row["note"]),
+                   str(row.get("run") or ""))
+            if key[1] < 2 or (key[3] is not None and key[3] < 1):
+                raise ValueError(f"num_ranks={key[1]}, ranks_per_node={key[3]}")
             memory = row.get("host_memory_s_per_byte")
-            if memory is not None and not (math.isfinite(float(memory)) and float(memory) > 0):
-                raise ValueError(f"host_memory_s_per_byte={memory!r} is not a positive number")
-        except (KeyError, TypeError, ValueError) as exc:
-            raise MeasureError(f"{source}: row {i} is not a tierwise result row ({exc}); expected keys op, "
-                               "num_ranks, size_bytes, time_s") from None
-        groups.setdefault(key, []).append(row)
+            wrong = row.get("wrong")
+            parsed = NcclRow(size_bytes=_positive(row["size_bytes"], "size_bytes", zero_ok=True),
+                             time_s=_positive(row["time_s"], "time_s"),
+                             algbw_bytes_per_s=_positive(row.get("algbw_bytes_per_s", 0.0), "algbw", zero_ok=True),
+                             busbw_bytes_per_s=_positive(row.get("busbw_bytes_per_s", 0.0), "busbw", zero_ok=True),
+                             wrong=None if wrong is None else int(wrong),
+                             host_memory_s_per_byte=None if memory is None else _positive(memory,
+                                                                                          "host_memory_s_per_byte"))
+        except (KeyError, TypeError, ValueError, OverflowError, SpecError) as exc:
+            raise MeasureError(f"{source}: row {i} is not a tierwise result row ({str(exc)[:120]}); expected keys "
+                               "op, num_ranks, size_bytes, time_s") from None
+        groups.setdefault(key, []).append(parsed)
     runs_of: dict[tuple, int] = {}
     for key in groups:
         runs_of[key[:5]] = runs_of.get(key[:5], 0) + 1
     sweeps = []
     for (op, n, backend, per_node, note, run), group in groups.items():
-        group.sort(key=lambda r: r["size_bytes"])
+        group.sort(key=lambda r: r.size_bytes)
         # several runs of one sweep in a file (concurrent or repeated `measure --out`): the run names it
         label = f"{backend}-{op}-{n}" + (f"@{run}" if run and runs_of[(op, n, backend, per_node, note)] > 1 else "")
         sweeps.append(NcclSweep(
             op=op, num_ranks=n, source=source, label=label, run=run,
             ranks_per_node=int(per_node) if per_node else n,  # a spawned run is one host
-            rows=tuple(NcclRow(size_bytes=float(r["size_bytes"]), time_s=float(r["time_s"]),
-                               algbw_bytes_per_s=float(r.get("algbw_bytes_per_s", 0.0)),
-                               busbw_bytes_per_s=float(r.get("busbw_bytes_per_s", 0.0)),
-                               wrong=r.get("wrong"),
-                               host_memory_s_per_byte=(None if r.get("host_memory_s_per_byte") is None
-                                                       else float(r["host_memory_s_per_byte"]))) for r in group),
-            notes=(note,) if note else (), backend=str(backend or ""),
+            rows=tuple(group), notes=(note,) if note else (), backend=backend,
         ))
     return sweeps
 
@@ -222,7 +235,10 @@ def load_sweeps(path: str | Path, *, op: str | None = None, num_ranks: int | Non
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise MeasureError(f"{p}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
+            raise MeasureError(f"{p}: malformed JSON at line {exc.lineno}: {exc.msg} (a truncated file?)") from None
+        except (RecursionError, ValueError) as exc:  # nesting; an integer of more than 4300 digits
+            raise MeasureError(f"{p}: unreadable JSON ({type(exc).__name__}); not an nccl-tests -J document or "
+                               "a tierwise result") from None
         if isinstance(data, dict) and "results" in data and "rows" not in data and "calibration_rows" not in data:
             return parse_nccl_json(data, str(p), op=op, num_ranks=num_ranks)  # nccl-tests -J FILE
         # a list of rows (measure collective --out), or a measure ddp result with its calibration sweep

@@ -29,6 +29,7 @@ the ``# Rank`` lines, else from busbw/algbw of the largest row (busbw/algbw = 2(
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -386,8 +387,9 @@ def parse_nccl_json_text(text: str, source: str = "<text>", *, op: str | None = 
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise MeasureError(f"{source}: malformed JSON at line {exc.lineno}: {exc.msg}; {_JSON_HINT}") from None
-    except RecursionError:
-        raise MeasureError(f"{source}: JSON nested too deeply; not an nccl-tests -J document") from None
+    except (RecursionError, ValueError) as exc:  # nesting; an integer of more than 4300 digits
+        raise MeasureError(f"{source}: unreadable JSON ({type(exc).__name__}); not an nccl-tests -J document") \
+            from None
     return parse_nccl_json(data, source, op=op, num_ranks=num_ranks)
 
 
@@ -396,8 +398,12 @@ def _json_number(value, where: str) -> float | None:
     if value is None or value == "nan":
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise MeasureError(f"{where} is {value!r}, not a number; is this an nccl-tests -J document?")
-    return float(value)
+        raise MeasureError(f"{where} is {str(value)[:40]!r}, not a number; is this an nccl-tests -J document?")
+    try:
+        value = float(value)
+    except OverflowError:
+        raise MeasureError(f"{where} is a number too large for a float; is this an nccl-tests -J document?") from None
+    return value if math.isfinite(value) else None
 
 
 def parse_nccl_json(data, source: str = "<json>", *, op: str | None = None,
@@ -430,7 +436,7 @@ def parse_nccl_json(data, source: str = "<json>", *, op: str | None = None,
         if not isinstance(item, dict):
             raise MeasureError(f"{where} is {type(item).__name__}, not an object; is this an nccl-tests -J document?")
         size = _json_number(item.get("size"), f"{where}.size")
-        if size is None or size < 0 or size != int(size):
+        if size is None or not math.isfinite(size) or size < 0 or size != int(size):
             raise MeasureError(f"{where}.size is {item.get('size')!r}; expected a byte count")
         out_place, in_place = item.get("out_of_place"), item.get("in_place")
         block = out_place if isinstance(out_place, dict) else in_place
@@ -509,8 +515,6 @@ def _size_label(label: str) -> float:
     value = float(m["num"])
     scale = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}[m["unit"]]
     # round to the nearest power of two in the label's unit, which is what the sweep (-f 2) ran
-    import math
-
     return float(2 ** round(math.log2(value))) * scale
 
 
