@@ -62,7 +62,7 @@ def collective(
     stat: str = typer.Option("median", "--stat", help="CPU time statistic for time_s: median, min or mean"),
     rounds: int = typer.Option(1, "--rounds", help="repeat the sweep, the ops of a size together; time_s is the "
                                "median over rounds (steadier on a shared host)"),
-    out: Path | None = typer.Option(None, "--out", help="write the rows as JSON (rewritten after each size; rows of other runs "
+    out: str | None = typer.Option(None, "--out", help="write the rows as JSON (rewritten after each size; rows of other runs "
                                "already in the file are kept, each row names its run)"),
     as_json: bool = typer.Option(False, "--json", help="print the rows as JSON"),
 ) -> None:
@@ -161,7 +161,7 @@ def hbm(
 def calibrate_command(
     inputs: list[Path] = typer.Argument(..., help="nccl-tests logs and/or tierwise result JSON files (collective "
                                                  "sweeps; measure gemm/hbm --json with --cluster)"),
-    out: Path = typer.Option(..., "--out", help="calibrated cluster YAML to write"),
+    out: str = typer.Option(..., "--out", help="calibrated cluster YAML to write"),
     cluster: str | None = typer.Option(None, "--cluster", help="catalog cluster name or file this calibrates"),
     select: str | None = typer.Option(None, "--select", help="keep only sweeps whose label contains this"),
     op: str | None = typer.Option(None, "--op", help="collective of logs that do not say"),
