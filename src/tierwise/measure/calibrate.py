@@ -189,13 +189,18 @@ def sweeps_from_rows(rows: list[dict], source: str) -> list[NcclSweep]:
     run (each row's ``run``: several runs may share one ``--out`` file)."""
     groups: dict[tuple, list[NcclRow]] = {}
     for i, row in enumerate(rows):
+        field = "op"
         try:
             if not isinstance(row, dict):
                 raise TypeError(f"a {type(row).__name__}, not an object")
-            per_node = row.get("ranks_per_node")
-            key = (normalize_kind(str(row["op"])), int(row["num_ranks"]), str(row.get("backend") or ""),
-                   None if per_node is None else int(per_node), None if row.get("note") is None else str(row["note"]),
-                   str(row.get("run") or ""))
+            op = normalize_kind(str(row["op"]))
+            field = "num_ranks"
+            num_ranks = int(row["num_ranks"])
+            field = "ranks_per_node"
+            per_node = None if row.get("ranks_per_node") is None else int(row["ranks_per_node"])
+            field = "size_bytes, time_s, algbw_bytes_per_s, busbw_bytes_per_s, wrong or host_memory_s_per_byte"
+            key = (op, num_ranks, str(row.get("backend") or ""), per_node,
+                   None if row.get("note") is None else str(row["note"]), str(row.get("run") or ""))
             if key[1] < 2 or (key[3] is not None and key[3] < 1):
                 raise ValueError(f"num_ranks={key[1]}, ranks_per_node={key[3]}")
             memory = row.get("host_memory_s_per_byte")
@@ -208,8 +213,8 @@ def sweeps_from_rows(rows: list[dict], source: str) -> list[NcclSweep]:
                              host_memory_s_per_byte=None if memory is None else _positive(memory,
                                                                                           "host_memory_s_per_byte"))
         except (KeyError, TypeError, ValueError, OverflowError, SpecError) as exc:
-            raise MeasureError(f"{source}: row {i} is not a tierwise result row ({str(exc)[:120]}); expected keys "
-                               "op, num_ranks, size_bytes, time_s") from None
+            raise MeasureError(f"{source}: row {i} is not a tierwise result row ({field}: {str(exc)[:120]}); "
+                               "expected keys op, num_ranks, size_bytes, time_s") from None
         groups.setdefault(key, []).append(parsed)
     runs_of: dict[tuple, int] = {}
     for key in groups:

@@ -316,7 +316,10 @@ def parse_nccl_text(text: str, source: str = "<text>", *, op: str | None = None,
         short = None if full is not None else _SHORT.match(line)
         if full is None and short is None:
             continue  # warnings, NCCL INFO lines, launcher chatter
-        row = _row_full(full) if full is not None else _row_short(short)
+        try:
+            row = _row_full(full) if full is not None else _row_short(short)
+        except MeasureError as exc:
+            raise MeasureError(f"{source}: {exc}") from None
         if row.size_bytes in sizes_seen:
             continue  # the same row printed by several ranks under a launcher
         sizes_seen.add(row.size_bytes)
