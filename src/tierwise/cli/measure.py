@@ -82,7 +82,9 @@ def collective(
     except SpecError as exc:
         raise MeasureError(str(exc)) from None
     size_list = parse_sizes(sizes, factor)
-    if out is not None:  # before any process is spawned (run_collectives checks again for library callers)
+    from tierwise.measure.bench import is_output_rank
+
+    if out is not None and is_output_rank():  # before any process is spawned (run_collectives checks again)
         from tierwise.atomic import check_writable, read_rows
 
         check_writable(out, "--out")

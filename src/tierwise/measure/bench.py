@@ -138,6 +138,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def is_output_rank() -> bool:
+    """True where ``--out`` is written: a local run, or rank 0 under torchrun (the other ranks' machines
+    need not have the output's directory)."""
+    return not _under_torchrun() or os.environ.get("RANK") == "0"
+
+
 def _under_torchrun() -> bool:
     return "RANK" in os.environ and "WORLD_SIZE" in os.environ
 
@@ -503,7 +509,7 @@ def run_collectives(config: BenchConfig, num_ranks: int | None) -> dict[str, lis
     config = BenchConfig(ops=ops, sizes_bytes=config.sizes_bytes, iters=config.iters, warmup=config.warmup,
                          backend=config.backend, out=str(Path(config.out).resolve()) if config.out else None,
                          stat=config.stat, rounds=config.rounds, run=config.run or new_run_id())
-    if config.out:
+    if config.out and is_output_rank():
         # before any process is spawned: a missing, read-only or full place, a directory, or a file that
         # is not a result list fails here, in one line
         from tierwise.atomic import check_writable, read_rows
