@@ -94,6 +94,11 @@ CASES += [
          stderr_has=["--out"], timeout_s=20.0),
     Case(id="outputs/calibrate-out-empty-name", argv=["calibrate", "all_reduce.log", "--out", ""],
          files={"all_reduce.log": _LOG}, stderr_has=["--out"]),
+    Case(id="outputs/validate-html-empty-name", argv=["validate", "--html", ""], stderr_has=["--html"],
+         max_lines=1, timeout_s=20.0),
+    Case(id="outputs/simulate-emit-cluster-empty-name",
+         argv=["simulate", "all-reduce", "--topology", "fat-tree", "--gpus", "64", "--radix", "16", "--size", "1MB",
+               "--emit-cluster", ""], stderr_has=["--emit-cluster"], max_lines=1),
     Case(id="outputs/calibrate-out-is-its-own-input-directory", argv=["calibrate", "all_reduce.log", "--out", "."],
          files={"all_reduce.log": _LOG}, stderr_has=["is a directory"]),
     # validate --fit: the installed parameters are never the output

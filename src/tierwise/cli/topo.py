@@ -113,7 +113,7 @@ def register(app: typer.Typer) -> None:
         from tierwise.topology import build_fabric
         from tierwise.units import parse_bytes
 
-        if emit_cluster:  # before the simulation: a place that cannot be written fails now, in one line
+        if emit_cluster is not None:  # before the simulation: a place that cannot be written fails now, in one line
             from tierwise.atomic import check_writable
             from tierwise.specs.cluster import load_cluster
 
@@ -126,7 +126,7 @@ def register(app: typer.Typer) -> None:
         result = simulate(fab, kind, parse_bytes(size), algorithm=algorithm, num_ranks=ranks, routing=routing,
                           seed=seed, stages=stages, shift=shift,
                           failures=Failures(links=fail_links, switches=fail_switches, domains=fail_domains))
-        if emit_cluster:
+        if emit_cluster is not None:
             result["emitted_cluster"] = write_cluster(emit_cluster, fab, result, _argv_text(), base=cluster)
         emit(result, as_json, lambda con: _render_sim(con, result))
 

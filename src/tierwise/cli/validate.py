@@ -82,10 +82,10 @@ def register(app: typer.Typer) -> None:
 
         if fit_out is not None and not fit:
             raise OutputError(f"--fit-out {fit_out!r} without --fit: add --fit to refit the parameters")
-        if html:  # before the work: a place that cannot be written fails now, in one line
+        if html is not None:  # before the work: a place that cannot be written fails now, in one line
             check_writable(html, "--html")
         doc = validation_document(dataset, source=source, cross_validate=cross_validate, fit=fit, fit_out=fit_out)
-        if html:
+        if html is not None:
             from tierwise.validate.report import write_html
 
             doc["html"] = write_html(doc, html)
