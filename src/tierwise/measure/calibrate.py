@@ -177,10 +177,18 @@ def _compare(tier: str, fit: RegimeFit, sweep: NcclSweep) -> list[dict]:
     return rows
 
 
+class _NamedValueError(ValueError):
+    """A bad value whose message already names its key."""
+
+
 def _positive(value, name: str, *, zero_ok: bool = False) -> float:
-    v = float(value)
+    try:
+        v = float(value)
+    except (TypeError, ValueError, OverflowError):
+        v = math.nan
     if not math.isfinite(v) or v < 0 or (v == 0 and not zero_ok):
-        raise ValueError(f"{name}={value!r} is not a positive number")
+        text = repr(value) if isinstance(value, int | float) else repr(str(value))
+        raise _NamedValueError(f"{name}={text if len(text) <= 40 else text[:37] + '...'} is not a positive number")
     return v
 
 
@@ -213,7 +221,8 @@ def sweeps_from_rows(rows: list[dict], source: str) -> list[NcclSweep]:
                              host_memory_s_per_byte=None if memory is None else _positive(memory,
                                                                                           "host_memory_s_per_byte"))
         except (KeyError, TypeError, ValueError, OverflowError, SpecError) as exc:
-            raise MeasureError(f"{source}: row {i} is not a tierwise result row ({field}: {str(exc)[:120]}); "
+            what = str(exc)[:120] if isinstance(exc, _NamedValueError) else f"{field}: {str(exc)[:120]}"
+            raise MeasureError(f"{source}: row {i} is not a tierwise result row ({what}); "
                                "expected keys op, num_ranks, size_bytes, time_s") from None
         groups.setdefault(key, []).append(parsed)
     runs_of: dict[tuple, int] = {}
