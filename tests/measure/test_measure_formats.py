@@ -130,3 +130,21 @@ def test_calibrate_reads_the_measure_table_and_writes_a_loadable_cluster(tmp_pat
 ])
 def test_cluster_for_device(name, cluster):
     assert cluster_for_device(name) == cluster
+
+
+@pytest.mark.parametrize("log", [PLAIN.name, "a100x8_1node_nvswitch_allreduce_stas00_reformatted.txt",
+                                 FORMATS["J"].name])
+def test_calibrate_without_cluster_writes_a_file_every_command_accepts(tmp_path, capsys, log):
+    from tierwise.cli import main
+
+    out = tmp_path / "c.yaml"
+    assert main(["calibrate", str(LOGS / log), "--out", str(out)]) == 0
+    assert "note: no --cluster" in capsys.readouterr().out
+    assert main(["tiers", str(out)]) == 0
+    assert main(["plan", "--model", "llama3.1-8b", "--cluster", str(out), "--gpus", "8", "--json"]) == 0
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(yaml.safe_dump({"model": "llama3.1-8b", "cluster": "c.yaml", "num_gpus": 8,
+                                        "plan": {"tp": 1, "pp": 1, "micro_batch_size": 1, "global_batch_size": 64,
+                                                 "seq_length": 4096}}))
+    assert main(["estimate", str(scenario), "--json"]) == 0
+    capsys.readouterr()
