@@ -162,9 +162,14 @@ def locked_dir(directory: str | os.PathLike) -> Iterator[None]:
     except ImportError:  # pragma: no cover - not POSIX
         yield
         return
-    fd = os.open(directory, os.O_RDONLY)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # a directory that can be written but not read: no lock to take, write unlocked
+        yield
+        return
+    try:
+        with contextlib.suppress(OSError):  # a file system without flock (some network mounts): unlocked
+            fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
         with contextlib.suppress(OSError):
