@@ -214,7 +214,7 @@ def read_rows(path: str | os.PathLike, what: str = "--out") -> list[dict]:
         return []
     try:
         data = json.loads(text)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # malformed, a 5000-digit integer, nested too deeply
         data = None
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
         raise OutputError(f"{what} {str(p)!r} exists and is not a tierwise result (a JSON list of rows); "
