@@ -104,6 +104,9 @@ CASES += [
     Case(id="outputs/simulate-emit-cluster-empty-name",
          argv=["simulate", "all-reduce", "--topology", "fat-tree", "--gpus", "64", "--radix", "16", "--size", "1MB",
                "--emit-cluster", ""], stderr_has=["--emit-cluster"], max_lines=1),
+    Case(id="outputs/calibrate-out-is-its-input", argv=["calibrate", "all_reduce.log", "--out", "./all_reduce.log"],
+         files={"all_reduce.log": _LOG}, stderr_has=["also an input"], max_lines=1,
+         check=_unchanged("all_reduce.log", _LOG)),
     Case(id="outputs/calibrate-out-is-its-own-input-directory", argv=["calibrate", "all_reduce.log", "--out", "."],
          files={"all_reduce.log": _LOG}, stderr_has=["is a directory"]),
     # validate --fit: the installed parameters are never the output

@@ -177,6 +177,9 @@ def calibrate_command(
     from tierwise.measure.calibrate import calibrate, write_yaml
 
     check_writable(out, "--out")
+    for given in inputs:
+        if given.exists() and Path(out).exists() and given.resolve() == Path(out).resolve():
+            raise MeasureError(f"--out {out!r} is also an input; write the calibrated cluster to another file")
     result = calibrate([str(p) for p in inputs], cluster=cluster, select=select, op=op, num_ranks=ranks,
                        ranks_per_domain=ranks_per_domain)
     write_yaml(result.document, out)
