@@ -9,7 +9,8 @@
     │   └── ScenarioError         a scenario file that does not hold together
     ├── PlanError                 degrees that do not fit the model or the cluster (tp not dividing heads, ...)
     ├── TopologyError             a fabric that cannot be built (radix too small, oversubscription < 1, ...)
-    └── MeasureError              a benchmark or log that cannot be used (not nccl-tests output, empty sweep, ...)
+    ├── MeasureError              a benchmark or log that cannot be used (not nccl-tests output, empty sweep, ...)
+    └── OutputError               an output path that cannot be written (missing directory, read-only, full, ...)
 
 A plan that does not fit in memory is *not* an error: the estimate says ``fits: false`` with the numbers.
 ``assert`` is kept for our own invariants.
@@ -31,6 +32,7 @@ __all__ = [
     "PlanError",
     "TopologyError",
     "MeasureError",
+    "OutputError",
     "did_you_mean",
 ]
 
@@ -68,6 +70,10 @@ class TopologyError(TierwiseError, ValueError):
 
 class MeasureError(TierwiseError, ValueError):
     """A measurement or a log that cannot be used."""
+
+
+class OutputError(TierwiseError):
+    """An output file that cannot be written where the user asked (checked before the work is done)."""
 
 
 def did_you_mean(name: str, choices: list[str] | tuple[str, ...] | set[str]) -> str:

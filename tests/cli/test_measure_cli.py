@@ -24,7 +24,8 @@ def test_calibrate_writes_the_cluster_schema(tmp_path, capsys):
     out = tmp_path / "cal.yaml"
     assert main(["calibrate", str(H100X32), "--out", str(out)]) == 0
     doc = yaml.safe_load(out.read_text())
-    assert list(doc) == ["name", "source", "fitted"]
+    assert list(doc) == ["base", "name", "source", "fitted"]
+    assert doc["base"] == "dgx-h100"  # no --cluster: the GPU the log names (NVIDIA H100 80GB HBM3)
     assert doc["source"].startswith("tierwise calibrate h100x32_4node")
     tier = doc["fitted"]["scale_out"]  # 32 ranks over 8-rank hosts
     assert tier["num_ranks"] == 32 and tier["ranks_per_domain"] == 8 and tier["op"] == "all-reduce"
@@ -119,7 +120,9 @@ def test_measure_collective_json_and_out(tmp_path, capsys):
         assert r["wrong"] == 0 and r["num_ranks"] == 2 and r["time_s"] > 0
         assert r["busbw_bytes_per_s"] == pytest.approx(r["algbw_bytes_per_s"] * (1.0 if r["op"] == "all-reduce"
                                                                                   else 0.5))
-    assert json.loads(out.read_text()) == rows
+    written = json.loads(out.read_text())
+    assert len({r.pop("run") for r in written}) == 1  # every row in the file names this run
+    assert written == rows
     # the table view is nccl-tests' layout
     assert main(["calibrate", str(out), "--out", str(tmp_path / "c.yaml")]) == 0
     assert yaml.safe_load((tmp_path / "c.yaml").read_text())["fitted"]["scale_up"]["num_ranks"] == 2

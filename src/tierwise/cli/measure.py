@@ -63,7 +63,8 @@ def collective(
     stat: str = typer.Option("median", "--stat", help="CPU time statistic for time_s: median, min or mean"),
     rounds: int = typer.Option(1, "--rounds", help="repeat the sweep, the ops of a size together; time_s is the "
                                "median over rounds (steadier on a shared host)"),
-    out: Path | None = typer.Option(None, "--out", help="write the rows as JSON (rewritten after each size)"),
+    out: str | None = typer.Option(None, "--out", help="write the rows as JSON (rewritten after each size; rows of other runs "
+                               "already in the file are kept, each row names its run)"),
     as_json: bool = typer.Option(False, "--json", help="print the rows as JSON"),
 ) -> None:
     """Time collectives through torch.distributed, printed like nccl-tests."""
@@ -82,6 +83,13 @@ def collective(
     except SpecError as exc:
         raise MeasureError(str(exc)) from None
     size_list = parse_sizes(sizes, factor)
+    from tierwise.measure.bench import is_output_rank
+
+    if out is not None and is_output_rank():  # before any process is spawned (run_collectives checks again)
+        from tierwise.atomic import check_writable, read_rows
+
+        check_writable(out, "--out")
+        read_rows(out, "--out")
     config = BenchConfig(ops=ops, sizes_bytes=size_list, iters=iters, warmup=warmup, backend=backend,
                          out=str(out) if out else None, stat=stat, rounds=rounds)
     if not _under_torchrun() and ranks < 2:
@@ -157,7 +165,7 @@ def hbm(
 def calibrate_command(
     inputs: list[Path] = typer.Argument(..., help="nccl-tests logs and/or tierwise result JSON files (collective "
                                                  "sweeps; measure gemm/hbm --json with --cluster)"),
-    out: Path = typer.Option(..., "--out", help="calibrated cluster YAML to write"),
+    out: str = typer.Option(..., "--out", help="calibrated cluster YAML to write"),
     cluster: str | None = typer.Option(None, "--cluster", help="catalog cluster name or file this calibrates"),
     select: str | None = typer.Option(None, "--select", help="keep only sweeps whose label contains this"),
     op: str | None = typer.Option(None, "--op", help="collective of logs that do not say"),
@@ -167,8 +175,13 @@ def calibrate_command(
     as_json: bool = typer.Option(False, "--json", help="print the calibrated document as JSON"),
 ) -> None:
     """Fit latency and bandwidth per size regime from measurements; write a cluster YAML."""
+    from tierwise.atomic import check_writable
     from tierwise.measure.calibrate import calibrate, write_yaml
 
+    check_writable(out, "--out")
+    for given in inputs:
+        if given.exists() and Path(out).exists() and given.resolve() == Path(out).resolve():
+            raise MeasureError(f"--out {out!r} is also an input; write the calibrated cluster to another file")
     result = calibrate([str(p) for p in inputs], cluster=cluster, select=select, op=op, num_ranks=ranks,
                        ranks_per_domain=ranks_per_domain)
     write_yaml(result.document, out)
@@ -193,7 +206,7 @@ def calibrate_command(
                     if memory:
                         rate += f", copies outside the algorithm at {1 / memory / 1e9:.3g} GB/s (measured)"
                     console.print(f"            host-copy: {r['step_latency_s'] * 1e6:.3g} us per step, {rate}")
-        for line in result.notes:
+        for line in (*result.notes, *([result.base_note] if result.base_note else [])):
             console.print(f"  note: {line}")
         for line in result.skipped:
             console.print(f"  skipped {line}")

@@ -113,6 +113,12 @@ def register(app: typer.Typer) -> None:
         from tierwise.topology import build_fabric
         from tierwise.units import parse_bytes
 
+        if emit_cluster is not None:  # before the simulation: a place that cannot be written fails now, in one line
+            from tierwise.atomic import check_writable
+            from tierwise.specs.cluster import load_cluster
+
+            check_writable(emit_cluster, "--emit-cluster")
+            load_cluster(cluster)
         kind = pattern if pattern in ("pipeline", "permutation") else normalize_kind(pattern)
         spec = _spec(topology, gpus, gpus_per_node, nics_per_node, radix, tiers, oversubscription, nic_bandwidth,
                      scale_up, scale_up_bandwidth, domain_size, hop_latency, dims, groups)
@@ -125,7 +131,7 @@ def register(app: typer.Typer) -> None:
         extra, notes = simulate_ring_notes(fab, result, base=cluster, oversubscription=oversubscription)
         result.update(extra)
         result["notes"] = notes
-        if emit_cluster:
+        if emit_cluster is not None:
             result["emitted_cluster"] = write_cluster(emit_cluster, fab, result, _argv_text(), base=cluster)
         emit(result, as_json, lambda con: _render_sim(con, result))
 
@@ -163,9 +169,9 @@ def write_cluster(path: str, fab, result: dict, args: str, base: str = "dgx-h100
         "efficiency": {"scale_out": round(float(eff), 4)},
         "source": f"tierwise {args} (seed {result['seed']})",
     }
-    with open(path, "w", encoding="utf-8") as fh:
-        yaml.safe_dump(data, fh, sort_keys=False)
-    return path
+    from tierwise.atomic import write_atomic
+
+    return write_atomic(path, yaml.safe_dump(data, sort_keys=False), "--emit-cluster")
 
 
 def _render_topo(con, r: dict) -> None:

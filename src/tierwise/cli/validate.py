@@ -70,18 +70,26 @@ def register(app: typer.Typer) -> None:
         cross_validate: Annotated[bool, typer.Option("--cross-validate",
                                                      help="leave-one-source-out: fit without each source, "
                                                           "predict it")] = False,
-        fit: Annotated[bool, typer.Option("--fit", help="refit the global compute parameters and write them to "
-                                                        "catalog/parameters.yaml")] = False,
+        fit: Annotated[bool, typer.Option("--fit", help="refit the global compute parameters, write them to "
+                                                        "--fit-out and validate with them")] = False,
+        fit_out: Annotated[str | None, typer.Option("--fit-out", help="parameters file --fit writes (use it with "
+                                                    "TIERWISE_PARAMETERS=FILE; the installed one is never "
+                                                    "written)")] = None,
     ) -> None:
         """Estimate every published training run of a dataset and compare with the measurement."""
+        from tierwise.atomic import check_writable
+        from tierwise.errors import OutputError
         from tierwise.validate import validation_document
 
-        if html:  # before the work: the report needs the optional plotly
+        if fit_out is not None and not fit:
+            raise OutputError(f"--fit-out {fit_out!r} without --fit: add --fit to refit the parameters")
+        if html is not None:  # before the work: the optional plotly, and a place that can be written
             from tierwise.validate.report import require_plotly
 
             require_plotly()
-        doc = validation_document(dataset, source=source, cross_validate=cross_validate, fit=fit)
-        if html:
+            check_writable(html, "--html")
+        doc = validation_document(dataset, source=source, cross_validate=cross_validate, fit=fit, fit_out=fit_out)
+        if html is not None:
             from tierwise.validate.report import write_html
 
             doc["html"] = write_html(doc, html)

@@ -34,7 +34,6 @@ reduce-scatter on gloo with other collectives; its busbw is not a reduce-scatter
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import socket
@@ -78,7 +77,11 @@ class BenchConfig:
     warmup: int = 5
     backend: str = "gloo"
     out: str | None = None
-    """JSON file rewritten after each completed size (rank 0 only)."""
+    """JSON file rewritten after each completed size (rank 0 only), merged with other runs' rows there
+    (:func:`tierwise.atomic.merge_rows_locked`)."""
+    run: str = ""
+    """This run's id in ``out`` (every row written there carries it as ``run``); :func:`run_collectives`
+    makes one (``<UTC time>-<host>-<pid>``, so ids sort by start time) when empty."""
     stat: str = "median"
     """Which per-operation statistic is ``time_s`` on CPU: median (default), min or mean (all are recorded)."""
     rounds: int = 1
@@ -133,6 +136,12 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def is_output_rank() -> bool:
+    """True where ``--out`` is written: a local run, or rank 0 under torchrun (the other ranks' machines
+    need not have the output's directory)."""
+    return not _under_torchrun() or os.environ.get("RANK") == "0"
 
 
 def _under_torchrun() -> bool:
@@ -329,10 +338,17 @@ def _time(run: Callable[[], None], iters: int, device, stat: str = "median") -> 
     return _time_stats(run, iters, device)[stat]
 
 
-def _write_atomic(path: str, rows: list[dict]) -> None:
-    tmp = f"{path}.partial"
-    Path(tmp).write_text(json.dumps(rows, indent=2))
-    os.replace(tmp, path)
+def _write_rows(path: str, run: str, rows: list[dict]) -> None:
+    """This run's rows into ``path``, beside the rows other runs wrote there (atomic, under a lock)."""
+    from tierwise.atomic import merge_rows_locked
+
+    merge_rows_locked(path, run, rows)
+
+
+def new_run_id() -> str:
+    """``<UTC start time>-<host>-<pid>``: unique per run, sorting by start time."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    return f"{stamp}-{socket.gethostname()}-{os.getpid()}"
 
 
 def _measure_one(op: str, size: int, world: int, rank: int, config: BenchConfig, device) -> dict | None:
@@ -463,7 +479,7 @@ def bench_worker(rank: int, world: int, config: BenchConfig) -> dict[str, list[d
                 continue
             samples.setdefault((op, size), []).append(row)
             if config.out:
-                _write_atomic(config.out, _rows(samples, config, world, probes))
+                _write_rows(config.out, config.run, _rows(samples, config, world, probes))
     results: dict[str, list[dict]] = {op: [] for op in config.ops}
     for row in _rows(samples, config, world, probes):
         results[row["op"]].append(row)
@@ -492,7 +508,12 @@ def run_collectives(config: BenchConfig, num_ranks: int | None) -> dict[str, lis
     ops = tuple(normalize_kind(op) for op in config.ops)
     config = BenchConfig(ops=ops, sizes_bytes=config.sizes_bytes, iters=config.iters, warmup=config.warmup,
                          backend=config.backend, out=str(Path(config.out).resolve()) if config.out else None,
-                         stat=config.stat, rounds=config.rounds)
-    if config.out:
-        Path(config.out).parent.mkdir(parents=True, exist_ok=True)
+                         stat=config.stat, rounds=config.rounds, run=config.run or new_run_id())
+    if config.out and is_output_rank():
+        # before any process is spawned: a missing, read-only or full place, a directory, or a file that
+        # is not a result list fails here, in one line
+        from tierwise.atomic import check_writable, read_rows
+
+        check_writable(config.out, "--out")
+        read_rows(config.out, "--out")
     return launch(bench_worker, (config,), num_ranks, config.backend)

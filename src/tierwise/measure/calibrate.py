@@ -3,7 +3,8 @@
 The document (the lead's cluster loader reads these keys)::
 
     base: dgx-h100                      # the --cluster given (catalog name); a cluster file's keys are
-                                        # copied instead; omitted without --cluster
+                                        # copied instead; without --cluster the catalog cluster of the GPU
+                                        # the logs name, else DEFAULT_BASE (so the file always loads)
     name: calibrated-dgx-h100
     source: "tierwise calibrate <files> (<date>)"
     fitted:
@@ -50,14 +51,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from tierwise.collectives.volumes import normalize_kind
-from tierwise.errors import MeasureError
+from tierwise.errors import MeasureError, SpecError
 from tierwise.measure.fit import RegimeFit, fit_regimes
 from tierwise.measure.hostcopy import HOST_COPY_OPS, fit_host_copy
 from tierwise.measure.hostcopy import MODEL as HOST_COPY
-from tierwise.measure.nccl_log import NcclRow, NcclSweep, parse_nccl_text, read_text
+from tierwise.measure.nccl_log import NcclRow, NcclSweep, parse_nccl_json, parse_nccl_text, read_text
 
 __all__ = ["load_sweeps", "sweeps_from_rows", "calibrate", "Calibration", "tier_for", "write_yaml",
-           "is_host_loopback"]
+           "is_host_loopback", "cluster_for_device", "DEFAULT_BASE"]
 
 _FITTABLE_NOTE = "not fitted"
 
@@ -76,6 +77,8 @@ class Calibration:
     """One line per ``measure gemm`` / ``measure hbm`` input: what it measured against the datasheet."""
     notes: tuple[str, ...] = ()
     """How a fit was made where that is not the default (a host-copy fit without the measured memory rate)."""
+    base_note: str = ""
+    """Without ``--cluster``: which catalog cluster the file starts from, and why (:data:`DEFAULT_BASE`)."""
 
 
 LARGE_GEMM_DIM = 4096
@@ -93,7 +96,7 @@ def _device_result(path: str | Path) -> tuple[str, list[dict]] | None:
         return None
     try:
         data = json.loads(text)
-    except json.JSONDecodeError:
+    except (RecursionError, ValueError):  # JSONDecodeError is a ValueError
         return None  # load_sweeps reports it
     if not isinstance(data, list) or not data or not all(isinstance(r, dict) for r in data):
         return None
@@ -174,34 +177,66 @@ def _compare(tier: str, fit: RegimeFit, sweep: NcclSweep) -> list[dict]:
     return rows
 
 
+class _NamedValueError(ValueError):
+    """A bad value whose message already names its key."""
+
+
+def _positive(value, name: str, *, zero_ok: bool = False) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError, OverflowError):
+        v = math.nan
+    if not math.isfinite(v) or v < 0 or (v == 0 and not zero_ok):
+        text = repr(value) if isinstance(value, int | float) else repr(str(value))
+        raise _NamedValueError(f"{name}={text if len(text) <= 40 else text[:37] + '...'} is not a positive number")
+    return v
+
+
 def sweeps_from_rows(rows: list[dict], source: str) -> list[NcclSweep]:
-    """Group tierwise result rows (``measure collective --out``) into one sweep per (op, ranks, backend)."""
-    groups: dict[tuple, list[dict]] = {}
+    """Group tierwise result rows (``measure collective --out``) into one sweep per (op, ranks, backend) and
+    run (each row's ``run``: several runs may share one ``--out`` file)."""
+    groups: dict[tuple, list[NcclRow]] = {}
     for i, row in enumerate(rows):
+        field = "op"
         try:
-            key = (normalize_kind(row["op"]), int(row["num_ranks"]), row.get("backend", ""),
-                   row.get("ranks_per_node"), row.get("note"))
-            float(row["size_bytes"]), float(row["time_s"])
+            if not isinstance(row, dict):
+                raise TypeError(f"a {type(row).__name__}, not an object")
+            op = normalize_kind(str(row["op"]))
+            field = "num_ranks"
+            num_ranks = int(row["num_ranks"])
+            field = "ranks_per_node"
+            per_node = None if row.get("ranks_per_node") is None else int(row["ranks_per_node"])
+            field = "size_bytes, time_s, algbw_bytes_per_s, busbw_bytes_per_s, wrong or host_memory_s_per_byte"
+            key = (op, num_ranks, str(row.get("backend") or ""), per_node,
+                   None if row.get("note") is None else str(row["note"]), str(row.get("run") or ""))
+            if key[1] < 2 or (key[3] is not None and key[3] < 1):
+                raise ValueError(f"num_ranks={key[1]}, ranks_per_node={key[3]}")
             memory = row.get("host_memory_s_per_byte")
-            if memory is not None and not (math.isfinite(float(memory)) and float(memory) > 0):
-                raise ValueError(f"host_memory_s_per_byte={memory!r} is not a positive number")
-        except (KeyError, TypeError, ValueError) as exc:
-            raise MeasureError(f"{source}: row {i} is not a tierwise result row ({exc}); expected keys op, "
-                               "num_ranks, size_bytes, time_s") from None
-        groups.setdefault(key, []).append(row)
+            wrong = row.get("wrong")
+            parsed = NcclRow(size_bytes=_positive(row["size_bytes"], "size_bytes", zero_ok=True),
+                             time_s=_positive(row["time_s"], "time_s"),
+                             algbw_bytes_per_s=_positive(row.get("algbw_bytes_per_s", 0.0), "algbw", zero_ok=True),
+                             busbw_bytes_per_s=_positive(row.get("busbw_bytes_per_s", 0.0), "busbw", zero_ok=True),
+                             wrong=None if wrong is None else int(wrong),
+                             host_memory_s_per_byte=None if memory is None else _positive(memory,
+                                                                                          "host_memory_s_per_byte"))
+        except (KeyError, TypeError, ValueError, OverflowError, SpecError) as exc:
+            what = str(exc)[:120] if isinstance(exc, _NamedValueError) else f"{field}: {str(exc)[:120]}"
+            raise MeasureError(f"{source}: row {i} is not a tierwise result row ({what}); "
+                               "expected keys op, num_ranks, size_bytes, time_s") from None
+        groups.setdefault(key, []).append(parsed)
+    runs_of: dict[tuple, int] = {}
+    for key in groups:
+        runs_of[key[:5]] = runs_of.get(key[:5], 0) + 1
     sweeps = []
-    for (op, n, backend, per_node, note), group in groups.items():
-        group.sort(key=lambda r: r["size_bytes"])
+    for (op, n, backend, per_node, note, run), group in groups.items():
+        group.sort(key=lambda r: r.size_bytes)
+        # several runs of one sweep in a file (concurrent or repeated `measure --out`): the run names it
+        label = f"{backend}-{op}-{n}" + (f"@{run}" if run and runs_of[(op, n, backend, per_node, note)] > 1 else "")
         sweeps.append(NcclSweep(
-            op=op, num_ranks=n, source=source, label=f"{backend}-{op}-{n}",
+            op=op, num_ranks=n, source=source, label=label, run=run,
             ranks_per_node=int(per_node) if per_node else n,  # a spawned run is one host
-            rows=tuple(NcclRow(size_bytes=float(r["size_bytes"]), time_s=float(r["time_s"]),
-                               algbw_bytes_per_s=float(r.get("algbw_bytes_per_s", 0.0)),
-                               busbw_bytes_per_s=float(r.get("busbw_bytes_per_s", 0.0)),
-                               wrong=r.get("wrong"),
-                               host_memory_s_per_byte=(None if r.get("host_memory_s_per_byte") is None
-                                                       else float(r["host_memory_s_per_byte"]))) for r in group),
-            notes=(note,) if note else (), backend=str(backend or ""),
+            rows=tuple(group), notes=(note,) if note else (), backend=backend,
         ))
     return sweeps
 
@@ -214,7 +249,12 @@ def load_sweeps(path: str | Path, *, op: str | None = None, num_ranks: int | Non
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise MeasureError(f"{p}: malformed JSON at line {exc.lineno}: {exc.msg}") from None
+            raise MeasureError(f"{p}: malformed JSON at line {exc.lineno}: {exc.msg} (a truncated file?)") from None
+        except (RecursionError, ValueError) as exc:  # nesting; an integer of more than 4300 digits
+            raise MeasureError(f"{p}: unreadable JSON ({type(exc).__name__}); not an nccl-tests -J document or "
+                               "a tierwise result") from None
+        if isinstance(data, dict) and "results" in data and "rows" not in data and "calibration_rows" not in data:
+            return parse_nccl_json(data, str(p), op=op, num_ranks=num_ranks)  # nccl-tests -J FILE
         # a list of rows (measure collective --out), or a measure ddp result with its calibration sweep
         rows = (data.get("rows") or data.get("calibration_rows") or []) if isinstance(data, dict) else data
         if not isinstance(rows, list) or not rows:
@@ -273,13 +313,52 @@ def _cluster_base(cluster: str | None) -> tuple[str | None, int | None, dict]:
     return label, None, own
 
 
+DEFAULT_BASE = "dgx-h100"
+"""The catalog cluster a calibration without ``--cluster`` starts from when no input names its GPU: the
+written file then loads in every command (``estimate``, ``plan``, ``tiers``), and the notes say so."""
+
+_GPU_CLUSTERS = (
+    (r"GB300", "gb300-nvl72"), (r"GB200", "gb200-nvl72"), (r"B300", "hgx-b300"), (r"B200", "dgx-b200"),
+    (r"H800", "hgx-h800"), (r"H200", "hgx-h200"), (r"H100", "dgx-h100"), (r"A100.*40\s*GB", "dgx-a100-40gb"),
+    (r"A100", "dgx-a100"), (r"MI355X", "mi355x-8"), (r"MI325X", "mi325x-8"), (r"MI300X", "mi300x-8"),
+)
+"""GPU name in a log (nccl-tests prints cudaDeviceProp.name) -> the catalog cluster built from that part."""
+
+
+def cluster_for_device(name: str) -> str | None:
+    """The catalog cluster of the GPU a log names (``NVIDIA H100 80GB HBM3`` -> ``dgx-h100``), or None."""
+    import re
+
+    for pattern, cluster in _GPU_CLUSTERS:
+        if re.search(pattern, name, re.IGNORECASE):
+            return cluster
+    return None
+
+
+def _implied_base(sweeps: list[NcclSweep]) -> tuple[str, str]:
+    """(catalog cluster, note) for a calibration without --cluster (see :data:`DEFAULT_BASE`)."""
+    named = {s.device for s in sweeps if s.device}
+    clusters = {cluster_for_device(d) for d in named} - {None}
+    if len(clusters) == 1:
+        base = clusters.pop()
+        return base, (f"no --cluster: the inputs ran on {' / '.join(sorted(named))}, so the file starts from "
+                      f"base: {base}; pass --cluster NAME|FILE to calibrate another cluster")
+    return DEFAULT_BASE, (f"no --cluster and no GPU named in the inputs: the file starts from base: {DEFAULT_BASE} "
+                          "(its accelerator and links) so every command accepts it; pass --cluster NAME|FILE "
+                          "for the cluster you measured")
+
+
 def _choose(tier: str, candidates: list[tuple[NcclSweep, int]]) -> tuple[NcclSweep, int]:
-    """One sweep per tier: the only one, else the only all-reduce (the calibrating collective)."""
-    if len(candidates) == 1:
-        return candidates[0]
-    all_reduce = [c for c in candidates if c[0].op == "all-reduce"]
-    if len(all_reduce) == 1:
-        return all_reduce[0]
+    """One sweep per tier: the only one, else the only all-reduce (the calibrating collective); a sweep that
+    several runs wrote into one result file counts once, by its latest run."""
+    for group in (candidates, [c for c in candidates if c[0].op == "all-reduce"]):
+        if len(group) == 1:
+            return group[0]
+        same = {(c[0].op, c[0].num_ranks, c[0].backend, c[0].source) for c in group}
+        if group and len(same) == 1 and all(c[0].run for c in group):
+            # one sweep measured by several runs into the same --out file: the latest run (ids sort by start
+            # time); --select picks another (its label ends @RUN)
+            return max(group, key=lambda c: c[0].run)
     labels = ", ".join(repr(c[0].label) for c in candidates)
     raise MeasureError(f"{len(candidates)} sweeps map to tier {tier} ({labels}); pass --select LABEL to choose one")
 
@@ -349,8 +428,12 @@ def calibrate(paths: list[str], *, cluster: str | None = None, select: str | Non
         others = [s for s, _ in by_tier[tier] if s is not sweep] + not_fitted.get(tier, [])
         for other in others:
             comparisons.extend(_compare(tier, fit, other))
+    base_note = ""
+    if cluster is None:  # the file must load as a cluster: it needs an accelerator, so a base
+        label, base_note = _implied_base([sweep for sweep, _ in chosen.values()])
+        own = {"base": label}
     result = Calibration(document={}, fits=fits, skipped=tuple(skipped), comparisons=tuple(comparisons),
-                         device=tuple(device_lines), notes=tuple(notes))
+                         device=tuple(device_lines), notes=tuple(notes), base_note=base_note)
     return _document(result, cluster, label, own, paths, today, fitted, compute)
 
 
@@ -371,9 +454,11 @@ def _document(result: Calibration, cluster, label, own: dict, paths, today, fitt
     return replace(result, document=document)
 
 
-def write_yaml(document: dict, path: str | Path) -> None:
-    """Write the calibrated document as YAML (keys in the documented order)."""
+def write_yaml(document: dict, path: str | Path, what: str = "--out") -> None:
+    """Write the calibrated document as YAML (keys in the documented order), atomically
+    (:func:`tierwise.atomic.write_atomic`: a failed write leaves no partial file)."""
     import yaml
 
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(yaml.safe_dump(document, sort_keys=False, default_flow_style=None, width=120))
+    from tierwise.atomic import write_atomic
+
+    write_atomic(path, yaml.safe_dump(document, sort_keys=False, default_flow_style=None, width=120), what)

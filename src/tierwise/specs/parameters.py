@@ -1,18 +1,33 @@
 """The global, documented parameters of the performance model (``catalog/parameters.yaml``).
 
 They are fitted once, globally, and say how; nothing here is specific to one run or one source.
+
+A parameters file of the user's (``tierwise validate --fit --fit-out FILE`` writes one) replaces them when
+the environment variable ``TIERWISE_PARAMETERS`` names it: each section of the file (``compute:``,
+``collectives:``, ``latency:``) updates the installed section key by key, so the file may hold only what
+it changes. The installed file is never written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import math
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from tierwise.errors import SpecError
 from tierwise.specs import catalog
 from tierwise.units import parse_time
 
-__all__ = ["Parameters", "load_parameters"]
+__all__ = ["Parameters", "load_parameters", "parameters_from_mapping", "PARAMETERS_ENV", "using_parameters"]
+
+PARAMETERS_ENV = "TIERWISE_PARAMETERS"
+"""Environment variable naming a parameters file to use instead of the installed one (module docstring)."""
+
+_OVERRIDE: list[str] = []
 
 PROTOCOLS = ("ll", "ll128", "simple")
 LINK_CLASSES = ("nvlink", "pci", "net")
@@ -32,9 +47,79 @@ def _times(table: dict[str, Any]) -> dict[str, float]:
     return {k: parse_time(v) for k, v in table.items()}
 
 
-@functools.cache
 def load_parameters() -> Parameters:
-    raw = catalog.entries("parameters")
+    """The parameters in force: the installed catalog, updated by ``$TIERWISE_PARAMETERS`` (or
+    :func:`using_parameters`) when one is named."""
+    path = _OVERRIDE[-1] if _OVERRIDE else (os.environ.get(PARAMETERS_ENV) or None)
+    return _load(path)
+
+
+@functools.cache
+def _load(path: str | None) -> Parameters:
+    installed = catalog.entries("parameters")
+    if path is None:
+        return _parse(installed, "catalog/parameters.yaml")
+    where = f"parameters file {path!r}" + ("" if _OVERRIDE else f" (${PARAMETERS_ENV})")
+    data = catalog.load_yaml_file(path)
+    return parameters_from_mapping(data, where)
+
+
+def parameters_from_mapping(data: Any, where: str) -> Parameters:
+    """The installed parameters updated section by section with ``data`` (a parameters file's mapping);
+    anything unusable (not a mapping, a value that is not a finite number) is a :class:`SpecError`."""
+    installed = catalog.entries("parameters")
+    if not isinstance(data, dict):
+        raise SpecError(f"{where} must be a mapping with sections compute:, collectives: or latency:; "
+                        "write it with `tierwise validate --fit --fit-out FILE`")
+    unknown = sorted(set(data) - set(installed))
+    if unknown:
+        raise SpecError(f"{where}: unknown section {unknown[0]!r}; use {', '.join(sorted(installed))}")
+    merged: dict[str, Any] = {}
+    for key, section in installed.items():
+        own = data.get(key)
+        if own is None:
+            merged[key] = section
+            continue
+        if not isinstance(own, dict):
+            raise SpecError(f"{where}: {key} must be a mapping of parameter names to values")
+        merged[key] = {**section, **own}
+    for key, value in merged["compute"].items():
+        if key in ("fit", "source", "memory_overhead"):
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise SpecError(f"{where}: compute.{key} is {value!r}, not a finite number; write a number such "
+                            "as 0.75 or 1.0e-05 (or remove the key to use the installed value)")
+    return _parse(merged, where)
+
+
+def _parse(raw: dict[str, Any], where: str) -> Parameters:
+    try:
+        return _parse_sections(raw)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        if where == "catalog/parameters.yaml":
+            raise
+        raise SpecError(f"{where}: unusable value ({type(exc).__name__}: {exc}); fix it or remove the key to "
+                        "use the installed value") from None
+
+
+def _cache_clear() -> None:
+    _load.cache_clear()
+
+
+load_parameters.cache_clear = _cache_clear  # type: ignore[attr-defined]
+
+
+@contextlib.contextmanager
+def using_parameters(path: str | os.PathLike) -> Iterator[None]:
+    """Use the parameters file ``path`` (over ``$TIERWISE_PARAMETERS``) inside the ``with`` block."""
+    _OVERRIDE.append(str(path))
+    try:
+        yield
+    finally:
+        _OVERRIDE.pop()
+
+
+def _parse_sections(raw: dict[str, Any]) -> Parameters:
     col = dict(raw["collectives"])
     parsed = {
         "ll_step_latency": _times(col["ll_step_latency"]),

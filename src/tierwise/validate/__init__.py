@@ -18,20 +18,38 @@ __all__ = ["DatasetError", "Case", "Validation", "case_from_row", "default_datas
 
 
 def validation_document(path: str | Path | None = None, *, source: str | None = None,
-                        cross_validate: bool = False, fit: bool = False) -> dict:
+                        cross_validate: bool = False, fit: bool = False, fit_out: str | Path | None = None) -> dict:
     """The ``tierwise validate --json`` document.
 
     ``fit`` refits the global compute parameters on the dataset's high/medium-confidence rows (all sources,
-    even when ``source`` narrows the report) and writes them to ``catalog/parameters.yaml`` before
-    validating; ``cross_validate`` adds leave-one-source-out figures.
+    even when ``source`` narrows the report), writes a parameters file to ``fit_out`` (required: the
+    installed ``catalog/parameters.yaml`` is never written) and validates with it; ``cross_validate`` adds
+    leave-one-source-out figures.
     """
+    if fit:
+        from tierwise.atomic import check_writable
+        from tierwise.validate.fit import write_parameters
+
+        if fit_out is None:
+            write_parameters({}, "", out=None)  # raises the one-line error naming --fit-out
+        check_writable(fit_out, "--fit-out")
+        from tierwise.specs.parameters import using_parameters
+
+        doc = _document(path, source, cross_validate, fit_out)
+        with using_parameters(str(fit_out)):
+            return _finish(doc, path, source, cross_validate)
+    return _finish(_document(path, source, cross_validate, None), path, source, cross_validate)
+
+
+def _document(path, source, cross_validate, fit_out) -> dict:
     from tierwise.estimate.step import _compute_params
 
-    doc: dict = {"dataset": str(path or default_dataset_path())}
+    doc: dict = {"dataset": str(path or default_dataset_path()), "_cases": None}
     all_cases = load_cases(path)
     if source is not None:
         load_cases(path, source)  # validates the name (one clear error for an unknown source)
-    if fit:
+    doc["_cases"] = all_cases
+    if fit_out is not None:
         from datetime import date
 
         from tierwise.validate.fit import fit_parameters, write_parameters
@@ -41,9 +59,16 @@ def validation_document(path: str | Path | None = None, *, source: str | None = 
         note = (f"fitted {date.today().isoformat()} by tierwise validate --fit on {info['rows']} high/medium-"
                 f"confidence rows of {Path(doc['dataset']).name}: {info['method']}; {info['evaluations']} "
                 f"iterations ({info['jacobians']} finite-difference Jacobians); see docs/validation.md")
-        written = write_parameters(params, note)
+        written = write_parameters(params, note, out=fit_out)
         doc["fit"] = {"parameters": params, "before": {k: before.get(k) for k in params}, "written_to": written,
                       **info}
+    return doc
+
+
+def _finish(doc: dict, path, source, cross_validate) -> dict:
+    from tierwise.estimate.step import _compute_params
+
+    all_cases = doc.pop("_cases")
     cases = [c for c in all_cases if source is None or c.source_id == source]
     v = validate(cases=cases)
     doc["parameters"] = {k: v_ for k, v_ in _compute_params().items() if isinstance(v_, int | float)}

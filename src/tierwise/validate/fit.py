@@ -17,7 +17,8 @@ from tierwise.estimate.step import _compute_params, comm_memo
 from tierwise.validate.mapping import Case
 from tierwise.validate.run import SCORED_CONFIDENCE, predict
 
-__all__ = ["FITTED", "fit_parameters", "cross_validate", "objective_residuals"]
+__all__ = ["FITTED", "fit_parameters", "cross_validate", "objective_residuals", "write_parameters", "check_fitted",
+           "yaml_number", "installed_parameters_path"]
 
 FITTED: dict[str, tuple[float, float]] = {
     "matmul_efficiency_max": (0.4, 0.98),
@@ -151,21 +152,107 @@ def cross_validate(cases: Sequence[Case], workers: int | None = None) -> dict:
             "overall_median": float(np.median(np.concatenate([r[2] for r in results])))}
 
 
-def write_parameters(fitted: dict[str, float], note: str, path=None) -> str:
-    """Write fitted values into the ``compute:`` section of ``catalog/parameters.yaml``, with a ``fit:`` note.
+def installed_parameters_path() -> str:
+    """The installed ``catalog/parameters.yaml`` (read, never written by ``validate --fit``)."""
+    from importlib import resources
+
+    return str(resources.files("tierwise.specs").joinpath("catalog", "parameters.yaml"))
+
+
+def yaml_number(value: float) -> str:
+    """``value`` to 4 significant digits, spelled so YAML reads it back as a float: PyYAML reads ``1e-05``
+    as a *string* (YAML 1.1 floats need a dot), so the mantissa always carries one (``1.0e-05``)."""
+    text = f"{float(value):.4g}"
+    if "e" in text:
+        mantissa, exponent = text.split("e")
+        if "." not in mantissa:
+            mantissa += ".0"
+        text = f"{mantissa}e{exponent}"
+    elif "." not in text:
+        text += ".0"
+    return text
+
+
+_REFERENCE = {"model": "llama3.1-8b", "cluster": "dgx-h100", "num_gpus": 8,
+              "plan": {"tp": 1, "pp": 1, "micro_batch_size": 1, "global_batch_size": 64, "seq_length": 4096}}
+"""The scenario a fitted parameter set must estimate (finite, positive step time) before it is written."""
+
+
+def check_fitted(fitted: dict[str, float]) -> None:
+    """Refuse a fit whose values are unusable: not finite, or outside the parameter's bounds (:data:`FITTED`;
+    efficiencies stay in (0, 1])."""
+    from tierwise.errors import TierwiseError
+
+    for key, value in fitted.items():
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            raise TierwiseError(f"the fit gave {key}={value!r}, not a number; nothing was written") from None
+        if not np.isfinite(v):
+            raise TierwiseError(f"the fit gave {key}={v}; nothing was written (check the dataset's rows)")
+        lo, hi = FITTED.get(key, (-np.inf, np.inf))
+        if key.endswith("_efficiency") or key.endswith("_efficiency_max"):
+            lo, hi = max(lo, 0.0), min(hi, 1.0)
+            if v <= 0.0:
+                raise TierwiseError(f"the fit gave {key}={v:.4g}, outside (0, 1]; nothing was written")
+        if not lo - 1e-9 <= v <= hi + 1e-9:
+            raise TierwiseError(f"the fit gave {key}={v:.4g}, outside its bounds [{lo:g}, {hi:g}]; nothing was "
+                                "written")
+
+
+def _check_usable(text: str, fitted: dict[str, float], where: str) -> None:
+    """The text reads back as parameters whose fitted values are those numbers, and a reference scenario
+    estimates with them (finite, positive step time); else a one-line error and nothing is written."""
+    from tierwise.errors import TierwiseError
+    from tierwise.estimate.scenario import scenario_from_mapping
+    from tierwise.estimate.step import estimate
+    from tierwise.specs.catalog import load_yaml_text
+    from tierwise.specs.parameters import parameters_from_mapping
+    from tierwise.specs.plan import PlanBatch
+
+    params = parameters_from_mapping(load_yaml_text(text, where), where)
+    for key, value in fitted.items():
+        back = params.compute.get(key)
+        if not isinstance(back, float) or not np.isclose(back, float(value), rtol=1e-3, atol=0.0):
+            raise TierwiseError(f"{where}: {key} would read back as {back!r}, not {float(value):.4g}; nothing "
+                                "was written")
+    compute = {k: v for k, v in params.compute.items() if k not in ("source", "fit")}
+    scenario = scenario_from_mapping(_REFERENCE, origin="the reference scenario")
+    result = estimate(scenario.model, scenario.cluster, PlanBatch.from_plans([scenario.plan]), params=compute)
+    step = float(np.asarray(result.step_time_s).ravel()[0])
+    if not (np.isfinite(step) and step > 0):
+        raise TierwiseError(f"the fitted parameters give a step time of {step} s on the reference scenario "
+                            f"({_REFERENCE['model']} on {_REFERENCE['num_gpus']} x {_REFERENCE['cluster']}); "
+                            "nothing was written")
+
+
+def write_parameters(fitted: dict[str, float], note: str, path=None, out=None) -> str:
+    """Write the parameters file ``path`` (default: the installed ``catalog/parameters.yaml``) with the fitted
+    values in its ``compute:`` section and a ``fit:`` note, to ``out`` (default: ``path`` when one is
+    given). The installed file is never written: without ``path`` or ``out`` this is an error.
 
     The file is edited line by line so its comments (each value's source) survive; a key not yet in the
-    section is appended to it. Returns the path written.
+    section is appended to it. Values are written as YAML floats (:func:`yaml_number`). Before anything is
+    written the fit is checked (:func:`check_fitted`) and the new text is read back and used on a reference
+    scenario; the write is atomic. Returns the path written.
     """
     import re
     from pathlib import Path
 
-    from tierwise.specs import catalog
-    from tierwise.specs.parameters import load_parameters
+    from tierwise.atomic import write_atomic
+    from tierwise.errors import OutputError
 
-    p = Path(path) if path else Path(str(__import__("importlib.resources").resources.files("tierwise.specs")
-                                          .joinpath("catalog", "parameters.yaml")))
-    lines = p.read_text().splitlines()
+    installed = Path(installed_parameters_path())
+    src = Path(path) if path else installed
+    dest = Path(out) if out else (Path(path) if path else None)
+    if dest is None:
+        raise OutputError("validate --fit writes the fitted parameters to a file you name: add --fit-out FILE "
+                          "(the installed catalog/parameters.yaml is never overwritten)")
+    if dest.exists() and installed.exists() and dest.resolve() == installed.resolve():
+        raise OutputError(f"--fit-out {str(dest)!r} is the installed parameters file; write the fit elsewhere "
+                          f"and use it with {_env()}=FILE")
+    check_fitted(fitted)
+    lines = src.read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if line.rstrip() == "compute:")
     end = next((i for i in range(start + 1, len(lines)) if lines[i] and not lines[i].startswith((" ", "#"))),
                len(lines))
@@ -173,7 +260,7 @@ def write_parameters(fitted: dict[str, float], note: str, path=None) -> str:
     section = [line for line in section if not line.startswith("  fit:")]
     for key, value in fitted.items():
         pat = re.compile(rf"^  {re.escape(key)}:\s")
-        text = f"  {key}: {value:.4g}"
+        text = f"  {key}: {yaml_number(value)}"
         for i, line in enumerate(section):
             if pat.match(line):
                 section[i] = text
@@ -184,8 +271,16 @@ def write_parameters(fitted: dict[str, float], note: str, path=None) -> str:
     section.insert(1, f'  fit: "{escaped}"')
     while section and not section[-1].strip():
         section.pop()
-    out = lines[:start] + section + ([""] if end < len(lines) else []) + lines[end:]
-    p.write_text("\n".join(out) + "\n")
-    catalog.entries.cache_clear()
-    load_parameters.cache_clear()
-    return str(p)
+    new = "\n".join(lines[:start] + section + ([""] if end < len(lines) else []) + lines[end:]) + "\n"
+    _check_usable(new, fitted, f"the fitted parameters for {str(dest)!r}")
+    written = write_atomic(dest, new, "--fit-out")
+    from tierwise.specs.parameters import load_parameters
+
+    load_parameters.cache_clear()  # a process that already read this path reads it again
+    return written
+
+
+def _env() -> str:
+    from tierwise.specs.parameters import PARAMETERS_ENV
+
+    return PARAMETERS_ENV

@@ -111,6 +111,7 @@ p90 {o["p90"]:.1f}%, max {o["max"]:.1f}%.</p>
 
 
 def write_html(doc: dict, path: str | Path) -> str:
-    p = Path(path)
-    p.write_text(html_report(doc), encoding="utf-8")
-    return str(p)
+    """Write the report atomically (:func:`tierwise.atomic.write_atomic`); return the path."""
+    from tierwise.atomic import write_atomic
+
+    return write_atomic(path, html_report(doc), "--html")
