@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tierwise.errors import CatalogError, did_you_mean
-from tierwise.files import load_yaml, read_user_text
+from tierwise.files import load_yaml, read_user_text, short_repr
 
 __all__ = ["KINDS", "entries", "entry", "names", "load_yaml_text", "load_yaml_file"]
 
@@ -60,6 +60,6 @@ def entry(kind: str, name: str) -> dict[str, Any]:
         return table[key]
     singular = kind[:-1] if kind.endswith("s") else kind
     raise CatalogError(
-        f"unknown {singular} {name!r}{did_you_mean(key, list(table))}; "
+        f"unknown {singular} {short_repr(name)}{did_you_mean(key[:100], list(table))}; "
         f"`tierwise catalog list {kind}` shows the {len(table)} known names"
     )
