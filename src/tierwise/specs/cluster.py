@@ -286,6 +286,9 @@ def load_cluster(ref: str | Mapping[str, Any] | Path) -> Cluster:
         if data is None:
             raise SpecError(f"cluster file {text!r} is empty; it needs at least accelerator (or base: a catalog "
                             "cluster name)")
+        if not isinstance(data, Mapping):
+            raise SpecError(f"cluster file {text!r} holds {describe_type(data)}, not a mapping of cluster keys "
+                            "(accelerator, gpus_per_node, ... or base: a catalog cluster name)")
         return cluster_from_mapping(data, name=Path(text).stem, origin=f"cluster file {text!r}")
     key = text.strip().lower()
     return cluster_from_mapping(catalog.entry("clusters", key), name=key, origin=f"catalog cluster {key!r}")
