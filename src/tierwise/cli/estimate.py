@@ -80,5 +80,10 @@ def register(app: typer.Typer) -> None:
                     render_estimate(console, doc)
 
         emit(docs, as_json, render)
-        if any("error" in d for d in docs):
+        failed = [d for d in docs if "error" in d]
+        if failed:
+            import sys
+
+            for doc in failed:  # the contract's line on stderr, per file that failed; the others' results stand
+                print(f"error: {doc['file']}: {' '.join(doc['error'].split())}", file=sys.stderr)
             raise typer.Exit(2)
