@@ -140,9 +140,18 @@ CASES += [
                                                "nope.yaml"], stderr_has=["price file", "does not exist"]),
     Case(id="files/estimate-long-value-cut", argv=["estimate", "s.yaml"],
          files={"s.yaml": _scenario(plan="{tp: " + "9" * 5000 + ", global_batch_size: 8, seq_length: 2048}")},
-         stderr_has=["tp=", "..."]),
+         stderr_has=["cannot be read", "digits"]),
+    Case(id="files/estimate-long-number", argv=["estimate", "s.yaml"],
+         files={"s.yaml": _scenario(plan="{tp: " + "9" * 1000 + ", global_batch_size: 8, seq_length: 2048}")},
+         stderr_has=["tp=", "...", "at most"]),
     Case(id="files/estimate-long-key-cut", argv=["estimate", "s.yaml"],
-         files={"s.yaml": GOOD_SCENARIO + "k" * 5000 + ": 1\n"}, stderr_has=["unknown key", "..."]),
+         files={"s.yaml": GOOD_SCENARIO + "k" * 1000 + ": 1\n"}, stderr_has=["unknown key", "..."]),
+    Case(id="files/estimate-bad-date", argv=["estimate", "s.yaml"],
+         files={"s.yaml": GOOD_SCENARIO + "name: 2024-13-45\n"}, stderr_has=["cannot be read", "month"]),
+    Case(id="files/hf-number-5000-digits", argv=["plan", "--model", "config.json", "--cluster", "dgx-h100", "--gpus",
+                                                 "8"],
+         files={"config.json": '{"architectures": ["LlamaForCausalLM"], "hidden_size": ' + "9" * 5000 + "}"},
+         stderr_has=["cannot be read"]),
 ]
 
 # --- a batch: the good files keep their results -----------------------------------------------------------------

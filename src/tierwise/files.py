@@ -57,6 +57,12 @@ def short_repr(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _cut(text: str, limit: int) -> str:
+    """One line of at most ``limit`` characters (for our own and libraries' messages, never file contents)."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def describe_type(value: Any) -> str:
     """A YAML/JSON-ish name for a value's type (``a list``, ``a string``, ``a number``...)."""
     if value is None:
@@ -259,12 +265,15 @@ def load_yaml(text: str, origin: str, error: type[TierwiseError] = SpecError) ->
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f"{origin}, line {mark.line + 1}, column {mark.column + 1}" if mark else origin
-        problem = short_repr(exc.problem or exc.context or "", 100)[1:-1] if (exc.problem or exc.context) else "error"
+        problem = _cut(str(exc.problem or exc.context or "error"), 100)
         raise error(f"malformed YAML in {where}: {problem}; fix the syntax there") from None
     except yaml.YAMLError as exc:
-        raise error(f"malformed YAML in {origin}: {short_repr(str(exc), 100)[1:-1]}; fix the syntax there") from None
+        raise error(f"malformed YAML in {origin}: {_cut(str(exc), 100)}; fix the syntax there") from None
     except RecursionError:
         raise error(f"{origin} nests too deeply to read; flatten it") from None
+    except (ValueError, OverflowError) as exc:  # a 5000-digit number, a timestamp such as 2024-13-45
+        raise error(f"a value in {origin} cannot be read ({_cut(str(exc), 100)}); quote it if it is "
+                    "text, or fix the number or date") from None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -299,3 +308,5 @@ def load_json(text: str, origin: str, error: type[TierwiseError] = SpecError) ->
                     "syntax there") from None
     except RecursionError:
         raise error(f"{origin} nests too deeply to read; flatten it") from None
+    except ValueError as exc:  # a number of more than 4300 digits
+        raise error(f"a value in {origin} cannot be read ({_cut(str(exc), 100)}); fix the number") from None

@@ -444,3 +444,13 @@ def test_scenario_with_megatron_names(tmp_path):
                  "  global_batch_size: 64\n  seq_length: 4096\n")
     s = load_scenario(p)
     assert (s.plan.tp, s.plan.pp, s.plan.vpp) == (8, 2, 4)  # 32 layers / (2 x 4)
+
+
+def test_numbers_past_the_digit_limit_and_impossible_dates_are_one_line():
+    with pytest.raises(SpecError, match="cannot be read .*digits") as info:
+        load_yaml("tp: " + "9" * 5000 + "\n", "s.yaml")
+    _one_line(info)
+    with pytest.raises(SpecError, match="cannot be read .*month"):
+        load_yaml("name: 2024-13-45\n", "s.yaml")
+    with pytest.raises(SpecError, match="cannot be read"):
+        load_json('{"a": ' + "9" * 5000 + "}", "c.json")
