@@ -154,6 +154,32 @@ CASES += [
          stderr_has=["cannot be read"]),
 ]
 
+# --- YAML features a spec has no use for ---------------------------------------------------------------------
+
+CASES += [
+    Case(id="files/yaml-python-tag", argv=["estimate", "s.yaml"],
+         files={"s.yaml": "model: !!python/object/apply:os.system ['touch pwned']\n"},
+         stderr_has=["malformed yaml", "python/object"]),
+    Case(id="files/yaml-unknown-tag", argv=["estimate", "s.yaml"], files={"s.yaml": "model: !vault abc\n"},
+         stderr_has=["malformed yaml", "!vault"]),
+    Case(id="files/yaml-two-documents", argv=["estimate", "s.yaml"], files={"s.yaml": GOOD_SCENARIO + "---\na: 1\n"},
+         stderr_has=["malformed yaml", "another document"]),
+    Case(id="files/yaml-binary-model", argv=["estimate", "s.yaml"],
+         files={"s.yaml": GOOD_SCENARIO.replace("model: llama3.1-8b", "model: !!binary aGVsbG8=")},
+         stderr_has=["model must be"]),
+    Case(id="files/yaml-set-plan", argv=["estimate", "s.yaml"],
+         files={"s.yaml": _scenario(plan="!!set {tp, pp}")}, stderr_has=["plan", "mapping"]),
+    Case(id="files/yaml-merge-key", argv=["estimate", "s.yaml"],
+         files={"s.yaml": "base: &b {tp: 8, global_batch_size: 8, seq_length: 2048}\nmodel: llama3.1-8b\n"
+                          "cluster: dgx-h100\nnum_gpus: 8\nplan: {<<: *b}\n"}, stderr_has=["aliases"]),
+    Case(id="files/yaml-recursive-alias", argv=["estimate", "s.yaml"], files={"s.yaml": "model: &m [*m]\n"},
+         stderr_has=["aliases"]),
+    Case(id="files/yaml-bom-accepted", argv=["estimate", "--json", "s.yaml"],
+         files={"s.yaml": b"\xef\xbb\xbf" + GOOD_SCENARIO.encode()}, exit_code=0, max_lines=0),
+    Case(id="files/yaml-crlf-accepted", argv=["estimate", "--json", "s.yaml"],
+         files={"s.yaml": GOOD_SCENARIO.replace("\n", "\r\n").encode()}, exit_code=0, max_lines=0),
+]
+
 # --- a batch: the good files keep their results -----------------------------------------------------------------
 
 
