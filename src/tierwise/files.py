@@ -265,7 +265,7 @@ def load_yaml(text: str, origin: str, error: type[TierwiseError] = SpecError) ->
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f"{origin}, line {mark.line + 1}, column {mark.column + 1}" if mark else origin
-        problem = _cut(str(exc.problem or exc.context or "error"), 100)
+        problem = _cut(", ".join(str(x) for x in (exc.context, exc.problem) if x) or "error", 140)
         raise error(f"malformed YAML in {where}: {problem}; fix the syntax there") from None
     except yaml.YAMLError as exc:
         raise error(f"malformed YAML in {origin}: {_cut(str(exc), 100)}; fix the syntax there") from None
