@@ -154,6 +154,26 @@ CASES += [
          stderr_has=["cannot be read"]),
 ]
 
+# --- names longer than the file system allows (ENAMETOOLONG): one line, the name cut ------------------------------
+
+_LONG = "x" * 5000
+CASES += [
+    Case(id="files/long-name-estimate", argv=["estimate", _LONG + ".yaml"], stderr_has=["file name too long", "..."]),
+    Case(id="files/long-name-scenario-model", argv=["estimate", "s.yaml"],
+         files={"s.yaml": _scenario(model=_LONG + ".yaml")}, stderr_has=["file name too long"]),
+    Case(id="files/long-name-scenario-cluster", argv=["estimate", "s.yaml"],
+         files={"s.yaml": _scenario(cluster="a/" * 3000 + "c.yaml")}, stderr_has=["file name too long"]),
+    Case(id="files/long-name-plan-model", argv=["plan", "--model", _LONG + ".json", "--cluster", "dgx-h100", "--gpus",
+                                                "8"], stderr_has=["file name too long"]),
+    Case(id="files/long-name-calibrate-cluster", argv=["calibrate", "good.log", "--cluster", _LONG, "--out", "o.yaml"],
+         files={"good.log": GOOD_LOG}, stderr_has=["unknown cluster", "..."]),
+    Case(id="files/long-name-calibrate-log", argv=["calibrate", _LONG + ".log", "--out", "o.yaml"],
+         stderr_has=["file name too long"]),
+    Case(id="files/long-name-prices", argv=["topo", "fat-tree", "--gpus", "64", "--radix", "16", "--prices",
+                                            _LONG + ".yaml"], stderr_has=["file name too long"]),
+    Case(id="files/long-name-dataset", argv=["validate", _LONG + ".csv"], stderr_has=["file name too long"]),
+]
+
 # --- YAML features a spec has no use for ---------------------------------------------------------------------
 
 CASES += [

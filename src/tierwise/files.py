@@ -32,7 +32,7 @@ from typing import Any
 from tierwise.errors import SpecError, TierwiseError
 
 __all__ = ["MAX_SPEC_BYTES", "MAX_LOG_BYTES", "read_user_text", "load_yaml", "load_json", "short_repr",
-           "describe_type"]
+           "describe_type", "path_exists"]
 
 MAX_SPEC_BYTES = 16 * 2**20
 """Largest spec file (scenario, model, cluster, price, topology YAML/JSON, dataset CSV) read: 16 MiB."""
@@ -78,6 +78,12 @@ def describe_type(value: Any) -> str:
     if isinstance(value, dict):
         return "a mapping"
     return f"a {type(value).__name__}"
+
+
+def path_exists(path: str | Path) -> bool:
+    """``os.path.exists`` (never raises: a name too long or a path through a file is simply not there), for
+    deciding whether a string names a file before :func:`read_user_text` reports what is wrong with it."""
+    return os.path.exists(path)
 
 
 def _size(n: int) -> str:

@@ -454,3 +454,13 @@ def test_numbers_past_the_digit_limit_and_impossible_dates_are_one_line():
         load_yaml("name: 2024-13-45\n", "s.yaml")
     with pytest.raises(SpecError, match="cannot be read"):
         load_json('{"a": ' + "9" * 5000 + "}", "c.json")
+
+
+def test_names_too_long_are_one_line(tmp_path):
+    with pytest.raises(SpecError, match="File name too long") as info:
+        read_user_text("x" * 5000 + ".yaml")
+    assert len(_one_line(info)) < 300
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(GOOD.replace("model: llama3.1-8b", "model: " + "m" * 5000 + ".yaml"))
+    with pytest.raises(SpecError, match="File name too long"):
+        load_scenario(scenario)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tierwise.errors import ScenarioError, TierwiseError
-from tierwise.files import describe_type
+from tierwise.files import describe_type, path_exists
 from tierwise.specs import catalog
 from tierwise.specs._mapping import check_keys, get_int, require_mapping
 from tierwise.specs.cluster import Cluster, load_cluster
@@ -42,7 +42,7 @@ def _relative_to(ref: Any, base_dir: Path | None) -> Any:
     if base_dir is None or not isinstance(ref, str) or not (ref.endswith((".json", ".yaml", ".yml")) or "/" in ref):
         return ref
     candidate = base_dir / ref
-    return str(candidate) if candidate.exists() else ref
+    return str(candidate) if path_exists(candidate) else ref
 
 
 def scenario_from_mapping(data: Mapping[str, Any], *, origin: str = "scenario", base_dir: Path | None = None) -> Scenario:

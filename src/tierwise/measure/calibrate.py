@@ -45,6 +45,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import os
 import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -250,7 +251,7 @@ def _cluster_base(cluster: str | None) -> tuple[str | None, int | None, dict]:
 
     p = Path(cluster)
     own: dict = {}
-    if p.suffix in (".yaml", ".yml", ".json") or p.exists():
+    if p.suffix in (".yaml", ".yml", ".json") or os.path.exists(p):  # never raises (a name too long)
         raw = load_yaml_file(p, what="cluster file")
         if raw is None:
             raise MeasureError(f"--cluster {cluster}: the file is empty; give a cluster YAML (or a catalog name)")
