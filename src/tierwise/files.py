@@ -115,6 +115,8 @@ def read_user_text(path: str | Path, *, what: str = "file", max_bytes: int = MAX
     name = repr(short_repr(str(p), 120)[1:-1]) if len(str(p)) > 120 else repr(str(p))
     if not str(p):
         raise error(f"the {what} path is empty; give the path of a file")
+    if "\x00" in str(p):
+        raise error(f"the {what} path {name} holds a NUL character; no file can have that name, check the path")
     try:
         st = os.stat(p)
     except FileNotFoundError:

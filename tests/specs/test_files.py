@@ -464,3 +464,8 @@ def test_names_too_long_are_one_line(tmp_path):
     scenario.write_text(GOOD.replace("model: llama3.1-8b", "model: " + "m" * 5000 + ".yaml"))
     with pytest.raises(SpecError, match="File name too long"):
         load_scenario(scenario)
+
+
+def test_nul_in_a_path_is_one_line():
+    with pytest.raises(SpecError, match="NUL character"):
+        read_user_text("a\x00b.yaml")
