@@ -127,6 +127,18 @@ for _name, (_content, _has) in {**_RAW, "latin1": (b"row_id,source_id\n1,caf\xe9
 for _name, (_path, _has) in _SYSTEM.items():
     CASES.append(Case(id=f"files/validate-dataset-{_name}", argv=["validate", _path], stderr_has=_has,
                       check=_no_environment))
+_COLUMNS = ("row_id,source_id,model_name,num_layers,hidden_size,num_attention_heads,seq_length,hardware_id,num_gpus,"
+            "tp,pp,global_batch_size,precision,flops_counting,confidence")
+CASES += [
+    Case(id="files/validate-dataset-header-only", argv=["validate", "d.csv"], files={"d.csv": _COLUMNS + "\n"},
+         stderr_has=["header but no rows"]),
+    Case(id="files/validate-dataset-empty", argv=["validate", "d.csv"], files={"d.csv": ""},
+         stderr_has=["lacks columns"]),
+    Case(id="files/validate-dataset-not-csv", argv=["validate", "d.csv"], files={"d.csv": '"a,b\n'},
+         stderr_has=["lacks columns"]),
+    Case(id="files/validate-dataset-field-over-csv-limit", argv=["validate", "d.csv"],
+         files={"d.csv": _COLUMNS + "\n" + "1," + "x" * 200_000 + "\n"}, stderr_has=["not a readable csv"]),
+]
 
 # --- a missing path, a path through a file ----------------------------------------------------------------------
 
