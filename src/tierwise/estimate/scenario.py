@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tierwise.errors import ScenarioError, TierwiseError
+from tierwise.files import describe_type, path_exists
 from tierwise.specs import catalog
 from tierwise.specs._mapping import check_keys, get_int, require_mapping
 from tierwise.specs.cluster import Cluster, load_cluster
@@ -42,7 +43,7 @@ def _relative_to(ref: Any, base_dir: Path | None) -> Any:
     if base_dir is None or not isinstance(ref, str) or not (ref.endswith((".json", ".yaml", ".yml")) or "/" in ref):
         return ref
     candidate = base_dir / ref
-    return str(candidate) if candidate.exists() else ref
+    return str(candidate) if path_exists(candidate) else ref
 
 
 def scenario_from_mapping(data: Mapping[str, Any], *, origin: str = "scenario", base_dir: Path | None = None) -> Scenario:
@@ -53,16 +54,19 @@ def scenario_from_mapping(data: Mapping[str, Any], *, origin: str = "scenario", 
     model = load_model(model_ref)
     cluster = load_cluster(cluster_ref)
     num_gpus = get_int(data, "num_gpus", origin)
-    plan = plan_from_mapping(data["plan"], num_gpus=num_gpus, origin=f"{origin}: plan")
+    plan = plan_from_mapping(data["plan"], num_gpus=num_gpus, origin=f"{origin}: plan", num_layers=model.num_layers)
     validate_plan_batch(model, [plan])
     return Scenario(model=model, cluster=cluster, num_gpus=num_gpus, plan=plan, name=str(data.get("name", "")))
 
 
 def load_scenario(path: str | Path) -> Scenario:
     p = Path(path)
-    data = catalog.load_yaml_file(p)
+    data = catalog.load_yaml_file(p, what="scenario file")
     if data is None:
         raise ScenarioError(f"scenario file {str(p)!r} is empty; it needs model, cluster, num_gpus and plan")
+    if not isinstance(data, Mapping):
+        raise ScenarioError(f"scenario file {str(p)!r} holds {describe_type(data)}, not a mapping; it needs the keys "
+                            "model, cluster, num_gpus and plan, one key: value per line")
     return scenario_from_mapping(data, origin=f"scenario {str(p)!r}", base_dir=p.parent)
 
 

@@ -46,6 +46,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import os
 import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -290,10 +291,15 @@ def _cluster_base(cluster: str | None) -> tuple[str | None, int | None, dict]:
 
     p = Path(cluster)
     own: dict = {}
-    if p.suffix in (".yaml", ".yml", ".json") or p.exists():
-        raw = load_yaml_file(p) or {}
+    if p.suffix in (".yaml", ".yml", ".json") or os.path.exists(p):  # never raises (a name too long)
+        raw = load_yaml_file(p, what="cluster file")
+        if raw is None:
+            raise MeasureError(f"--cluster {cluster}: the file is empty; give a cluster YAML (or a catalog name)")
         if not isinstance(raw, dict):
-            raise MeasureError(f"--cluster {cluster}: expected a mapping of cluster keys")
+            from tierwise.files import describe_type
+
+            raise MeasureError(f"--cluster {cluster}: the file holds {describe_type(raw)}, not a mapping of cluster "
+                               "keys (accelerator, gpus_per_node, ... or base: a catalog cluster name)")
         own = {k: v for k, v in raw.items() if k not in ("name", "source", "fitted")}
         label = raw.get("name") or p.stem
     else:

@@ -255,10 +255,10 @@ def _regimes_from(calibration: str | None, rows: list[dict], world: int):
     if calibration and calibration.endswith((".yaml", ".yml")):
         from tierwise.specs.catalog import load_yaml_file
 
-        doc = load_yaml_file(calibration) or {}
-        fitted = doc.get("fitted") or {}
-        tier = fitted.get("scale_up") or next(iter(fitted.values()), None)
-        if not tier or "regimes" not in tier:
+        doc = load_yaml_file(calibration, what="calibration file") or {}
+        fitted = (doc.get("fitted") or {}) if isinstance(doc, dict) else {}
+        tier = (fitted.get("scale_up") or next(iter(fitted.values()), None)) if isinstance(fitted, dict) else None
+        if not isinstance(tier, dict) or "regimes" not in tier:
             raise MeasureError(f"{calibration}: no fitted regimes; write it with `tierwise calibrate`")
         return tier["regimes"], f"{calibration} ({tier.get('op')}, {tier.get('num_ranks')} ranks)"
     if calibration:

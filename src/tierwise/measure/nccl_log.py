@@ -550,14 +550,12 @@ def _parse_busbw_table(lines: list[str], source: str, *, op: str | None) -> list
 
 
 def read_text(path: str | Path, what: str = "log") -> str:
-    """A file's text; a missing file or a directory is a one-line :class:`MeasureError`."""
-    p = Path(path)
-    try:
-        return p.read_text(errors="replace")
-    except FileNotFoundError:
-        raise MeasureError(f"{what} {str(p)!r} does not exist; check the path") from None
-    except IsADirectoryError:
-        raise MeasureError(f"{str(p)!r} is a directory; pass the {what} file itself") from None
+    """A file's text through :func:`tierwise.files.read_user_text`: a missing file, a directory, a FIFO or a
+    device, a file over 256 MiB or a binary file (NUL bytes) is a one-line :class:`MeasureError`; bytes that
+    are not UTF-8 become U+FFFD (logs are read as they are)."""
+    from tierwise.files import MAX_LOG_BYTES, read_user_text
+
+    return read_user_text(path, what=what, max_bytes=MAX_LOG_BYTES, error=MeasureError, strict_utf8=False)
 
 
 def parse_nccl_log(path: str | Path, *, op: str | None = None, num_ranks: int | None = None) -> list[NcclSweep]:

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tierwise.errors import SpecError, did_you_mean
+from tierwise.files import describe_type, short_repr
 
-__all__ = ["check_keys", "get_int", "get_bool", "get_float", "require_mapping"]
+__all__ = ["check_keys", "get_int", "get_bool", "get_float", "require_mapping", "MAX_INT"]
+
+MAX_INT = 2**24
+"""Largest whole number a spec or plan key takes by default (16,777,216 GPUs, sequences, tokens...): far above
+any real value, low enough that the estimator's 64-bit integer arithmetic cannot overflow."""
 
 
 def require_mapping(data: Any, origin: str) -> Mapping[str, Any]:
     if not isinstance(data, Mapping):
-        raise SpecError(f"{origin} must be a mapping of keys to values, got {type(data).__name__}: {data!r}")
+        raise SpecError(f"{origin} must be a mapping of keys to values, not {describe_type(data)} "
+                        f"({short_repr(data)}); write one key: value per line")
     return data
 
 
@@ -22,22 +29,34 @@ def check_keys(data: Mapping[str, Any], allowed: Iterable[str], origin: str, req
     for key in data:
         if key not in allowed:
             raise SpecError(
-                f"unknown key {key!r} in {origin}{did_you_mean(str(key), allowed)}; valid keys: {', '.join(allowed)}"
+                f"unknown key {short_repr(key)} in {origin}{did_you_mean(str(key)[:100], allowed)}; "
+                f"valid keys: {', '.join(allowed)}"
             )
     for key in required:
         if key not in data or data[key] is None:
             raise SpecError(f"{origin} is missing the required key {key!r}")
 
 
-def get_int(data: Mapping[str, Any], key: str, origin: str, default: int | None = None, minimum: int = 1) -> int:
+def get_int(data: Mapping[str, Any], key: str, origin: str, default: int | None = None, minimum: int = 1,
+            maximum: int = MAX_INT) -> int:
     value = data.get(key, default)
     if value is None:
         raise SpecError(f"{origin} is missing the required key {key!r}")
-    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
-        raise SpecError(f"{key}={value!r} in {origin} must be a whole number")
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or (isinstance(value, float) and not math.isfinite(value)) or int(value) != value:
+        raise SpecError(f"{key}={short_repr(value)} in {origin} must be a whole number")
     if value < minimum:
-        raise SpecError(f"{key}={value!r} in {origin} must be >= {minimum}")
+        raise SpecError(f"{key}={short_repr(value)} in {origin} must be >= {minimum}")
+    if value > maximum:
+        raise SpecError(f"{key}={short_repr(value)} in {origin} must be at most {maximum:,}")
     return int(value)
+
+
+def _finite(value: float) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:  # an int beyond float range
+        return False
 
 
 def get_float(data: Mapping[str, Any], key: str, origin: str, default: float | None = None,
@@ -45,16 +64,17 @@ def get_float(data: Mapping[str, Any], key: str, origin: str, default: float | N
     value = data.get(key, default)
     if value is None:
         raise SpecError(f"{origin} is missing the required key {key!r}")
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise SpecError(f"{key}={value!r} in {origin} must be a number")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not _finite(value):
+        raise SpecError(f"{key}={short_repr(value)} in {origin} must be a (finite) number")
     if value < minimum or (maximum is not None and value > maximum):
         hi = f" and <= {maximum}" if maximum is not None else ""
-        raise SpecError(f"{key}={value!r} in {origin} must be >= {minimum}{hi}")
+        raise SpecError(f"{key}={short_repr(value)} in {origin} must be >= {minimum}{hi}")
     return float(value)
 
 
 def get_bool(data: Mapping[str, Any], key: str, origin: str, default: bool | None = None) -> bool:
     value = data.get(key, default)
     if not isinstance(value, bool):
-        raise SpecError(f"{key}={value!r} in {origin} must be true or false")
+        raise SpecError(f"{key}={short_repr(value)} in {origin} must be true or false (a YAML boolean, not a "
+                        "string or a number)")
     return value

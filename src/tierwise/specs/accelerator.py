@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tierwise.errors import SpecError
+from tierwise.files import short_repr
 from tierwise.specs import catalog
-from tierwise.specs._mapping import check_keys, get_int, require_mapping
+from tierwise.specs._mapping import check_keys, get_float, get_int, require_mapping
 from tierwise.units import parse_bandwidth, parse_bytes
 
 __all__ = ["Accelerator", "accelerator_from_mapping", "load_accelerator", "PRECISIONS"]
@@ -87,9 +88,11 @@ def accelerator_from_mapping(data: Mapping[str, Any], *, name: str, origin: str)
     peaks = require_mapping(data["peak_dense_tflops"], f"{origin}: peak_dense_tflops")
     for precision, value in peaks.items():
         if precision not in PRECISIONS:
-            raise SpecError(f"unknown precision {precision!r} in {origin}; use one of {', '.join(PRECISIONS)}")
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            raise SpecError(f"peak_dense_tflops.{precision}={value!r} in {origin} must be a positive number (TFLOP/s)")
+            raise SpecError(f"unknown precision {short_repr(precision)} in {origin}; use one of "
+                            f"{', '.join(PRECISIONS)}")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e9:
+            raise SpecError(f"peak_dense_tflops.{precision}={short_repr(value)} in {origin} must be a positive "
+                            "number (TFLOP/s)")
     up = require_mapping(data["scale_up"], f"{origin}: scale_up")
     check_keys(up, _SCALE_UP_KEYS, f"{origin}: scale_up", required=("bandwidth_one_way",))
     one_way = parse_bandwidth(up["bandwidth_one_way"], what=f"{origin}: scale_up.bandwidth_one_way")
@@ -97,7 +100,7 @@ def accelerator_from_mapping(data: Mapping[str, Any], *, name: str, origin: str)
              if "bandwidth_bidirectional" in up else 2 * one_way)
     topology = str(up.get("topology", "switched"))
     if topology not in ("switched", "mesh", "torus"):
-        raise SpecError(f"scale_up.topology={topology!r} in {origin}; use switched, mesh or torus")
+        raise SpecError(f"scale_up.topology={short_repr(topology)} in {origin}; use switched, mesh or torus")
     p2p = parse_bandwidth(up["p2p_one_way"], what=f"{origin}: scale_up.p2p_one_way") if "p2p_one_way" in up else one_way
     host = require_mapping(data.get("host_link", {}), f"{origin}: host_link")
     out = require_mapping(data.get("scale_out", {}), f"{origin}: scale_out")
@@ -119,7 +122,7 @@ def accelerator_from_mapping(data: Mapping[str, Any], *, name: str, origin: str)
         scale_out_bytes_per_s=(parse_bandwidth(out["bandwidth_per_accelerator"],
                                                what=f"{origin}: scale_out.bandwidth_per_accelerator")
                                if "bandwidth_per_accelerator" in out else 0.0),
-        power_w=float(data["power_w"]) if data.get("power_w") is not None else None,
+        power_w=(get_float(data, "power_w", origin, minimum=0.0) if data.get("power_w") is not None else None),
         generation=str(data.get("generation", "")),
         source=str(data.get("source", "")),
         notes=str(data.get("notes", "")),

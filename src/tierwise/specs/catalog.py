@@ -13,7 +13,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from tierwise.errors import CatalogError, SpecError, did_you_mean
+from tierwise.errors import CatalogError, did_you_mean
+from tierwise.files import load_yaml, read_user_text, short_repr
 
 __all__ = ["KINDS", "entries", "entry", "names", "load_yaml_text", "load_yaml_file"]
 
@@ -21,32 +22,17 @@ KINDS = ("accelerators", "clusters", "models", "network", "parameters")
 
 
 def load_yaml_text(text: str, origin: str) -> Any:
-    """Parse YAML; a syntax error names the file and line."""
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's safe loader: ~10x faster start-up
-    try:
-        return yaml.load(text, Loader=loader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark
-        where = f"{origin}, line {mark.line + 1}, column {mark.column + 1}" if mark else origin
-        raise SpecError(f"malformed YAML in {where}: {exc.problem}; fix the syntax there") from None
-    except yaml.YAMLError as exc:
-        raise SpecError(f"malformed YAML in {origin}: {exc}") from None
+    """Parse YAML; a syntax error names the file and line; duplicate keys and anchors/aliases are refused
+    (:func:`tierwise.files.load_yaml`)."""
+    return load_yaml(text, origin)
 
 
-def load_yaml_file(path: str | Path) -> Any:
-    """Read and parse a YAML (or JSON) file; a missing file is a clear error."""
+def load_yaml_file(path: str | Path, what: str = "file") -> Any:
+    """Read and parse a YAML (or JSON) file through :func:`tierwise.files.read_user_text`: a missing file, a
+    directory, a FIFO or device, a file over 16 MiB, a file that is not UTF-8 text is a one-line
+    :class:`SpecError`. ``what`` names the file's role in messages ("scenario file", "cluster file")."""
     p = Path(path)
-    try:
-        text = p.read_text()
-    except FileNotFoundError:
-        raise SpecError(f"file {str(p)!r} does not exist; check the path") from None
-    except IsADirectoryError:
-        raise SpecError(f"{str(p)!r} is a directory, not a YAML file") from None
-    except OSError as exc:
-        raise SpecError(f"cannot read {str(p)!r}: {exc.strerror}") from None
-    return load_yaml_text(text, str(p))
+    return load_yaml(read_user_text(p, what=what), f"{what} {str(p)!r}" if what != "file" else repr(str(p)))
 
 
 @functools.cache
@@ -74,6 +60,6 @@ def entry(kind: str, name: str) -> dict[str, Any]:
         return table[key]
     singular = kind[:-1] if kind.endswith("s") else kind
     raise CatalogError(
-        f"unknown {singular} {name!r}{did_you_mean(key, list(table))}; "
+        f"unknown {singular} {short_repr(name)}{did_you_mean(key[:100], list(table))}; "
         f"`tierwise catalog list {kind}` shows the {len(table)} known names"
     )

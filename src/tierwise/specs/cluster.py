@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tierwise.errors import SpecError
+from tierwise.files import describe_type, short_repr
 from tierwise.specs import catalog
 from tierwise.specs._mapping import check_keys, get_bool, get_float, get_int, require_mapping
 from tierwise.specs.accelerator import Accelerator, load_accelerator
@@ -165,14 +166,17 @@ def _fitted(raw: Any, origin: str) -> dict[str, FittedTier]:
             continue
         where = f"{origin}: fitted.{tier}"
         if tier not in TIER_NAMES:
-            raise SpecError(f"unknown tier {tier!r} in {origin}: fitted; use one of {', '.join(TIER_NAMES)}")
+            raise SpecError(f"unknown tier {short_repr(tier)} in {origin}: fitted; use one of {', '.join(TIER_NAMES)}")
         spec = require_mapping(spec, where)
         check_keys(spec, ("num_ranks", "ranks_per_domain", "op", "model", "regimes", "residuals", "source"), where,
                    required=("num_ranks", "regimes"))
         model = str(spec.get("model", "bus-factor"))
         if model not in ("bus-factor", "host-copy"):
-            raise SpecError(f"{where}.model: unknown model {model!r}; use bus-factor (default) or host-copy")
+            raise SpecError(f"{where}.model: unknown model {short_repr(model)}; use bus-factor (default) or host-copy")
         regimes = []
+        if spec["regimes"] is not None and not isinstance(spec["regimes"], list):
+            raise SpecError(f"{where}.regimes must be a list of regimes, not {describe_type(spec['regimes'])}; "
+                            "run tierwise calibrate again")
         for j, reg in enumerate(spec["regimes"] or []):
             rw = f"{where}.regimes[{j}]"
             reg = require_mapping(reg, rw)
@@ -242,7 +246,7 @@ def cluster_from_mapping(data: Mapping[str, Any], *, name: str | None = None, or
               if "scale_up_p2p_bandwidth" in data else acc.scale_up_p2p_bytes_per_s * up_bw / acc.scale_up_bytes_per_s)
     topo = str(data.get("scale_up_topology", acc.scale_up_topology))
     if topo not in ("switched", "mesh", "torus"):
-        raise SpecError(f"scale_up_topology={topo!r} in {origin}; use switched, mesh or torus")
+        raise SpecError(f"scale_up_topology={short_repr(topo)} in {origin}; use switched, mesh or torus")
     from tierwise.specs.parameters import load_parameters
 
     lat = load_parameters().latency
@@ -278,7 +282,13 @@ def load_cluster(ref: str | Mapping[str, Any] | Path) -> Cluster:
         return cluster_from_mapping(ref, origin="cluster")
     text = str(ref)
     if isinstance(ref, Path) or text.endswith((".yaml", ".yml", ".json")) or "/" in text:
-        data = catalog.load_yaml_file(text)
+        data = catalog.load_yaml_file(text, what="cluster file")
+        if data is None:
+            raise SpecError(f"cluster file {text!r} is empty; it needs at least accelerator (or base: a catalog "
+                            "cluster name)")
+        if not isinstance(data, Mapping):
+            raise SpecError(f"cluster file {text!r} holds {describe_type(data)}, not a mapping of cluster keys "
+                            "(accelerator, gpus_per_node, ... or base: a catalog cluster name)")
         return cluster_from_mapping(data, name=Path(text).stem, origin=f"cluster file {text!r}")
     key = text.strip().lower()
     return cluster_from_mapping(catalog.entry("clusters", key), name=key, origin=f"catalog cluster {key!r}")

@@ -30,13 +30,14 @@ the dense layers' MLP width.
 from __future__ import annotations
 
 import dataclasses
-import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tierwise.errors import SpecError, did_you_mean
+from tierwise.files import describe_type, load_json, read_user_text, short_repr
 
 __all__ = [
     "MoESpec",
@@ -53,14 +54,23 @@ __all__ = [
 # spec types
 
 
+MAX_DIMENSION = 2**24
+"""Largest value of any model dimension or count (16,777,216): far above any real model (vocabularies are
+~10^5, widths ~10^4), low enough that the estimator's integer arithmetic cannot overflow."""
+
+
 def _positive(owner: str, name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise SpecError(f"{owner}: {name}={value!r} must be a positive integer")
+        raise SpecError(f"{owner}: {name}={short_repr(value)} must be a positive integer")
+    if value > MAX_DIMENSION:
+        raise SpecError(f"{owner}: {name}={value} is impossibly large; it must be at most {MAX_DIMENSION:,}")
 
 
 def _non_negative(owner: str, name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise SpecError(f"{owner}: {name}={value!r} must be an integer >= 0")
+        raise SpecError(f"{owner}: {name}={short_repr(value)} must be an integer >= 0")
+    if value > MAX_DIMENSION:
+        raise SpecError(f"{owner}: {name}={value} is impossibly large; it must be at most {MAX_DIMENSION:,}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -190,7 +200,7 @@ class ModelSpec:
     """Caveats: simplifications, ambiguities, which source won where sources disagree."""
 
     def __post_init__(self) -> None:
-        owner = f"model {self.name!r}"
+        owner = f"model {short_repr(self.name)}"
         for name in ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
                      "num_kv_heads", "vocab_size"):
             _positive(owner, name, getattr(self, name))
@@ -212,27 +222,27 @@ class ModelSpec:
         if not self.norm:
             object.__setattr__(self, "norm", "rmsnorm" if self.gated_mlp else "layernorm")
         if self.norm not in ("rmsnorm", "layernorm"):
-            raise SpecError(f"{owner}: norm={self.norm!r}; use rmsnorm or layernorm")
+            raise SpecError(f"{owner}: norm={short_repr(self.norm)}; use rmsnorm or layernorm")
         if self.rotary is None:
             object.__setattr__(self, "rotary", self.gated_mlp)
         if not isinstance(self.rotary, bool):
-            raise SpecError(f"{owner}: rotary={self.rotary!r} must be true or false")
+            raise SpecError(f"{owner}: rotary={short_repr(self.rotary)} must be true or false")
         self._check_moe(owner)
         self._check_sliding_window(owner)
         if self.params_b is not None and (
             isinstance(self.params_b, bool) or not isinstance(self.params_b, int | float) or self.params_b <= 0
         ):
-            raise SpecError(f"{owner}: params_b={self.params_b!r} must be a positive number (billions)")
+            raise SpecError(f"{owner}: params_b={short_repr(self.params_b)} must be a positive number (billions)")
         if not self.display_name:
             object.__setattr__(self, "display_name", self.name)
 
     def _check_flags(self, owner: str) -> None:
         for name in ("gated_mlp", "tied_embeddings", "bias"):
             if not isinstance(getattr(self, name), bool):
-                raise SpecError(f"{owner}: {name}={getattr(self, name)!r} must be true or false")
+                raise SpecError(f"{owner}: {name}={short_repr(getattr(self, name))} must be true or false")
         for name in ("name", "display_name", "source", "notes"):
             if not isinstance(getattr(self, name), str):
-                raise SpecError(f"{owner}: {name}={getattr(self, name)!r} must be a string")
+                raise SpecError(f"{owner}: {name}={short_repr(getattr(self, name))} must be a string")
 
     def _check_moe(self, owner: str) -> None:
         if self.moe is None:
@@ -318,7 +328,7 @@ def _check_keys(data: Mapping[str, Any], valid: tuple[str, ...], where: str, pre
     for key in data:
         if key not in valid:
             raise SpecError(
-                f"unknown model key {prefix + str(key)!r} in {where}{did_you_mean(str(key), list(valid))}; "
+                f"unknown model key {short_repr(prefix + str(key))} in {where}{did_you_mean(str(key)[:100], list(valid))}; "
                 f"valid keys{' under ' + prefix.rstrip('.') if prefix else ''}: {', '.join(valid)}"
             )
 
@@ -337,7 +347,8 @@ def _sub_mapping(data: Mapping[str, Any], key: str, where: str) -> Mapping[str, 
     if value is None:
         return None
     if not isinstance(value, Mapping):
-        raise SpecError(f"model key {key!r} in {where} must be a mapping of keys, not {value!r}")
+        raise SpecError(f"model key {key!r} in {where} must be a mapping of keys, not {describe_type(value)} "
+                        f"({short_repr(value)})")
     return value
 
 
@@ -350,7 +361,8 @@ def model_from_mapping(data: Mapping[str, Any], *, origin: str) -> ModelSpec:
     no dense layer (it is required otherwise), ``name`` = ``"custom"``.
     """
     if not isinstance(data, Mapping):
-        raise SpecError(f"model in {origin} must be a mapping of keys (num_layers, hidden_size, ...), not {data!r}")
+        raise SpecError(f"model in {origin} must be a mapping of keys (num_layers, hidden_size, ...), not "
+                        f"{describe_type(data)}")
     _check_keys(data, _MODEL_FIELDS, origin)
     _check_required(data, _REQUIRED, origin)
     kwargs: dict[str, Any] = {k: v for k, v in data.items() if k not in ("moe", "mla")}
@@ -382,7 +394,7 @@ def model_from_mapping(data: Mapping[str, Any], *, origin: str) -> ModelSpec:
         message = str(exc)
         if origin in message:
             raise
-        owner = f"model {kwargs.get('name')!r}: "
+        owner = f"model {short_repr(kwargs.get('name'))}: "
         if message.startswith(owner):
             message = message[len(owner):]
         raise SpecError(f"{origin}: {message}") from None
@@ -391,43 +403,131 @@ def model_from_mapping(data: Mapping[str, Any], *, origin: str) -> ModelSpec:
 # --------------------------------------------------------------------------------------------------
 # Hugging Face config.json
 
-
-def _hf_get(cfg: Mapping[str, Any], key: str, arch: str, default: Any = ...) -> Any:
-    value = cfg.get(key, default)
-    if value is ...:
-        raise SpecError(f"Hugging Face config ({arch}) has no {key!r}; is this a complete config.json?")
-    return value
+_ABSENT: Any = object()
 
 
-def _hf_common(cfg: Mapping[str, Any], arch: str, *, tied_default: bool) -> dict[str, Any]:
+class _HFConfig(Mapping[str, Any]):
+    """A parsed ``config.json`` with typed getters: a missing, mistyped or impossible field is one line naming
+    the field, its value (shortened) and the file. ``null`` counts as absent for the optional fields (the
+    Hugging Face convention: ``None`` means the default)."""
+
+    def __init__(self, data: Mapping[str, Any], where: str, arch: str, prefix: str = "") -> None:
+        self._data, self.where, self.arch, self.prefix = data, where, arch, prefix
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self):
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    @property
+    def origin(self) -> str:
+        return f"{self.where} ({self.arch})"
+
+    def _bad(self, key: str, value: Any, want: str) -> SpecError:
+        return SpecError(f"{self.prefix}{key}={short_repr(value)} in {self.origin} must be {want}; fix it in the "
+                         "config.json or describe the model inline")
+
+    def _raw(self, key: str, required: bool) -> Any:
+        value = self._data.get(key, _ABSENT)
+        if value is _ABSENT and required:
+            raise SpecError(f"{self.origin} has no {self.prefix + key!r}; is this a complete config.json?")
+        if value is None and not required:
+            return _ABSENT
+        return value
+
+    def int(self, key: str, default: Any = _ABSENT, *, minimum: int = 1) -> Any:
+        """A whole number >= ``minimum`` (and <= :data:`MAX_DIMENSION`); required unless ``default`` is given."""
+        value = self._raw(key, required=default is _ABSENT)
+        if value is _ABSENT:
+            return default
+        want = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+                or int(value) != value:
+            raise self._bad(key, value, want)
+        if value < minimum:
+            raise self._bad(key, value, want)
+        if value > MAX_DIMENSION:
+            raise self._bad(key, value, f"at most {MAX_DIMENSION:,}")
+        return int(value)
+
+    def number(self, key: str, default: Any = _ABSENT) -> Any:
+        """A finite number > 0; ``default`` when absent."""
+        value = self._raw(key, required=default is _ABSENT)
+        if value is _ABSENT:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+            raise self._bad(key, value, "a positive number")
+        return value
+
+    def bool(self, key: str, default: bool) -> bool:
+        value = self._raw(key, required=False)
+        if value is _ABSENT:
+            return default
+        if not isinstance(value, bool):
+            raise self._bad(key, value, "true or false (a JSON boolean, not a string or a number)")
+        return value
+
+    def mapping(self, key: str) -> _HFConfig:
+        value = self._raw(key, required=False)
+        if value is _ABSENT:
+            value = {}
+        if not isinstance(value, Mapping):
+            raise self._bad(key, value, "a mapping (a JSON object {...})")
+        return _HFConfig(value, self.where, self.arch, prefix=f"{self.prefix}{key}.")
+
+    def int_list(self, key: str) -> list[int]:
+        value = self._raw(key, required=False)
+        if value is _ABSENT:
+            return []
+        if not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in value):
+            raise self._bad(key, value, "a list of layer indices (whole numbers >= 0)")
+        return list(value)
+
+    def str_list(self, key: str) -> list[str]:
+        value = self._raw(key, required=False)
+        if value is _ABSENT:
+            return []
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self._bad(key, value, "a list of strings")
+        return list(value)
+
+
+def _hf_common(cfg: _HFConfig, arch: str, *, tied_default: bool) -> dict[str, Any]:
     """Keys shared by the Llama-style configs (Llama, Mistral, Qwen, Mixtral, DeepSeek, GPT-OSS, Nemotron)."""
-    heads = _hf_get(cfg, "num_attention_heads", arch)
+    heads = cfg.int("num_attention_heads")
     out = {
-        "num_layers": _hf_get(cfg, "num_hidden_layers", arch),
-        "hidden_size": _hf_get(cfg, "hidden_size", arch),
-        "ffn_hidden_size": _hf_get(cfg, "intermediate_size", arch),
+        "num_layers": cfg.int("num_hidden_layers"),
+        "hidden_size": cfg.int("hidden_size"),
+        "ffn_hidden_size": cfg.int("intermediate_size"),
         "num_attention_heads": heads,
-        "num_kv_heads": cfg.get("num_key_value_heads") or heads,
-        "vocab_size": _hf_get(cfg, "vocab_size", arch),
-        "tied_embeddings": bool(cfg.get("tie_word_embeddings", tied_default)),
+        "num_kv_heads": cfg.int("num_key_value_heads", heads),
+        "vocab_size": cfg.int("vocab_size"),
+        "tied_embeddings": cfg.bool("tie_word_embeddings", tied_default),
         "gated_mlp": True,
     }
-    if cfg.get("head_dim"):
-        out["head_dim"] = cfg["head_dim"]
+    head_dim = cfg.int("head_dim", None)
+    if head_dim is not None:
+        out["head_dim"] = head_dim
     out.update(_hf_sliding_window(cfg, out["num_layers"]))
     return out
 
 
-def _hf_sliding_window(cfg: Mapping[str, Any], num_layers: int) -> dict[str, Any]:
+def _hf_sliding_window(cfg: _HFConfig, num_layers: int) -> dict[str, Any]:
     """Sliding-window layers: ``layer_types`` when given, else Mistral's all-layer window, else Qwen2's
     ``use_sliding_window`` (layers from ``max_window_layers`` on use the window)."""
-    window = cfg.get("sliding_window")
-    layer_types = cfg.get("layer_types")
-    if isinstance(layer_types, list) and layer_types:
+    window = cfg.int("sliding_window", None)
+    layer_types = cfg.str_list("layer_types")
+    if layer_types:
+        if len(layer_types) != num_layers:
+            raise cfg._bad("layer_types", layer_types, f"one entry per layer ({num_layers}), not {len(layer_types)}")
         count = sum(1 for t in layer_types if t == "sliding_attention")
     elif "use_sliding_window" in cfg:
-        start = cfg.get("max_window_layers", num_layers)
-        count = max(0, num_layers - start) if cfg.get("use_sliding_window") else 0
+        start = cfg.int("max_window_layers", num_layers, minimum=0)
+        count = max(0, num_layers - start) if cfg.bool("use_sliding_window", False) else 0
     else:
         count = num_layers if window else 0
     if not window or not count:
@@ -435,75 +535,75 @@ def _hf_sliding_window(cfg: Mapping[str, Any], num_layers: int) -> dict[str, Any
     return {"sliding_window": window, "sliding_window_layers": count}
 
 
-def _hf_llama(cfg: Mapping[str, Any], arch: str) -> dict[str, Any]:
+def _hf_llama(cfg: _HFConfig, arch: str) -> dict[str, Any]:
     return _hf_common(cfg, arch, tied_default=False)
 
 
-def _hf_mixtral(cfg: Mapping[str, Any], arch: str) -> dict[str, Any]:
+def _hf_mixtral(cfg: _HFConfig, arch: str) -> dict[str, Any]:
     out = _hf_common(cfg, arch, tied_default=False)
     out["moe"] = {
-        "num_experts": _hf_get(cfg, "num_local_experts", arch),
-        "top_k": _hf_get(cfg, "num_experts_per_tok", arch),
+        "num_experts": cfg.int("num_local_experts"),
+        "top_k": cfg.int("num_experts_per_tok"),
         "ffn_hidden_size": out["ffn_hidden_size"],
     }
     return out
 
 
-def _hf_qwen_moe(cfg: Mapping[str, Any], arch: str) -> dict[str, Any]:
+def _hf_qwen_moe(cfg: _HFConfig, arch: str) -> dict[str, Any]:
     out = _hf_common(cfg, arch, tied_default=False)
     num_layers = out["num_layers"]
-    dense = sorted(cfg.get("mlp_only_layers") or [])
+    dense = sorted(cfg.int_list("mlp_only_layers"))
     if dense != list(range(len(dense))):
         raise SpecError(
-            f"Hugging Face config ({arch}): mlp_only_layers={dense} are not the leading layers; tierwise "
+            f"{cfg.origin}: mlp_only_layers={short_repr(dense)} are not the leading layers; tierwise "
             f"models dense layers as a leading block (first_dense_layers), give the model inline instead"
         )
     moe = {
-        "num_experts": _hf_get(cfg, "num_experts", arch),
-        "top_k": _hf_get(cfg, "num_experts_per_tok", arch),
-        "ffn_hidden_size": _hf_get(cfg, "moe_intermediate_size", arch),
+        "num_experts": cfg.int("num_experts"),
+        "top_k": cfg.int("num_experts_per_tok"),
+        "ffn_hidden_size": cfg.int("moe_intermediate_size"),
         "first_dense_layers": len(dense),
-        "layer_freq": cfg.get("decoder_sparse_step", 1) or 1,
+        "layer_freq": cfg.int("decoder_sparse_step", 1),
     }
     if dense and moe["layer_freq"] != 1:
         raise SpecError(
-            f"Hugging Face config ({arch}): mlp_only_layers together with decoder_sparse_step="
+            f"{cfg.origin}: mlp_only_layers together with decoder_sparse_step="
             f"{moe['layer_freq']} is not supported; give the model inline instead"
         )
-    shared = cfg.get("shared_expert_intermediate_size")  # Qwen2-MoE: one shared expert of this width
+    shared = cfg.int("shared_expert_intermediate_size", 0, minimum=0)  # Qwen2-MoE: one shared expert this wide
     if shared:
         moe["shared_experts"] = 1
         moe["shared_ffn_hidden_size"] = shared
     if moe["first_dense_layers"] >= num_layers:
-        raise SpecError(f"Hugging Face config ({arch}): every layer is in mlp_only_layers; it is not an MoE model")
+        raise SpecError(f"{cfg.origin}: every layer is in mlp_only_layers; it is not an MoE model")
     out["moe"] = moe
     return out
 
 
-def _hf_deepseek(cfg: Mapping[str, Any], arch: str) -> dict[str, Any]:
+def _hf_deepseek(cfg: _HFConfig, arch: str) -> dict[str, Any]:
     out = _hf_common(cfg, arch, tied_default=False)
-    freq = cfg.get("moe_layer_freq", 1)
+    freq = cfg.int("moe_layer_freq", 1)
     if freq != 1:
         # DeepSeek counts its frequency from layer 0 (layer_idx % freq == 0), ours after the dense block.
         raise SpecError(
-            f"Hugging Face config ({arch}): moe_layer_freq={freq} is not supported (only 1); give the model "
+            f"{cfg.origin}: moe_layer_freq={freq} is not supported (only 1); give the model "
             f"inline with moe.first_dense_layers and moe.layer_freq"
         )
-    moe_ffn = _hf_get(cfg, "moe_intermediate_size", arch)
+    moe_ffn = cfg.int("moe_intermediate_size")
     out["moe"] = {
-        "num_experts": _hf_get(cfg, "n_routed_experts", arch),
-        "top_k": _hf_get(cfg, "num_experts_per_tok", arch),
+        "num_experts": cfg.int("n_routed_experts"),
+        "top_k": cfg.int("num_experts_per_tok"),
         "ffn_hidden_size": moe_ffn,
-        "shared_experts": cfg.get("n_shared_experts") or 0,
+        "shared_experts": cfg.int("n_shared_experts", 0, minimum=0),
         "shared_ffn_hidden_size": moe_ffn,
-        "first_dense_layers": cfg.get("first_k_dense_replace", 0) or 0,
+        "first_dense_layers": cfg.int("first_k_dense_replace", 0, minimum=0),
     }
     mla = {
-        "q_lora_rank": cfg.get("q_lora_rank"),
-        "kv_lora_rank": _hf_get(cfg, "kv_lora_rank", arch),
-        "qk_nope_head_dim": _hf_get(cfg, "qk_nope_head_dim", arch),
-        "qk_rope_head_dim": _hf_get(cfg, "qk_rope_head_dim", arch),
-        "v_head_dim": _hf_get(cfg, "v_head_dim", arch),
+        "q_lora_rank": cfg.int("q_lora_rank", None),
+        "kv_lora_rank": cfg.int("kv_lora_rank"),
+        "qk_nope_head_dim": cfg.int("qk_nope_head_dim"),
+        "qk_rope_head_dim": cfg.int("qk_rope_head_dim"),
+        "v_head_dim": cfg.int("v_head_dim"),
     }
     out["mla"] = mla
     # transformers' DeepseekV3Config sets head_dim = qk_rope_head_dim; the query-key width is nope + rope.
@@ -511,59 +611,64 @@ def _hf_deepseek(cfg: Mapping[str, Any], arch: str) -> dict[str, Any]:
     return out
 
 
-def _hf_gpt_oss(cfg: Mapping[str, Any], arch: str) -> dict[str, Any]:
+def _hf_gpt_oss(cfg: _HFConfig, arch: str) -> dict[str, Any]:
     out = _hf_common(cfg, arch, tied_default=False)
     # the released config.json carries both spellings of each key; transformers reads the first
+    experts = cfg.int("num_local_experts", None)
+    top_k = cfg.int("num_experts_per_tok", None)
     out["moe"] = {
-        "num_experts": cfg.get("num_local_experts") or _hf_get(cfg, "num_experts", arch),
-        "top_k": cfg.get("num_experts_per_tok") or _hf_get(cfg, "experts_per_token", arch),
+        "num_experts": experts if experts is not None else cfg.int("num_experts"),
+        "top_k": top_k if top_k is not None else cfg.int("experts_per_token"),
         "ffn_hidden_size": out["ffn_hidden_size"],
     }
     return out
 
 
-def _hf_nemotron(cfg: Mapping[str, Any], arch: str) -> dict[str, Any]:
+def _hf_nemotron(cfg: _HFConfig, arch: str) -> dict[str, Any]:
     out = _hf_common(cfg, arch, tied_default=False)
     out["gated_mlp"] = False  # Nemotron's MLP is up -> squared ReLU -> down, no gate
     out["norm"], out["rotary"] = "layernorm", True  # LayerNorm1p and rotary embedding (Nemotron-4 report 2.1)
     return out
 
 
-def _hf_mpt(cfg: Mapping[str, Any], arch: str) -> dict[str, Any]:
-    d_model = _hf_get(cfg, "d_model", arch)
-    ratio = cfg.get("expansion_ratio") or (cfg.get("ffn_config") or {}).get("expansion_ratio") or 4
+def _hf_mpt(cfg: _HFConfig, arch: str) -> dict[str, Any]:
+    d_model = cfg.int("d_model")
+    ratio = cfg.number("expansion_ratio", None)
+    if ratio is None:
+        ratio = cfg.mapping("ffn_config").number("expansion_ratio", 4)
     ffn = d_model * ratio
     if ffn != int(ffn):
-        raise SpecError(f"Hugging Face config ({arch}): d_model * expansion_ratio = {ffn} is not an integer")
+        raise SpecError(f"{cfg.origin}: d_model * expansion_ratio = {ffn} is not an integer; fix expansion_ratio")
+    heads = cfg.int("n_heads")
     return {
-        "num_layers": _hf_get(cfg, "n_layers", arch),
+        "num_layers": cfg.int("n_layers"),
         "hidden_size": d_model,
         "ffn_hidden_size": int(ffn),
-        "num_attention_heads": _hf_get(cfg, "n_heads", arch),
-        "num_kv_heads": (cfg.get("attn_config") or {}).get("kv_n_heads") or cfg["n_heads"],
-        "vocab_size": _hf_get(cfg, "vocab_size", arch),
+        "num_attention_heads": heads,
+        "num_kv_heads": cfg.mapping("attn_config").int("kv_n_heads", heads),
+        "vocab_size": cfg.int("vocab_size"),
         "gated_mlp": False,
         "tied_embeddings": True,  # MPT's output layer reuses the token embedding
     }
 
 
-def _hf_gpt2(cfg: Mapping[str, Any], arch: str) -> dict[str, Any]:
-    n_embd = _hf_get(cfg, "n_embd", arch)
-    heads = _hf_get(cfg, "n_head", arch)
+def _hf_gpt2(cfg: _HFConfig, arch: str) -> dict[str, Any]:
+    n_embd = cfg.int("n_embd")
+    heads = cfg.int("n_head")
     return {
-        "num_layers": _hf_get(cfg, "n_layer", arch),
+        "num_layers": cfg.int("n_layer"),
         "hidden_size": n_embd,
-        "ffn_hidden_size": cfg.get("n_inner") or 4 * n_embd,
+        "ffn_hidden_size": cfg.int("n_inner", 4 * n_embd),
         "num_attention_heads": heads,
         "num_kv_heads": heads,
-        "vocab_size": _hf_get(cfg, "vocab_size", arch),
+        "vocab_size": cfg.int("vocab_size"),
         "gated_mlp": False,
-        "tied_embeddings": bool(cfg.get("tie_word_embeddings", True)),
+        "tied_embeddings": cfg.bool("tie_word_embeddings", True),
         "bias": True,  # GPT-2's Conv1D layers and LayerNorms all have biases
     }
 
 
-def _hf_gpt_neox(cfg: Mapping[str, Any], arch: str) -> dict[str, Any]:
+def _hf_gpt_neox(cfg: _HFConfig, arch: str) -> dict[str, Any]:
     out = _hf_common(cfg, arch, tied_default=False)
     out["gated_mlp"] = False
     out["bias"] = True  # GPT-NeoX linear layers and LayerNorms have biases
@@ -591,32 +696,29 @@ HF_ARCHITECTURES: dict[str, tuple[str, Any]] = {
 _HF_BY_MODEL_TYPE = {model_type: (arch, reader) for arch, (model_type, reader) in HF_ARCHITECTURES.items()}
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise SpecError(f"file {str(path)!r} does not exist; check the path") from None
-    except OSError as exc:
-        raise SpecError(f"cannot read {str(path)!r}: {exc.strerror}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SpecError(
-            f"malformed JSON in {path}, line {exc.lineno}, column {exc.colno}: {exc.msg}; fix the syntax there"
-        ) from None
+def _read_json(path: Path, what: str = "model file") -> Any:
+    """A JSON file through the guarded reader (:mod:`tierwise.files`): duplicate keys and NaN are errors."""
+    return load_json(read_user_text(path, what=what), f"{what} {str(path)!r}")
 
 
 def _hf_reader(cfg: Mapping[str, Any], where: str) -> tuple[str, Any]:
     archs = cfg.get("architectures") or []
-    for arch in archs if isinstance(archs, list) else [archs]:
+    if isinstance(archs, str):
+        archs = [archs]
+    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+        raise SpecError(f"architectures={short_repr(archs)} in {where} must be a list of class names such as "
+                        "[\"LlamaForCausalLM\"]")
+    for arch in archs:
         if arch in HF_ARCHITECTURES:
             return arch, HF_ARCHITECTURES[arch][1]
     model_type = cfg.get("model_type")
+    if model_type is not None and not isinstance(model_type, str):
+        raise SpecError(f"model_type={short_repr(model_type)} in {where} must be a string such as \"llama\"")
     if model_type in _HF_BY_MODEL_TYPE:
         return _HF_BY_MODEL_TYPE[model_type]
     got = archs or model_type
     raise SpecError(
-        f"unsupported Hugging Face architecture {got!r} in {where}; supported: "
+        f"unsupported Hugging Face architecture {short_repr(got)} in {where}; supported: "
         f"{', '.join(HF_ARCHITECTURES)} (or describe the model inline with num_layers, hidden_size, ...)"
     )
 
@@ -627,21 +729,26 @@ def model_from_hf_config(path_or_dict: str | Path | Mapping[str, Any], *, name: 
     The architecture is read from ``architectures`` (else ``model_type``); see :data:`HF_ARCHITECTURES`.
     Name defaults to the config's ``_name_or_path``, else the folder holding ``config.json``, else the
     file's stem. Attention biases, GPT-OSS attention sinks and learned position embeddings are dropped
-    (a fraction of a percent of the parameters).
+    (a fraction of a percent of the parameters). Every field a reader uses is type- and range-checked:
+    a head count of 0, ``"4096"`` where a number belongs, ``"false"`` where a boolean belongs or a list where
+    a mapping belongs is one :class:`SpecError` naming the field, the value and the file.
     """
     if isinstance(path_or_dict, Mapping):
         cfg, where, default_name = path_or_dict, "Hugging Face config", "hf-model"
     else:
         path = Path(path_or_dict)
-        cfg, where = _read_json(path), str(path)
+        cfg, where = _read_json(path), f"Hugging Face config {str(path)!r}"
         # ".../Llama-3.1-8B/config.json" -> "Llama-3.1-8B"; "Llama-3.1-8B.config.json" -> "Llama-3.1-8B"
         default_name = path.parent.name if path.name == "config.json" and path.parent.name else path.stem
         default_name = default_name.removesuffix(".config")
         if not isinstance(cfg, Mapping):
-            raise SpecError(f"{where} does not hold a JSON object; is it a config.json?")
+            raise SpecError(f"{where} holds {describe_type(cfg)}, not a JSON object; is it a config.json?")
     arch, reader = _hf_reader(cfg, where)
-    values = reader(cfg, arch)
-    values["name"] = name or str(cfg.get("_name_or_path") or default_name)
+    values = reader(_HFConfig(cfg, where, arch), arch)
+    cfg_name = cfg.get("_name_or_path")
+    if cfg_name is not None and not isinstance(cfg_name, str):
+        raise SpecError(f"_name_or_path={short_repr(cfg_name)} in {where} must be a string (the model's name)")
+    values["name"] = name or cfg_name or default_name
     values["source"] = f"Hugging Face config.json ({arch}): {where}"
     return model_from_mapping(values, origin=where)
 
@@ -672,7 +779,7 @@ def load_model(ref: str | Path | Mapping[str, Any] | ModelSpec) -> ModelSpec:
         key = ref.strip().lower()
         data = catalog.entry("models", key)
         return model_from_mapping({**data, "name": key}, origin=f"catalog model {key!r}")
-    raise SpecError(f"model must be a catalog name, a mapping or a file path, not {ref!r}")
+    raise SpecError(f"model must be a catalog name, a mapping or a file path, not {short_repr(ref)}")
 
 
 def _load_model_file(path: Path) -> ModelSpec:
@@ -683,9 +790,14 @@ def _load_model_file(path: Path) -> ModelSpec:
         if isinstance(data, Mapping) and ("architectures" in data or "model_type" in data):
             return model_from_hf_config(path)
     elif path.suffix in (".yaml", ".yml"):
-        data = catalog.load_yaml_file(path)
+        data = catalog.load_yaml_file(path, what="model file")
     else:
         raise SpecError(f"model file {str(path)!r} must end in .yaml, .yml or .json (a Hugging Face config)")
-    if isinstance(data, Mapping):
-        data = {"name": path.stem, **data}
+    if data is None:
+        raise SpecError(f"model file {str(path)!r} is empty; it needs num_layers, hidden_size, "
+                        "num_attention_heads, vocab_size and gated_mlp (or a Hugging Face config.json)")
+    if not isinstance(data, Mapping):
+        raise SpecError(f"model file {str(path)!r} holds {describe_type(data)}, not a mapping of keys "
+                        "(num_layers, hidden_size, ...); write one key: value per line")
+    data = {"name": path.stem, **data}
     return model_from_mapping(data, origin=str(path))

@@ -22,9 +22,10 @@ from typing import Any
 import numpy as np
 
 from tierwise.errors import PlanError, SpecError
+from tierwise.files import short_repr
 from tierwise.specs._mapping import check_keys, get_bool, get_int, require_mapping
 
-__all__ = ["Plan", "PlanBatch", "plan_from_mapping", "validate_plan_batch", "valid_plan_mask", "ep_overlap_allowed",
+__all__ = ["Plan", "PlanBatch", "plan_from_mapping", "MEGATRON_ALIASES", "LAYERS_PER_CHUNK", "validate_plan_batch", "valid_plan_mask", "ep_overlap_allowed",
            "RECOMPUTE", "PRECISION", "ORDERS", "SCHEDULES", "ZERO3_GATHER"]
 
 RECOMPUTE = ("none", "selective", "full")
@@ -108,15 +109,73 @@ class Plan:
 
 
 def _choice(data: Mapping[str, Any], key: str, choices: Sequence[str], default: str, origin: str) -> str:
-    value = str(data.get(key, default)).lower()
+    raw = data.get(key, default)
+    if raw is None and "none" in choices:  # `recompute: null` (Megatron's recompute_granularity: null) is none
+        raw = "none"
+    value = raw.lower() if isinstance(raw, str) else None
     if value not in choices:
-        raise SpecError(f"{key}={data.get(key)!r} in {origin}; choose one of {', '.join(choices)}")
+        raise SpecError(f"{key}={short_repr(raw)} in {origin}; choose one of {', '.join(choices)}")
     return value
 
 
-def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "plan") -> Plan:
-    """Validate the plan's own keys and fill defaults (model-dependent checks: :func:`validate_plan_batch`)."""
+MEGATRON_ALIASES = {
+    "tensor_model_parallel_size": "tp",
+    "pipeline_model_parallel_size": "pp",
+    "context_parallel_size": "cp",
+    "expert_model_parallel_size": "ep",
+    "recompute_granularity": "recompute",
+}
+"""Megatron-LM / NeMo long names accepted in a plan mapping for the short keys (same meaning, same values)."""
+LAYERS_PER_CHUNK = "num_layers_per_virtual_pipeline_stage"
+"""Megatron's layers per virtual pipeline chunk: ``vpp = num_layers / (pp x layers per chunk)``."""
+
+
+def _resolve_aliases(data: Mapping[str, Any], origin: str, num_layers: int | None) -> dict[str, Any]:
+    """The mapping with Megatron/NeMo long names turned into the short keys; a long name given with its short
+    name and a different value is an error, as is a layers-per-chunk that does not split the model evenly."""
+    out = dict(data)
+    for long, short in MEGATRON_ALIASES.items():
+        if long not in out:
+            continue
+        value = out.pop(long)
+        if short in out:
+            same = (str(out[short]).lower() == str(value).lower() if short == "recompute"
+                    else out[short] == value and type(out[short]) is type(value))
+            if not same:
+                raise SpecError(f"{short}={short_repr(out[short])} and its Megatron name {long}="
+                                f"{short_repr(value)} disagree in {origin}; give only one of them")
+        else:
+            out[short] = value
+    if LAYERS_PER_CHUNK in out:
+        per_chunk = get_int(out, LAYERS_PER_CHUNK, origin)
+        out.pop(LAYERS_PER_CHUNK)
+        if num_layers is None:
+            raise SpecError(f"{LAYERS_PER_CHUNK}={per_chunk} in {origin} needs the model's num_layers to give vpp; "
+                            "use vpp instead")
+        pp = get_int(out, "pp", origin, default=1)
+        if num_layers % (pp * per_chunk):
+            raise PlanError(f"{LAYERS_PER_CHUNK}={per_chunk} with pp={pp} in {origin}: num_layers={num_layers} is "
+                            f"not divisible by pp x {per_chunk} = {pp * per_chunk}; choose layers per chunk "
+                            f"dividing num_layers / pp (or give vpp)")
+        vpp = num_layers // (pp * per_chunk)
+        if "vpp" in out and out["vpp"] != vpp:
+            raise SpecError(f"vpp={short_repr(out['vpp'])} and {LAYERS_PER_CHUNK}={per_chunk} (vpp = num_layers / "
+                            f"(pp x layers per chunk) = {num_layers} / ({pp} x {per_chunk}) = {vpp}) disagree in "
+                            f"{origin}; give only one of them")
+        out["vpp"] = vpp
+    return out
+
+
+def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "plan",
+                      num_layers: int | None = None) -> Plan:
+    """Validate the plan's own keys and fill defaults (model-dependent checks: :func:`validate_plan_batch`).
+
+    Megatron/NeMo long names (:data:`MEGATRON_ALIASES`, :data:`LAYERS_PER_CHUNK`) are accepted for the short
+    keys; ``num_layers`` (the model's) is needed to turn layers per virtual stage into ``vpp``.
+    """
     data = require_mapping(data, origin)
+    check_keys(data, (*_KEYS, *MEGATRON_ALIASES, LAYERS_PER_CHUNK), origin)
+    data = _resolve_aliases(data, origin, num_layers)
     check_keys(data, _KEYS, origin, required=("global_batch_size", "seq_length"))
     assumed: list[str] = []
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from importlib import resources
 
-from tierwise.errors import TopologyError
+from tierwise.errors import TopologyError, did_you_mean
+from tierwise.files import short_repr
 
 __all__ = ["load_prices", "network_cost"]
 
@@ -23,24 +24,40 @@ _REQUIRED = ("switch_usd", "switch_w", "transceiver_switch_usd", "transceiver_sw
 
 
 def load_prices(path: str | None = None) -> dict:
-    """The shipped price table, with entries overridden by ``path`` (same keys; unknown keys are errors)."""
-    import yaml
+    """The shipped price table, with entries overridden by ``path`` (same keys; unknown keys are errors).
+
+    A user's entry is a number (the value) or a mapping with a ``value`` and the shipped entries' other keys;
+    the file goes through the guarded reader and strict YAML loader (:mod:`tierwise.files`).
+    """
+    from tierwise.files import describe_type, load_yaml, read_user_text
 
     text = resources.files("tierwise.topology").joinpath("prices.yaml").read_text(encoding="utf-8")
-    prices = yaml.safe_load(text)
-    if path:
-        try:
-            with open(path, encoding="utf-8") as fh:
-                user = yaml.safe_load(fh) or {}
-        except OSError as exc:
-            raise TopologyError(f"cannot read price file {path!r}: {exc.strerror}") from None
+    prices = load_yaml(text, "the shipped prices.yaml")
+    if path is not None:
+        where = f"price file {path!r}"
+        user = load_yaml(read_user_text(path, what="price file", error=TopologyError), where, error=TopologyError)
+        if user is None:
+            raise TopologyError(f"{where} is empty; give entries such as 'switch_usd: {{value: 30000}}'")
         if not isinstance(user, dict):
-            raise TopologyError(f"price file {path!r} must be a mapping such as 'switch_usd: {{value: 30000}}'")
+            raise TopologyError(f"{where} holds {describe_type(user)}, not a mapping such as "
+                                "'switch_usd: {value: 30000}'")
         for key, entry in user.items():
             if key not in prices:
-                raise TopologyError(f"unknown key {key!r} in price file {path!r}; allowed: {', '.join(_REQUIRED)}")
-            if isinstance(entry, int | float):
+                raise TopologyError(f"unknown key {short_repr(key)} in {where}{did_you_mean(str(key)[:100], _REQUIRED)};"
+                                    f" allowed: {', '.join(_REQUIRED)}")
+            if isinstance(entry, int | float) and not isinstance(entry, bool):
                 entry = {"value": entry}
+            if not isinstance(entry, dict):
+                raise TopologyError(f"{key}={short_repr(entry)} in {where} must be a number or a mapping such as "
+                                    "{value: 30000, source: ...}")
+            allowed = ("value", "unit", "estimate", "assumption", "source")
+            for sub in entry:
+                if sub not in allowed:
+                    raise TopologyError(f"unknown key {short_repr(sub)} under {key} in {where}; allowed: "
+                                        f"{', '.join(allowed)}")
+            value = entry.get("value")
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e15:
+                raise TopologyError(f"{key}.value={short_repr(value)} in {where} must be a number >= 0 (USD or W)")
             merged = {"source": f"user price file {path}", "estimate": False} | dict(entry)
             prices[key] = merged
     return prices

@@ -9,6 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from tierwise.errors import TopologyError, did_you_mean
+from tierwise.files import short_repr
 
 __all__ = ["TopologySpec", "FAMILIES", "load_topology_yaml", "spec_from_mapping"]
 
@@ -63,26 +64,44 @@ def spec_from_mapping(data: dict, where: str = "topology") -> TopologySpec:
             name = "family"
         if name not in _KEYS:
             raise TopologyError(
-                f"unknown key {key!r} in {where}; allowed keys: {', '.join(sorted(_KEYS))}"
-                f"{did_you_mean(name, sorted(_KEYS))}"
+                f"unknown key {short_repr(key)} in {where}; allowed keys: {', '.join(sorted(_KEYS))}"
+                f"{did_you_mean(name[:100], sorted(_KEYS))}"
             )
+        _check_type(name, value, where)
         clean[name] = value
     family = str(clean.get("family", "fat-tree"))
     if family not in FAMILIES:
-        raise TopologyError(f"unknown topology family {family!r}; choose one of {', '.join(FAMILIES)}")
+        raise TopologyError(f"unknown topology family {short_repr(family)}; choose one of {', '.join(FAMILIES)}")
     return TopologySpec(**clean)
 
 
-def load_topology_yaml(path: str) -> TopologySpec:
-    import yaml
+_INT_KEYS = ("gpus", "gpus_per_node", "nics_per_node", "radix", "tiers", "domain_size", "groups")
+_STR_KEYS = ("family", "nic_bandwidth", "scale_up", "scale_up_bandwidth", "hop_latency", "scale_up_latency", "dims")
 
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh)
-    except OSError as exc:
-        raise TopologyError(f"cannot read topology file {path!r}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise TopologyError(f"topology file {path!r} is not valid YAML: {exc}") from None
+
+def _check_type(name: str, value: object, where: str) -> None:
+    """A value of the wrong type (a string where a count belongs, a list where a string belongs) is one line;
+    ranges are checked where the fabric is built."""
+    if name in _INT_KEYS and (isinstance(value, bool) or not isinstance(value, int)):
+        raise TopologyError(f"{name}={short_repr(value)} in {where} must be a whole number")
+    if name == "oversubscription" and (isinstance(value, bool) or not isinstance(value, int | float)
+                                       or value != value or value in (float("inf"), float("-inf"))):
+        raise TopologyError(f"oversubscription={short_repr(value)} in {where} must be a finite number >= 1 "
+                            "(1 = non-blocking)")
+    if name in _STR_KEYS and not isinstance(value, str):
+        example = {"dims": "'8x8x8'", "family": "fat-tree", "scale_up": "nvswitch"}.get(name, "'400 Gb/s'")
+        raise TopologyError(f"{name}={short_repr(value)} in {where} must be a string such as {example}")
+
+
+def load_topology_yaml(path: str) -> TopologySpec:
+    """A topology YAML file through the guarded reader and strict YAML loader (:mod:`tierwise.files`)."""
+    from tierwise.files import describe_type, load_yaml, read_user_text
+
+    text = read_user_text(path, what="topology file", error=TopologyError)
+    data = load_yaml(text, f"topology file {path!r}", error=TopologyError)
+    if data is None:
+        raise TopologyError(f"topology file {path!r} is empty; give keys such as family, gpus, radix")
     if not isinstance(data, dict):
-        raise TopologyError(f"topology file {path!r} must hold a mapping of keys such as family, gpus, radix")
+        raise TopologyError(f"topology file {path!r} holds {describe_type(data)}, not a mapping of keys such as "
+                            "family, gpus, radix")
     return spec_from_mapping(data, where=f"topology file {path!r}")

@@ -7,10 +7,12 @@ The package ships a copy of ``shared/data/calibration/training-runs.csv`` and it
 from __future__ import annotations
 
 import csv
+import io
 from importlib import resources
 from pathlib import Path
 
 from tierwise.errors import SpecError
+from tierwise.files import read_user_text
 
 __all__ = ["DatasetError", "COLUMNS", "REQUIRED_COLUMNS", "load_rows", "default_dataset_path"]
 
@@ -46,25 +48,22 @@ def default_dataset_path() -> Path:
 def load_rows(path: str | Path | None = None) -> list[dict[str, str]]:
     """Rows of a calibration CSV as dicts of stripped strings (every known column present, "" if absent)."""
     p = Path(path) if path is not None else default_dataset_path()
+    text = read_user_text(p, what="dataset", error=DatasetError)
     try:
-        with p.open(newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            header = reader.fieldnames or []
-            missing = [c for c in REQUIRED_COLUMNS if c not in header]
-            if missing:
-                raise DatasetError(
-                    f"{str(p)!r} lacks column{'s' if len(missing) > 1 else ''} {', '.join(missing)}; a dataset needs "
-                    f"the columns of training-runs.csv (see training-runs-notes.md)"
-                )
-            rows = []
-            for raw in reader:
-                rows.append({c: (raw.get(c) or "").strip() for c in COLUMNS})
-    except FileNotFoundError:
-        raise DatasetError(f"dataset {str(p)!r} does not exist; check the path") from None
-    except IsADirectoryError:
-        raise DatasetError(f"dataset {str(p)!r} is a directory, not a CSV file") from None
-    except UnicodeDecodeError:
-        raise DatasetError(f"dataset {str(p)!r} is not UTF-8 text; save it as a UTF-8 CSV") from None
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        header = reader.fieldnames or []
+        missing = [c for c in REQUIRED_COLUMNS if c not in header]
+        if missing:
+            raise DatasetError(
+                f"{str(p)!r} lacks column{'s' if len(missing) > 1 else ''} {', '.join(missing)}; a dataset needs "
+                f"the columns of training-runs.csv (see training-runs-notes.md)"
+            )
+        rows = []
+        for raw in reader:
+            rows.append({c: (raw.get(c) or "").strip() for c in COLUMNS})
+    except csv.Error as exc:
+        raise DatasetError(f"dataset {str(p)!r} is not a readable CSV (line {reader.line_num}: {exc}); fix the "
+                           "quoting there") from None
     if not rows:
         raise DatasetError(f"dataset {str(p)!r} has a header but no rows")
     return rows
