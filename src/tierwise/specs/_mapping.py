@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tierwise.errors import SpecError, did_you_mean
+from tierwise.limits import MAX_GPUS, check_float, check_int
 
 __all__ = ["check_keys", "get_int", "get_bool", "get_float", "require_mapping"]
 
@@ -29,28 +30,23 @@ def check_keys(data: Mapping[str, Any], allowed: Iterable[str], origin: str, req
             raise SpecError(f"{origin} is missing the required key {key!r}")
 
 
-def get_int(data: Mapping[str, Any], key: str, origin: str, default: int | None = None, minimum: int = 1) -> int:
+def get_int(data: Mapping[str, Any], key: str, origin: str, default: int | None = None, minimum: int = 1,
+            maximum: int = MAX_GPUS) -> int:
+    """A whole number in ``[minimum, maximum]`` (default at most 2^20, the bound on GPU counts and degrees);
+    NaN, infinities, fractions and values past the bound are errors naming the key and the range."""
     value = data.get(key, default)
     if value is None:
         raise SpecError(f"{origin} is missing the required key {key!r}")
-    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
-        raise SpecError(f"{key}={value!r} in {origin} must be a whole number")
-    if value < minimum:
-        raise SpecError(f"{key}={value!r} in {origin} must be >= {minimum}")
-    return int(value)
+    return check_int(value, key, minimum=minimum, maximum=maximum, error=SpecError, sep="=", where=f"in {origin}")
 
 
 def get_float(data: Mapping[str, Any], key: str, origin: str, default: float | None = None,
               minimum: float = 0.0, maximum: float | None = None) -> float:
+    """A finite number in ``[minimum, maximum]``; NaN and infinities are errors naming the key and the range."""
     value = data.get(key, default)
     if value is None:
         raise SpecError(f"{origin} is missing the required key {key!r}")
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise SpecError(f"{key}={value!r} in {origin} must be a number")
-    if value < minimum or (maximum is not None and value > maximum):
-        hi = f" and <= {maximum}" if maximum is not None else ""
-        raise SpecError(f"{key}={value!r} in {origin} must be >= {minimum}{hi}")
-    return float(value)
+    return check_float(value, key, minimum=minimum, maximum=maximum, error=SpecError, sep="=", where=f"in {origin}")
 
 
 def get_bool(data: Mapping[str, Any], key: str, origin: str, default: bool | None = None) -> bool:

@@ -13,6 +13,7 @@ from typing import Any
 
 from tierwise.errors import SpecError
 from tierwise.specs import catalog
+from tierwise.limits import check_float
 from tierwise.specs._mapping import check_keys, get_int, require_mapping
 from tierwise.units import parse_bandwidth, parse_bytes
 
@@ -88,8 +89,8 @@ def accelerator_from_mapping(data: Mapping[str, Any], *, name: str, origin: str)
     for precision, value in peaks.items():
         if precision not in PRECISIONS:
             raise SpecError(f"unknown precision {precision!r} in {origin}; use one of {', '.join(PRECISIONS)}")
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            raise SpecError(f"peak_dense_tflops.{precision}={value!r} in {origin} must be a positive number (TFLOP/s)")
+        check_float(value, f"peak_dense_tflops.{precision}", minimum=0.0, min_open=True, maximum=1e6,
+                    error=SpecError, sep="=", where=f"in {origin}", hint=" (TFLOP/s)")
     up = require_mapping(data["scale_up"], f"{origin}: scale_up")
     check_keys(up, _SCALE_UP_KEYS, f"{origin}: scale_up", required=("bandwidth_one_way",))
     one_way = parse_bandwidth(up["bandwidth_one_way"], what=f"{origin}: scale_up.bandwidth_one_way")
@@ -119,7 +120,9 @@ def accelerator_from_mapping(data: Mapping[str, Any], *, name: str, origin: str)
         scale_out_bytes_per_s=(parse_bandwidth(out["bandwidth_per_accelerator"],
                                                what=f"{origin}: scale_out.bandwidth_per_accelerator")
                                if "bandwidth_per_accelerator" in out else 0.0),
-        power_w=float(data["power_w"]) if data.get("power_w") is not None else None,
+        power_w=(check_float(data["power_w"], "power_w", minimum=0.0, min_open=True, maximum=1e6, error=SpecError,
+                             sep="=", where=f"in {origin}", hint=" (watts)")
+                 if data.get("power_w") is not None else None),
         generation=str(data.get("generation", "")),
         source=str(data.get("source", "")),
         notes=str(data.get("notes", "")),

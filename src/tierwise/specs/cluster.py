@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tierwise.errors import SpecError
+from tierwise.limits import MAX_OVERSUBSCRIPTION
 from tierwise.specs import catalog
 from tierwise.specs._mapping import check_keys, get_bool, get_float, get_int, require_mapping
 from tierwise.specs.accelerator import Accelerator, load_accelerator
@@ -138,7 +139,7 @@ def _levels(raw: Any, origin: str) -> tuple[ScaleOutLevel, ...]:
         where = f"{origin}: scale_out_levels[{i}]"
         item = require_mapping(item, where)
         check_keys(item, ("name", "domain_size", "oversubscription"), where, required=("domain_size",))
-        over = get_float(item, "oversubscription", where, default=1.0, minimum=1.0)
+        over = get_float(item, "oversubscription", where, default=1.0, minimum=1.0, maximum=MAX_OVERSUBSCRIPTION)
         levels.append(ScaleOutLevel(name=str(item.get("name", f"level{i + 1}")),
                                     domain_size=get_int(item, "domain_size", where), oversubscription=over))
     return tuple(sorted(levels, key=lambda lv: lv.domain_size))
@@ -226,7 +227,10 @@ def cluster_from_mapping(data: Mapping[str, Any], *, name: str | None = None, or
     acc = load_accelerator(data["accelerator"])
     gpn = get_int(data, "gpus_per_node", origin, default=8)
     domain = get_int(data, "scale_up_domain", origin, default=acc.scale_up_domain_size or gpn)
-    nics = get_int(data, "nics_per_node", origin, default=gpn, minimum=0)
+    if data.get("nics_per_node", gpn) == 0:
+        raise SpecError(f"nics_per_node=0 in {origin}: a cluster without NICs cannot reach its scale-out network; "
+                        f"use nics_per_node >= 1 (e.g. {gpn}, one per GPU)")
+    nics = get_int(data, "nics_per_node", origin, default=gpn)
     nic_bw = (parse_bandwidth(data["nic_bandwidth"], what=f"{origin}: nic_bandwidth")
               if "nic_bandwidth" in data else acc.scale_out_bytes_per_s)
     if nics > 0 and nic_bw <= 0:

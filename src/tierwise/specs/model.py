@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from tierwise.errors import SpecError, did_you_mean
+from tierwise.limits import MAX_DIM, MAX_LAYERS, check_float
 
 __all__ = [
     "MoESpec",
@@ -53,14 +54,21 @@ __all__ = [
 # spec types
 
 
+def _bound(name: str) -> int:
+    return MAX_LAYERS if name.endswith("layers") or name == "layer_freq" else MAX_DIM
+
+
 def _positive(owner: str, name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise SpecError(f"{owner}: {name}={value!r} must be a positive integer")
+    """A positive integer at most 2^24 (2^16 for layer counts): bigger widths overflow the FLOP arithmetic."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= _bound(name):
+        raise SpecError(f"{owner}: {name}={value!r} must be a positive integer; use 1 <= {name} <= "
+                        f"{_bound(name):,}")
 
 
 def _non_negative(owner: str, name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise SpecError(f"{owner}: {name}={value!r} must be an integer >= 0")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _bound(name):
+        raise SpecError(f"{owner}: {name}={value!r} must be an integer >= 0; use 0 <= {name} <= "
+                        f"{_bound(name):,}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -219,10 +227,12 @@ class ModelSpec:
             raise SpecError(f"{owner}: rotary={self.rotary!r} must be true or false")
         self._check_moe(owner)
         self._check_sliding_window(owner)
-        if self.params_b is not None and (
-            isinstance(self.params_b, bool) or not isinstance(self.params_b, int | float) or self.params_b <= 0
-        ):
-            raise SpecError(f"{owner}: params_b={self.params_b!r} must be a positive number (billions)")
+        if self.params_b is not None:
+            try:
+                check_float(self.params_b, "params_b", minimum=0.0, min_open=True, maximum=1e6, error=SpecError,
+                            sep="=", hint=" (billions)")
+            except SpecError as exc:
+                raise SpecError(f"{owner}: {exc}") from None
         if not self.display_name:
             object.__setattr__(self, "display_name", self.name)
 
