@@ -88,15 +88,29 @@ def _split(value: str, what: str, example: str) -> tuple[float, str, str]:
     return _number(match["num"]), match["prefix"], match["unit"]
 
 
+def _limit(maximum: float, unit: str) -> str:
+    """A bound as the user would write it: ``2**40`` bytes is ``1 TiB``, ``1e15`` bytes/s is ``1 PB/s``."""
+    if unit == " B":
+        for name, scale in (("PiB", 2.0**50), ("TiB", 2.0**40), ("GiB", 2.0**30), ("MiB", 2.0**20)):
+            if maximum >= scale and (maximum / scale).is_integer():
+                return f"{maximum / scale:g} {name}"
+    if unit == " B/s":
+        return format_bandwidth(maximum)
+    return f"{maximum:g}{unit}"
+
+
 def _check_positive(number: float, value: object, what: str, allow_zero: bool, maximum: float | None = None,
                     unit: str = "") -> float:
     """A parsed figure must be finite, > 0 (or >= 0) and at most ``maximum``: the message names the range."""
+    name = what.rsplit(": ", 1)[-1]  # "cluster file 'a.yaml': nic_bandwidth" -> "nic_bandwidth"
     bound = ">= 0" if allow_zero else "> 0"
-    top = f" and <= {maximum:g}{unit}" if maximum is not None else ""
+    top = f" and <= {_limit(maximum, unit)}" if maximum is not None else ""
+    if math.isnan(number):
+        raise UnitError(f"{what} {value!r} is not a number; use {name} {bound}{top}")
     if not math.isfinite(number):
-        raise UnitError(f"{what} {value!r} is not a finite number (too large for a float); use {what} {bound}{top}")
+        raise UnitError(f"{what} {value!r} is not a finite number (too large for a float); use {name} {bound}{top}")
     if number < 0 or (number == 0 and not allow_zero) or (maximum is not None and number > maximum):
-        raise UnitError(f"{what} {value!r} is out of range; use {what} {bound}{top}")
+        raise UnitError(f"{what} {value!r} is out of range; use {name} {bound}{top}")
     return number
 
 

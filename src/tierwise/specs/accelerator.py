@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tierwise.errors import SpecError
-from tierwise.specs import catalog
 from tierwise.limits import check_float
+from tierwise.specs import catalog
 from tierwise.specs._mapping import check_keys, get_int, require_mapping
 from tierwise.units import parse_bandwidth, parse_bytes
 
