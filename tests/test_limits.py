@@ -126,3 +126,16 @@ def test_topology_spec_counts():
             spec_from_mapping({key: value})
     with pytest.raises(TopologyError, match="radix=0|radix 0 is out of range; use 2 <= radix"):
         spec_from_mapping({"radix": 0}, where="topology file 'a.yaml'")
+
+
+def test_dataset_rows_with_stated_numbers_out_of_range_are_errors():
+    from tierwise.validate.mapping import check_row_numbers
+
+    check_row_numbers({"row_id": "7", "tp": "8", "cp": "", "step_time_s": "not stated", "mfu_pct": "41.5"})
+    for key, text, needle in (("tp", "0", "tp=0 in dataset row 7 is out of range; use 1 <= tp"),
+                              ("tp", "-4", "tp=-4.0 in dataset row 7 is out of range"),
+                              ("step_time_s", "nan", "step_time_s=nan in dataset row 7 is not a finite number"),
+                              ("mfu_pct", "250", "use 0 < mfu_pct <= 100"),
+                              ("num_gpus", str(2**64), "num_gpus=18446744073709551616 in dataset row 7")):
+        with pytest.raises(SpecError, match=needle):
+            check_row_numbers({"row_id": "7", key: text})

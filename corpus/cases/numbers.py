@@ -7,6 +7,10 @@ The families are generated: each numeric option crossed with the hostile values 
 
 from __future__ import annotations
 
+import csv
+import io
+from pathlib import Path
+
 from corpus.harness import Case
 
 CASES: list[Case] = []
@@ -232,3 +236,25 @@ for _name, (_key, _v) in {"layers-nan": ("num_layers", ".nan"), "layers-huge": (
     CASES.append(Case(id=f"numbers/model-inline-{_name}", argv=["estimate", "s.yaml"],
                       files={"s.yaml": _scenario(num_gpus="8", model=_m)},
                       stderr_has=["num_experts" if _key == "moe" else _key]))
+
+# ---------------------------------------------------------------------------------------------- dataset numbers
+_DATASET = Path(__file__).resolve().parents[2] / "src" / "tierwise" / "data" / "training-runs.csv"
+
+
+def _dataset_with(column: str, value: str) -> str:
+    """The first two rows of the shipped dataset with one stated number replaced in the first."""
+    rows = list(csv.DictReader(io.StringIO(_DATASET.read_text(encoding="utf-8"))))[:2]
+    rows[0][column] = value
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+for _name, (_column, _v) in {"tp-zero": ("tp", "0"), "tp-negative": ("tp", "-4"), "cp-zero": ("cp", "0"), "gpus-huge": ("num_gpus", str(2**64)),
+                             "step-nan": ("step_time_s", "nan"), "step-negative": ("step_time_s", "-3"),
+                             "throughput-inf": ("tokens_per_s_per_gpu", "inf"), "mfu-over-100": ("mfu_pct", "250")
+                             }.items():
+    CASES.append(Case(id=f"numbers/validate-dataset-{_name}", argv=["validate", "runs.csv"],
+                      files={"runs.csv": _dataset_with(_column, _v)}, stderr_has=[_column, "row 1"]))

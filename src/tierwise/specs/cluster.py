@@ -231,6 +231,8 @@ def cluster_from_mapping(data: Mapping[str, Any], *, name: str | None = None, or
         raise SpecError(f"nics_per_node=0 in {origin}: a cluster without NICs cannot reach its scale-out network; "
                         f"use nics_per_node >= 1 (e.g. {gpn}, one per GPU)")
     nics = get_int(data, "nics_per_node", origin, default=gpn)
+    if data.get("num_gpus_max") is not None:  # documentation only, but a number all the same
+        get_int(data, "num_gpus_max", origin)
     nic_bw = (parse_bandwidth(data["nic_bandwidth"], what=f"{origin}: nic_bandwidth")
               if "nic_bandwidth" in data else acc.scale_out_bytes_per_s)
     if nics > 0 and nic_bw <= 0:
