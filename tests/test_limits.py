@@ -51,7 +51,7 @@ def test_sizes_that_overflow_a_float_are_errors(text):
 def test_bare_numbers_are_checked_too(value):
     with pytest.raises(UnitError, match="use size > 0"):
         parse_bytes(value)
-    with pytest.raises(UnitError, match="use bandwidth > 0 and <= 1 PB/s"):
+    with pytest.raises(UnitError, match="use bandwidth >= 1 kB/s and <= 1 PB/s"):
         parse_bandwidth(value)
 
 
@@ -59,7 +59,7 @@ def test_maximums_name_the_bound_in_units():
     with pytest.raises(UnitError, match=r"--size '2 PiB' is out of range; use --size > 0 and <= 1 PiB"):
         parse_bytes("2 PiB", what="--size", maximum=2**50)
     assert parse_bytes("1 PiB", maximum=2**50) == 2**50
-    with pytest.raises(UnitError, match="use link > 0 and <= 1 PB/s"):
+    with pytest.raises(UnitError, match="use link >= 1 kB/s and <= 1 PB/s"):
         parse_bandwidth("1e20 B/s", what="link")
     with pytest.raises(UnitError, match="use hop >= 0 and <= 1 s"):
         parse_time("2 s", what="hop", maximum=1.0)
@@ -88,7 +88,7 @@ def test_cluster_without_nics_is_an_error_naming_the_field():
 
     with pytest.raises(SpecError, match="nics_per_node=0 .* use nics_per_node >= 1"):
         cluster_from_mapping({"base": "dgx-h100", "nics_per_node": 0})
-    with pytest.raises(UnitError, match="nic_bandwidth '0 Gb/s' is out of range; use nic_bandwidth > 0"):
+    with pytest.raises(UnitError, match="nic_bandwidth '0 Gb/s' is out of range; use nic_bandwidth >= 1 kB/s"):
         cluster_from_mapping({"base": "dgx-h100", "nic_bandwidth": "0 Gb/s"})
     with pytest.raises(SpecError, match="oversubscription=nan"):
         cluster_from_mapping({"base": "dgx-h100",
@@ -139,3 +139,15 @@ def test_dataset_rows_with_stated_numbers_out_of_range_are_errors():
                               ("num_gpus", str(2**64), "num_gpus=18446744073709551616 in dataset row 7")):
         with pytest.raises(SpecError, match=needle):
             check_row_numbers({"row_id": "7", key: text})
+
+
+def test_rates_below_a_kilobyte_per_second_and_latencies_past_a_second_are_errors():
+    from tierwise.specs.cluster import cluster_from_mapping
+
+    with pytest.raises(UnitError, match="nic_bandwidth '1e-300 Gb/s' is out of range; use nic_bandwidth >= 1 kB/s"):
+        cluster_from_mapping({"base": "dgx-h100", "nic_bandwidth": "1e-300 Gb/s"})
+    with pytest.raises(UnitError, match="scale_out_latency '1e300 s' is out of range; use scale_out_latency >= 0"):
+        cluster_from_mapping({"base": "dgx-h100", "scale_out_latency": "1e300 s"})
+    with pytest.raises(SpecError, match="use 0.001 <= peak_dense_tflops.bf16"):
+        cluster_from_mapping({"base": "dgx-h100",
+                              "accelerator": {"base": "h100-sxm", "peak_dense_tflops": {"bf16": 1e-300}}})

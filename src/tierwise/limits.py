@@ -22,8 +22,8 @@ from tierwise.errors import TierwiseError, UnitError
 
 __all__ = [
     "MAX_GPUS", "MAX_BATCH", "MAX_SEQ", "MAX_DIM", "MAX_LAYERS", "MAX_RADIX", "MAX_BYTES", "MAX_SWEEP_POINTS",
-    "MAX_SWEEP_BYTES", "MAX_BANDWIDTH", "MAX_OVERSUBSCRIPTION", "MAX_FABRIC_GPUS", "MAX_ITERS", "MAX_ROUNDS",
-    "MAX_MEASURE_RANKS", "check_int", "check_float", "range_text",
+    "MAX_SWEEP_BYTES", "MAX_BANDWIDTH", "MIN_BANDWIDTH", "MAX_LATENCY_S", "MAX_OVERSUBSCRIPTION", "MAX_FABRIC_GPUS", "MAX_ITERS", "MAX_ROUNDS",
+    "MAX_MEASURE_RANKS", "check_int", "check_float", "range_text", "show_value",
 ]
 
 MAX_GPUS = 2**20
@@ -48,6 +48,10 @@ MAX_SWEEP_BYTES = 2**40
 """One measured buffer: 1 TiB."""
 MAX_BANDWIDTH = 1e15
 """One link's rate in bytes/s: 1 PB/s, a thousand times NVLink 5's 900 GB/s one way."""
+MIN_BANDWIDTH = 1e3
+"""One link's rate in bytes/s at least: 1 kB/s (a slower one turns a training step into years)."""
+MAX_LATENCY_S = 1.0
+"""One hop or link latency: a second is a million times any switch's."""
 MAX_OVERSUBSCRIPTION = 1024.0
 MAX_ITERS = 100_000
 """Timed or warm-up operations (or steps) per measured point."""
@@ -74,7 +78,8 @@ def range_text(what: str, minimum: float | None, maximum: float | None, *, min_o
     return "".join(parts)
 
 
-def _show(value: Any) -> str:
+def show_value(value: Any) -> str:
+    """A user's value for a message: strings quoted, anything longer than 40 characters cut."""
     text = repr(value) if isinstance(value, str) else str(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
@@ -88,7 +93,7 @@ def check_int(value: Any, what: str, *, minimum: int = 1, maximum: int = MAX_GPU
     follows the value.
     """
     rng = range_text(what, minimum, maximum)
-    head = f"{what}{sep}{_show(value)}{' ' + where if where else ''}"
+    head = f"{what}{sep}{show_value(value)}{' ' + where if where else ''}"
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise error(f"{head} is not a whole number; use {rng}{hint}")
     if isinstance(value, float) and (not math.isfinite(value) or not value.is_integer()):
@@ -103,7 +108,7 @@ def check_float(value: Any, what: str, *, minimum: float | None = None, maximum:
                 hint: str = "", sep: str = " ", where: str = "") -> float:
     """``value`` as a finite float in the range (open or closed ends); NaN and infinities are errors."""
     rng = range_text(what, minimum, maximum, min_open=min_open, max_open=max_open)
-    head = f"{what}{sep}{_show(value)}{' ' + where if where else ''}"
+    head = f"{what}{sep}{show_value(value)}{' ' + where if where else ''}"
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise error(f"{head} is not a number; use {rng}{hint}")
     try:

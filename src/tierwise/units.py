@@ -25,7 +25,7 @@ import math
 import re
 
 from tierwise.errors import UnitError
-from tierwise.limits import MAX_BANDWIDTH
+from tierwise.limits import MAX_BANDWIDTH, MIN_BANDWIDTH, show_value
 
 __all__ = [
     "parse_bytes",
@@ -100,17 +100,18 @@ def _limit(maximum: float, unit: str) -> str:
 
 
 def _check_positive(number: float, value: object, what: str, allow_zero: bool, maximum: float | None = None,
-                    unit: str = "") -> float:
-    """A parsed figure must be finite, > 0 (or >= 0) and at most ``maximum``: the message names the range."""
+                    unit: str = "", minimum: float = 0.0) -> float:
+    """A parsed figure must be finite, > 0 (or >= 0, or >= ``minimum``) and at most ``maximum``: the message
+    names the range."""
     name = what.rsplit(": ", 1)[-1]  # "cluster file 'a.yaml': nic_bandwidth" -> "nic_bandwidth"
-    bound = ">= 0" if allow_zero else "> 0"
+    bound = f">= {_limit(minimum, unit)}" if minimum > 0 else (">= 0" if allow_zero else "> 0")
     top = f" and <= {_limit(maximum, unit)}" if maximum is not None else ""
     if math.isnan(number):
-        raise UnitError(f"{what} {value!r} is not a number; use {name} {bound}{top}")
+        raise UnitError(f"{what} {show_value(value)} is not a number; use {name} {bound}{top}")
     if not math.isfinite(number):
-        raise UnitError(f"{what} {value!r} is not a finite number (too large for a float); use {name} {bound}{top}")
-    if number < 0 or (number == 0 and not allow_zero) or (maximum is not None and number > maximum):
-        raise UnitError(f"{what} {value!r} is out of range; use {name} {bound}{top}")
+        raise UnitError(f"{what} {show_value(value)} is not a finite number (too large for a float); use {name} {bound}{top}")
+    if number < max(minimum, 0.0) or (number == 0 and not allow_zero) or (maximum is not None and number > maximum):
+        raise UnitError(f"{what} {show_value(value)} is out of range; use {name} {bound}{top}")
     return number
 
 
@@ -138,25 +139,27 @@ def parse_bytes(value: str | float | int, *, what: str = "size", allow_zero: boo
 
 
 def parse_bandwidth(value: str | float | int, *, what: str = "bandwidth",
-                    maximum: float | None = MAX_BANDWIDTH) -> float:
+                    maximum: float | None = MAX_BANDWIDTH, minimum: float = MIN_BANDWIDTH) -> float:
     """Parse a rate such as ``"400 Gb/s"``, ``"400Gbps"`` or ``"50 GB/s"`` into bytes per second.
 
     A bare number is bytes per second. Note: this parses a *figure*; whether it is one-way or both
-    directions together is the caller's business (specs name it). A rate must be finite, > 0 and at most
-    ``maximum`` bytes/s (default 1 PB/s, a thousand times any link's).
+    directions together is the caller's business (specs name it). A rate must be finite, at least
+    ``minimum`` bytes/s (default 1 kB/s: a slower link turns a step into years) and at most ``maximum``
+    (default 1 PB/s, a thousand times any link's).
     """
     if isinstance(value, bool):
         raise UnitError(f"{what} {value!r} is not a bandwidth; write e.g. '400 Gb/s' or '50 GB/s'")
     if isinstance(value, int | float):
-        return _check_positive(_float(value), value, what, False, maximum, " B/s")
+        return _check_positive(_float(value), value, what, False, maximum, " B/s", minimum)
     number, prefix, unit = _split(str(value), what, "400 Gb/s")
     if unit == "" and prefix == "":
-        return _check_positive(number, value, what, False, maximum, " B/s")
+        return _check_positive(number, value, what, False, maximum, " B/s", minimum)
     if unit not in _RATE_UNITS:
         raise UnitError(
             f"unknown bandwidth unit {unit!r} in {value!r}; use B/s (bytes) or b/s (bits), e.g. '50 GB/s' or '400 Gb/s'"
         )
-    return _check_positive(number * _PREFIX[prefix] * _RATE_UNITS[unit], value, what, False, maximum, " B/s")
+    return _check_positive(number * _PREFIX[prefix] * _RATE_UNITS[unit], value, what, False, maximum, " B/s",
+                           minimum)
 
 
 def parse_time(value: str | float | int, *, what: str = "time", allow_zero: bool = True,

@@ -89,7 +89,7 @@ def accelerator_from_mapping(data: Mapping[str, Any], *, name: str, origin: str)
     for precision, value in peaks.items():
         if precision not in PRECISIONS:
             raise SpecError(f"unknown precision {precision!r} in {origin}; use one of {', '.join(PRECISIONS)}")
-        check_float(value, f"peak_dense_tflops.{precision}", minimum=0.0, min_open=True, maximum=1e6,
+        check_float(value, f"peak_dense_tflops.{precision}", minimum=1e-3, maximum=1e6,
                     error=SpecError, sep="=", where=f"in {origin}", hint=" (TFLOP/s)")
     up = require_mapping(data["scale_up"], f"{origin}: scale_up")
     check_keys(up, _SCALE_UP_KEYS, f"{origin}: scale_up", required=("bandwidth_one_way",))

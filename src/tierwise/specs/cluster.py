@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tierwise.errors import SpecError
-from tierwise.limits import MAX_OVERSUBSCRIPTION
+from tierwise.limits import MAX_LATENCY_S, MAX_OVERSUBSCRIPTION
 from tierwise.specs import catalog
 from tierwise.specs._mapping import check_keys, get_bool, get_float, get_int, require_mapping
 from tierwise.specs.accelerator import Accelerator, load_accelerator
@@ -126,7 +126,7 @@ class Cluster:
 def _latency(data: Mapping[str, Any], key: str, default_s: float, origin: str) -> float:
     if key not in data:
         return default_s
-    return parse_time(data[key], what=f"{origin}: {key}", allow_zero=True)
+    return parse_time(data[key], what=f"{origin}: {key}", allow_zero=True, maximum=MAX_LATENCY_S)
 
 
 def _levels(raw: Any, origin: str) -> tuple[ScaleOutLevel, ...]:
@@ -187,7 +187,9 @@ def _fitted(raw: Any, origin: str) -> dict[str, FittedTier]:
                 min_bytes=parse_bytes(reg.get("min_bytes", 0), what=f"{rw}.min_bytes", allow_zero=True),
                 max_bytes=math.inf if max_b is None else parse_bytes(max_b, what=f"{rw}.max_bytes"),
                 latency_s=parse_time(reg["latency_s"], what=f"{rw}.latency_s"),
-                busbw_bytes_per_s=parse_bandwidth(reg["busbw_bytes_per_s"], what=f"{rw}.busbw_bytes_per_s"),
+                # a flat regime's busbw is a fitted lower bound, which may sit outside a link's range
+                busbw_bytes_per_s=parse_bandwidth(reg["busbw_bytes_per_s"], what=f"{rw}.busbw_bytes_per_s",
+                                                  minimum=0.0, maximum=None),
                 step_latency_s=(parse_time(reg["step_latency_s"], what=f"{rw}.step_latency_s", allow_zero=True)
                                 if host_keys else None),
                 copy_s_per_byte=(get_float(reg, "copy_s_per_byte", rw, minimum=0.0) if host_keys else None),

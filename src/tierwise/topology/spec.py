@@ -9,7 +9,14 @@ import dataclasses
 from dataclasses import dataclass
 
 from tierwise.errors import TopologyError, UnitError, did_you_mean
-from tierwise.limits import MAX_FABRIC_GPUS, MAX_OVERSUBSCRIPTION, MAX_RADIX, check_float, check_int
+from tierwise.limits import (
+    MAX_FABRIC_GPUS,
+    MAX_LATENCY_S,
+    MAX_OVERSUBSCRIPTION,
+    MAX_RADIX,
+    check_float,
+    check_int,
+)
 
 __all__ = ["TopologySpec", "FAMILIES", "load_topology_yaml", "spec_from_mapping"]
 
@@ -87,8 +94,6 @@ _INT_BOUNDS = {
 """Counts of a fabric: 2^17 GPUs build in seconds; a dragonfly needs two groups; a switch at most 4,096 ports."""
 _RATES = ("nic_bandwidth", "scale_up_bandwidth")
 _LATENCIES = ("hop_latency", "scale_up_latency")
-MAX_LATENCY_S = 1.0
-"""Per link: a second is a million times any switch hop."""
 
 
 def _check_numbers(clean: dict, *, flags: bool) -> None:
