@@ -258,3 +258,9 @@ for _name, (_column, _v) in {"tp-zero": ("tp", "0"), "tp-negative": ("tp", "-4")
                              }.items():
     CASES.append(Case(id=f"numbers/validate-dataset-{_name}", argv=["validate", "runs.csv"],
                       files={"runs.csv": _dataset_with(_column, _v)}, stderr_has=[_column, "row 1"]))
+
+# ---------------------------------------------------------------------------------------------- price file numbers
+for _name, _body in {"nan": "switch_usd: .nan\n", "inf": "nic_w: {value: .inf}\n", "negative": "cable_usd: -5\n",
+                     "text": "nic_usd: {value: cheap}\n", "no-value": "nic_usd: {unit: USD}\n"}.items():
+    CASES.append(Case(id=f"numbers/topo-prices-{_name}", argv=[*_TOPO, "--gpus", "64", "--prices", "p.yaml"],
+                      files={"p.yaml": _body}, stderr_has=[_body.split(":")[0]]))

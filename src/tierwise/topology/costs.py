@@ -15,9 +15,12 @@ from __future__ import annotations
 from importlib import resources
 
 from tierwise.errors import TopologyError
+from tierwise.limits import check_float
 
 __all__ = ["load_prices", "network_cost"]
 
+MAX_PRICE = 1e12
+"""A price (USD) or power (W) of one part: a trillion is past any."""
 _REQUIRED = ("switch_usd", "switch_w", "transceiver_switch_usd", "transceiver_switch_w", "transceiver_nic_usd",
              "transceiver_nic_w", "nic_usd", "nic_w", "cable_usd", "gpu_server_usd_per_gpu")
 
@@ -39,8 +42,12 @@ def load_prices(path: str | None = None) -> dict:
         for key, entry in user.items():
             if key not in prices:
                 raise TopologyError(f"unknown key {key!r} in price file {path!r}; allowed: {', '.join(_REQUIRED)}")
-            if isinstance(entry, int | float):
+            if isinstance(entry, int | float) and not isinstance(entry, bool):
                 entry = {"value": entry}
+            if not isinstance(entry, dict) or "value" not in entry:
+                raise TopologyError(f"{key} in price file {path!r} needs a value, e.g. '{key}: {{value: 1000}}'")
+            check_float(entry["value"], f"{key}.value", minimum=0.0, maximum=MAX_PRICE, error=TopologyError,
+                        sep="=", where=f"in price file {path!r}", hint=" (USD or W)")
             merged = {"source": f"user price file {path}", "estimate": False} | dict(entry)
             prices[key] = merged
     return prices
