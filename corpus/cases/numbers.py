@@ -35,6 +35,7 @@ def _family(prefix: str, base: list[str], option: str, names=tuple(_HOSTILE), *,
 _COLL = ["collective", "all-reduce", "--size", "1GB"]
 _family("collective-", [*_COLL, "--ranks", "16"], "--ranks-per-node")
 _family("collective-", [*_COLL], "--ranks", ("nan", "zero", "neg", "2p63", "abc"))
+CASES.append(Case(id="numbers/collective-ranks-one", argv=[*_COLL, "--ranks", "1"], stderr_has=["--ranks", "2 <="]))
 
 # ---------------------------------------------------------------------------------------------- plan
 _PLAN = ["plan", "--model", "llama3.1-8b", "--cluster", "dgx-h100"]

@@ -22,7 +22,8 @@ def collective_report(kind: str, size: str, ranks: int, ranks_per_node: int | No
 
     kind = normalize_kind(kind)
     size_bytes = parse_bytes(size, what="--size", maximum=MAX_BYTES)
-    check_int(ranks, "--ranks", maximum=MAX_GPUS, error=SpecError)
+    check_int(ranks, "--ranks", minimum=2, maximum=MAX_GPUS, error=SpecError,
+              hint=" (one rank moves nothing: its busbw is 0/0)")
     if ranks_per_node is not None:
         check_int(ranks_per_node, "--ranks-per-node", maximum=MAX_GPUS, error=SpecError)
     if kind == "send-recv" and ranks != 2:
