@@ -151,3 +151,18 @@ def test_rates_below_a_kilobyte_per_second_and_latencies_past_a_second_are_error
     with pytest.raises(SpecError, match="use 0.001 <= peak_dense_tflops.bf16"):
         cluster_from_mapping({"base": "dgx-h100",
                               "accelerator": {"base": "h100-sxm", "peak_dense_tflops": {"bf16": 1e-300}}})
+
+
+def test_library_entry_points_reject_what_the_cli_rejects():
+    from tierwise.errors import MeasureError
+    from tierwise.measure.ddp import DdpConfig
+    from tierwise.planner.branch_and_bound import search
+    from tierwise.specs.cluster import load_cluster
+    from tierwise.specs.model import load_model
+
+    with pytest.raises(PlanError, match="top=0: ask for at least one plan"):
+        search(load_model("llama3.1-8b"), load_cluster("dgx-h100"), 8, 64, 4096, top=0)
+    with pytest.raises(MeasureError, match="--bucket-cap-mb nan is out of range"):
+        DdpConfig(bucket_cap_mb=math.nan)
+    with pytest.raises(MeasureError, match="--warmup -1 is out of range"):
+        DdpConfig(warmup=-1)
