@@ -25,6 +25,7 @@ import math
 import re
 
 from tierwise.errors import UnitError
+from tierwise.limits import MAX_BANDWIDTH, MIN_BANDWIDTH, show_value
 
 __all__ = [
     "parse_bytes",
@@ -67,6 +68,14 @@ _RATE_UNITS = {
 _TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "min": 60.0, "h": 3600.0}
 
 
+def _float(value: float | int) -> float:
+    """A bare number as a float; an int past float's range is infinite (then rejected), not an OverflowError."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 def _number(text: str) -> float:
     # digit-group underscores appear in some nccl-tests reformatted logs ("1_073_741_824")
     return float(text.replace("_", ""))
@@ -79,83 +88,112 @@ def _split(value: str, what: str, example: str) -> tuple[float, str, str]:
     return _number(match["num"]), match["prefix"], match["unit"]
 
 
-def _check_positive(number: float, value: object, what: str, allow_zero: bool) -> float:
-    if not math.isfinite(number) or number < 0 or (number == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise UnitError(f"{what} {value!r} must be {bound}")
+def _limit(maximum: float, unit: str) -> str:
+    """A bound as the user would write it: ``2**40`` bytes is ``1 TiB``, ``1e15`` bytes/s is ``1 PB/s``."""
+    if unit == " B":
+        for name, scale in (("PiB", 2.0**50), ("TiB", 2.0**40), ("GiB", 2.0**30), ("MiB", 2.0**20)):
+            if maximum >= scale and (maximum / scale).is_integer():
+                return f"{maximum / scale:g} {name}"
+    if unit == " B/s":
+        return format_bandwidth(maximum)
+    return f"{maximum:g}{unit}"
+
+
+def _check_positive(number: float, value: object, what: str, allow_zero: bool, maximum: float | None = None,
+                    unit: str = "", minimum: float = 0.0) -> float:
+    """A parsed figure must be finite, > 0 (or >= 0, or >= ``minimum``) and at most ``maximum``: the message
+    names the range."""
+    name = what.rsplit(": ", 1)[-1]  # "cluster file 'a.yaml': nic_bandwidth" -> "nic_bandwidth"
+    bound = f">= {_limit(minimum, unit)}" if minimum > 0 else (">= 0" if allow_zero else "> 0")
+    top = f" and <= {_limit(maximum, unit)}" if maximum is not None else ""
+    if math.isnan(number):
+        raise UnitError(f"{what} {show_value(value)} is not a number; use {name} {bound}{top}")
+    if not math.isfinite(number):
+        raise UnitError(f"{what} {show_value(value)} is not a finite number (too large for a float); use {name} {bound}{top}")
+    if number < max(minimum, 0.0) or (number == 0 and not allow_zero) or (maximum is not None and number > maximum):
+        raise UnitError(f"{what} {show_value(value)} is out of range; use {name} {bound}{top}")
     return number
 
 
-def parse_bytes(value: str | float | int, *, what: str = "size", allow_zero: bool = False) -> float:
+def parse_bytes(value: str | float | int, *, what: str = "size", allow_zero: bool = False,
+                maximum: float | None = None) -> float:
     """Parse a size such as ``"16GB"``, ``"1 GiB"``, ``"67108864B"`` or ``"400Gb"`` into bytes.
 
-    A bare number is bytes. ``b`` (lower case) is a bit: ``"8b"`` is one byte.
+    A bare number is bytes. ``b`` (lower case) is a bit: ``"8b"`` is one byte. NaN, infinities (``"1e400GB"``)
+    and sizes past ``maximum`` bytes are errors naming the range.
     """
     if isinstance(value, bool):
         raise UnitError(f"{what} {value!r} is not a size; write e.g. '16 GB'")
     if isinstance(value, int | float):
-        return _check_positive(float(value), value, what, allow_zero)
+        return _check_positive(_float(value), value, what, allow_zero, maximum, " B")
     number, prefix, unit = _split(str(value), what, "16 GB")
     if unit in ("", "B", "byte", "bytes") and prefix == "" and unit == "":
-        return _check_positive(number, value, what, allow_zero)
+        return _check_positive(number, value, what, allow_zero, maximum, " B")
     if unit not in _BYTE_UNITS:
         raise UnitError(
             f"unknown size unit {unit!r} in {value!r}; use B (byte) or b (bit) with a prefix, e.g. '16 GB', '1 GiB'"
         )
     if unit == "" and prefix:
         raise UnitError(f"size {value!r} has a prefix but no unit; write B for bytes or b for bits, e.g. '16 GB'")
-    return _check_positive(number * _PREFIX[prefix] * _BYTE_UNITS[unit], value, what, allow_zero)
+    return _check_positive(number * _PREFIX[prefix] * _BYTE_UNITS[unit], value, what, allow_zero, maximum, " B")
 
 
-def parse_bandwidth(value: str | float | int, *, what: str = "bandwidth") -> float:
+def parse_bandwidth(value: str | float | int, *, what: str = "bandwidth",
+                    maximum: float | None = MAX_BANDWIDTH, minimum: float = MIN_BANDWIDTH) -> float:
     """Parse a rate such as ``"400 Gb/s"``, ``"400Gbps"`` or ``"50 GB/s"`` into bytes per second.
 
     A bare number is bytes per second. Note: this parses a *figure*; whether it is one-way or both
-    directions together is the caller's business (specs name it).
+    directions together is the caller's business (specs name it). A rate must be finite, at least
+    ``minimum`` bytes/s (default 1 kB/s: a slower link turns a step into years) and at most ``maximum``
+    (default 1 PB/s, a thousand times any link's).
     """
     if isinstance(value, bool):
         raise UnitError(f"{what} {value!r} is not a bandwidth; write e.g. '400 Gb/s' or '50 GB/s'")
     if isinstance(value, int | float):
-        return _check_positive(float(value), value, what, allow_zero=False)
+        return _check_positive(_float(value), value, what, False, maximum, " B/s", minimum)
     number, prefix, unit = _split(str(value), what, "400 Gb/s")
     if unit == "" and prefix == "":
-        return _check_positive(number, value, what, allow_zero=False)
+        return _check_positive(number, value, what, False, maximum, " B/s", minimum)
     if unit not in _RATE_UNITS:
         raise UnitError(
             f"unknown bandwidth unit {unit!r} in {value!r}; use B/s (bytes) or b/s (bits), e.g. '50 GB/s' or '400 Gb/s'"
         )
-    return _check_positive(number * _PREFIX[prefix] * _RATE_UNITS[unit], value, what, allow_zero=False)
+    return _check_positive(number * _PREFIX[prefix] * _RATE_UNITS[unit], value, what, False, maximum, " B/s",
+                           minimum)
 
 
-def parse_time(value: str | float | int, *, what: str = "time", allow_zero: bool = True) -> float:
+def parse_time(value: str | float | int, *, what: str = "time", allow_zero: bool = True,
+               maximum: float | None = None) -> float:
     """Parse a duration such as ``"1.5 ms"``, ``"3us"`` or ``"2 s"`` into seconds (bare number: seconds)."""
     if isinstance(value, bool):
         raise UnitError(f"{what} {value!r} is not a duration; write e.g. '1.5 us'")
     if isinstance(value, int | float):
-        return _check_positive(float(value), value, what, allow_zero)
+        return _check_positive(_float(value), value, what, allow_zero, maximum, " s")
     text = str(value).strip()
     match = re.match(_NUMBER + r"\s*(?P<unit>[a-zµ]*)\s*$", text)
     if not match or match["unit"] not in _TIME_UNITS and match["unit"] != "":
         raise UnitError(f"cannot parse {what} {value!r}; write a number and one of s, ms, us, ns, e.g. '1.5 us'")
     scale = _TIME_UNITS.get(match["unit"], 1.0)
-    return _check_positive(_number(match["num"]) * scale, value, what, allow_zero)
+    return _check_positive(_number(match["num"]) * scale, value, what, allow_zero, maximum, " s")
 
 
-def parse_count(value: str | int | float, *, what: str = "count", minimum: int = 1) -> int:
-    """Parse a positive integer count; ``"16k"`` is 16,000 and ``"16Ki"`` is 16,384."""
+def parse_count(value: str | int | float, *, what: str = "count", minimum: int = 1,
+                maximum: int | None = None) -> int:
+    """Parse a positive integer count; ``"16k"`` is 16,000 and ``"16Ki"`` is 16,384 (at most ``maximum``)."""
     if isinstance(value, bool):
         raise UnitError(f"{what} {value!r} is not a whole number")
     if isinstance(value, int | float):
-        number = float(value)
+        number = _float(value)
     else:
         number, prefix, unit = _split(str(value), what, "1024")
         if unit:
             raise UnitError(f"{what} {value!r} must be a whole number, e.g. 1024 or 16Ki")
         number *= _PREFIX[prefix]
+    top = f" and <= {maximum:,}" if maximum is not None else ""
     if not math.isfinite(number) or number != int(number):
-        raise UnitError(f"{what} {value!r} must be a whole number")
-    if number < minimum:
-        raise UnitError(f"{what} {value!r} must be >= {minimum}")
+        raise UnitError(f"{what} {value!r} must be a whole number >= {minimum}{top}")
+    if number < minimum or (maximum is not None and number > maximum):
+        raise UnitError(f"{what} {value!r} is out of range; use {what} >= {minimum}{top}")
     return int(number)
 
 

@@ -128,7 +128,7 @@ def test_ep_forced_across_nodes_says_what_crossing_costs(capsys):
 
 @pytest.mark.parametrize("args, message", [
     (["--model", "llama3.1-70b", "--gpus", "64", "--tp", "3"], "tp=3 does not divide num_attention_heads=64"),
-    (["--model", "llama3.1-70b", "--gpus", "0"], "num_gpus=0"),
+    (["--model", "llama3.1-70b", "--gpus", "0"], "--gpus 0 is out of range; use 1 <= --gpus"),
     (["--model", "llama3.1-8b", "--gpus", "16384", "--global-batch", "1"], "global_batch_size=1 is too small"),
     (["--model", "llama3.1-8b", "--gpus", "8", "--recompute", "some"], "--recompute 'some'"),
     (["--model", "llama3.1-8b", "--gpus", "8", "--zero3-gather", "fsdp2"], "zero3_gather='fsdp2'"),

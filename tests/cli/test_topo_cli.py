@@ -93,7 +93,7 @@ def test_radix_too_small_exit_2(capsys):
 
 def test_oversubscription_below_one_exit_2(capsys):
     err = _error(capsys, ["topo", "fat-tree", "--gpus", "64", "--radix", "8", "--oversubscription", "0.5"])
-    assert "oversubscription 0.5 is below 1" in err
+    assert "--oversubscription 0.5 is out of range; use 1 <= --oversubscription <= 1,024" in err
 
 
 def test_failing_more_links_than_exist_exit_2(capsys):

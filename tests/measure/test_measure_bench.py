@@ -25,8 +25,19 @@ def test_parse_sizes_ranges_lists_and_errors():
         parse_sizes("256MiB:1KiB")
     with pytest.raises(MeasureError, match="empty sweep"):
         parse_sizes(" ")
-    with pytest.raises(MeasureError, match="must be > 1"):
+    with pytest.raises(MeasureError, match="--factor 1 is out of range; use 1 < --factor <= 1,024"):
         parse_sizes("1KiB:1MiB", factor=1)
+    with pytest.raises(MeasureError, match="--factor nan is not a finite number"):
+        parse_sizes("1KiB:1MiB", factor=float("nan"))
+    with pytest.raises(MeasureError, match="is 110,903,555 sizes; a sweep has at most 64"):
+        parse_sizes("1KiB:64MiB", factor=1.0000001)
+    with pytest.raises(MeasureError, match="--sizes end '2TiB' is out of range; use --sizes end > 0 and <= 1 TiB"):
+        parse_sizes("1B:2TiB")
+    with pytest.raises(MeasureError, match="less than one byte"):
+        parse_sizes("0.4B")
+    with pytest.raises(MeasureError, match="lists 65 sizes; a sweep has at most 64"):
+        parse_sizes(",".join(["1KiB"] * 65))
+    assert len(parse_sizes("1B:1TiB")) == 41
 
 
 def test_config_rejects_empty_sweeps_and_unknown_backends():

@@ -50,7 +50,7 @@ def test_override_and_errors():
         load_cluster("dgx-h10")
     with pytest.raises(SpecError, match="unknown key 'nic_speed'"):
         cluster_from_mapping({"base": "dgx-h100", "nic_speed": "400 Gb/s"})
-    with pytest.raises(SpecError, match="must be >= 1"):
+    with pytest.raises(SpecError, match="gpus_per_node=0 in cluster is out of range; use 1 <= gpus_per_node"):
         cluster_from_mapping({"base": "dgx-h100", "gpus_per_node": 0})
     with pytest.raises(SpecError, match="no bf16|no fp8"):
         load_accelerator("a100-sxm-80gb").peak_flops_per_s("fp8")

@@ -324,7 +324,7 @@ def test_missing_required_key():
         ({"head_dim": 0}, "head_dim=0 must be a positive integer"),
         ({"hidden_size": 66}, "hidden_size=66 is not a multiple of num_attention_heads=4; give head_dim"),
         ({"gated_mlp": "yes"}, "gated_mlp='yes' must be true or false"),
-        ({"params_b": -1}, "params_b=-1 must be a positive number"),
+        ({"params_b": -1}, "params_b=-1 is out of range; use 0 < params_b <= 1,000,000"),
         ({"sliding_window_layers": 2}, "sliding_window_layers=2 needs sliding_window"),
         ({"moe": {"num_experts": 4, "top_k": 8, "ffn_hidden_size": 8}}, "top_k=8 exceeds num_experts=4"),
         ({"moe": {"num_experts": 4, "top_k": 1, "ffn_hidden_size": 8, "first_dense_layers": 2}},

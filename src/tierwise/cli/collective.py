@@ -16,13 +16,16 @@ def collective_report(kind: str, size: str, ranks: int, ranks_per_node: int | No
     from tierwise.collectives.volumes import bus_factor, normalize_kind
     from tierwise.errors import SpecError
     from tierwise.hierarchy import TIER_ORDER, group_span, tier_name, tiers
+    from tierwise.limits import MAX_BYTES, MAX_GPUS, check_int
     from tierwise.specs.cluster import cluster_from_mapping, load_cluster
     from tierwise.units import format_bandwidth, format_bytes, format_time, parse_bandwidth, parse_bytes
 
     kind = normalize_kind(kind)
-    size_bytes = parse_bytes(size, what="--size")
-    if ranks < 1:
-        raise SpecError(f"--ranks {ranks} must be >= 1")
+    size_bytes = parse_bytes(size, what="--size", maximum=MAX_BYTES)
+    check_int(ranks, "--ranks", minimum=2, maximum=MAX_GPUS, error=SpecError,
+              hint=" (one rank moves nothing: its busbw is 0/0)")
+    if ranks_per_node is not None:
+        check_int(ranks_per_node, "--ranks-per-node", maximum=MAX_GPUS, error=SpecError)
     if kind == "send-recv" and ranks != 2:
         raise SpecError(f"send-recv is between two ranks; use --ranks 2 (got {ranks})")
     base = load_cluster(cluster_ref)

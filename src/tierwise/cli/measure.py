@@ -6,6 +6,7 @@ and works without it; a measuring command without torch prints one line and exit
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -20,6 +21,28 @@ measure_app = typer.Typer(help="Measure collectives, a DDP step, matmul and HBM 
                           no_args_is_help=True)
 
 _OPS = "all-reduce|all-gather|reduce-scatter|all-to-all|broadcast|send-recv"
+MAX_DDP_WIDTH = 65536
+"""``measure ddp --width``: a 65,536-wide layer is 4 G parameters already."""
+MAX_DDP_LAYERS = 1024
+MAX_DDP_BATCH = 65536
+MAX_BUCKET_MB = 1048576.0
+"""``--bucket-cap-mb`` at most 1 TiB."""
+
+
+def _rank_limit() -> int:
+    """Local processes a measuring command may spawn: 8 per CPU of this machine, at most 256."""
+    from tierwise.limits import MAX_MEASURE_RANKS
+
+    return max(2, min(MAX_MEASURE_RANKS, 8 * (os.cpu_count() or 1)))
+
+
+def _check_ranks(ranks: int, what: str) -> None:
+    """``--ranks`` of a spawning command: 2 .. what this machine can host (before torch is imported)."""
+    from tierwise.limits import check_int
+
+    limit = _rank_limit()
+    check_int(ranks, "--ranks", minimum=2, maximum=limit, error=MeasureError,
+              hint=f" ({what} needs >= 2 ranks; this machine hosts {limit}: 8 processes per CPU, at most 256)")
 
 
 def _table_collective(rows: list[dict]):
@@ -70,6 +93,7 @@ def collective(
     """Time collectives through torch.distributed, printed like nccl-tests."""
     from tierwise.collectives.volumes import normalize_kind
     from tierwise.errors import SpecError
+    from tierwise.limits import MAX_ITERS, MAX_ROUNDS, check_int
     from tierwise.measure.bench import (
         BenchConfig,
         _under_torchrun,
@@ -82,6 +106,11 @@ def collective(
         ops = tuple(normalize_kind(o) for o in op)
     except SpecError as exc:
         raise MeasureError(str(exc)) from None
+    check_int(iters, "--iters", maximum=MAX_ITERS, error=MeasureError)
+    check_int(warmup, "--warmup", minimum=0, maximum=MAX_ITERS, error=MeasureError)
+    check_int(rounds, "--rounds", maximum=MAX_ROUNDS, error=MeasureError)
+    if not _under_torchrun():
+        _check_ranks(ranks, "a collective")
     size_list = parse_sizes(sizes, factor)
     from tierwise.measure.bench import is_output_rank
 
@@ -92,8 +121,6 @@ def collective(
         read_rows(out, "--out")
     config = BenchConfig(ops=ops, sizes_bytes=size_list, iters=iters, warmup=warmup, backend=backend,
                          out=str(out) if out else None, stat=stat, rounds=rounds)
-    if not _under_torchrun() and ranks < 2:
-        raise MeasureError(f"--ranks {ranks}: a collective needs >= 2 ranks; pass --ranks 2 or more")
     require_torch()
     try:
         results = run_collectives(config, ranks)
@@ -122,11 +149,19 @@ def ddp(
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
 ) -> None:
     """Train a small MLP with DistributedDataParallel over gloo; compute vs communication vs exposed."""
+    from tierwise.limits import MAX_ITERS, check_float, check_int
     from tierwise.measure.bench import _under_torchrun, require_torch
     from tierwise.measure.ddp import DdpConfig, load_calibration, render_ddp, run_ddp
 
-    if not _under_torchrun() and ranks < 2:
-        raise MeasureError(f"--ranks {ranks}: data parallelism needs >= 2 ranks; pass --ranks 2 or more")
+    if not _under_torchrun():
+        _check_ranks(ranks, "data parallelism")
+    check_int(steps, "--steps", minimum=5, maximum=MAX_ITERS, error=MeasureError, hint=" (medians need >= 5)")
+    check_int(warmup, "--warmup", minimum=0, maximum=MAX_ITERS, error=MeasureError)
+    check_int(width, "--width", maximum=MAX_DDP_WIDTH, error=MeasureError)
+    check_int(layers, "--layers", maximum=MAX_DDP_LAYERS, error=MeasureError)
+    check_int(batch, "--batch", maximum=MAX_DDP_BATCH, error=MeasureError)
+    check_float(bucket_cap_mb, "--bucket-cap-mb", minimum=0.0, min_open=True, maximum=MAX_BUCKET_MB,
+                error=MeasureError, hint=" (MiB)")
     config = DdpConfig(steps=steps, warmup=warmup, width=width, layers=layers, batch=batch,
                        bucket_cap_mb=bucket_cap_mb)
     given = load_calibration(str(calibration), ranks) if calibration else None  # before torch and the run
@@ -155,10 +190,14 @@ def hbm(
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
 ) -> None:
     """HBM bandwidth (copy and triad) on one GPU."""
+    from tierwise.limits import MAX_SWEEP_BYTES
     from tierwise.measure.gpu import measure_hbm, render_hbm
     from tierwise.units import parse_bytes
 
-    rows = measure_hbm(size_bytes=int(parse_bytes(size)))
+    size_bytes = int(parse_bytes(size, what="--size", maximum=MAX_SWEEP_BYTES))
+    if size_bytes < 1:
+        raise MeasureError(f"--size {size!r} is less than one byte; use --size >= 1 B, e.g. 1GiB")
+    rows = measure_hbm(size_bytes=size_bytes)
     emit(rows, as_json, render_hbm(rows))
 
 
@@ -176,7 +215,13 @@ def calibrate_command(
 ) -> None:
     """Fit latency and bandwidth per size regime from measurements; write a cluster YAML."""
     from tierwise.atomic import check_writable
+    from tierwise.limits import MAX_GPUS, check_int
     from tierwise.measure.calibrate import calibrate, write_yaml
+
+    if ranks is not None:
+        check_int(ranks, "--ranks", minimum=2, maximum=MAX_GPUS, error=MeasureError)
+    if ranks_per_domain is not None:
+        check_int(ranks_per_domain, "--ranks-per-domain", maximum=MAX_GPUS, error=MeasureError)
 
     check_writable(out, "--out")
     for given in inputs:

@@ -9,6 +9,14 @@ import typer
 
 from tierwise.cli._output import emit, print_table
 from tierwise.errors import PlanError
+from tierwise.limits import MAX_BATCH, MAX_GPUS, MAX_LAYERS, MAX_SEQ, check_int
+
+MAX_TOP = 1000
+"""Plans ``plan --top`` lists at most."""
+MAX_VPP = 128
+"""Interleaved chunks ``plan --max-vpp`` searches at most (every value up to it is tried)."""
+MAX_MBS = 1024
+"""Micro-batch sizes ``plan --max-mbs`` (and ``--mbs``) take at most (every value up to it is tried)."""
 
 ModelOpt = Annotated[str, typer.Option("--model", help="catalog name, YAML file or Hugging Face config.json")]
 ClusterOpt = Annotated[str, typer.Option("--cluster", help="catalog name or YAML file")]
@@ -51,6 +59,21 @@ def _zero(text: str | None) -> tuple[int, ...] | None:
     if not values or any(v not in (0, 1, 2, 3) for v in values):
         raise PlanError(f"--zero {text!r}; give ZeRO stages from 0, 1, 2, 3 (comma-separated)")
     return values
+
+
+_COUNT_BOUNDS = {"gpus": MAX_GPUS, "global_batch": MAX_BATCH, "seq": MAX_SEQ, "top": MAX_TOP, "tp": MAX_GPUS,
+                 "pp": MAX_LAYERS, "cp": MAX_GPUS, "ep": MAX_GPUS, "dp": MAX_GPUS, "vpp": MAX_LAYERS, "mbs": MAX_MBS,
+                 "max_tp": MAX_GPUS, "max_pp": MAX_LAYERS, "max_cp": MAX_GPUS, "max_ep": MAX_GPUS,
+                 "max_vpp": MAX_VPP, "max_mbs": MAX_MBS}
+"""Each count option's upper bound (lower bound 1). The planner lists every vpp and micro-batch size up to
+its bound, so those stay small; a plan with more than 1,024 sequences per micro-batch never fits memory."""
+
+
+def _check_counts(**counts: int | None) -> None:
+    """Every count option given is a whole number in 1..its bound: a one-line error naming the option."""
+    for key, value in counts.items():
+        if value is not None:
+            check_int(value, "--" + key.replace("_", "-"), maximum=_COUNT_BOUNDS[key], error=PlanError)
 
 
 def _constraints(**kw):
@@ -156,6 +179,9 @@ def register(app: typer.Typer) -> None:
         """Search every parallel layout, fit memory, rank by the estimator, and explain the winner."""
         from tierwise.planner.answer import plan_document
 
+        _check_counts(gpus=gpus, global_batch=global_batch, seq=seq, top=top, tp=tp, pp=pp, cp=cp, ep=ep, dp=dp,
+                      vpp=vpp, mbs=mbs, max_tp=max_tp, max_pp=max_pp, max_cp=max_cp, max_ep=max_ep,
+                      max_vpp=max_vpp, max_mbs=max_mbs)
         c = _constraints(tp=tp, pp=pp, cp=cp, ep=ep, dp=dp, vpp=vpp, micro_batch_size=mbs, max_tp=max_tp,
                          max_pp=max_pp, max_cp=max_cp, max_ep=max_ep, max_vpp=max_vpp, max_micro_batch_size=max_mbs,
                          recompute=recompute, precision=precision, zero=zero, ep_comm_overlap=ep_overlap,
@@ -177,6 +203,7 @@ def register(app: typer.Typer) -> None:
         """Best plan at each GPU count and its efficiency against linear scaling: where adding GPUs stops paying."""
         from tierwise.planner.answer import parse_gpu_range, scale_document
 
+        _check_counts(global_batch=global_batch, seq=seq)
         counts = parse_gpu_range(gpus)
         c = _constraints(recompute=recompute, precision=precision, zero=zero, ep_comm_overlap=ep_overlap,
                          fused_elementwise=not eager, zero3_gather=zero3_gather, fused_cross_entropy=fused_ce)

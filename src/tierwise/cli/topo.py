@@ -17,10 +17,13 @@ _FAMILY_HELP = "fat-tree | rail-optimized | rail-only | dragonfly | torus | nvl7
 
 def _spec(family, gpus, gpus_per_node, nics_per_node, radix, tiers, oversubscription, nic_bandwidth, scale_up,
           scale_up_bandwidth, domain_size, hop_latency, dims, groups):
+    from tierwise.errors import TopologyError
+    from tierwise.limits import MAX_FABRIC_GPUS, check_int
     from tierwise.topology.spec import load_topology_yaml, spec_from_mapping
 
     if family.endswith((".yaml", ".yml")) or os.path.isfile(family):
         return load_topology_yaml(family)
+    gpus = check_int(gpus, "--gpus", maximum=MAX_FABRIC_GPUS, error=TopologyError)
     if gpus_per_node is None:
         gpus_per_node = 4 if family == "nvl72" else (1 if family == "torus" else 8)
     data = dict(family=family, gpus=gpus, gpus_per_node=gpus_per_node, nics_per_node=nics_per_node, radix=radix,
@@ -109,6 +112,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Flow-level simulation: completion time, algbw/busbw, bottleneck links, degradation under failures."""
         from tierwise.collectives.volumes import normalize_kind
+        from tierwise.errors import TopologyError
+        from tierwise.limits import MAX_BYTES, MAX_FABRIC_GPUS, check_int
         from tierwise.netsim import Failures, simulate
         from tierwise.topology import build_fabric
         from tierwise.units import parse_bytes
@@ -120,10 +125,17 @@ def register(app: typer.Typer) -> None:
             check_writable(emit_cluster, "--emit-cluster")
             load_cluster(cluster)
         kind = pattern if pattern in ("pipeline", "permutation") else normalize_kind(pattern)
+        size_bytes = parse_bytes(size, what="--size", maximum=MAX_BYTES)
+        if ranks is not None:
+            check_int(ranks, "--ranks", minimum=2, maximum=MAX_FABRIC_GPUS, error=TopologyError)
+        check_int(stages, "--stages", minimum=2, maximum=MAX_FABRIC_GPUS, error=TopologyError)
+        if shift is not None:
+            check_int(shift, "--shift", minimum=-MAX_FABRIC_GPUS, maximum=MAX_FABRIC_GPUS, error=TopologyError)
+        check_int(seed, "--seed", minimum=0, maximum=2**32 - 1, error=TopologyError)
         spec = _spec(topology, gpus, gpus_per_node, nics_per_node, radix, tiers, oversubscription, nic_bandwidth,
                      scale_up, scale_up_bandwidth, domain_size, hop_latency, dims, groups)
         fab = build_fabric(spec)
-        result = simulate(fab, kind, parse_bytes(size), algorithm=algorithm, num_ranks=ranks, routing=routing,
+        result = simulate(fab, kind, size_bytes, algorithm=algorithm, num_ranks=ranks, routing=routing,
                           seed=seed, stages=stages, shift=shift,
                           failures=Failures(links=fail_links, switches=fail_switches, domains=fail_domains))
         from tierwise.netsim.compare import simulate_ring_notes

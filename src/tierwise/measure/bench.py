@@ -34,6 +34,7 @@ reduce-scatter on gloo with other collectives; its busbw is not a reduce-scatter
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import socket
@@ -46,7 +47,8 @@ from pathlib import Path
 from typing import Any
 
 from tierwise.collectives.volumes import bus_factor, normalize_kind
-from tierwise.errors import MeasureError, SpecError
+from tierwise.errors import MeasureError, UnitError
+from tierwise.limits import MAX_SWEEP_BYTES, MAX_SWEEP_POINTS, check_float
 from tierwise.units import parse_bytes
 
 __all__ = ["BenchConfig", "parse_sizes", "run_collectives", "launch", "TORCH_MISSING", "require_torch",
@@ -108,6 +110,9 @@ class BenchConfig:
 def parse_sizes(spec: str, factor: float = 2.0) -> tuple[int, ...]:
     """Sizes from ``"1KiB:256MiB"`` (geometric, x ``factor``, ends included), ``"1MiB,4MiB"`` or ``"8MiB"``.
 
+    Each size is 1 B .. 1 TiB and a sweep has at most 64 sizes (:data:`~tierwise.limits.MAX_SWEEP_POINTS`);
+    ``factor`` is in (1, 1024]. The point count is worked out before any list is built.
+
     >>> parse_sizes("1KiB:8KiB")
     (1024, 2048, 4096, 8192)
     """
@@ -117,19 +122,34 @@ def parse_sizes(spec: str, factor: float = 2.0) -> tuple[int, ...]:
     try:
         if ":" in text:
             lo_text, hi_text = text.split(":", 1)
-            lo, hi = parse_bytes(lo_text, what="--sizes start"), parse_bytes(hi_text, what="--sizes end")
+            lo, hi = _sweep_size(lo_text, "--sizes start"), _sweep_size(hi_text, "--sizes end")
             if hi < lo:
                 raise MeasureError(f"--sizes {spec}: the range runs backwards; write it as {hi_text}:{lo_text}")
-            if factor <= 1:
-                raise MeasureError(f"--factor {factor} must be > 1")
-            sizes, size = [], lo
-            while size <= hi * (1 + 1e-9):
+            factor = check_float(factor, "--factor", minimum=1.0, min_open=True, maximum=1024.0,
+                                 error=MeasureError, hint=", e.g. --factor 2")
+            points = int(math.floor(math.log(hi / lo) / math.log(factor) + 1e-9)) + 1
+            if points > MAX_SWEEP_POINTS:
+                raise MeasureError(f"--sizes {spec} with --factor {factor:.10g} is {points:,} sizes; a sweep has at most "
+                                   f"{MAX_SWEEP_POINTS}: raise --factor or narrow the range")
+            sizes, size = [], float(lo)
+            while size <= hi * (1 + 1e-9) and len(sizes) < points:
                 sizes.append(int(round(size)))
                 size *= factor
             return tuple(sizes)
-        return tuple(int(parse_bytes(part)) for part in text.split(",") if part.strip())
-    except SpecError as exc:  # UnitError from parse_bytes
+        parts = [part for part in text.split(",") if part.strip()]
+        if len(parts) > MAX_SWEEP_POINTS:
+            raise MeasureError(f"--sizes lists {len(parts)} sizes; a sweep has at most {MAX_SWEEP_POINTS}")
+        return tuple(_sweep_size(part, "--sizes") for part in parts)
+    except UnitError as exc:  # from parse_bytes
         raise MeasureError(str(exc)) from None
+
+
+def _sweep_size(text: str, what: str) -> int:
+    """One measured buffer: a whole number of bytes, 1 B .. 1 TiB."""
+    size = parse_bytes(text, what=what, maximum=MAX_SWEEP_BYTES)
+    if size < 1:
+        raise MeasureError(f"{what} {text.strip()!r} is less than one byte; use {what} >= 1 B")
+    return int(round(size))
 
 
 def _free_port() -> int:

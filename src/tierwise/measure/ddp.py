@@ -43,6 +43,7 @@ The overlap model is therefore a named switch, ``overlap``:
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
@@ -76,8 +77,10 @@ class DdpConfig:
             raise MeasureError(f"--steps {self.steps}: medians need >= 5 measured steps")
         if self.width < 1 or self.layers < 1 or self.batch < 1:
             raise MeasureError("--width, --layers and --batch must be >= 1")
-        if self.bucket_cap_mb <= 0:
-            raise MeasureError(f"--bucket-cap-mb {self.bucket_cap_mb} must be > 0")
+        if self.warmup < 0:
+            raise MeasureError(f"--warmup {self.warmup} is out of range; use --warmup >= 0")
+        if not 0 < self.bucket_cap_mb < math.inf:  # also NaN
+            raise MeasureError(f"--bucket-cap-mb {self.bucket_cap_mb} is out of range; use a finite --bucket-cap-mb > 0")
 
 
 def bucket_sizes(param_bytes_reverse: list[int], cap_bytes: float, first_cap_bytes: float = _FIRST_BUCKET_BYTES):

@@ -32,9 +32,15 @@ def parse_fail_count(value: str | int, total: int, what: str, flag: str) -> int:
     """A count or a percentage of ``total``; more than ``total`` is an error naming both."""
     text = str(value).strip()
     try:
-        count = int(round(float(text[:-1]) / 100.0 * total)) if text.endswith("%") else int(text)
+        percent = float(text[:-1]) if text.endswith("%") else None
+        count = int(text) if percent is None else 0
     except ValueError:
         raise TopologyError(f"{flag} {value!r} is neither a count nor a percentage; write e.g. 12 or 0.1%") from None
+    if percent is not None:
+        if not 0.0 <= percent <= 100.0:  # also NaN and infinities
+            raise TopologyError(f"{flag} {value!r} is out of range; use a percentage 0% <= {flag} <= 100% "
+                                f"or a count 0 <= {flag} <= {total}")
+        count = int(round(percent / 100.0 * total))
     if count < 0:
         raise TopologyError(f"{flag} {value!r} is negative; use 0 or more")
     if count > total:

@@ -26,6 +26,9 @@ from tierwise.netsim.patterns import Phase, collective_phases
 from tierwise.netsim.routing import effective_nics, route
 from tierwise.topology.graph import LINK_TIER_NAMES, Fabric
 
+MAX_ALL_TO_ALL_RANKS = 1024
+"""An all-to-all of n ranks is n (n - 1) flows: 1,024 ranks (1 M flows) take seconds, 4,096 minutes and 10 GB."""
+
 __all__ = ["simulate", "KINDS"]
 
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "pipeline", "permutation")
@@ -194,6 +197,14 @@ def simulate(fab: Fabric, kind: str, size_bytes: float, *, algorithm: str = "aut
     n = fab.num_gpus if num_ranks is None else int(num_ranks)
     if not 2 <= n <= fab.num_gpus:
         raise TopologyError(f"--ranks {n} must be between 2 and the fabric's {fab.num_gpus} GPUs")
+    if kind == "all-to-all" and n > MAX_ALL_TO_ALL_RANKS:
+        raise TopologyError(f"an all-to-all of {n} ranks is {n * (n - 1):,} flows, more than the simulator finishes "
+                            f"in minutes; use --ranks <= {MAX_ALL_TO_ALL_RANKS} (a subset of the fabric's GPUs)")
+    if kind == "pipeline" and not 2 <= stages <= n:
+        raise TopologyError(f"--stages {stages} is out of range; use 2 <= --stages <= {n} (the ranks simulated)")
+    if kind == "permutation" and shift is not None and shift % n == 0:
+        raise TopologyError(f"--shift {shift} sends every rank to itself on {n} ranks; use a shift that is not a "
+                            f"multiple of {n}, e.g. --shift 1, or drop --shift for a random permutation")
     failures = failures or Failures()
     link_ok, gpu_dead, counts = apply_failures(fab, failures, seed)
     counts = _name_failed_parts(fab, counts)

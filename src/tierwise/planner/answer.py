@@ -9,6 +9,7 @@ import numpy as np
 
 from tierwise.errors import PlanError
 from tierwise.hierarchy import TIER_ORDER
+from tierwise.limits import MAX_GPUS
 from tierwise.planner.branch_and_bound import SearchResult, search
 from tierwise.planner.capacity import min_gpus_to_fit
 from tierwise.planner.explain import AXIS_LABEL, compare, explain_lines, plan_entry, plan_label
@@ -174,25 +175,39 @@ def _infeasible(model, cluster, result: SearchResult) -> list[dict[str, Any]]:
 
 
 def parse_gpu_range(text: str) -> list[int]:
-    """``"8:16384"`` -> 8, 16, ..., 16384 (doubling); ``"64"`` -> [64]; ``"8,24,72"`` -> that list."""
+    """``"8:16384"`` -> 8, 16, ..., 16384 (doubling); ``"64"`` -> [64]; ``"8,24,72"`` -> that list.
+
+    Counts are 1..2^20 (:data:`~tierwise.limits.MAX_GPUS`) and a list holds at most
+    :data:`MAX_SCALE_POINTS`: each point is a full plan search.
+    """
     text = str(text).strip()
     try:
         if ":" in text:
             lo, hi = (int(x) for x in text.split(":", 1))
-            if lo < 1 or hi < lo:
-                raise ValueError
-            counts = []
-            while lo <= hi:
-                counts.append(lo)
-                lo *= 2
-            return counts
-        counts = [int(x) for x in text.split(",")]
+        else:
+            counts = [int(x) for x in text.split(",")]
     except ValueError:
         raise PlanError(f"--gpus {text!r}; give a count (64), a doubling range (8:16384) or a list (8,24,72) of "
                         "positive integers") from None
-    if any(x < 1 for x in counts):
-        raise PlanError(f"--gpus {text!r}: GPU counts must be positive")
+    if ":" in text:
+        counts = [lo, hi]
+    bad = next((x for x in counts if not 1 <= x <= MAX_GPUS), None)
+    if bad is not None:
+        raise PlanError(f"--gpus {text!r}: the count {bad} is out of range; use GPU counts 1 <= N <= {MAX_GPUS:,}")
+    if ":" in text:
+        if hi < lo:
+            raise PlanError(f"--gpus {text!r}: the range runs backwards; write it as {hi}:{lo}")
+        counts = []
+        while lo <= hi:
+            counts.append(lo)
+            lo *= 2
+    if len(counts) > MAX_SCALE_POINTS:
+        raise PlanError(f"--gpus {text!r} lists {len(counts)} GPU counts; give at most {MAX_SCALE_POINTS}")
     return counts
+
+
+MAX_SCALE_POINTS = 64
+"""GPU counts ``tierwise scale`` plans at most (a doubling range 1:2^20 has 21)."""
 
 
 def scale_document(model, cluster, counts: list[int], global_batch_size: int, seq_length: int, *,

@@ -312,8 +312,12 @@ def search(model, cluster, num_gpus: int, global_batch_size: int, seq_length: in
         from tierwise.errors import PlanError
 
         raise PlanError(f"objective={objective!r}; choose one of {', '.join(OBJECTIVES)}")
+    if top < 1:
+        from tierwise.errors import PlanError
+
+        raise PlanError(f"top={top}: ask for at least one plan (--top >= 1)")
     space = build_space(model, cluster, num_gpus, global_batch_size, seq_length, constraints)
-    k = max(1, top)
+    k = top
     ev = Evaluator(model, cluster, space, objective)
     mem_ok, lower, seed_struct, seed_score, misses = _level1(space, model, ev)
     units = _level2(space, model, ev, k, mem_ok, lower, seed_struct, seed_score) if mem_ok.any() else {}

@@ -8,6 +8,7 @@ from typing import Any
 
 from tierwise.errors import SpecError, did_you_mean
 from tierwise.files import describe_type, short_repr
+from tierwise.limits import MAX_GPUS, check_float, check_int
 
 __all__ = ["check_keys", "get_int", "get_bool", "get_float", "require_mapping", "MAX_INT"]
 
@@ -38,18 +39,13 @@ def check_keys(data: Mapping[str, Any], allowed: Iterable[str], origin: str, req
 
 
 def get_int(data: Mapping[str, Any], key: str, origin: str, default: int | None = None, minimum: int = 1,
-            maximum: int = MAX_INT) -> int:
+            maximum: int = MAX_GPUS) -> int:
+    """A whole number in ``[minimum, maximum]`` (default at most 2^20, the bound on GPU counts and degrees);
+    NaN, infinities, fractions and values past the bound are errors naming the key and the range."""
     value = data.get(key, default)
     if value is None:
         raise SpecError(f"{origin} is missing the required key {key!r}")
-    if isinstance(value, bool) or not isinstance(value, int | float) \
-            or (isinstance(value, float) and not math.isfinite(value)) or int(value) != value:
-        raise SpecError(f"{key}={short_repr(value)} in {origin} must be a whole number")
-    if value < minimum:
-        raise SpecError(f"{key}={short_repr(value)} in {origin} must be >= {minimum}")
-    if value > maximum:
-        raise SpecError(f"{key}={short_repr(value)} in {origin} must be at most {maximum:,}")
-    return int(value)
+    return check_int(value, key, minimum=minimum, maximum=maximum, error=SpecError, sep="=", where=f"in {origin}")
 
 
 def _finite(value: float) -> bool:
@@ -61,15 +57,11 @@ def _finite(value: float) -> bool:
 
 def get_float(data: Mapping[str, Any], key: str, origin: str, default: float | None = None,
               minimum: float = 0.0, maximum: float | None = None) -> float:
+    """A finite number in ``[minimum, maximum]``; NaN and infinities are errors naming the key and the range."""
     value = data.get(key, default)
     if value is None:
         raise SpecError(f"{origin} is missing the required key {key!r}")
-    if isinstance(value, bool) or not isinstance(value, int | float) or not _finite(value):
-        raise SpecError(f"{key}={short_repr(value)} in {origin} must be a (finite) number")
-    if value < minimum or (maximum is not None and value > maximum):
-        hi = f" and <= {maximum}" if maximum is not None else ""
-        raise SpecError(f"{key}={short_repr(value)} in {origin} must be >= {minimum}{hi}")
-    return float(value)
+    return check_float(value, key, minimum=minimum, maximum=maximum, error=SpecError, sep="=", where=f"in {origin}")
 
 
 def get_bool(data: Mapping[str, Any], key: str, origin: str, default: bool | None = None) -> bool:

@@ -13,8 +13,9 @@ from typing import Any
 
 from tierwise.errors import SpecError
 from tierwise.files import short_repr
+from tierwise.limits import check_float
 from tierwise.specs import catalog
-from tierwise.specs._mapping import check_keys, get_float, get_int, require_mapping
+from tierwise.specs._mapping import check_keys, get_int, require_mapping
 from tierwise.units import parse_bandwidth, parse_bytes
 
 __all__ = ["Accelerator", "accelerator_from_mapping", "load_accelerator", "PRECISIONS"]
@@ -88,11 +89,9 @@ def accelerator_from_mapping(data: Mapping[str, Any], *, name: str, origin: str)
     peaks = require_mapping(data["peak_dense_tflops"], f"{origin}: peak_dense_tflops")
     for precision, value in peaks.items():
         if precision not in PRECISIONS:
-            raise SpecError(f"unknown precision {short_repr(precision)} in {origin}; use one of "
-                            f"{', '.join(PRECISIONS)}")
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1e9:
-            raise SpecError(f"peak_dense_tflops.{precision}={short_repr(value)} in {origin} must be a positive "
-                            "number (TFLOP/s)")
+            raise SpecError(f"unknown precision {short_repr(precision)} in {origin}; use one of {', '.join(PRECISIONS)}")
+        check_float(value, f"peak_dense_tflops.{precision}", minimum=1e-3, maximum=1e6,
+                    error=SpecError, sep="=", where=f"in {origin}", hint=" (TFLOP/s)")
     up = require_mapping(data["scale_up"], f"{origin}: scale_up")
     check_keys(up, _SCALE_UP_KEYS, f"{origin}: scale_up", required=("bandwidth_one_way",))
     one_way = parse_bandwidth(up["bandwidth_one_way"], what=f"{origin}: scale_up.bandwidth_one_way")
@@ -122,7 +121,9 @@ def accelerator_from_mapping(data: Mapping[str, Any], *, name: str, origin: str)
         scale_out_bytes_per_s=(parse_bandwidth(out["bandwidth_per_accelerator"],
                                                what=f"{origin}: scale_out.bandwidth_per_accelerator")
                                if "bandwidth_per_accelerator" in out else 0.0),
-        power_w=(get_float(data, "power_w", origin, minimum=0.0) if data.get("power_w") is not None else None),
+        power_w=(check_float(data["power_w"], "power_w", minimum=0.0, min_open=True, maximum=1e6, error=SpecError,
+                             sep="=", where=f"in {origin}", hint=" (watts)")
+                 if data.get("power_w") is not None else None),
         generation=str(data.get("generation", "")),
         source=str(data.get("source", "")),
         notes=str(data.get("notes", "")),

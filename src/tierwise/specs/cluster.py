@@ -22,6 +22,7 @@ from typing import Any
 
 from tierwise.errors import SpecError
 from tierwise.files import describe_type, short_repr
+from tierwise.limits import MAX_LATENCY_S, MAX_OVERSUBSCRIPTION
 from tierwise.specs import catalog
 from tierwise.specs._mapping import check_keys, get_bool, get_float, get_int, require_mapping
 from tierwise.specs.accelerator import Accelerator, load_accelerator
@@ -126,7 +127,7 @@ class Cluster:
 def _latency(data: Mapping[str, Any], key: str, default_s: float, origin: str) -> float:
     if key not in data:
         return default_s
-    return parse_time(data[key], what=f"{origin}: {key}", allow_zero=True)
+    return parse_time(data[key], what=f"{origin}: {key}", allow_zero=True, maximum=MAX_LATENCY_S)
 
 
 def _levels(raw: Any, origin: str) -> tuple[ScaleOutLevel, ...]:
@@ -139,7 +140,7 @@ def _levels(raw: Any, origin: str) -> tuple[ScaleOutLevel, ...]:
         where = f"{origin}: scale_out_levels[{i}]"
         item = require_mapping(item, where)
         check_keys(item, ("name", "domain_size", "oversubscription"), where, required=("domain_size",))
-        over = get_float(item, "oversubscription", where, default=1.0, minimum=1.0)
+        over = get_float(item, "oversubscription", where, default=1.0, minimum=1.0, maximum=MAX_OVERSUBSCRIPTION)
         levels.append(ScaleOutLevel(name=str(item.get("name", f"level{i + 1}")),
                                     domain_size=get_int(item, "domain_size", where), oversubscription=over))
     return tuple(sorted(levels, key=lambda lv: lv.domain_size))
@@ -190,7 +191,9 @@ def _fitted(raw: Any, origin: str) -> dict[str, FittedTier]:
                 min_bytes=parse_bytes(reg.get("min_bytes", 0), what=f"{rw}.min_bytes", allow_zero=True),
                 max_bytes=math.inf if max_b is None else parse_bytes(max_b, what=f"{rw}.max_bytes"),
                 latency_s=parse_time(reg["latency_s"], what=f"{rw}.latency_s"),
-                busbw_bytes_per_s=parse_bandwidth(reg["busbw_bytes_per_s"], what=f"{rw}.busbw_bytes_per_s"),
+                # a flat regime's busbw is a fitted lower bound, which may sit outside a link's range
+                busbw_bytes_per_s=parse_bandwidth(reg["busbw_bytes_per_s"], what=f"{rw}.busbw_bytes_per_s",
+                                                  minimum=0.0, maximum=None),
                 step_latency_s=(parse_time(reg["step_latency_s"], what=f"{rw}.step_latency_s", allow_zero=True)
                                 if host_keys else None),
                 copy_s_per_byte=(get_float(reg, "copy_s_per_byte", rw, minimum=0.0) if host_keys else None),
@@ -230,7 +233,12 @@ def cluster_from_mapping(data: Mapping[str, Any], *, name: str | None = None, or
     acc = load_accelerator(data["accelerator"])
     gpn = get_int(data, "gpus_per_node", origin, default=8)
     domain = get_int(data, "scale_up_domain", origin, default=acc.scale_up_domain_size or gpn)
-    nics = get_int(data, "nics_per_node", origin, default=gpn, minimum=0)
+    if data.get("nics_per_node", gpn) == 0:
+        raise SpecError(f"nics_per_node=0 in {origin}: a cluster without NICs cannot reach its scale-out network; "
+                        f"use nics_per_node >= 1 (e.g. {gpn}, one per GPU)")
+    nics = get_int(data, "nics_per_node", origin, default=gpn)
+    if data.get("num_gpus_max") is not None:  # documentation only, but a number all the same
+        get_int(data, "num_gpus_max", origin)
     nic_bw = (parse_bandwidth(data["nic_bandwidth"], what=f"{origin}: nic_bandwidth")
               if "nic_bandwidth" in data else acc.scale_out_bytes_per_s)
     if nics > 0 and nic_bw <= 0:

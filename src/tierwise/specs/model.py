@@ -38,6 +38,7 @@ from typing import Any
 
 from tierwise.errors import SpecError, did_you_mean
 from tierwise.files import describe_type, load_json, read_user_text, short_repr
+from tierwise.limits import MAX_DIM, MAX_LAYERS, check_float
 
 __all__ = [
     "MoESpec",
@@ -54,23 +55,27 @@ __all__ = [
 # spec types
 
 
-MAX_DIMENSION = 2**24
-"""Largest value of any model dimension or count (16,777,216): far above any real model (vocabularies are
-~10^5, widths ~10^4), low enough that the estimator's integer arithmetic cannot overflow."""
+MAX_DIMENSION = MAX_DIM
+"""Largest value of any model dimension or count (2^24 = 16,777,216; layer counts 2^16): far above any
+real model (vocabularies are ~10^5, widths ~10^4), low enough that the estimator's integer arithmetic
+cannot overflow."""
+
+
+def _bound(name: str) -> int:
+    return MAX_LAYERS if name.endswith("layers") or name == "layer_freq" else MAX_DIM
 
 
 def _positive(owner: str, name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise SpecError(f"{owner}: {name}={short_repr(value)} must be a positive integer")
-    if value > MAX_DIMENSION:
-        raise SpecError(f"{owner}: {name}={value} is impossibly large; it must be at most {MAX_DIMENSION:,}")
+    """A positive integer at most 2^24 (2^16 for layer counts): bigger widths overflow the FLOP arithmetic."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= _bound(name):
+        raise SpecError(f"{owner}: {name}={short_repr(value)} must be a positive integer; use 1 <= {name} <= "
+                        f"{_bound(name):,}")
 
 
 def _non_negative(owner: str, name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise SpecError(f"{owner}: {name}={short_repr(value)} must be an integer >= 0")
-    if value > MAX_DIMENSION:
-        raise SpecError(f"{owner}: {name}={value} is impossibly large; it must be at most {MAX_DIMENSION:,}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _bound(name):
+        raise SpecError(f"{owner}: {name}={short_repr(value)} must be an integer >= 0; use 0 <= {name} <= "
+                        f"{_bound(name):,}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -229,10 +234,12 @@ class ModelSpec:
             raise SpecError(f"{owner}: rotary={short_repr(self.rotary)} must be true or false")
         self._check_moe(owner)
         self._check_sliding_window(owner)
-        if self.params_b is not None and (
-            isinstance(self.params_b, bool) or not isinstance(self.params_b, int | float) or self.params_b <= 0
-        ):
-            raise SpecError(f"{owner}: params_b={short_repr(self.params_b)} must be a positive number (billions)")
+        if self.params_b is not None:
+            try:
+                check_float(self.params_b, "params_b", minimum=0.0, min_open=True, maximum=1e6, error=SpecError,
+                            sep="=", hint=" (billions)")
+            except SpecError as exc:
+                raise SpecError(f"{owner}: {exc}") from None
         if not self.display_name:
             object.__setattr__(self, "display_name", self.name)
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from tierwise.errors import PlanError, SpecError
 from tierwise.files import short_repr
+from tierwise.limits import MAX_BATCH, MAX_GPUS, MAX_LAYERS, MAX_SEQ
 from tierwise.specs._mapping import check_keys, get_bool, get_int, require_mapping
 
 __all__ = ["Plan", "PlanBatch", "plan_from_mapping", "MEGATRON_ALIASES", "LAYERS_PER_CHUNK", "validate_plan_batch", "valid_plan_mask", "ep_overlap_allowed",
@@ -179,10 +180,10 @@ def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "
     check_keys(data, _KEYS, origin, required=("global_batch_size", "seq_length"))
     assumed: list[str] = []
 
-    def opt_int(key: str, default: int, minimum: int = 1) -> int:
+    def opt_int(key: str, default: int, minimum: int = 1, maximum: int = MAX_GPUS) -> int:
         if key not in data:
             assumed.append(f"{key}={default}")
-        return get_int(data, key, origin, default=default, minimum=minimum)
+        return get_int(data, key, origin, default=default, minimum=minimum, maximum=maximum)
 
     tp, pp, cp = opt_int("tp", 1), opt_int("pp", 1), opt_int("cp", 1)
     model_parallel = tp * pp * cp
@@ -203,10 +204,10 @@ def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "
         assumed.append(f"dp={dp} (num_gpus / (tp x pp x cp))")
     ep = opt_int("ep", 1)
     etp = opt_int("etp", tp)
-    vpp = opt_int("vpp", 1)
-    mbs = opt_int("micro_batch_size", 1)
-    gbs = get_int(data, "global_batch_size", origin)
-    seq = get_int(data, "seq_length", origin)
+    vpp = opt_int("vpp", 1, maximum=MAX_LAYERS)
+    mbs = opt_int("micro_batch_size", 1, maximum=MAX_BATCH)
+    gbs = get_int(data, "global_batch_size", origin, maximum=MAX_BATCH)
+    seq = get_int(data, "seq_length", origin, maximum=MAX_SEQ)
     if "sequence_parallel" not in data:
         assumed.append(f"sequence_parallel={tp > 1}")
     sp = get_bool(data, "sequence_parallel", origin, default=tp > 1)
@@ -218,9 +219,7 @@ def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "
     precision = _choice(data, "precision", PRECISION, "bf16", origin)
     order = _choice(data, "order", ORDERS, "tp-cp-dp-pp", origin)
     zero3_gather = _choice(data, "zero3_gather", ZERO3_GATHER, "flat", origin)
-    zero = opt_int("zero_stage", 1, minimum=0)
-    if zero > 3:
-        raise SpecError(f"zero_stage={zero} in {origin}; use 0, 1, 2 or 3")
+    zero = opt_int("zero_stage", 1, minimum=0, maximum=3)
     dp_shard = opt_int("dp_shard", dp)
     default_schedule = "interleaved" if vpp > 1 else "1f1b"
     if "schedule" not in data:
@@ -233,8 +232,8 @@ def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "
         if key not in data:
             assumed.append(f"{key}={str(default).lower()}")
         bools[key] = get_bool(data, key, origin, default=default)
-    first = get_int(data, "first_stage_layers", origin, default=0, minimum=0)
-    last = get_int(data, "last_stage_layers", origin, default=0, minimum=0)
+    first = get_int(data, "first_stage_layers", origin, default=0, minimum=0, maximum=MAX_LAYERS)
+    last = get_int(data, "last_stage_layers", origin, default=0, minimum=0, maximum=MAX_LAYERS)
     return Plan(tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, etp=etp, vpp=vpp, micro_batch_size=mbs, global_batch_size=gbs,
                 seq_length=seq, sequence_parallel=sp, recompute=recompute, zero_stage=zero, dp_shard=dp_shard,
                 precision=precision, schedule=schedule, order=order, first_stage_layers=first,

@@ -47,11 +47,11 @@ def build_fabric(spec: TopologySpec) -> Fabric:
     from tierwise.topology import dragonfly, fat_tree, rail, scaleup, torus
 
     domain, scale_up = _check_counts(spec)
-    b_nic = parse_bandwidth(spec.nic_bandwidth, what="nic bandwidth")
+    b_nic = parse_bandwidth(spec.nic_bandwidth, what="--nic-bandwidth")
     default_in = "900 GB/s" if spec.family == "nvl72" else "450 GB/s"
-    b_in = parse_bandwidth(spec.scale_up_bandwidth or default_in, what="scale-up bandwidth")
-    lat = parse_time(spec.hop_latency, what="hop latency")
-    lat_in = parse_time(spec.scale_up_latency, what="scale-up latency")
+    b_in = parse_bandwidth(spec.scale_up_bandwidth or default_in, what="--scale-up-bandwidth")
+    lat = parse_time(spec.hop_latency, what="--hop-latency")
+    lat_in = parse_time(spec.scale_up_latency, what="scale_up_latency")
     gb = GraphBuilder()
     G = spec.gpus
     common = dict(family=spec.family, params=_params(spec, domain, scale_up), num_gpus=G,

@@ -16,9 +16,12 @@ from importlib import resources
 
 from tierwise.errors import TopologyError, did_you_mean
 from tierwise.files import short_repr
+from tierwise.limits import check_float
 
 __all__ = ["load_prices", "network_cost"]
 
+MAX_PRICE = 1e12
+"""A price (USD) or power (W) of one part: a trillion is past any."""
 _REQUIRED = ("switch_usd", "switch_w", "transceiver_switch_usd", "transceiver_switch_w", "transceiver_nic_usd",
              "transceiver_nic_w", "nic_usd", "nic_w", "cable_usd", "gpu_server_usd_per_gpu")
 
@@ -55,9 +58,10 @@ def load_prices(path: str | None = None) -> dict:
                 if sub not in allowed:
                     raise TopologyError(f"unknown key {short_repr(sub)} under {key} in {where}; allowed: "
                                         f"{', '.join(allowed)}")
-            value = entry.get("value")
-            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e15:
-                raise TopologyError(f"{key}.value={short_repr(value)} in {where} must be a number >= 0 (USD or W)")
+            if "value" not in entry:
+                raise TopologyError(f"{key} in {where} needs a value, e.g. '{key}: {{value: 1000}}'")
+            check_float(entry["value"], f"{key}.value", minimum=0.0, maximum=MAX_PRICE, error=TopologyError,
+                        sep="=", where=f"in {where}", hint=" (USD or W)")
             merged = {"source": f"user price file {path}", "estimate": False} | dict(entry)
             prices[key] = merged
     return prices

@@ -8,8 +8,16 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from tierwise.errors import TopologyError, did_you_mean
+from tierwise.errors import TopologyError, UnitError, did_you_mean
 from tierwise.files import short_repr
+from tierwise.limits import (
+    MAX_FABRIC_GPUS,
+    MAX_LATENCY_S,
+    MAX_OVERSUBSCRIPTION,
+    MAX_RADIX,
+    check_float,
+    check_int,
+)
 
 __all__ = ["TopologySpec", "FAMILIES", "load_topology_yaml", "spec_from_mapping"]
 
@@ -72,11 +80,52 @@ def spec_from_mapping(data: dict, where: str = "topology") -> TopologySpec:
     family = str(clean.get("family", "fat-tree"))
     if family not in FAMILIES:
         raise TopologyError(f"unknown topology family {short_repr(family)}; choose one of {', '.join(FAMILIES)}")
+    _check_numbers(clean, flags=where == "topology")
     return TopologySpec(**clean)
+
+
+_INT_BOUNDS = {
+    "gpus": (1, MAX_FABRIC_GPUS),
+    "gpus_per_node": (1, MAX_FABRIC_GPUS),
+    "nics_per_node": (1, MAX_FABRIC_GPUS),
+    "radix": (2, MAX_RADIX),
+    "tiers": (1, 3),
+    "domain_size": (1, MAX_FABRIC_GPUS),
+    "groups": (2, MAX_FABRIC_GPUS),
+}
+"""Counts of a fabric: 2^17 GPUs build in seconds; a dragonfly needs two groups; a switch at most 4,096 ports."""
+_RATES = ("nic_bandwidth", "scale_up_bandwidth")
+_LATENCIES = ("hop_latency", "scale_up_latency")
+
+
+def _check_numbers(clean: dict, *, flags: bool) -> None:
+    """Every count, rate and latency of a spec in range, named as the user wrote it (``--radix`` or ``radix``)."""
+    from tierwise.units import parse_bandwidth, parse_time
+
+    def name(key: str) -> str:
+        return "--" + key.replace("_", "-") if flags else key
+
+    for key, (lo, hi) in _INT_BOUNDS.items():
+        if clean.get(key) is not None:
+            clean[key] = check_int(clean[key], name(key), minimum=lo, maximum=hi, error=TopologyError)
+    if clean.get("oversubscription") is not None:
+        clean["oversubscription"] = check_float(
+            clean["oversubscription"], name("oversubscription"), minimum=1.0, maximum=MAX_OVERSUBSCRIPTION,
+            error=TopologyError, hint=" (1 = non-blocking, 2 = 2:1)")
+    try:
+        for key in _RATES:
+            if clean.get(key) is not None:
+                parse_bandwidth(clean[key], what=name(key))
+        for key in _LATENCIES:
+            if clean.get(key) is not None:
+                parse_time(clean[key], what=name(key), maximum=MAX_LATENCY_S)
+    except UnitError as exc:
+        raise TopologyError(str(exc)) from None
 
 
 _INT_KEYS = ("gpus", "gpus_per_node", "nics_per_node", "radix", "tiers", "domain_size", "groups")
 _STR_KEYS = ("family", "nic_bandwidth", "scale_up", "scale_up_bandwidth", "hop_latency", "scale_up_latency", "dims")
+
 
 
 def _check_type(name: str, value: object, where: str) -> None:

@@ -23,12 +23,21 @@ def parse_dims(text: str, num_gpus: int) -> tuple[int, ...]:
         dims = tuple(int(x) for x in str(text).lower().split("x"))
     except ValueError:
         raise TopologyError(f"torus dims {text!r} do not parse; write e.g. 8x8 or 4x4x4") from None
-    if not 1 <= len(dims) <= 3 or min(dims) < 1:
+    if not 1 <= len(dims) <= 3 or min(dims) < 1 or max(dims) > num_gpus:
         raise TopologyError(f"torus dims {text!r} must be 1 to 3 positive sizes, e.g. 8x8 or 4x4x4")
     if int(np.prod(dims)) != num_gpus:
         raise TopologyError(f"torus dims {text} hold {int(np.prod(dims))} GPUs, not --gpus {num_gpus}; "
                             f"make the product equal")
+    hops = sum(k // 2 for k in dims)
+    if num_gpus * hops > MAX_PATH_ENTRIES:
+        raise TopologyError(f"torus dims {text}: {num_gpus} GPUs with paths of up to {hops} hops are more than the "
+                            f"simulator holds ({num_gpus} x {hops} > 2^25); use more dimensions, e.g. --dims "
+                            f"with 2 or 3 sizes")
     return dims
+
+
+MAX_PATH_ENTRIES = 2**25
+"""GPUs x diameter of a torus: every route is a row of that many link ids (2^25 of them are 256 MiB)."""
 
 
 def torus_bisection(dims: tuple[int, ...], b: float) -> float:

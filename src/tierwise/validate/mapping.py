@@ -11,7 +11,8 @@ import functools
 import re
 from dataclasses import dataclass, field
 
-from tierwise.errors import TierwiseError
+from tierwise.errors import SpecError, TierwiseError
+from tierwise.limits import MAX_BATCH, MAX_DIM, MAX_GPUS, MAX_LAYERS, MAX_SEQ, check_float, check_int
 from tierwise.specs import catalog
 from tierwise.specs.cluster import Cluster, load_cluster
 from tierwise.specs.model import ModelSpec, load_model, model_from_mapping
@@ -368,8 +369,37 @@ def measured_tokens(row: dict[str, str], rule: rules.Rule, model: ModelSpec | No
     raise _Skip("no usable throughput figure (tokens/s, step time, or TFLOP/s/MFU under a pinned rule)")
 
 
+_INT_BOUNDS = {"num_gpus": MAX_GPUS, "tp": MAX_GPUS, "pp": MAX_LAYERS, "cp": MAX_GPUS,
+               "global_batch_size": MAX_BATCH, "micro_batch_size": MAX_BATCH, "seq_length": MAX_SEQ,
+               "num_layers": MAX_LAYERS, "hidden_size": MAX_DIM, "ffn_hidden_size": MAX_DIM,
+               "num_attention_heads": MAX_DIM, "num_kv_heads": MAX_DIM, "head_dim": MAX_DIM, "vocab_size": MAX_DIM}
+_FLOAT_BOUNDS = {"step_time_s": 1e9, "tokens_per_s": 1e15, "tokens_per_s_per_gpu": 1e12, "tflops_per_gpu": 1e6,
+                 "peak_tflops_assumed": 1e6, "mfu_pct": 100.0, "params_b": 1e6}
+
+
+def check_row_numbers(row: dict[str, str]) -> None:
+    """A number the row states must be in range: a zero tp, a NaN step time or an infinite throughput is an
+    error naming the row, the column and the range (an empty or worded cell stays "not stated")."""
+    where = f"in dataset row {row.get('row_id', '?')}"
+    for key, top in (*_INT_BOUNDS.items(), *_FLOAT_BOUNDS.items()):
+        text = row.get(key, "").strip()
+        value = _int(row, key)
+        if value is None:
+            try:
+                value = float(text)  # "-3", "nan", "1e400", "8.5": stated, and wrong
+            except ValueError:
+                continue
+        if key in _INT_BOUNDS:
+            check_int(value, key, maximum=top, error=SpecError, sep="=", where=where)
+        else:
+            check_float(value, key, minimum=0.0, min_open=True, maximum=top, error=SpecError, sep="=", where=where)
+
+
 def case_from_row(row: dict[str, str]) -> Case:
-    """Map one dataset row; a row that cannot be mapped comes back with ``skip`` set to the reason."""
+    """Map one dataset row; a row that cannot be mapped comes back with ``skip`` set to the reason.
+
+    A stated number out of range (:func:`check_row_numbers`) is an error, not a skip."""
+    check_row_numbers(row)
     rule = rules.rule_for(row["flops_counting"])
     n = _int(row, "num_gpus") or 0
     case = Case(row_id=row["row_id"], source_id=row["source_id"], model_label=row["model_name"],
