@@ -130,11 +130,10 @@ _STR_KEYS = ("family", "nic_bandwidth", "scale_up", "scale_up_bandwidth", "hop_l
 
 def _check_type(name: str, value: object, where: str) -> None:
     """A value of the wrong type (a string where a count belongs, a list where a string belongs) is one line;
-    ranges are checked where the fabric is built."""
+    ranges (and NaN or infinities) are checked by :func:`_check_numbers`."""
     if name in _INT_KEYS and (isinstance(value, bool) or not isinstance(value, int)):
         raise TopologyError(f"{name}={short_repr(value)} in {where} must be a whole number")
-    if name == "oversubscription" and (isinstance(value, bool) or not isinstance(value, int | float)
-                                       or value != value or value in (float("inf"), float("-inf"))):
+    if name == "oversubscription" and (isinstance(value, bool) or not isinstance(value, int | float)):
         raise TopologyError(f"oversubscription={short_repr(value)} in {where} must be a finite number >= 1 "
                             "(1 = non-blocking)")
     if name in _STR_KEYS and not isinstance(value, str):
