@@ -108,9 +108,9 @@ _BAD = {
                                      for line in _I.splitlines()), ["no nccl-tests result rows"]),
     "periter-time-na": (_I.replace("       8             2     float     sum      -1    33.18",
                                    "       8             2     float     sum      -1      N/A", 1), ["no time"]),
-    "binary": (b"\x00\x01\x02\xff\xfe" * 400, ["no nccl-tests result rows"]),
+    "binary": (b"\x00\x01\x02\xff\xfe" * 400, ["binary file", "in.x"]),
     "empty": ("", ["no nccl-tests result rows"]),
-    "nul-bytes-in-rows": (_S.replace("float", "fl\x00at"), ["no nccl-tests result rows"]),
+    "nul-bytes-in-rows": (_S.replace("float", "fl\x00at"), ["NUL byte", "binary file"]),
     # tierwise measure collective's table, broken
     "table-header-only": ("# tierwise measure collective: all-reduce, 2 ranks, backend gloo, 20 iters (in-place)\n",
                           ["no result rows"]),

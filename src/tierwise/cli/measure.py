@@ -215,6 +215,7 @@ def calibrate_command(
 ) -> None:
     """Fit latency and bandwidth per size regime from measurements; write a cluster YAML."""
     from tierwise.atomic import check_writable
+    from tierwise.files import path_exists
     from tierwise.limits import MAX_GPUS, check_int
     from tierwise.measure.calibrate import calibrate, write_yaml
 
@@ -224,8 +225,8 @@ def calibrate_command(
         check_int(ranks_per_domain, "--ranks-per-domain", maximum=MAX_GPUS, error=MeasureError)
 
     check_writable(out, "--out")
-    for given in inputs:
-        if given.exists() and Path(out).exists() and given.resolve() == Path(out).resolve():
+    for given in inputs:  # path_exists: a name too long for the file system is simply not there
+        if path_exists(given) and path_exists(out) and given.resolve() == Path(out).resolve():
             raise MeasureError(f"--out {out!r} is also an input; write the calibrated cluster to another file")
     result = calibrate([str(p) for p in inputs], cluster=cluster, select=select, op=op, num_ranks=ranks,
                        ranks_per_domain=ranks_per_domain)
