@@ -52,7 +52,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from tierwise.collectives.model import collective_cost as _collective_cost
-from tierwise.hierarchy import TIER_ORDER, group_span
+from tierwise.hierarchy import TIER_ORDER, GroupHops, group_hops, group_span, pair_span
 from tierwise.specs.cluster import Cluster
 from tierwise.specs.model import ModelSpec
 from tierwise.specs.parameters import load_parameters
@@ -136,15 +136,55 @@ def _comm(kind, size, span, cluster):
     return _COMM_MEMO[key]
 
 
-def _span(cluster, size, stride):
-    """:func:`tierwise.hierarchy.group_span`, memoized like :func:`_comm` inside :func:`comm_memo` blocks."""
+def _memo(key, make):
+    """``make()``, memoized under ``key()`` inside :func:`comm_memo` blocks (placement does not depend on the
+    ``compute:`` parameters either); outside them the key is never built."""
     if _COMM_MEMO is None:
-        return group_span(cluster, size, stride)
-    size_arr, stride_arr = np.asarray(size), np.asarray(stride)
-    key = ("span", id(cluster), cluster.name, size_arr.tobytes(), size_arr.shape, stride_arr.tobytes())
-    if key not in _COMM_MEMO:
-        _COMM_MEMO[key] = group_span(cluster, size, stride)
-    return _COMM_MEMO[key]
+        return make()
+    k = key()
+    if k not in _COMM_MEMO:
+        _COMM_MEMO[k] = make()
+    return _COMM_MEMO[k]
+
+
+def _arrays_key(*arrays):
+    return tuple(x for a in arrays if a is not None for x in (np.asarray(a).tobytes(), np.asarray(a).shape))
+
+
+def _span(cluster, size, stride, outer_size=None, outer_stride=None):
+    """:func:`tierwise.hierarchy.group_span`, memoized like :func:`_comm` inside :func:`comm_memo` blocks."""
+    return _memo(lambda: ("span", id(cluster), cluster.name, outer_size is None,
+                          *_arrays_key(size, stride, outer_size, outer_stride)),
+                 lambda: group_span(cluster, size, stride, outer_size, outer_stride))
+
+
+def _hops(cluster, size, stride, *, ring: bool) -> GroupHops:
+    """:func:`tierwise.hierarchy.group_hops`, memoized like :func:`_span`."""
+    return _memo(lambda: ("hops", ring, id(cluster), cluster.name, *_arrays_key(size, stride)),
+                 lambda: group_hops(cluster, size, stride, ring=ring))
+
+
+def _hop_times(cluster, msg_bytes, hops: GroupHops) -> list[np.ndarray | None]:
+    """Seconds of one send/recv of ``msg_bytes`` across a hop of each class of ``hops`` (None for a class no
+    group of the batch uses): the transfer priced on the tier that hop crosses."""
+    out = []
+    for k in range(len(hops.classes)):
+        if np.any(hops.hops[k] > 0):
+            # one geometry per class: a span of one element, broadcast against the message sizes
+            span = pair_span(cluster, [k])
+            out.append(np.broadcast_to(_comm("send-recv", msg_bytes, span, cluster).time_s, hops.slowest.shape))
+        else:
+            out.append(None)
+    return out
+
+
+def _pick(index, per_class: list[np.ndarray | None]) -> np.ndarray:
+    """The entry of ``per_class`` at each element's class ``index`` (0 where the index is -1: one rank)."""
+    out = np.zeros(np.shape(index))
+    for k, values in enumerate(per_class):
+        if values is not None:
+            out = np.where(index == k, values, out)
+    return out
 
 
 @contextmanager
@@ -327,7 +367,7 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
                  "ep": X.ep_layer_t * moe_slow * m, "pp": X.pp_t * m, "dp": D.time}
     axis_exposed = {"tp": X.tp_layer_exposed * layers_slow * m, "cp": X.cp_layer_exposed * layers_slow * m,
                     "ep": X.ep_layer_exposed * moe_slow * m + ep_unpaired, "pp": X.pp_t * m, "dp": D.exposed}
-    axis_tier = {"tp": X.tp_span.tier, "cp": X.cp_span.tier, "ep": X.ep_span.tier, "pp": X.pp_pair.tier,
+    axis_tier = {"tp": X.tp_span.tier, "cp": X.cp_tier, "ep": X.ep_span.tier, "pp": X.pp_tier,
                  "dp": D.tier}
     return StepEstimates(
         step_time_s=step, tokens_per_s=tokens_step / step, tokens_per_s_per_gpu=tokens_step / step / P.num_gpus,
@@ -509,11 +549,13 @@ def _layer_comm(model, shape: ModelShape, cluster, plans: PlanBatch, P, C, strid
     else:
         ep_layer_t = ep_layer_bytes = ep_layer_exposed = np.zeros(n)
 
-    # context parallel ring attention: (cp - 1) K/V chunk passes forward, twice the data backward
-    cp_span = _span(cluster, plans.cp, strides["cp"])
+    # context parallel ring attention: (cp - 1) K/V chunk passes forward, twice the data backward. Every rank
+    # passes its chunk to the next at once, so a pass lasts as long as the ring's slowest hop (the wrap-around
+    # included): a ring that leaves a node anywhere runs every pass at the scale-out rate
+    cp_hops = _hops(cluster, plans.cp, strides["cp"], ring=True)
     if np.any(plans.cp > 1):
         kv_chunk = 2.0 * tokens * shape.kv_bytes_channels / np.minimum(tp, model.num_kv_heads if model.mla is None else tp)
-        p2p = _comm("send-recv", kv_chunk, _span(cluster, np.full(n, 2), strides["cp"]), cluster).time_s
+        p2p = _pick(cp_hops.slowest, _hop_times(cluster, kv_chunk, cp_hops))
         cp_fwd = (cp - 1) * p2p
         cp_layer_t = cp_fwd * 3
         cp_layer_exposed = np.maximum(cp_fwd - C.core_t, 0) + np.maximum(2 * cp_fwd - 2 * C.core_t, 0)
@@ -524,15 +566,40 @@ def _layer_comm(model, shape: ModelShape, cluster, plans: PlanBatch, P, C, strid
         cp_layer_t = cp_layer_exposed = cp_layer_bytes = np.zeros(n)
 
     # pipeline send/recv of one micro-batch's activations (scatter/gather over tp when SP), fwd and bwd, per chunk
-    pp_pair = _span(cluster, np.where(plans.pp > 1, 2, 1), strides["pp"])
+    pp_hops = _hops(cluster, plans.pp, strides["pp"], ring=False)
     pp_msg = act_bytes / C.seq_shard
-    pp_t = np.where(plans.pp > 1, 2 * P.vpp * _comm("send-recv", pp_msg, pp_pair, cluster).time_s, 0.0)
+    pp_t, pp_fill = _pipeline_p2p(cluster, pp_msg, pp_hops, P)
     return SimpleNamespace(
         tp_span=tp_span, tp_layer_t=tp_layer_t, tp_layer_bytes=tp_layer_bytes, tp_layer_exposed=tp_layer_exposed,
         ep_span=ep_span, ep_layer_t=ep_layer_t, ep_layer_bytes=ep_layer_bytes, ep_layer_exposed=ep_layer_exposed,
-        cp_span=cp_span, cp_layer_t=cp_layer_t, cp_layer_exposed=cp_layer_exposed, cp_layer_bytes=cp_layer_bytes,
-        pp_pair=pp_pair, pp_t=pp_t, pp_bytes_mb=np.where(plans.pp > 1, 2 * P.vpp * pp_msg, 0.0),
+        cp_tier=cp_hops.tier, cp_layer_t=cp_layer_t, cp_layer_exposed=cp_layer_exposed, cp_layer_bytes=cp_layer_bytes,
+        pp_tier=pp_hops.tier, pp_t=pp_t, pp_fill=pp_fill,
+        pp_bytes_mb=np.where(plans.pp > 1, 2 * P.vpp * pp_msg, 0.0),
     )
+
+
+def _pipeline_p2p(cluster, msg_bytes, hops: GroupHops, P):
+    """Pipeline send/recv per micro-batch of the slowest stage (``pp_t``) and in the fill and drain
+    (``pp_fill``), each stage boundary priced on the tier it crosses.
+
+    Derivation (Megatron-LM's 1F1B schedule, Narayanan et al. SC 2021 section 2.2; its p2p ops are blocking on
+    the critical path, ``send_forward_recv_backward`` / ``send_backward_recv_forward``): in the steady state a
+    stage ``p`` exchanges one micro-batch's activation and gradient across each of its two boundaries, so
+    its slot holds ``c(p-1, p) + c(p, p+1)`` per chunk, ``v`` chunks when interleaved (the ``2 v c`` of a
+    uniform pipeline; the first and last stages are charged as a middle one). The slowest stage sets the
+    pace; with aligned blocks (:func:`tierwise.hierarchy.group_hops`) every boundary that leaves a node has
+    on its other side a boundary of the group's fastest class, so the slowest stage pays ``c_slow + c_fast``
+    (``2 c_slow`` when every boundary leaves a node; with interleaving the wrap from the last stage to the
+    first is a boundary of the slowest class too). The fill and drain carry the first micro-batch's forward
+    across each of the ``pp - 1`` boundaries once and the last one's backward back: ``2 sum_j c_j``, which
+    replaces the ``(pp - 1) / v x 2 v c`` that the bubble term ``(pp - 1) / v x t_mb`` would charge. For a
+    pipeline inside one tier both are the former uniform ``2 v c`` and ``2 (pp - 1) c``.
+    """
+    times = _hop_times(cluster, msg_bytes, hops)
+    many = P.pp > 1
+    pp_t = np.where(many, P.vpp * (_pick(hops.slowest, times) + _pick(hops.fastest, times)), 0.0)
+    fill = sum(hops.hops[k] * t for k, t in enumerate(times) if t is not None)
+    return pp_t, np.where(many, 2.0 * fill, 0.0)
 
 
 def _pipeline(P, C, S, X) -> SimpleNamespace:
@@ -546,8 +613,10 @@ def _pipeline(P, C, S, X) -> SimpleNamespace:
     t_mb = np.where(S.mid_exists, np.maximum(t_mb, per_mb[2]), t_mb)
     slow = np.where(per_mb[0] >= per_mb[1], 0, 1)
     slow = np.where(S.mid_exists & (per_mb[2] > np.maximum(per_mb[0], per_mb[1])), 2, slow)
+    # the bubble: (pp - 1) / v micro-batch slots of the slowest stage without its steady-state send/recv, plus
+    # the fill and drain's send/recv across every stage boundary on its own tier (_pipeline_p2p)
     return SimpleNamespace(
-        t_mb=t_mb, slow=slow, bubble=(P.pp - 1) / P.vpp * t_mb,
+        t_mb=t_mb, slow=slow, bubble=(P.pp - 1) / P.vpp * (t_mb - X.pp_t) + X.pp_fill,
         fwd=np.choose(slow, S.fwd), rec=np.choose(slow, S.rec), comm=np.choose(slow, comm_mb),
         layers=np.choose(slow, S.layers), moe_layers=np.choose(slow, S.moe),
     )
@@ -566,17 +635,17 @@ def _data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, P, S, pi
     expert_params = np.choose(pipe.slow, [sp_[1] for sp_ in stage_params])
     gb, wb = cparams["grad_bytes"], cparams["weight_bytes"]
     dp_group = dp * cp
-    # gradients are reduced over the dp x cp ranks holding the same weights: the group starts at the
-    # stride of whichever of cp and dp is inner (in the default tp-cp-dp-pp order: stride tp)
-    dp_stride = np.where(plans.cp > 1, np.minimum(strides["cp"], strides["dp"]), strides["dp"])
-    dp_span = _span(cluster, (dp_group).astype(np.int64), dp_stride)
+    # gradients are reduced over the dp x cp ranks holding the same weights (in the default tp-cp-dp-pp order
+    # one group at stride tp)
+    dp_span = _two_axis_span(cluster, plans.cp, strides["cp"], plans.dp, strides["dp"])
     edp = np.maximum(tp * cp * dp / (etp * ep), 1)
     edp_span = _span(cluster, edp.astype(np.int64), (etp * ep).astype(np.int64))
     zero = plans.zero_stage
     shard = plans.dp_shard.astype(float) * cp
     hsdp = (plans.dp_shard < plans.dp) & (zero >= 1)
-    shard_span = _span(cluster, shard.astype(np.int64), dp_stride)
-    repl_span = _span(cluster, (dp_group / shard).astype(np.int64), (dp_stride * shard).astype(np.int64))
+    shard_span = _two_axis_span(cluster, plans.cp, strides["cp"], plans.dp_shard, strides["dp"])
+    # HSDP replicas: the same shard position in each of the dp / dp_shard shard groups (cp is not in it)
+    repl_span = _span(cluster, (dp_group / shard).astype(np.int64), strides["dp"] * plans.dp_shard.astype(np.int64))
 
     # ZeRO-3 / FSDP gather and reduce-scatter one layer (one wrapped unit) at a time, so each step pays the
     # collective latency once per layer; ZeRO 0-2 reduce in large buckets (one collective per step here)
@@ -672,6 +741,26 @@ def _data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, P, S, pi
         optimizer_s=opt_params * cparams["optimizer_bytes_per_param"] / hbm, shard_copy_s=shard_copy_s,
         stage_params=stage_params, dp_group=dp_group, edp=edp, shard=shard, hsdp=hsdp,
     )
+
+
+def _two_axis_span(cluster, a, stride_a, b, stride_b):
+    """Span of the ranks of two axes together (``a`` ranks at ``stride_a`` times ``b`` at ``stride_b``: cp x
+    dp, whose ranks hold the same weights). Adjacent in the placement order they form one strided group;
+    with another axis between them (``cp-tp-dp-pp``) a two-axis group whose blocks hold the product of the
+    two axes' members (:func:`tierwise.hierarchy.group_span`), not ``a x b`` consecutive ranks."""
+    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    stride_a, stride_b = np.asarray(stride_a, dtype=np.int64), np.asarray(stride_b, dtype=np.int64)
+    if np.all(stride_b == stride_a * a):  # the default orders: b right outside a (also every a = 1 at b's stride)
+        return _span(cluster, a * b, stride_a)
+    a_inner = stride_a <= stride_b
+    size_in, stride_in = np.where(a_inner, a, b), np.where(a_inner, stride_a, stride_b)
+    size_out, stride_out = np.where(a_inner, b, a), np.where(a_inner, stride_b, stride_a)
+    adjacent = (stride_out == stride_in * size_in) | (size_in == 1) | (size_out == 1)
+    if np.all(adjacent):  # the default orders (cp and dp next to each other) and every plan without cp
+        return _span(cluster, size_in * size_out, np.where(size_in == 1, stride_out, stride_in))
+    return _span(cluster, np.where(adjacent, size_in * size_out, size_in),
+                 np.where(size_in == 1, stride_out, stride_in),
+                 np.where(adjacent, 1, size_out), np.where(adjacent, 1, stride_out))
 
 
 def _shard_copy_bytes(mode, wb: float, gb: float, regather) -> np.ndarray:
