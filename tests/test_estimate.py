@@ -352,14 +352,14 @@ def test_every_axis_label_is_the_tier_of_its_slowest_hop_and_the_json_agrees(ord
     """For every order: each axis's tier is the tier of its whole group (its slowest hop), and the estimate
     JSON's ``breakdown.per_axis.<axis>.tier`` equals ``tiers.<axis>``."""
     from tierwise.estimate.scenario import estimate_scenario, scenario_from_mapping
-    from tierwise.estimate.step import _strides
     from tierwise.hierarchy import TIER_ORDER, group_span
+    from tierwise.workload.traffic import axis_strides
 
     plan = dict(tp=2, pp=4, cp=2, global_batch_size=64, seq_length=8192, order=order)
     r = run("llama3.1-70b", "dgx-h100", 64, **plan)
     p = plan_from_mapping(plan, num_gpus=64)
     batch = PlanBatch.from_plans([p])
-    strides = {a: int(v[0]) for a, v in _strides(batch).items()}
+    strides = {a: int(v[0]) for a, v in axis_strides(batch).items()}
     c = load_cluster("dgx-h100")
     for axis in ("tp", "cp", "pp"):
         want = int(group_span(c, getattr(p, axis), strides[axis]).tier)

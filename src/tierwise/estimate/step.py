@@ -56,10 +56,11 @@ from tierwise.hierarchy import TIER_ORDER, GroupHops, group_hops, group_span, pa
 from tierwise.specs.cluster import Cluster
 from tierwise.specs.model import ModelSpec
 from tierwise.specs.parameters import load_parameters
-from tierwise.specs.plan import ORDERS, PRECISION, ZERO3_GATHER, PlanBatch
+from tierwise.specs.plan import PRECISION, ZERO3_GATHER, PlanBatch
 from tierwise.units import parse_bytes
 from tierwise.workload.flops import Gemm, ModelShape, attention_core_flops_per_token, model_shape
 from tierwise.workload.memory import activation_bytes_per_token_per_layer, in_flight_microbatches
+from tierwise.workload.traffic import axis_strides, layer_traffic
 
 __all__ = ["estimate", "StepEstimates", "AXES", "TIERS"]
 
@@ -242,20 +243,6 @@ def _gemm_time(gemm: Gemm, tokens, tp, etp, peak, cp_params, experts_per_rank=No
     return t, flops
 
 
-def _strides(plans: PlanBatch):
-    """Stride of each axis's group for the plans' placement orders (innermost axis stride 1)."""
-    strides = {a: np.ones(len(plans), dtype=np.int64) for a in ("tp", "cp", "dp", "pp")}
-    for code, order in enumerate(ORDERS):
-        mask = plans.order == code
-        if not np.any(mask):
-            continue
-        acc = np.ones(int(mask.sum()), dtype=np.int64)
-        for axis in order.split("-"):
-            strides[axis][mask] = acc
-            acc = acc * getattr(plans, axis)[mask]
-    return strides
-
-
 def _stage_layers(model: ModelSpec, plans: PlanBatch):
     """(first, middle, last) layer counts and their MoE layer counts per plan (middle = average)."""
     L = model.num_layers
@@ -338,7 +325,7 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
     P = _derive(plans)
     C = _layer_compute(model, shape, cluster.accelerator, plans, P, cparams)
     S = _stage_compute(model, plans, P, C)
-    strides = _strides(plans)
+    strides = axis_strides(plans)
     X = _layer_comm(model, shape, cluster, plans, P, C, strides, cparams)
     pipe = _pipeline(P, C, S, X)
     D = _data_parallel(model, shape, cluster, plans, P, S, pipe, strides, cparams, C.hbm)
@@ -508,36 +495,43 @@ def _stage_compute(model, plans: PlanBatch, P, C) -> SimpleNamespace:
                            mid_exists=P.pp > 2)
 
 
+def _price(records, span, cluster, n):
+    """Seconds and ring-equivalent bytes per rank of the collective ``records`` of one axis (all on one
+    group ``span``), per layer or micro-batch (each record's calls over every phase), and the seconds of one
+    call of each record; a kind no plan of the batch uses is not priced."""
+    time, bytes_, one_call = np.zeros(n), np.zeros(n), []
+    for r in records:
+        if not np.any(r.calls > 0):
+            one_call.append(np.zeros(n))
+            continue
+        cost = _comm(r.kind, r.bytes, span, cluster)
+        time = time + r.calls * cost.time_s
+        bytes_ = bytes_ + r.calls * cost.bytes_per_rank
+        one_call.append(cost.time_s)
+    return time, bytes_, one_call
+
+
 def _layer_comm(model, shape: ModelShape, cluster, plans: PlanBatch, P, C, strides, cparams) -> SimpleNamespace:
-    """TP, EP and CP traffic of one layer and PP traffic of one micro-batch: time, exposed time, bytes."""
-    n, tp, ep, cp, tokens, rc, sp = P.n, P.tp, P.ep, P.cp, P.tokens, P.rc, P.sp
+    """TP, EP and CP traffic of one layer and PP traffic of one micro-batch: time, exposed time, bytes.
+
+    The traffic is :func:`tierwise.workload.traffic.layer_traffic`'s records (kinds, bytes, groups, counts per
+    phase); this prices them on the tiers their groups cross and applies the overlap switches.
+    """
+    n = P.n
     interference = cparams.get("overlap_interference", 0.0)
-    act_bytes = 2.0 * tokens * model.hidden_size
+    traffic = layer_traffic(model, shape, plans, strides)
+    # TP (and SP): all-gathers and reduce-scatters, or all-reduces, of every layer's forward, backward and
+    # full-recompute forward; with tp_comm_overlap they hide behind the layer's GEMMs (3 x forward)
     tp_span = _span(cluster, plans.tp, strides["tp"])
-    if np.any(plans.tp > 1):
-        ar = _comm("all-reduce", act_bytes, tp_span, cluster).time_s
-        ag = _comm("all-gather", act_bytes, tp_span, cluster).time_s
-        rs = _comm("reduce-scatter", act_bytes, tp_span, cluster).time_s
-        # one block's forward + backward: 2 all-reduces, or with sequence parallelism an all-gather and a
-        # reduce-scatter each way (Korthikanti et al. 2022 section 4.2.2, Fig. 5: g is an all-gather forward
-        # and a reduce-scatter backward, g-bar the reverse; "the same communication volume" as 2 all-reduces)
-        tp_pair = np.where(sp, 2 * (ag + rs), 2 * ar)
-    else:
-        tp_pair = np.zeros(n)
-    # per layer: attention and MLP blocks, forward and backward -> 2 pairs; full recompute redoes the forward
-    tp_layer_t = 2 * tp_pair + np.where(rc == 2, tp_pair, 0.0)
-    tp_layer_bytes = np.where(plans.tp > 1, (4 + 2 * (rc == 2)) * 2 * (tp - 1) / tp * act_bytes, 0.0)
+    tp_layer_t, tp_layer_bytes, _ = _price(traffic["tp"], tp_span, cluster, n)
     tp_hidden_ok = np.maximum(tp_layer_t - 3 * C.dense_lin_t, 0.0)
     tp_layer_exposed = np.where(plans.tp_comm_overlap, tp_hidden_ok + interference * (tp_layer_t - tp_hidden_ok),
                                 tp_layer_t)
 
     # expert parallel all-to-all: dispatch + combine, forward and backward (+ forward again under full recompute)
     ep_span = _span(cluster, plans.ep, P.etp.astype(np.int64))
-    if model.moe is not None and np.any(plans.ep > 1):
-        a2a_size = np.where(sp, tokens / tp, tokens) * model.moe.top_k * model.hidden_size * 2.0
-        a2a = _comm("all-to-all", a2a_size, ep_span, cluster).time_s
-        ep_layer_t = (4 + 2 * (rc == 2)) * a2a
-        ep_layer_bytes = np.where(plans.ep > 1, (4 + 2 * (rc == 2)) * (ep - 1) / ep * a2a_size, 0.0)
+    if traffic["ep"] and np.any(plans.ep > 1):
+        ep_layer_t, ep_layer_bytes, (a2a,) = _price(traffic["ep"], ep_span, cluster, n)
         # combined 1F1B (Megatron-Core --overlap-moe-expert-parallel-comm, after DeepSeek-V3's DualPipe,
         # arXiv:2412.19437 section 3.2.1): a micro-batch's forward dispatch + combine run behind the adjacent
         # micro-batch's backward of the layer (2 x forward), its backward pair behind the adjacent forward; what
@@ -549,36 +543,36 @@ def _layer_comm(model, shape: ModelShape, cluster, plans: PlanBatch, P, C, strid
     else:
         ep_layer_t = ep_layer_bytes = ep_layer_exposed = np.zeros(n)
 
-    # context parallel ring attention: (cp - 1) K/V chunk passes forward, twice the data backward. Every rank
-    # passes its chunk to the next at once, so a pass lasts as long as the ring's slowest hop (the wrap-around
-    # included): a ring that leaves a node anywhere runs every pass at the scale-out rate
+    # context parallel ring attention: every rank passes its K/V chunk to the next at once, so a pass lasts as
+    # long as the ring's slowest hop (the wrap-around included): a ring that leaves a node anywhere runs every
+    # pass at the scale-out rate. The forward's passes hide behind the attention core, the backward's behind
+    # its two GEMMs' worth (2 x core)
+    (ring,) = traffic["cp"]
     cp_hops = _hops(cluster, plans.cp, strides["cp"], ring=True)
     if np.any(plans.cp > 1):
-        kv_chunk = 2.0 * tokens * shape.kv_bytes_channels / np.minimum(tp, model.num_kv_heads if model.mla is None else tp)
-        p2p = _pick(cp_hops.slowest, _hop_times(cluster, kv_chunk, cp_hops))
-        cp_fwd = (cp - 1) * p2p
-        cp_layer_t = cp_fwd * 3
+        p2p = _pick(cp_hops.slowest, _hop_times(cluster, ring.bytes, cp_hops))
+        cp_fwd = ring.counts["forward"] * p2p
+        cp_layer_t = ring.calls * p2p
         cp_layer_exposed = np.maximum(cp_fwd - C.core_t, 0) + np.maximum(2 * cp_fwd - 2 * C.core_t, 0)
         # hidden ring-attention traffic still costs overlap_interference of its time, as TP's and DP's do
         cp_layer_exposed = cp_layer_exposed + interference * (cp_layer_t - cp_layer_exposed)
-        cp_layer_bytes = np.where(plans.cp > 1, 3 * (cp - 1) * kv_chunk, 0.0)
+        cp_layer_bytes = ring.calls * ring.bytes
     else:
         cp_layer_t = cp_layer_exposed = cp_layer_bytes = np.zeros(n)
 
-    # pipeline send/recv of one micro-batch's activations (scatter/gather over tp when SP), fwd and bwd, per chunk
+    # pipeline send/recv of one micro-batch's activations (scattered over tp with SP), fwd and bwd, per chunk
+    (chain,) = traffic["pp"]
     pp_hops = _hops(cluster, plans.pp, strides["pp"], ring=False)
-    pp_msg = act_bytes / C.seq_shard
-    pp_t, pp_fill = _pipeline_p2p(cluster, pp_msg, pp_hops, P)
+    pp_t, pp_fill = _pipeline_p2p(cluster, chain, pp_hops, P)
     return SimpleNamespace(
         tp_span=tp_span, tp_layer_t=tp_layer_t, tp_layer_bytes=tp_layer_bytes, tp_layer_exposed=tp_layer_exposed,
         ep_span=ep_span, ep_layer_t=ep_layer_t, ep_layer_bytes=ep_layer_bytes, ep_layer_exposed=ep_layer_exposed,
         cp_tier=cp_hops.tier, cp_layer_t=cp_layer_t, cp_layer_exposed=cp_layer_exposed, cp_layer_bytes=cp_layer_bytes,
-        pp_tier=pp_hops.tier, pp_t=pp_t, pp_fill=pp_fill,
-        pp_bytes_mb=np.where(plans.pp > 1, 2 * P.vpp * pp_msg, 0.0),
+        pp_tier=pp_hops.tier, pp_t=pp_t, pp_fill=pp_fill, pp_bytes_mb=chain.calls * chain.bytes,
     )
 
 
-def _pipeline_p2p(cluster, msg_bytes, hops: GroupHops, P):
+def _pipeline_p2p(cluster, chain, hops: GroupHops, P):
     """Pipeline send/recv per micro-batch of the slowest stage (``pp_t``) and in the fill and drain
     (``pp_fill``), each stage boundary priced on the tier it crosses.
 
@@ -595,9 +589,10 @@ def _pipeline_p2p(cluster, msg_bytes, hops: GroupHops, P):
     replaces the ``(pp - 1) / v x 2 v c`` that the bubble term ``(pp - 1) / v x t_mb`` would charge. For a
     pipeline inside one tier both are the former uniform ``2 v c`` and ``2 (pp - 1) c``.
     """
-    times = _hop_times(cluster, msg_bytes, hops)
+    times = _hop_times(cluster, chain.bytes, hops)
     many = P.pp > 1
-    pp_t = np.where(many, P.vpp * (_pick(hops.slowest, times) + _pick(hops.fastest, times)), 0.0)
+    # the chain's calls per micro-batch are 2 v (a forward and a backward transfer per chunk)
+    pp_t = np.where(many, chain.calls / 2 * (_pick(hops.slowest, times) + _pick(hops.fastest, times)), 0.0)
     fill = sum(hops.hops[k] * t for k, t in enumerate(times) if t is not None)
     return pp_t, np.where(many, 2.0 * fill, 0.0)
 
