@@ -11,6 +11,11 @@ the same function on millions of plans. The composition, per pipeline stage ``p`
 
 with ``m`` micro-batches and ``v`` interleaved chunks: the 1F1B bubble is ``(pp - 1)`` micro-batch times,
 divided by ``v`` when interleaved (Narayanan et al. 2021, section 2.2.2). The slowest stage sets the pace.
+Of the bubble's micro-batch times, the pipeline send/recv is replaced by the fill and drain's own transfers,
+each stage boundary on the tier it crosses (:func:`_pipeline_p2p`; identical for a pipeline inside one tier).
+The traffic of TP, EP, CP and PP comes as records from :mod:`tierwise.workload.traffic`; this module prices
+them on the tiers their groups cross (:func:`tierwise.hierarchy.group_span`, :func:`~tierwise.hierarchy.
+group_hops`: a ring at its slowest hop, a pipeline per boundary) and applies overlap.
 
 Overlap switches (named, visible in ``assumed``):
 
