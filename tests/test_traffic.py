@@ -90,3 +90,11 @@ def test_the_estimator_prices_exactly_the_records():
     (chain,) = t["pp"]
     assert float(est.axis_bytes["pp"][0]) == pytest.approx(float(chain.calls[0] * chain.bytes[0]) * m)
     assert np.all(np.isfinite(est.step_time_s))
+
+
+def test_recompute_and_tier_codes_are_named():
+    from tierwise.hierarchy import TIER_ORDER, TierCode
+    from tierwise.specs.plan import RECOMPUTE, Recompute
+
+    assert [RECOMPUTE[c] for c in Recompute] == ["none", "selective", "full"]
+    assert [TIER_ORDER[c] for c in TierCode] == ["local", "scale_up", "host", "scale_out"]

@@ -26,16 +26,26 @@ later tile that straddle a block boundary the first tile does not (a 72-GPU NVL7
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import IntEnum
 
 import numpy as np
 
 from tierwise.specs.cluster import Cluster
 
-__all__ = ["Tier", "tiers", "GroupSpan", "group_span", "TIER_ORDER", "tier_name", "HopClass", "hop_classes",
+__all__ = ["Tier", "TierCode", "tiers", "GroupSpan", "group_span", "TIER_ORDER", "tier_name", "HopClass", "hop_classes",
            "GroupHops", "group_hops", "pair_span"]
 
 TIER_ORDER = ("local", "scale_up", "host", "scale_out")
 """Tier codes used in vectorized results: 0 = the group is one rank, then the tiers a group can cross."""
+
+
+class TierCode(IntEnum):
+    """The codes of :data:`TIER_ORDER` (``GroupSpan.tier``, ``StepEstimates.axis_tier``)."""
+
+    LOCAL = 0
+    SCALE_UP = 1
+    HOST = 2
+    SCALE_OUT = 3
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -189,16 +199,16 @@ def group_span(cluster: Cluster, size, stride, outer_size=None, outer_stride=Non
     m = (size + nl - 1) // nl
     per_node = members(cluster.gpus_per_node)
     # across scale-up domains: the scale-out network, except inside one host of a PCIe server (domain < host)
-    crossing = np.where(m > 1, np.int8(3), np.int8(1))
+    crossing = np.where(m > 1, np.int8(TierCode.SCALE_OUT), np.int8(TierCode.SCALE_UP))
     if cluster.scale_up_domain < cluster.gpus_per_node:
         pcie_only = (size + per_node - 1) // per_node <= 1
-        crossing = np.where(pcie_only & (m > 1), np.int8(2), crossing)
+        crossing = np.where(pcie_only & (m > 1), np.int8(TierCode.HOST), crossing)
     tier = np.where(size > 1, crossing, np.int8(0))
     level = np.zeros(size.shape, dtype=np.int8)
     over = np.ones(size.shape, dtype=float)
     if cluster.scale_out_levels:
         for lv in cluster.scale_out_levels:
-            beyond = (tier == 3) & (extent > lv.domain_size)
+            beyond = (tier == TierCode.SCALE_OUT) & (extent > lv.domain_size)
             level = level + beyond
             over = np.where(beyond, over * lv.oversubscription, over)
     return GroupSpan(size=size, ranks_per_domain=nl, num_domains=m, ranks_per_node=per_node, tier=tier,
@@ -229,15 +239,15 @@ def hop_classes(cluster: Cluster) -> tuple[HopClass, ...]:
     divides the rate by that level's ratio (as :func:`group_span` does).
     """
     domain, host = cluster.scale_up_domain, cluster.gpus_per_node
-    out = [HopClass("scale_up", 1, 0, 1.0, domain)]
+    out = [HopClass("scale_up", TierCode.SCALE_UP, 0, 1.0, domain)]
     if domain < host:
-        out.append(HopClass("host", 2, 0, 1.0, host))
+        out.append(HopClass("host", TierCode.HOST, 0, 1.0, host))
     levels = cluster.scale_out_levels or ()
-    out.append(HopClass("scale_out", 3, 0, 1.0, levels[0].domain_size if levels else 0))
+    out.append(HopClass("scale_out", TierCode.SCALE_OUT, 0, 1.0, levels[0].domain_size if levels else 0))
     over = 1.0
     for i, lv in enumerate(levels):
         over *= lv.oversubscription
-        out.append(HopClass(f"scale_out_{i + 2}", 3, i + 1, over,
+        out.append(HopClass(f"scale_out_{i + 2}", TierCode.SCALE_OUT, i + 1, over,
                             levels[i + 1].domain_size if i + 1 < len(levels) else 0))
     return tuple(out)
 
@@ -317,7 +327,7 @@ def pair_span(cluster: Cluster, hop_class, shape=None) -> GroupSpan:
     one = k < 0
     kk = np.where(one, 0, k)
     tier = np.array([c.tier for c in classes], dtype=np.int8)[kk]
-    inside = tier == 1
+    inside = tier == TierCode.SCALE_UP
     size = np.where(one, 1, 2).astype(np.int32)
     return GroupSpan(
         size=size, ranks_per_domain=np.where(inside | one, size, 1).astype(np.int32),

@@ -28,7 +28,7 @@ from tierwise.collectives import alpha_beta
 from tierwise.collectives.fitted import predict_fitted
 from tierwise.collectives.volumes import bus_factor, normalize_kind
 from tierwise.errors import SpecError
-from tierwise.hierarchy import GroupSpan
+from tierwise.hierarchy import GroupSpan, TierCode
 from tierwise.specs.cluster import Cluster
 from tierwise.specs.parameters import load_parameters
 
@@ -121,7 +121,7 @@ def _tier_rates(cluster: Cluster, span: GroupSpan, p):
     host = cluster.host_bytes_per_s * eff["host"] if cluster.host_bytes_per_s else 0.0
     out = cluster.scale_out_bytes_per_s * eff["scale_out"] / span.oversubscription
     # groups that leave a scale-up domain inside one PCIe server cross the host link instead of NICs
-    b_out = np.where(span.tier == 2, host, out)
+    b_out = np.where(span.tier == TierCode.HOST, host, out)
     return b_ring, b_p2p, b_out
 
 
@@ -144,7 +144,7 @@ def _latencies(cluster: Cluster, span: GroupSpan, p, protocol: str, b_in, b_out)
     """
     extra = p["protocol_extra_step_latency"][protocol]
     l_in = cluster.scale_up_latency_s + extra["nvlink"]
-    outer_is_host = span.tier == 2
+    outer_is_host = span.tier == TierCode.HOST
     l_out = np.where(outer_is_host, cluster.host_latency_s + extra["pci"], cluster.scale_out_latency_s + extra["net"])
     if protocol == "simple":
         per_chunk = p["simple_chunk_bytes"] * p["simple_channels"]
@@ -235,7 +235,8 @@ def _fitted_time(kind: str, size, span: GroupSpan, cluster: Cluster):
     ``model``, fitted on ``num_ranks`` ranks), the rule ``tierwise calibrate`` reports with too.
     """
     n = span.size.astype(float)
-    tier_of = np.where(span.tier == 3, "scale_out", np.where(span.tier == 2, "host", "scale_up"))
+    tier_of = np.where(span.tier == TierCode.SCALE_OUT, "scale_out",
+                       np.where(span.tier == TierCode.HOST, "host", "scale_up"))
     result = np.full(np.broadcast(size, n).shape, np.nan)
     for tier_name, fit in cluster.fitted.items():
         mask = (tier_of == tier_name) & (n > 1)

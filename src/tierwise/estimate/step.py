@@ -61,7 +61,7 @@ from tierwise.hierarchy import TIER_ORDER, GroupHops, group_hops, group_span, pa
 from tierwise.specs.cluster import Cluster
 from tierwise.specs.model import ModelSpec
 from tierwise.specs.parameters import load_parameters
-from tierwise.specs.plan import PRECISION, ZERO3_GATHER, PlanBatch
+from tierwise.specs.plan import PRECISION, ZERO3_GATHER, PlanBatch, Recompute
 from tierwise.units import parse_bytes
 from tierwise.workload.flops import Gemm, ModelShape, attention_core_flops_per_token, model_shape
 from tierwise.workload.memory import activation_bytes_per_token_per_layer, in_flight_microbatches
@@ -451,8 +451,8 @@ def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P, cparams) 
         dense_lin_t=dense_lin_t, core_t=core_t, attn_bwd_extra=attn_bwd_extra,
         elem_dense=elem_dense, elem_moe=elem_moe, fwd_dense=fwd_dense, fwd_moe=fwd_moe,
         # recompute adds a forward: full = the whole layer, selective = the attention core
-        rec_dense=np.select([rc == 2, rc == 1], [fwd_dense, core_t], 0.0),
-        rec_moe=np.select([rc == 2, rc == 1], [fwd_moe, core_t], 0.0),
+        rec_dense=np.select([rc == Recompute.FULL, rc == Recompute.SELECTIVE], [fwd_dense, core_t], 0.0),
+        rec_moe=np.select([rc == Recompute.FULL, rc == Recompute.SELECTIVE], [fwd_moe, core_t], 0.0),
         logits_t=2.0 * model.hidden_size * model.vocab_size / tp * tokens / (gemm_peak * cparams["matmul_efficiency_max"]),
         # the loss over the logits (bytes per logit element, forward + backward): a fused cross-entropy kernel
         # writes fp32 logits, reads them for the softmax and writes the gradient (12 B); unfused (plan
@@ -812,7 +812,7 @@ def _flops(model, shape: ModelShape, plans: PlanBatch, P):
                                                                  for g in shape.moe_gemms))
                        + model.num_layers * model_core + 2.0 * model.hidden_size * model.vocab_size)
     model_flops = 3 * fwd_flops_token * tokens_step
-    rec_flops_token = np.select([P.rc == 2, P.rc == 1],
+    rec_flops_token = np.select([P.rc == Recompute.FULL, P.rc == Recompute.SELECTIVE],
                                 [fwd_flops_token - 2.0 * model.hidden_size * model.vocab_size,
                                  model.num_layers * model_core], 0.0)
     return model_flops, model_flops + rec_flops_token * tokens_step

@@ -19,7 +19,7 @@ outside copy).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,9 +88,3 @@ def predict_host_copy(regimes: Sequence, op: str, size_bytes, num_ranks, get=Non
     """:func:`tierwise.collectives.fitted.predict_fitted` of a ``host-copy`` tier (kept for callers of the
     measure rung; ``get`` is ignored: regimes are read as objects or mappings alike)."""
     return predict_fitted(regimes, op, size_bytes, num_ranks, model=MODEL)
-
-
-def is_host_copy(tier: Mapping | object) -> bool:
-    """Whether a fitted tier (YAML mapping or :class:`tierwise.specs.cluster.FittedTier`) uses this model."""
-    model = tier.get("model") if isinstance(tier, Mapping) else getattr(tier, "model", None)
-    return model == MODEL

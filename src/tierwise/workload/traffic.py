@@ -38,14 +38,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from tierwise.specs.model import ModelSpec
-from tierwise.specs.plan import ORDERS, PlanBatch
+from tierwise.specs.plan import ORDERS, PlanBatch, Recompute
 from tierwise.workload.flops import ModelShape
 
-__all__ = ["Traffic", "layer_traffic", "axis_strides", "PHASES", "FULL_RECOMPUTE"]
+__all__ = ["Traffic", "layer_traffic", "axis_strides", "PHASES"]
 
 PHASES = ("forward", "backward", "recompute")
-FULL_RECOMPUTE = 2
-"""``PlanBatch.recompute`` code of full activation recomputation (``RECOMPUTE.index("full")``)."""
 
 
 @dataclass(frozen=True)
@@ -112,7 +110,7 @@ def layer_traffic(model: ModelSpec, shape: ModelShape, plans: PlanBatch,
     tp, cp = plans.tp.astype(float), plans.cp.astype(float)
     tokens = plans.micro_batch_size.astype(float) * plans.seq_length.astype(float) / cp
     sp = plans.sequence_parallel & (plans.tp > 1)
-    full = plans.recompute == FULL_RECOMPUTE
+    full = plans.recompute == Recompute.FULL
     act_bytes = 2.0 * tokens * model.hidden_size
     zero = np.zeros(n)
 
