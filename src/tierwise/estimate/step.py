@@ -52,12 +52,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
-from types import SimpleNamespace
 
 import numpy as np
 
 from tierwise.collectives.model import collective_cost as _collective_cost
-from tierwise.hierarchy import TIER_ORDER, GroupHops, group_hops, group_span, pair_span
+from tierwise.hierarchy import TIER_ORDER, GroupHops, GroupSpan, group_hops, group_span, pair_span
 from tierwise.specs.cluster import Cluster
 from tierwise.specs.model import ModelSpec
 from tierwise.specs.parameters import load_parameters
@@ -121,6 +120,125 @@ class StepEstimates:
             slot["time_s"] += float(self.axis_time_s[axis][i])
             slot["exposed_s"] += float(self.axis_exposed_s[axis][i])
         return out
+
+
+# --- the estimator's intermediate results, one frozen record per step of _estimate (arrays over plans) ---
+
+@dataclass(frozen=True)
+class Derived:
+    """Plan arrays as floats and what follows from them directly (:func:`_derive`)."""
+
+    n: int
+    tp: np.ndarray
+    pp: np.ndarray
+    cp: np.ndarray
+    dp: np.ndarray
+    ep: np.ndarray
+    etp: np.ndarray
+    vpp: np.ndarray
+    b: np.ndarray
+    """Micro-batch size (sequences)."""
+    s: np.ndarray
+    """Sequence length (tokens)."""
+    num_gpus: np.ndarray
+    m: np.ndarray
+    """Micro-batches per pipeline per step."""
+    tokens: np.ndarray
+    """Tokens of one micro-batch on one rank (``b s / cp``)."""
+    sp: np.ndarray
+    """Sequence parallelism in effect (bool)."""
+    rc: np.ndarray
+    """Recompute code (:class:`~tierwise.specs.plan.Recompute`)."""
+
+
+@dataclass(frozen=True)
+class LayerCompute:
+    """Seconds of one layer on one rank for one micro-batch (:func:`_layer_compute`)."""
+
+    bf16_peak: float
+    plan_peak: np.ndarray
+    hbm: float
+    """Achievable HBM bytes/s (``memory_bound_efficiency`` of the datasheet)."""
+    seq_shard: np.ndarray
+    dense_lin_t: np.ndarray
+    core_t: np.ndarray
+    attn_bwd_extra: np.ndarray
+    elem_dense: np.ndarray
+    elem_moe: np.ndarray
+    fwd_dense: np.ndarray
+    fwd_moe: np.ndarray
+    rec_dense: np.ndarray
+    rec_moe: np.ndarray
+    logits_t: np.ndarray
+    logits_elem: np.ndarray
+
+
+@dataclass(frozen=True)
+class StageCompute:
+    """Per (first, last, middle) stage: layers, MoE layers, forward and recompute seconds per micro-batch."""
+
+    layers: tuple
+    moe: tuple
+    fwd: tuple
+    rec: tuple
+    mid_exists: np.ndarray
+
+
+@dataclass(frozen=True)
+class LayerComm:
+    """Priced traffic records (:func:`_layer_comm`): per layer for TP, EP, CP; per micro-batch for PP."""
+
+    tp_span: GroupSpan
+    tp_layer_t: np.ndarray
+    tp_layer_bytes: np.ndarray
+    tp_layer_exposed: np.ndarray
+    ep_span: GroupSpan
+    ep_layer_t: np.ndarray
+    ep_layer_bytes: np.ndarray
+    ep_layer_exposed: np.ndarray
+    cp_tier: np.ndarray
+    cp_layer_t: np.ndarray
+    cp_layer_exposed: np.ndarray
+    cp_layer_bytes: np.ndarray
+    pp_tier: np.ndarray
+    pp_t: np.ndarray
+    """Steady-state send/recv seconds per micro-batch of the slowest stage (:func:`_pipeline_p2p`)."""
+    pp_fill: np.ndarray
+    """Send/recv seconds of the fill and drain (:func:`_pipeline_p2p`)."""
+    pp_bytes_mb: np.ndarray
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """The slowest stage's micro-batch time and parts, and the bubble (:func:`_pipeline`)."""
+
+    t_mb: np.ndarray
+    slow: np.ndarray
+    """Index of the slowest stage: 0 first, 1 last, 2 middle."""
+    bubble: np.ndarray
+    fwd: np.ndarray
+    rec: np.ndarray
+    comm: np.ndarray
+    layers: np.ndarray
+    moe_layers: np.ndarray
+
+
+@dataclass(frozen=True)
+class DataParallel:
+    """Gradient reduction, parameter gathers and the optimizer of the slowest stage (:func:`_data_parallel`)."""
+
+    time: np.ndarray
+    exposed: np.ndarray
+    bytes: np.ndarray
+    tier: np.ndarray
+    optimizer_s: np.ndarray
+    shard_copy_s: np.ndarray
+    stage_params: list
+    """(dense, expert) parameters per GPU of the (first, last, middle) stage."""
+    dp_group: np.ndarray
+    edp: np.ndarray
+    shard: np.ndarray
+    hsdp: np.ndarray
 
 
 _COMM_MEMO: dict | None = None
@@ -375,12 +493,12 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
     )
 
 
-def _derive(plans: PlanBatch) -> SimpleNamespace:
+def _derive(plans: PlanBatch) -> Derived:
     """The plan arrays the model reads, as floats, and what follows from them directly."""
     tp, pp, cp, dp = (plans.tp.astype(float), plans.pp.astype(float), plans.cp.astype(float),
                       plans.dp.astype(float))
     b, s = plans.micro_batch_size.astype(float), plans.seq_length.astype(float)
-    return SimpleNamespace(
+    return Derived(
         n=len(plans), tp=tp, pp=pp, cp=cp, dp=dp, ep=plans.ep.astype(float), etp=plans.etp.astype(float),
         vpp=plans.vpp.astype(float), b=b, s=s, num_gpus=tp * pp * cp * dp,
         m=plans.global_batch_size / (b * dp),  # micro-batches per pipeline per step
@@ -389,7 +507,7 @@ def _derive(plans: PlanBatch) -> SimpleNamespace:
     )
 
 
-def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P, cparams) -> SimpleNamespace:
+def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P: Derived, cparams) -> LayerCompute:
     """Forward time of one layer (dense and MoE) on one rank for one micro-batch, and its recompute."""
     tp, etp, tokens, rc = P.tp, P.etp, P.tokens, P.rc
     bf16_peak = acc.peak_flops_per_s("bf16")
@@ -446,7 +564,7 @@ def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P, cparams) 
         elem_moe = elem_moe + np.where(plans.fused_elementwise, 0.0, eager_moe / hbm)
     fwd_dense = dense_lin_t + core_t + elem_dense
     fwd_moe = moe_lin_t + core_t + elem_moe
-    return SimpleNamespace(
+    return LayerCompute(
         bf16_peak=bf16_peak, plan_peak=np.where(is_fp8, fp8_peak, bf16_peak), hbm=hbm, seq_shard=seq_shard,
         dense_lin_t=dense_lin_t, core_t=core_t, attn_bwd_extra=attn_bwd_extra,
         elem_dense=elem_dense, elem_moe=elem_moe, fwd_dense=fwd_dense, fwd_moe=fwd_moe,
@@ -483,7 +601,7 @@ def _eager_extra_bytes(model: ModelSpec, tokens, tp, etp, seq_shard, cparams):
     return dense, tokens * (per_h * model.hidden_size / seq_shard + per_f * f_moe + rope / tp)
 
 
-def _stage_compute(model, plans: PlanBatch, P, C) -> SimpleNamespace:
+def _stage_compute(model, plans: PlanBatch, P: Derived, C: LayerCompute) -> StageCompute:
     """Layers, MoE layers, forward and recompute time per micro-batch of the (first, last, middle) stages."""
     (l_first, l_mid, l_last), (e_first, e_mid, e_last) = _stage_layers(model, plans)
     n = P.n
@@ -495,7 +613,7 @@ def _stage_compute(model, plans: PlanBatch, P, C) -> SimpleNamespace:
 
     stages = (stage(l_first, e_first, P.pp == 1), stage(l_last, e_last, np.ones(n, bool)),
               stage(l_mid, e_mid, np.zeros(n, bool)))
-    return SimpleNamespace(layers=(l_first, l_last, l_mid), moe=(e_first, e_last, e_mid),
+    return StageCompute(layers=(l_first, l_last, l_mid), moe=(e_first, e_last, e_mid),
                            fwd=tuple(st[0] for st in stages), rec=tuple(st[1] for st in stages),
                            mid_exists=P.pp > 2)
 
@@ -516,7 +634,8 @@ def _price(records, span, cluster, n):
     return time, bytes_, one_call
 
 
-def _layer_comm(model, shape: ModelShape, cluster, plans: PlanBatch, P, C, strides, cparams) -> SimpleNamespace:
+def _layer_comm(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derived, C: LayerCompute, strides,
+                cparams) -> LayerComm:
     """TP, EP and CP traffic of one layer and PP traffic of one micro-batch: time, exposed time, bytes.
 
     The traffic is :func:`tierwise.workload.traffic.layer_traffic`'s records (kinds, bytes, groups, counts per
@@ -569,7 +688,7 @@ def _layer_comm(model, shape: ModelShape, cluster, plans: PlanBatch, P, C, strid
     (chain,) = traffic["pp"]
     pp_hops = _hops(cluster, plans.pp, strides["pp"], ring=False)
     pp_t, pp_fill = _pipeline_p2p(cluster, chain, pp_hops, P)
-    return SimpleNamespace(
+    return LayerComm(
         tp_span=tp_span, tp_layer_t=tp_layer_t, tp_layer_bytes=tp_layer_bytes, tp_layer_exposed=tp_layer_exposed,
         ep_span=ep_span, ep_layer_t=ep_layer_t, ep_layer_bytes=ep_layer_bytes, ep_layer_exposed=ep_layer_exposed,
         cp_tier=cp_hops.tier, cp_layer_t=cp_layer_t, cp_layer_exposed=cp_layer_exposed, cp_layer_bytes=cp_layer_bytes,
@@ -602,7 +721,7 @@ def _pipeline_p2p(cluster, chain, hops: GroupHops, P):
     return pp_t, np.where(many, 2.0 * fill, 0.0)
 
 
-def _pipeline(P, C, S, X) -> SimpleNamespace:
+def _pipeline(P: Derived, C: LayerCompute, S: StageCompute, X: LayerComm) -> Pipeline:
     """Per-micro-batch time of each stage; the slowest sets the pace; the bubble; the slowest stage's parts."""
     per_mb, comm_mb = [], []
     for fwd, rec, layers, moe_layers in zip(S.fwd, S.rec, S.layers, S.moe, strict=True):
@@ -615,7 +734,7 @@ def _pipeline(P, C, S, X) -> SimpleNamespace:
     slow = np.where(S.mid_exists & (per_mb[2] > np.maximum(per_mb[0], per_mb[1])), 2, slow)
     # the bubble: (pp - 1) / v micro-batch slots of the slowest stage without its steady-state send/recv, plus
     # the fill and drain's send/recv across every stage boundary on its own tier (_pipeline_p2p)
-    return SimpleNamespace(
+    return Pipeline(
         t_mb=t_mb, slow=slow, bubble=(P.pp - 1) / P.vpp * (t_mb - X.pp_t) + X.pp_fill,
         fwd=np.choose(slow, S.fwd), rec=np.choose(slow, S.rec), comm=np.choose(slow, comm_mb),
         layers=np.choose(slow, S.layers), moe_layers=np.choose(slow, S.moe),
@@ -623,7 +742,7 @@ def _pipeline(P, C, S, X) -> SimpleNamespace:
 
 
 def _data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, P, S, pipe, strides, cparams,
-                   hbm) -> SimpleNamespace:
+                   hbm) -> DataParallel:
     """Gradient reduction, parameter gathers (ZeRO 0-3, HSDP) and the optimizer step of the slowest stage."""
     n, tp, cp, dp, ep, etp, m = P.n, P.tp, P.cp, P.dp, P.ep, P.etp, P.m
     layers_slow = pipe.layers
@@ -733,7 +852,7 @@ def _data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, P, S, pi
     # optimizer step (memory bound), sharded under ZeRO >= 1
     opt_params = np.where(zero >= 1, dense_params / np.maximum(np.where(hsdp, shard, dp_group), 1)
                           + expert_params / edp, total_params_local)
-    return SimpleNamespace(
+    return DataParallel(
         time=time, exposed=exposed,
         bytes=np.where(z3, (d_bytes + e_bytes) * m * np.where(plans.reshard_after_forward, 1.5, 1.0),
                        d_bytes + e_bytes),
