@@ -741,11 +741,105 @@ def _pipeline(P: Derived, C: LayerCompute, S: StageCompute, X: LayerComm) -> Pip
     )
 
 
-def _data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, P, S, pipe, strides, cparams,
-                   hbm) -> DataParallel:
+@dataclass(frozen=True)
+class DpGroups:
+    """The groups data-parallel traffic runs on (:func:`_dp_groups`)."""
+
+    dp_group: np.ndarray
+    """Ranks holding the same dense weights: dp x cp."""
+    dp_span: GroupSpan
+    edp: np.ndarray
+    """Ranks holding the same experts: tp x cp x dp / (etp x ep)."""
+    edp_span: GroupSpan
+    shard: np.ndarray
+    """HSDP shard group: dp_shard x cp ranks."""
+    hsdp: np.ndarray
+    shard_span: GroupSpan
+    repl_span: GroupSpan
+
+
+def _dp_groups(cluster, plans: PlanBatch, P: Derived, strides) -> DpGroups:
+    """Where gradient reduction and parameter gathers run: the dp x cp group (one strided group in the default
+    tp-cp-dp-pp order, a two-axis group when another axis sits between cp and dp), the expert-data-parallel
+    group, and for HSDP the shard group and the replicas of each shard position."""
+    dp_group = P.dp * P.cp
+    edp = np.maximum(P.tp * P.cp * P.dp / (P.etp * P.ep), 1)
+    shard = plans.dp_shard.astype(float) * P.cp
+    return DpGroups(
+        dp_group=dp_group, dp_span=_two_axis_span(cluster, plans.cp, strides["cp"], plans.dp, strides["dp"]),
+        edp=edp, edp_span=_span(cluster, edp.astype(np.int64), (P.etp * P.ep).astype(np.int64)),
+        shard=shard, hsdp=(plans.dp_shard < plans.dp) & (plans.zero_stage >= 1),
+        shard_span=_two_axis_span(cluster, plans.cp, strides["cp"], plans.dp_shard, strides["dp"]),
+        # HSDP replicas: the same shard position in each of the dp / dp_shard shard groups (cp is not in it)
+        repl_span=_span(cluster, (dp_group / shard).astype(np.int64), strides["dp"] * plans.dp_shard.astype(np.int64)),
+    )
+
+
+class _NoCost:
+    time_s = bytes_per_rank = 0.0
+
+
+def _dp_costs(cluster, plans: PlanBatch, g: DpGroups, params, span_full, group, pieces, cparams):
+    """(gradient seconds, gather seconds, bytes per rank) per step for ``params`` per GPU reduced over
+    ``group`` ranks (``span_full``): ZeRO 0 all-reduces the gradients; ZeRO >= 1 reduce-scatters them and
+    all-gathers the weights, over the shard group plus an all-reduce of the 1/shard gradients over the replicas
+    under HSDP; each in ``pieces`` collectives (one per layer under ZeRO-3). A kind no plan of the batch uses
+    is not priced (a planner batch often has none)."""
+    zero, hsdp, shard = plans.zero_stage, g.hsdp, g.shard
+    g_bytes = cparams["grad_bytes"] * params / pieces
+    w_bytes = cparams["weight_bytes"] * params / pieces
+    used = group > 1
+
+    def maybe(needed, kind, size, span):
+        return _comm(kind, size, span, cluster) if np.any(needed) else _NoCost
+
+    ar = maybe(used & (zero == 0), "all-reduce", g_bytes, span_full)
+    rs_full = maybe(used & (zero >= 1) & ~hsdp, "reduce-scatter", g_bytes, span_full)
+    ag_full = maybe(used & (zero >= 1) & ~hsdp, "all-gather", w_bytes, span_full)
+    rs_sh = maybe(used & hsdp, "reduce-scatter", g_bytes, g.shard_span)
+    ag_sh = maybe(used & hsdp, "all-gather", w_bytes, g.shard_span)
+    ar_rep = maybe(used & hsdp, "all-reduce", g_bytes / np.maximum(shard, 1), g.repl_span)
+    rs = np.where(hsdp, rs_sh.time_s + ar_rep.time_s, rs_full.time_s)
+    ag = np.where(hsdp, ag_sh.time_s, ag_full.time_s)
+    grad_t = pieces * np.where(zero == 0, ar.time_s, rs)
+    gather_t = pieces * np.where(zero == 0, 0.0, ag)
+    bytes_ = pieces * np.where(zero == 0, ar.bytes_per_rank,
+                               np.where(hsdp, rs_sh.bytes_per_rank + ar_rep.bytes_per_rank + ag_sh.bytes_per_rank,
+                                        rs_full.bytes_per_rank + ag_full.bytes_per_rank))
+    return (np.where(used, grad_t, 0.0), np.where(used, gather_t, 0.0), np.where(used, bytes_, 0.0))
+
+
+def _dp_exposed(plans: PlanBatch, P: Derived, pipe: Pipeline, grad_t, gather_t, total_params_local, cparams):
+    """(time, exposed) of the step's data-parallel traffic under the overlap switches (module docstring).
+
+    ZeRO 0-2: one reduction per step behind the last micro-batch's backward except its last bucket, one gather
+    behind the first forward. ZeRO-3: per micro-batch a gather (forward, and backward again when resharding)
+    and a reduce-scatter, prefetched a layer ahead; the first layer's are exposed. The hidden part still costs
+    ``overlap_interference`` of its time: NCCL kernels take SMs and HBM bandwidth from the GEMMs they overlap
+    (Jangda et al. ASPLOS 2022 section 2; Rashidi et al. ISCA 2021).
+    """
+    m, z3 = P.m, plans.zero_stage == 3
+    regather = np.where(plans.reshard_after_forward, 1.0, 0.0)
+    bucket = np.maximum(cparams["bucket_params_min"], cparams["bucket_params_per_dp"] * P.dp)
+    last_bucket = np.minimum(1.0, bucket / np.maximum(total_params_local, 1))
+    bwd_last_mb = 2 * pipe.fwd + pipe.rec
+    grad_exposed = np.where(plans.overlap_grad_reduce,
+                            np.maximum(grad_t - bwd_last_mb, 0.0) + grad_t * last_bucket, grad_t)
+    gather_exposed = np.where(plans.overlap_param_gather, np.maximum(gather_t - pipe.fwd, 0.0), gather_t)
+    z3_per_mb = gather_t * (1 + regather) + grad_t
+    per_layer = 1.0 / np.maximum(pipe.layers, 1)
+    z3_exposed_mb = (np.maximum(gather_t - pipe.fwd, 0) + np.maximum(gather_t * regather + grad_t - bwd_last_mb, 0)
+                     + (gather_t + grad_t) * per_layer)
+    time = np.where(z3, z3_per_mb * m, grad_t + gather_t)
+    exposed = np.where(z3, z3_exposed_mb * m, grad_exposed + gather_exposed)
+    exposed = exposed + cparams.get("overlap_interference", 0.0) * np.maximum(time - exposed, 0.0)
+    return time, exposed
+
+
+def _data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derived, S: StageCompute,
+                   pipe: Pipeline, strides, cparams, hbm) -> DataParallel:
     """Gradient reduction, parameter gathers (ZeRO 0-3, HSDP) and the optimizer step of the slowest stage."""
-    n, tp, cp, dp, ep, etp, m = P.n, P.tp, P.cp, P.dp, P.ep, P.etp, P.m
-    layers_slow = pipe.layers
+    n, tp, ep, etp, m = P.n, P.tp, P.ep, P.etp, P.m
     single = P.pp == 1
     stage_params = [_stage_params(shape, S.layers[0], S.moe[0], tp, ep, etp, np.ones(n, bool), single),
                     _stage_params(shape, S.layers[1], S.moe[1], tp, ep, etp, single, np.ones(n, bool)),
@@ -753,58 +847,18 @@ def _data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, P, S, pi
     dense_params = np.choose(pipe.slow, [sp_[0] for sp_ in stage_params])
     expert_params = np.choose(pipe.slow, [sp_[1] for sp_ in stage_params])
     gb, wb = cparams["grad_bytes"], cparams["weight_bytes"]
-    dp_group = dp * cp
-    # gradients are reduced over the dp x cp ranks holding the same weights (in the default tp-cp-dp-pp order
-    # one group at stride tp)
-    dp_span = _two_axis_span(cluster, plans.cp, strides["cp"], plans.dp, strides["dp"])
-    edp = np.maximum(tp * cp * dp / (etp * ep), 1)
-    edp_span = _span(cluster, edp.astype(np.int64), (etp * ep).astype(np.int64))
-    zero = plans.zero_stage
-    shard = plans.dp_shard.astype(float) * cp
-    hsdp = (plans.dp_shard < plans.dp) & (zero >= 1)
-    shard_span = _two_axis_span(cluster, plans.cp, strides["cp"], plans.dp_shard, strides["dp"])
-    # HSDP replicas: the same shard position in each of the dp / dp_shard shard groups (cp is not in it)
-    repl_span = _span(cluster, (dp_group / shard).astype(np.int64), strides["dp"] * plans.dp_shard.astype(np.int64))
-
+    g = _dp_groups(cluster, plans, P, strides)
+    zero, hsdp, shard, dp_group, edp = plans.zero_stage, g.hsdp, g.shard, g.dp_group, g.edp
     # ZeRO-3 / FSDP gather and reduce-scatter one layer (one wrapped unit) at a time, so each step pays the
     # collective latency once per layer; ZeRO 0-2 reduce in large buckets (one collective per step here)
-    pieces = np.where(zero == 3, np.maximum(layers_slow, 1), 1.0)
-
-    class _NoCost:
-        time_s = bytes_per_rank = np.zeros(n)
-
-    def maybe(needed, kind, size, span):
-        """Only cost a collective some plan of the batch uses (a planner batch often has none)."""
-        return _comm(kind, size, span, cluster) if np.any(needed) else _NoCost
-
-    def dp_costs(params, span_full, group):
-        """(time, bytes) of gradient reduction and parameter gathers per step for ``params`` per GPU."""
-        g_bytes = gb * params / pieces
-        w_bytes = wb * params / pieces
-        used = group > 1
-        ar = maybe(used & (zero == 0), "all-reduce", g_bytes, span_full)
-        rs_full = maybe(used & (zero >= 1) & ~hsdp, "reduce-scatter", g_bytes, span_full)
-        ag_full = maybe(used & (zero >= 1) & ~hsdp, "all-gather", w_bytes, span_full)
-        rs_sh = maybe(used & hsdp, "reduce-scatter", g_bytes, shard_span)
-        ag_sh = maybe(used & hsdp, "all-gather", w_bytes, shard_span)
-        ar_rep = maybe(used & hsdp, "all-reduce", g_bytes / np.maximum(shard, 1), repl_span)
-        rs = np.where(hsdp, rs_sh.time_s + ar_rep.time_s, rs_full.time_s)
-        ag = np.where(hsdp, ag_sh.time_s, ag_full.time_s)
-        grad_t = pieces * np.where(zero == 0, ar.time_s, rs)
-        gather_t = pieces * np.where(zero == 0, 0.0, ag)
-        bytes_ = pieces * np.where(zero == 0, ar.bytes_per_rank,
-                                   np.where(hsdp, rs_sh.bytes_per_rank + ar_rep.bytes_per_rank + ag_sh.bytes_per_rank,
-                                            rs_full.bytes_per_rank + ag_full.bytes_per_rank))
-        return (np.where(group > 1, grad_t, 0.0), np.where(group > 1, gather_t, 0.0),
-                np.where(group > 1, bytes_, 0.0))
-
-    d_grad, d_gather, d_bytes = dp_costs(dense_params, dp_span, dp_group)
+    pieces = np.where(zero == 3, np.maximum(pipe.layers, 1), 1.0)
+    d_grad, d_gather, d_bytes = _dp_costs(cluster, plans, g, dense_params, g.dp_span, dp_group, pieces, cparams)
     if model.moe is not None:
-        e_grad, e_gather, e_bytes = dp_costs(expert_params, edp_span, edp)
+        e_grad, e_gather, e_bytes = _dp_costs(cluster, plans, g, expert_params, g.edp_span, edp, pieces, cparams)
     else:
         e_grad = e_gather = e_bytes = np.zeros(n)
-    grad_t = d_grad + e_grad
-    gather_t = d_gather + e_gather
+    total_params_local = dense_params + expert_params
+    time, exposed = _dp_exposed(plans, P, pipe, d_grad + e_grad, d_gather + e_gather, total_params_local, cparams)
     z3 = zero == 3
     regather = np.where(plans.reshard_after_forward, 1.0, 0.0)
     # ZeRO-3 with list-form collectives (zero3_gather = tensor-list, DeepSpeed ZeRO-3 of 2021): one
@@ -818,37 +872,18 @@ def _data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, P, S, pi
     # parameter fetch synchronizes the device after its gathers (DeepSpeed partition_parameters.py, "guarantee
     # the communication to be completed"), so the launch time adds to the step, exposed, as DP time.
     # Expert tensors are counted on the dense group.
-    tensors = ((layers_slow - pipe.moe_layers) * _param_tensors_per_layer(model, shape, False)
+    tensors = ((pipe.layers - pipe.moe_layers) * _param_tensors_per_layer(model, shape, False)
                + pipe.moe_layers * _param_tensors_per_layer(model, shape, True))
     list_mode = z3 & (plans.zero3_gather == ZERO3_GATHER.index("tensor-list"))
     gather_group = np.where(hsdp, shard, dp_group)
     copies = np.where(list_mode & (gather_group > 1), m * tensors * (2 + regather) * gather_group, 0.0)
     cpu_launch_s = copies * cparams["torch_op_overhead"]
-    total_params_local = dense_params + expert_params
-    bucket = np.maximum(cparams["bucket_params_min"], cparams["bucket_params_per_dp"] * dp)
-    last_bucket = np.minimum(1.0, bucket / np.maximum(total_params_local, 1))
-    bwd_last_mb = 2 * pipe.fwd + pipe.rec
-    # ZeRO 0-2: one reduction per step behind the last micro-batch's backward; one gather behind the first forward
-    grad_exposed = np.where(plans.overlap_grad_reduce,
-                            np.maximum(grad_t - bwd_last_mb, 0.0) + grad_t * last_bucket, grad_t)
-    gather_exposed = np.where(plans.overlap_param_gather, np.maximum(gather_t - pipe.fwd, 0.0), gather_t)
-    # ZeRO 3: per micro-batch gather (fwd, and bwd again when resharding) + reduce-scatter, prefetched a layer ahead
-    z3_per_mb = gather_t * (1 + regather) + grad_t
-    per_layer = 1.0 / np.maximum(layers_slow, 1)
-    z3_exposed_mb = (np.maximum(gather_t - pipe.fwd, 0) + np.maximum(gather_t * regather + grad_t - bwd_last_mb, 0)
-                     + (gather_t + grad_t) * per_layer)
-    time = np.where(z3, z3_per_mb * m, grad_t + gather_t)
-    exposed = np.where(z3, z3_exposed_mb * m, grad_exposed + gather_exposed)
-    # communication hidden behind compute still slows it: NCCL kernels take SMs and HBM bandwidth from the
-    # GEMMs they overlap (Jangda et al. ASPLOS 2022 section 2; Rashidi et al. ISCA 2021); a fraction
-    # ``overlap_interference`` of the hidden time is paid
-    exposed = exposed + cparams.get("overlap_interference", 0.0) * np.maximum(time - exposed, 0.0)
     time, exposed = time + cpu_launch_s, exposed + cpu_launch_s
     # ZeRO-3 buffer passes over the rank's unsharded parameters, every micro-batch (_shard_copy_bytes): streaming
     # kernels on the compute stream, or (FSDP1's cast and divide) on a side stream whose kernels wait for the
     # SMs the backward GEMMs fill, so they are charged in full, at the memory-bound rate
     copy_bytes = _shard_copy_bytes(plans.zero3_gather, wb, gb, regather)
-    shard_copy_s = np.where(z3 & (gather_group > 1), m * (dense_params + expert_params) * copy_bytes / hbm, 0.0)
+    shard_copy_s = np.where(z3 & (gather_group > 1), m * total_params_local * copy_bytes / hbm, 0.0)
     # optimizer step (memory bound), sharded under ZeRO >= 1
     opt_params = np.where(zero >= 1, dense_params / np.maximum(np.where(hsdp, shard, dp_group), 1)
                           + expert_params / edp, total_params_local)
@@ -856,7 +891,7 @@ def _data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, P, S, pi
         time=time, exposed=exposed,
         bytes=np.where(z3, (d_bytes + e_bytes) * m * np.where(plans.reshard_after_forward, 1.5, 1.0),
                        d_bytes + e_bytes),
-        tier=np.maximum(dp_span.tier, np.where(edp > 1, edp_span.tier, 0)),
+        tier=np.maximum(g.dp_span.tier, np.where(edp > 1, g.edp_span.tier, 0)),
         optimizer_s=opt_params * cparams["optimizer_bytes_per_param"] / hbm, shard_copy_s=shard_copy_s,
         stage_params=stage_params, dp_group=dp_group, edp=edp, shard=shard, hsdp=hsdp,
     )
