@@ -301,3 +301,86 @@ def test_attention_efficiency_falls_on_short_sequence_chunks():
     long = run("llama3.1-8b", "dgx-h100", 8, global_batch_size=8, seq_length=8192)  # same tokens per step
     ratio = float(long.attention_s[0]) / float(short.attention_s[0])
     assert ratio == pytest.approx((8192 + s_half) / (1024 + s_half), rel=1e-9)
+
+
+# --- placement by hop (issue 13) -------------------------------------------------------------------------
+
+def _send_recv(cluster, size_bytes, tier):
+    """One transfer of ``size_bytes`` between two ranks joined by a hop of hop class ``tier`` (index)."""
+    from tierwise.collectives.model import collective_cost
+    from tierwise.hierarchy import pair_span
+
+    return float(collective_cost("send-recv", size_bytes, pair_span(cluster, tier), cluster).time_s)
+
+
+def test_pipeline_that_leaves_the_node_is_priced_on_scale_out():
+    """Issue 13's scenario: tp 2 x pp 8 at tp-pp-cp-dp on 64 DGX H100 puts stages 0-3 in node 0 and 4-7 in
+    node 1. Boundary 3|4 crosses InfiniBand; the slowest stages (3 and 4) pay it and one NVLink boundary
+    per micro-batch, and the fill and drain pay all seven boundaries (six NVLink, one IB) twice."""
+    plan = dict(tp=2, pp=8, global_batch_size=64, seq_length=4096, order="tp-pp-cp-dp", recompute="full")
+    r = run("llama3.1-70b", "dgx-h100", 64, **plan)
+    assert int(r.axis_tier["pp"][0]) == 3  # scale_out
+    c = load_cluster("dgx-h100")
+    msg = 2.0 * 4096 * 8192 / 2  # bf16 activations of one micro-batch, scattered over tp 2 (SP)
+    nvlink, ib = _send_recv(c, msg, 0), _send_recv(c, msg, 1)
+    assert ib > 5 * nvlink
+    m = float(r.num_microbatches[0])
+    assert float(r.axis_time_s["pp"][0]) == pytest.approx(m * (ib + nvlink), rel=1e-9)
+    # at tp-cp-dp-pp (dp 4 inside pp: stride 8) every boundary crosses nodes: the slowest stage pays two IB hops
+    outer = run("llama3.1-70b", "dgx-h100", 64, **{**plan, "order": "tp-cp-dp-pp"})
+    assert float(outer.axis_time_s["pp"][0]) == pytest.approx(m * 2 * ib, rel=1e-9)
+
+
+def test_bubble_pays_each_boundary_on_its_own_tier():
+    """bubble = (pp - 1) / v x (t_mb - steady-state p2p) + 2 x sum over boundaries; a uniform pipeline is
+    the former (pp - 1) / v x t_mb."""
+    plan = dict(tp=2, pp=8, global_batch_size=64, seq_length=4096, recompute="full", sequence_parallel=True)
+    c = load_cluster("dgx-h100")
+    msg = 2.0 * 4096 * 8192 / 2
+    nvlink, ib = _send_recv(c, msg, 0), _send_recv(c, msg, 1)
+    mixed = run("llama3.1-70b", "dgx-h100", 64, **plan, order="tp-pp-cp-dp")
+    m = float(mixed.num_microbatches[0])
+    t_mb = (float(mixed.step_time_s[0]) - float(mixed.bubble_s[0]) - float(mixed.optimizer_s[0])
+            - float(mixed.axis_exposed_s["dp"][0])) / m
+    want = 7 * (t_mb - (ib + nvlink)) + 2 * (6 * nvlink + ib)
+    assert float(mixed.bubble_s[0]) == pytest.approx(want, rel=1e-9)
+
+
+@pytest.mark.parametrize("order", ["tp-cp-dp-pp", "tp-cp-pp-dp", "tp-dp-cp-pp", "cp-tp-dp-pp", "tp-pp-cp-dp",
+                                   "dp-tp-cp-pp"])
+def test_every_axis_label_is_the_tier_of_its_slowest_hop_and_the_json_agrees(order):
+    """For every order: each axis's tier is the tier of its whole group (its slowest hop), and the estimate
+    JSON's ``breakdown.per_axis.<axis>.tier`` equals ``tiers.<axis>``."""
+    from tierwise.estimate.scenario import estimate_scenario, scenario_from_mapping
+    from tierwise.hierarchy import TIER_ORDER, group_span
+    from tierwise.workload.traffic import axis_strides
+
+    plan = dict(tp=2, pp=4, cp=2, global_batch_size=64, seq_length=8192, order=order)
+    r = run("llama3.1-70b", "dgx-h100", 64, **plan)
+    p = plan_from_mapping(plan, num_gpus=64)
+    batch = PlanBatch.from_plans([p])
+    strides = {a: int(v[0]) for a, v in axis_strides(batch).items()}
+    c = load_cluster("dgx-h100")
+    for axis in ("tp", "cp", "pp"):
+        want = int(group_span(c, getattr(p, axis), strides[axis]).tier)
+        assert int(r.axis_tier[axis][0]) == want, axis
+    doc = estimate_scenario(scenario_from_mapping({"model": "llama3.1-70b", "cluster": "dgx-h100", "num_gpus": 64,
+                                                   "plan": plan}, origin="test"))
+    for axis, row in doc["breakdown"]["per_axis"].items():
+        assert row["tier"] == doc["tiers"][axis] == TIER_ORDER[int(r.axis_tier[axis][0])]
+
+
+def test_cp_ring_across_nodes_costs_at_least_4x_the_ring_inside_one():
+    """tp 2 x cp 8: at tp-cp-dp-pp the ring (stride 2) spans two nodes and runs every pass at the pace of its
+    two InfiniBand hops; at cp-tp-dp-pp it stays on one node's NVLink. Issue 13: >= 4x on DGX H100."""
+    plan = dict(tp=2, cp=8, global_batch_size=64, seq_length=32768, recompute="full")
+    across = run("llama3.1-70b", "dgx-h100", 64, **plan, order="tp-cp-dp-pp")
+    inside = run("llama3.1-70b", "dgx-h100", 64, **plan, order="cp-tp-dp-pp")
+    assert int(across.axis_tier["cp"][0]) == 3 and int(inside.axis_tier["cp"][0]) == 1
+    ratio = float(across.axis_time_s["cp"][0]) / float(inside.axis_time_s["cp"][0])
+    assert ratio >= 4.0
+    c = load_cluster("dgx-h100")
+    # the ratio is the ratio of one pass over IB to one over NVLink (same chunk, same number of passes)
+    shape = model_shape(load_model("llama3.1-70b"))
+    chunk = 2.0 * 32768 / 8 * shape.kv_bytes_channels / 2
+    assert ratio == pytest.approx(_send_recv(c, chunk, 1) / _send_recv(c, chunk, 0), rel=1e-9)

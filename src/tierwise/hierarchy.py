@@ -9,20 +9,43 @@ Placement: rank ``r`` runs on GPU ``r``; GPU ``g`` sits in host ``g // gpus_per_
 ``g // scale_up_domain``. Parallel axes are laid out innermost first (Megatron-Core's default order
 ``tp, cp, dp, pp``, configurable), so an axis's group is ``size`` ranks spaced ``stride`` apart, stride being
 the product of the degrees of the axes inside it. A group spans the tiers its stride and size reach.
+
+Placement by hop (:func:`group_hops`): a group's collectives and transfers run over *hops* between
+neighbouring members (member ``k`` to ``k + 1``; a ring adds the wrap-around from the last member to the
+first). Each hop is classed by the outermost block it leaves (:func:`hop_classes`: inside a scale-up domain;
+inside a host across domains, PCIe servers only; across hosts or domains, scale-out, and above each
+oversubscribed level). A ring runs at the pace of its slowest hop; a pipeline pays each stage boundary on the
+class that boundary crosses; a group's tier label is the tier of its slowest hop. Blocks are taken as
+aligned with the groups for the collectives (a block of ``B`` GPUs holds ``min(max(B // stride, 1), size)``
+members of a group): exact when block sizes, strides and group extents divide one another (powers of two on
+8-GPU nodes); hop counts take the slowest group of the first tile of ``size x stride`` ranks. Groups of a
+later tile that straddle a block boundary the first tile does not (a 72-GPU NVL72 rack cut into groups of
+16) are not singled out.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import IntEnum
 
 import numpy as np
 
 from tierwise.specs.cluster import Cluster
 
-__all__ = ["Tier", "tiers", "GroupSpan", "group_span", "TIER_ORDER", "tier_name"]
+__all__ = ["Tier", "TierCode", "tiers", "GroupSpan", "group_span", "TIER_ORDER", "tier_name", "HopClass", "hop_classes",
+           "GroupHops", "group_hops", "pair_span"]
 
 TIER_ORDER = ("local", "scale_up", "host", "scale_out")
 """Tier codes used in vectorized results: 0 = the group is one rank, then the tiers a group can cross."""
+
+
+class TierCode(IntEnum):
+    """The codes of :data:`TIER_ORDER` (``GroupSpan.tier``, ``StepEstimates.axis_tier``)."""
+
+    LOCAL = 0
+    SCALE_UP = 1
+    HOST = 2
+    SCALE_OUT = 3
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,13 +149,27 @@ class GroupSpan:
     """Product of the oversubscription ratios of the levels crossed (1 = non-blocking)."""
 
 
-def _members_per_block(block: int, size: np.ndarray, stride: np.ndarray) -> np.ndarray:
-    # stride >= block: every member in its own block; else block // stride members share one
-    return np.minimum(np.maximum(block // stride, 1), size)
+def _members_per_block(block: int, size: np.ndarray, stride: np.ndarray, outer_size=None,
+                       outer_stride=None) -> np.ndarray:
+    """Members of a group in one aligned block of ``block`` GPUs.
+
+    stride >= block: every member in its own block; else ``block // stride`` members share one. A
+    two-axis group (``size`` ranks at ``stride`` inside, ``outer_size`` copies of that at ``outer_stride``
+    >= size x stride, e.g. the ranks of cp x dp when another axis sits between them) holds the product of
+    the two axes' counts: a block smaller than ``outer_stride`` holds one outer index.
+    """
+    inner = np.minimum(np.maximum(block // stride, 1), size)
+    if outer_size is None:
+        return inner
+    return inner * np.minimum(np.maximum(block // outer_stride, 1), outer_size)
 
 
-def group_span(cluster: Cluster, size, stride) -> GroupSpan:
+def group_span(cluster: Cluster, size, stride, outer_size=None, outer_stride=None) -> GroupSpan:
     """Vectorized placement of groups of ``size`` ranks with ``stride`` onto ``cluster``'s tiers.
+
+    With ``outer_size`` / ``outer_stride`` the group is two-dimensional: ``size`` ranks at ``stride``, times
+    ``outer_size`` at ``outer_stride`` (``outer_stride >= size x stride``); the span is of all
+    ``size x outer_size`` ranks (see :func:`_members_per_block`).
 
     >>> from tierwise.specs.cluster import load_cluster
     >>> span = group_span(load_cluster("dgx-h100"), [8, 8], [1, 8])
@@ -142,23 +179,161 @@ def group_span(cluster: Cluster, size, stride) -> GroupSpan:
     # int32 arithmetic: GPU counts fit, and integer division is about twice as fast as in int64
     size = np.asarray(size, dtype=np.int32)
     stride = np.maximum(np.asarray(stride, dtype=np.int32), 1)
-    size, stride = np.broadcast_arrays(size, stride)
-    nl = _members_per_block(cluster.scale_up_domain, size, stride)
+    if outer_size is None:
+        size, stride = np.broadcast_arrays(size, stride)
+        extent = (size.astype(np.int64) - 1) * stride + 1
+    else:
+        outer_size = np.asarray(outer_size, dtype=np.int32)
+        outer_stride = np.maximum(np.asarray(outer_stride, dtype=np.int32), 1)
+        size, stride, outer_size, outer_stride = np.broadcast_arrays(size, stride, outer_size, outer_stride)
+        extent = ((outer_size.astype(np.int64) - 1) * outer_stride + (size.astype(np.int64) - 1) * stride + 1)
+        inner_size = size
+        size = size * outer_size
+
+    def members(block):
+        if outer_size is None:
+            return _members_per_block(block, size, stride)
+        return _members_per_block(block, inner_size, stride, outer_size, outer_stride)
+
+    nl = members(cluster.scale_up_domain)
     m = (size + nl - 1) // nl
-    per_node = _members_per_block(cluster.gpus_per_node, size, stride)
+    per_node = members(cluster.gpus_per_node)
     # across scale-up domains: the scale-out network, except inside one host of a PCIe server (domain < host)
-    crossing = np.where(m > 1, np.int8(3), np.int8(1))
+    crossing = np.where(m > 1, np.int8(TierCode.SCALE_OUT), np.int8(TierCode.SCALE_UP))
     if cluster.scale_up_domain < cluster.gpus_per_node:
         pcie_only = (size + per_node - 1) // per_node <= 1
-        crossing = np.where(pcie_only & (m > 1), np.int8(2), crossing)
+        crossing = np.where(pcie_only & (m > 1), np.int8(TierCode.HOST), crossing)
     tier = np.where(size > 1, crossing, np.int8(0))
     level = np.zeros(size.shape, dtype=np.int8)
     over = np.ones(size.shape, dtype=float)
     if cluster.scale_out_levels:
-        extent = (size.astype(np.int64) - 1) * stride + 1
         for lv in cluster.scale_out_levels:
-            beyond = (tier == 3) & (extent > lv.domain_size)
+            beyond = (tier == TierCode.SCALE_OUT) & (extent > lv.domain_size)
             level = level + beyond
             over = np.where(beyond, over * lv.oversubscription, over)
     return GroupSpan(size=size, ranks_per_domain=nl, num_domains=m, ranks_per_node=per_node, tier=tier,
                      level=level, oversubscription=over)
+
+
+@dataclass(frozen=True)
+class HopClass:
+    """One class of hop between two ranks: the tier it runs on and the block it stays inside."""
+
+    name: str
+    """``scale_up``, ``host``, ``scale_out``, ``scale_out_2``, ... (as :func:`tiers` names them)."""
+    tier: int
+    """Tier code (:data:`TIER_ORDER`): 1 scale_up, 2 host, 3 scale_out."""
+    level: int
+    """Oversubscribed scale-out levels crossed above the first (0 below them)."""
+    oversubscription: float
+    block: int
+    """GPUs a hop of this class, or a faster one, stays inside (0: the whole cluster)."""
+
+
+def hop_classes(cluster: Cluster) -> tuple[HopClass, ...]:
+    """The hop classes of ``cluster``, fastest first.
+
+    A hop inside a scale-up domain runs on it (an NVL72 rack's hosts share one NVLink domain); a hop
+    between scale-up domains of one host crosses PCIe (a PCIe server whose domain is smaller than the host);
+    any other hop leaves the host or domain through the NICs, and each oversubscribed level it leaves
+    divides the rate by that level's ratio (as :func:`group_span` does).
+    """
+    domain, host = cluster.scale_up_domain, cluster.gpus_per_node
+    out = [HopClass("scale_up", TierCode.SCALE_UP, 0, 1.0, domain)]
+    if domain < host:
+        out.append(HopClass("host", TierCode.HOST, 0, 1.0, host))
+    levels = cluster.scale_out_levels or ()
+    out.append(HopClass("scale_out", TierCode.SCALE_OUT, 0, 1.0, levels[0].domain_size if levels else 0))
+    over = 1.0
+    for i, lv in enumerate(levels):
+        over *= lv.oversubscription
+        out.append(HopClass(f"scale_out_{i + 2}", TierCode.SCALE_OUT, i + 1, over,
+                            levels[i + 1].domain_size if i + 1 < len(levels) else 0))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class GroupHops:
+    """Hops of groups of ``size`` ranks at ``stride``, per hop class (arrays of one shape ``N``).
+
+    ``hops[k]``: how many of the group's hops are of class ``classes[k]``: ``size`` hops for a ring (the
+    wrap-around included), ``size - 1`` for a chain (a pipeline's stage boundaries). ``slowest`` /
+    ``fastest``: index of the outermost / innermost class the group uses (-1 for a group of one rank).
+    """
+
+    classes: tuple[HopClass, ...]
+    hops: np.ndarray
+    """Shape ``(len(classes), N)``."""
+    slowest: np.ndarray
+    fastest: np.ndarray
+    tier: np.ndarray
+    """Tier code of the slowest hop (0 for a group of one): the group's tier label."""
+    level: np.ndarray
+
+
+def group_hops(cluster: Cluster, size, stride, *, ring: bool) -> GroupHops:
+    """Count the hops of groups of ``size`` ranks at ``stride`` by the class of block each hop leaves.
+
+    Derivation: the groups of one tile of ``size x stride`` consecutive ranks interleave (members ``i + k x
+    stride``, ``0 <= i < stride``). With ``stride >= B`` every hop leaves its block of ``B`` GPUs; otherwise a
+    hop advances less than a block, so it crosses at most one boundary, and the group with ``i = stride -
+    1`` crosses every boundary inside the tile: ``ceil(size x stride / B) - 1`` of a chain's ``size - 1``
+    hops, plus the wrap-around of a ring when that is not zero (it returns to the first block). Where the
+    blocks and tiles divide one another (powers of two on 8-GPU nodes) every group crosses as many; else
+    this is the slowest group of the first tile. A hop's class is the outermost block it leaves, so class
+    ``k`` holds the hops leaving block ``k - 1`` minus those leaving block ``k``. The slowest class is the
+    tier :func:`group_span` gives the whole group (``size > B / stride`` either way).
+
+    >>> from tierwise.specs.cluster import load_cluster
+    >>> h = group_hops(load_cluster("dgx-h100"), 8, 2, ring=False)  # pp 8 at stride 2 (tp 2 inside)
+    >>> h.hops.tolist(), h.tier.tolist()  # 6 boundaries on NVLink, one across the node boundary
+    ([6, 1], 3)
+    """
+    classes = hop_classes(cluster)
+    size = np.asarray(size, dtype=np.int32)
+    stride = np.maximum(np.asarray(stride, dtype=np.int32), 1)
+    size, stride = np.broadcast_arrays(size, stride)
+    total = np.where(size > 1, size if ring else size - 1, 0)
+    leaving = [total]
+    extent = size.astype(np.int64) * stride
+    for cls in classes[:-1]:
+        # boundaries of ``block`` inside the group's tile of size x stride ranks (every hop when stride >= block)
+        chain = np.where(stride >= cls.block, size - 1, (extent + cls.block - 1) // cls.block - 1)
+        chain = np.minimum(np.maximum(chain, 0), np.maximum(size - 1, 0))
+        leaving.append(np.where(chain > 0, chain + 1, 0) if ring else chain)
+    leaving.append(np.zeros(size.shape, dtype=total.dtype))
+    for k in range(len(leaving) - 2, 0, -1):  # a hop leaving an outer block leaves every inner one too
+        leaving[k] = np.maximum(leaving[k], leaving[k + 1])
+    hops = np.stack([leaving[k] - leaving[k + 1] for k in range(len(classes))])
+    slowest = np.full(size.shape, -1, dtype=np.int8)
+    fastest = np.full(size.shape, -1, dtype=np.int8)
+    for k in range(len(classes)):
+        used = hops[k] > 0
+        slowest = np.where(used, np.int8(k), slowest)
+        fastest = np.where(used & (fastest < 0), np.int8(k), fastest)
+    codes = np.array([c.tier for c in classes] + [0], dtype=np.int8)
+    levels = np.array([c.level for c in classes] + [0], dtype=np.int8)
+    return GroupHops(classes=classes, hops=hops, slowest=slowest, fastest=fastest, tier=codes[slowest],
+                     level=levels[slowest])
+
+
+def pair_span(cluster: Cluster, hop_class, shape=None) -> GroupSpan:
+    """The :class:`GroupSpan` of two ranks joined by a hop of class ``hop_class`` (an index into
+    :func:`hop_classes`; -1 = a group of one rank, nothing to send), for pricing a transfer across it."""
+    classes = hop_classes(cluster)
+    k = np.asarray(hop_class, dtype=np.int64)
+    if shape is not None:
+        k = np.broadcast_to(k, shape)
+    one = k < 0
+    kk = np.where(one, 0, k)
+    tier = np.array([c.tier for c in classes], dtype=np.int8)[kk]
+    inside = tier == TierCode.SCALE_UP
+    size = np.where(one, 1, 2).astype(np.int32)
+    return GroupSpan(
+        size=size, ranks_per_domain=np.where(inside | one, size, 1).astype(np.int32),
+        num_domains=np.where(inside | one, 1, 2).astype(np.int32),
+        ranks_per_node=np.where((tier <= 2) | one, size, 1).astype(np.int32),
+        tier=np.where(one, 0, tier).astype(np.int8),
+        level=np.where(one, 0, np.array([c.level for c in classes], dtype=np.int8)[kk]).astype(np.int8),
+        oversubscription=np.where(one, 1.0, np.array([c.oversubscription for c in classes])[kk]),
+    )

@@ -25,9 +25,10 @@ from __future__ import annotations
 import numpy as np
 
 from tierwise.collectives import alpha_beta
+from tierwise.collectives.fitted import predict_fitted
 from tierwise.collectives.volumes import bus_factor, normalize_kind
 from tierwise.errors import SpecError
-from tierwise.hierarchy import GroupSpan
+from tierwise.hierarchy import GroupSpan, TierCode
 from tierwise.specs.cluster import Cluster
 from tierwise.specs.parameters import load_parameters
 
@@ -120,7 +121,7 @@ def _tier_rates(cluster: Cluster, span: GroupSpan, p):
     host = cluster.host_bytes_per_s * eff["host"] if cluster.host_bytes_per_s else 0.0
     out = cluster.scale_out_bytes_per_s * eff["scale_out"] / span.oversubscription
     # groups that leave a scale-up domain inside one PCIe server cross the host link instead of NICs
-    b_out = np.where(span.tier == 2, host, out)
+    b_out = np.where(span.tier == TierCode.HOST, host, out)
     return b_ring, b_p2p, b_out
 
 
@@ -143,7 +144,7 @@ def _latencies(cluster: Cluster, span: GroupSpan, p, protocol: str, b_in, b_out)
     """
     extra = p["protocol_extra_step_latency"][protocol]
     l_in = cluster.scale_up_latency_s + extra["nvlink"]
-    outer_is_host = span.tier == 2
+    outer_is_host = span.tier == TierCode.HOST
     l_out = np.where(outer_is_host, cluster.host_latency_s + extra["pci"], cluster.scale_out_latency_s + extra["net"])
     if protocol == "simple":
         per_chunk = p["simple_chunk_bytes"] * p["simple_channels"]
@@ -228,46 +229,22 @@ def _candidates(kind: str, size, span: GroupSpan, cluster: Cluster, p, algorithm
 
 
 def _fitted_time(kind: str, size, span: GroupSpan, cluster: Cluster):
-    """Time from ``tierwise calibrate`` regimes for the tier the group bottlenecks on, else None.
+    """Time from ``tierwise calibrate`` regimes for the tier the group bottlenecks on, else NaN.
 
-    Each regime is a line ``latency_s + size x bus_factor / busbw``; the time is the minimum over the
-    regimes covering ``size`` (NCCL's minimum over protocols). The latency was fitted for ``num_ranks``
-    ranks; for other group sizes it is scaled by the ratio of ring steps ((n-1) against (n_fit-1)).
-
-    A ``model: host-copy`` tier (gloo on one host, ``measure/hostcopy.py``) predicts the ops it has work
-    counts for (all-reduce, all-gather, broadcast, reduce-scatter) as ``step_latency_s x latency_steps +
-    copy_s_per_byte x ring_work_bytes + memory_s_per_byte x outside_copy_bytes`` of the regime covering the
-    size (:func:`tierwise.measure.hostcopy.predict_host_copy`; the largest regime beyond the ranges); its step
-    counts already depend on ``n``, so no latency scaling. Other ops use the bus-factor line of the same
-    regimes, as before.
+    :func:`tierwise.collectives.fitted.predict_fitted` of the cluster's fitted tier (its regimes, its
+    ``model``, fitted on ``num_ranks`` ranks), the rule ``tierwise calibrate`` reports with too.
     """
-    from tierwise.measure import hostcopy
     n = span.size.astype(float)
-    tier_of = np.where(span.tier == 3, "scale_out", np.where(span.tier == 2, "host", "scale_up"))
+    tier_of = np.where(span.tier == TierCode.SCALE_OUT, "scale_out",
+                       np.where(span.tier == TierCode.HOST, "host", "scale_up"))
     result = np.full(np.broadcast(size, n).shape, np.nan)
     for tier_name, fit in cluster.fitted.items():
         mask = (tier_of == tier_name) & (n > 1)
         if not np.any(mask):
             continue
-        best = np.full(result.shape, np.inf)
-        if getattr(fit, "model", "bus-factor") == hostcopy.MODEL and kind in hostcopy.HOST_COPY_OPS:
-            nn = np.maximum(n, 2.0)  # n = 1 is masked out below; keep the work counts defined there
-            best = np.broadcast_to(hostcopy.predict_host_copy(fit.regimes, kind, size, nn, getattr), result.shape)
-            last = fit.regimes[-1]
-            best = np.where(np.isnan(best), hostcopy.host_copy_time(kind, size, nn, last.step_latency_s,
-                                                                    last.copy_s_per_byte,
-                                                                    last.memory_s_per_byte), best)
-            result = np.where(mask, best, result)
-            continue
-        for reg in fit.regimes:
-            scale = (n - 1) / max(fit.num_ranks - 1, 1)
-            t = reg.latency_s * scale + size * bus_factor(kind, n) / reg.busbw_bytes_per_s
-            ok = (size >= reg.min_bytes) & (size <= reg.max_bytes)
-            best = np.where(ok, np.minimum(best, t), best)
-        # a size outside every regime's range falls back to the closest line (the largest one)
-        best = np.where(np.isinf(best), fit.regimes[-1].latency_s + size * bus_factor(kind, n)
-                        / fit.regimes[-1].busbw_bytes_per_s, best)
-        result = np.where(mask, best, result)
+        nn = np.maximum(n, 2.0)  # n = 1 is masked out; keep the host-copy work counts defined there
+        best = predict_fitted(fit.regimes, kind, size, nn, fit_ranks=fit.num_ranks, model=fit.model)
+        result = np.where(mask, np.broadcast_to(best, result.shape), result)
     return result
 
 

@@ -11,6 +11,11 @@ the same function on millions of plans. The composition, per pipeline stage ``p`
 
 with ``m`` micro-batches and ``v`` interleaved chunks: the 1F1B bubble is ``(pp - 1)`` micro-batch times,
 divided by ``v`` when interleaved (Narayanan et al. 2021, section 2.2.2). The slowest stage sets the pace.
+Of the bubble's micro-batch times, the pipeline send/recv is replaced by the fill and drain's own transfers,
+each stage boundary on the tier it crosses (:func:`_pipeline_p2p`; identical for a pipeline inside one tier).
+The traffic of TP, EP, CP and PP comes as records from :mod:`tierwise.workload.traffic`; this module prices
+them on the tiers their groups cross (:func:`tierwise.hierarchy.group_span`, :func:`~tierwise.hierarchy.
+group_hops`: a ring at its slowest hop, a pipeline per boundary) and applies overlap.
 
 Overlap switches (named, visible in ``assumed``):
 
@@ -47,19 +52,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
-from types import SimpleNamespace
 
 import numpy as np
 
 from tierwise.collectives.model import collective_cost as _collective_cost
-from tierwise.hierarchy import TIER_ORDER, group_span
+from tierwise.hierarchy import TIER_ORDER, GroupHops, GroupSpan, group_hops, group_span, pair_span
 from tierwise.specs.cluster import Cluster
 from tierwise.specs.model import ModelSpec
 from tierwise.specs.parameters import load_parameters
-from tierwise.specs.plan import ORDERS, PRECISION, ZERO3_GATHER, PlanBatch
+from tierwise.specs.plan import PRECISION, ZERO3_GATHER, PlanBatch, Recompute
 from tierwise.units import parse_bytes
 from tierwise.workload.flops import Gemm, ModelShape, attention_core_flops_per_token, model_shape
 from tierwise.workload.memory import activation_bytes_per_token_per_layer, in_flight_microbatches
+from tierwise.workload.traffic import axis_strides, layer_traffic
 
 __all__ = ["estimate", "StepEstimates", "AXES", "TIERS"]
 
@@ -117,6 +122,125 @@ class StepEstimates:
         return out
 
 
+# --- the estimator's intermediate results, one frozen record per step of _estimate (arrays over plans) ---
+
+@dataclass(frozen=True)
+class Derived:
+    """Plan arrays as floats and what follows from them directly (:func:`_derive`)."""
+
+    n: int
+    tp: np.ndarray
+    pp: np.ndarray
+    cp: np.ndarray
+    dp: np.ndarray
+    ep: np.ndarray
+    etp: np.ndarray
+    vpp: np.ndarray
+    b: np.ndarray
+    """Micro-batch size (sequences)."""
+    s: np.ndarray
+    """Sequence length (tokens)."""
+    num_gpus: np.ndarray
+    m: np.ndarray
+    """Micro-batches per pipeline per step."""
+    tokens: np.ndarray
+    """Tokens of one micro-batch on one rank (``b s / cp``)."""
+    sp: np.ndarray
+    """Sequence parallelism in effect (bool)."""
+    rc: np.ndarray
+    """Recompute code (:class:`~tierwise.specs.plan.Recompute`)."""
+
+
+@dataclass(frozen=True)
+class LayerCompute:
+    """Seconds of one layer on one rank for one micro-batch (:func:`_layer_compute`)."""
+
+    bf16_peak: float
+    plan_peak: np.ndarray
+    hbm: float
+    """Achievable HBM bytes/s (``memory_bound_efficiency`` of the datasheet)."""
+    seq_shard: np.ndarray
+    dense_lin_t: np.ndarray
+    core_t: np.ndarray
+    attn_bwd_extra: np.ndarray
+    elem_dense: np.ndarray
+    elem_moe: np.ndarray
+    fwd_dense: np.ndarray
+    fwd_moe: np.ndarray
+    rec_dense: np.ndarray
+    rec_moe: np.ndarray
+    logits_t: np.ndarray
+    logits_elem: np.ndarray
+
+
+@dataclass(frozen=True)
+class StageCompute:
+    """Per (first, last, middle) stage: layers, MoE layers, forward and recompute seconds per micro-batch."""
+
+    layers: tuple
+    moe: tuple
+    fwd: tuple
+    rec: tuple
+    mid_exists: np.ndarray
+
+
+@dataclass(frozen=True)
+class LayerComm:
+    """Priced traffic records (:func:`_layer_comm`): per layer for TP, EP, CP; per micro-batch for PP."""
+
+    tp_span: GroupSpan
+    tp_layer_t: np.ndarray
+    tp_layer_bytes: np.ndarray
+    tp_layer_exposed: np.ndarray
+    ep_span: GroupSpan
+    ep_layer_t: np.ndarray
+    ep_layer_bytes: np.ndarray
+    ep_layer_exposed: np.ndarray
+    cp_tier: np.ndarray
+    cp_layer_t: np.ndarray
+    cp_layer_exposed: np.ndarray
+    cp_layer_bytes: np.ndarray
+    pp_tier: np.ndarray
+    pp_t: np.ndarray
+    """Steady-state send/recv seconds per micro-batch of the slowest stage (:func:`_pipeline_p2p`)."""
+    pp_fill: np.ndarray
+    """Send/recv seconds of the fill and drain (:func:`_pipeline_p2p`)."""
+    pp_bytes_mb: np.ndarray
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """The slowest stage's micro-batch time and parts, and the bubble (:func:`_pipeline`)."""
+
+    t_mb: np.ndarray
+    slow: np.ndarray
+    """Index of the slowest stage: 0 first, 1 last, 2 middle."""
+    bubble: np.ndarray
+    fwd: np.ndarray
+    rec: np.ndarray
+    comm: np.ndarray
+    layers: np.ndarray
+    moe_layers: np.ndarray
+
+
+@dataclass(frozen=True)
+class DataParallel:
+    """Gradient reduction, parameter gathers and the optimizer of the slowest stage (:func:`_data_parallel`)."""
+
+    time: np.ndarray
+    exposed: np.ndarray
+    bytes: np.ndarray
+    tier: np.ndarray
+    optimizer_s: np.ndarray
+    shard_copy_s: np.ndarray
+    stage_params: list
+    """(dense, expert) parameters per GPU of the (first, last, middle) stage."""
+    dp_group: np.ndarray
+    edp: np.ndarray
+    shard: np.ndarray
+    hsdp: np.ndarray
+
+
 _COMM_MEMO: dict | None = None
 
 
@@ -136,15 +260,55 @@ def _comm(kind, size, span, cluster):
     return _COMM_MEMO[key]
 
 
-def _span(cluster, size, stride):
-    """:func:`tierwise.hierarchy.group_span`, memoized like :func:`_comm` inside :func:`comm_memo` blocks."""
+def _memo(key, make):
+    """``make()``, memoized under ``key()`` inside :func:`comm_memo` blocks (placement does not depend on the
+    ``compute:`` parameters either); outside them the key is never built."""
     if _COMM_MEMO is None:
-        return group_span(cluster, size, stride)
-    size_arr, stride_arr = np.asarray(size), np.asarray(stride)
-    key = ("span", id(cluster), cluster.name, size_arr.tobytes(), size_arr.shape, stride_arr.tobytes())
-    if key not in _COMM_MEMO:
-        _COMM_MEMO[key] = group_span(cluster, size, stride)
-    return _COMM_MEMO[key]
+        return make()
+    k = key()
+    if k not in _COMM_MEMO:
+        _COMM_MEMO[k] = make()
+    return _COMM_MEMO[k]
+
+
+def _arrays_key(*arrays):
+    return tuple(x for a in arrays if a is not None for x in (np.asarray(a).tobytes(), np.asarray(a).shape))
+
+
+def _span(cluster, size, stride, outer_size=None, outer_stride=None):
+    """:func:`tierwise.hierarchy.group_span`, memoized like :func:`_comm` inside :func:`comm_memo` blocks."""
+    return _memo(lambda: ("span", id(cluster), cluster.name, outer_size is None,
+                          *_arrays_key(size, stride, outer_size, outer_stride)),
+                 lambda: group_span(cluster, size, stride, outer_size, outer_stride))
+
+
+def _hops(cluster, size, stride, *, ring: bool) -> GroupHops:
+    """:func:`tierwise.hierarchy.group_hops`, memoized like :func:`_span`."""
+    return _memo(lambda: ("hops", ring, id(cluster), cluster.name, *_arrays_key(size, stride)),
+                 lambda: group_hops(cluster, size, stride, ring=ring))
+
+
+def _hop_times(cluster, msg_bytes, hops: GroupHops) -> list[np.ndarray | None]:
+    """Seconds of one send/recv of ``msg_bytes`` across a hop of each class of ``hops`` (None for a class no
+    group of the batch uses): the transfer priced on the tier that hop crosses."""
+    out = []
+    for k in range(len(hops.classes)):
+        if np.any(hops.hops[k] > 0):
+            # one geometry per class: a span of one element, broadcast against the message sizes
+            span = pair_span(cluster, [k])
+            out.append(np.broadcast_to(_comm("send-recv", msg_bytes, span, cluster).time_s, hops.slowest.shape))
+        else:
+            out.append(None)
+    return out
+
+
+def _pick(index, per_class: list[np.ndarray | None]) -> np.ndarray:
+    """The entry of ``per_class`` at each element's class ``index`` (0 where the index is -1: one rank)."""
+    out = np.zeros(np.shape(index))
+    for k, values in enumerate(per_class):
+        if values is not None:
+            out = np.where(index == k, values, out)
+    return out
 
 
 @contextmanager
@@ -200,20 +364,6 @@ def _gemm_time(gemm: Gemm, tokens, tp, etp, peak, cp_params, experts_per_rank=No
         # datasheet rate (small-M expert GEMMs and decode-like shapes are memory-bound)
         t = np.maximum(t, memory_t) + cp_params.get("matmul_memory_weight", 0.0) * memory_t
     return t, flops
-
-
-def _strides(plans: PlanBatch):
-    """Stride of each axis's group for the plans' placement orders (innermost axis stride 1)."""
-    strides = {a: np.ones(len(plans), dtype=np.int64) for a in ("tp", "cp", "dp", "pp")}
-    for code, order in enumerate(ORDERS):
-        mask = plans.order == code
-        if not np.any(mask):
-            continue
-        acc = np.ones(int(mask.sum()), dtype=np.int64)
-        for axis in order.split("-"):
-            strides[axis][mask] = acc
-            acc = acc * getattr(plans, axis)[mask]
-    return strides
 
 
 def _stage_layers(model: ModelSpec, plans: PlanBatch):
@@ -298,7 +448,7 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
     P = _derive(plans)
     C = _layer_compute(model, shape, cluster.accelerator, plans, P, cparams)
     S = _stage_compute(model, plans, P, C)
-    strides = _strides(plans)
+    strides = axis_strides(plans)
     X = _layer_comm(model, shape, cluster, plans, P, C, strides, cparams)
     pipe = _pipeline(P, C, S, X)
     D = _data_parallel(model, shape, cluster, plans, P, S, pipe, strides, cparams, C.hbm)
@@ -327,7 +477,7 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
                  "ep": X.ep_layer_t * moe_slow * m, "pp": X.pp_t * m, "dp": D.time}
     axis_exposed = {"tp": X.tp_layer_exposed * layers_slow * m, "cp": X.cp_layer_exposed * layers_slow * m,
                     "ep": X.ep_layer_exposed * moe_slow * m + ep_unpaired, "pp": X.pp_t * m, "dp": D.exposed}
-    axis_tier = {"tp": X.tp_span.tier, "cp": X.cp_span.tier, "ep": X.ep_span.tier, "pp": X.pp_pair.tier,
+    axis_tier = {"tp": X.tp_span.tier, "cp": X.cp_tier, "ep": X.ep_span.tier, "pp": X.pp_tier,
                  "dp": D.tier}
     return StepEstimates(
         step_time_s=step, tokens_per_s=tokens_step / step, tokens_per_s_per_gpu=tokens_step / step / P.num_gpus,
@@ -343,12 +493,12 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
     )
 
 
-def _derive(plans: PlanBatch) -> SimpleNamespace:
+def _derive(plans: PlanBatch) -> Derived:
     """The plan arrays the model reads, as floats, and what follows from them directly."""
     tp, pp, cp, dp = (plans.tp.astype(float), plans.pp.astype(float), plans.cp.astype(float),
                       plans.dp.astype(float))
     b, s = plans.micro_batch_size.astype(float), plans.seq_length.astype(float)
-    return SimpleNamespace(
+    return Derived(
         n=len(plans), tp=tp, pp=pp, cp=cp, dp=dp, ep=plans.ep.astype(float), etp=plans.etp.astype(float),
         vpp=plans.vpp.astype(float), b=b, s=s, num_gpus=tp * pp * cp * dp,
         m=plans.global_batch_size / (b * dp),  # micro-batches per pipeline per step
@@ -357,7 +507,7 @@ def _derive(plans: PlanBatch) -> SimpleNamespace:
     )
 
 
-def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P, cparams) -> SimpleNamespace:
+def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P: Derived, cparams) -> LayerCompute:
     """Forward time of one layer (dense and MoE) on one rank for one micro-batch, and its recompute."""
     tp, etp, tokens, rc = P.tp, P.etp, P.tokens, P.rc
     bf16_peak = acc.peak_flops_per_s("bf16")
@@ -414,13 +564,13 @@ def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P, cparams) 
         elem_moe = elem_moe + np.where(plans.fused_elementwise, 0.0, eager_moe / hbm)
     fwd_dense = dense_lin_t + core_t + elem_dense
     fwd_moe = moe_lin_t + core_t + elem_moe
-    return SimpleNamespace(
+    return LayerCompute(
         bf16_peak=bf16_peak, plan_peak=np.where(is_fp8, fp8_peak, bf16_peak), hbm=hbm, seq_shard=seq_shard,
         dense_lin_t=dense_lin_t, core_t=core_t, attn_bwd_extra=attn_bwd_extra,
         elem_dense=elem_dense, elem_moe=elem_moe, fwd_dense=fwd_dense, fwd_moe=fwd_moe,
         # recompute adds a forward: full = the whole layer, selective = the attention core
-        rec_dense=np.select([rc == 2, rc == 1], [fwd_dense, core_t], 0.0),
-        rec_moe=np.select([rc == 2, rc == 1], [fwd_moe, core_t], 0.0),
+        rec_dense=np.select([rc == Recompute.FULL, rc == Recompute.SELECTIVE], [fwd_dense, core_t], 0.0),
+        rec_moe=np.select([rc == Recompute.FULL, rc == Recompute.SELECTIVE], [fwd_moe, core_t], 0.0),
         logits_t=2.0 * model.hidden_size * model.vocab_size / tp * tokens / (gemm_peak * cparams["matmul_efficiency_max"]),
         # the loss over the logits (bytes per logit element, forward + backward): a fused cross-entropy kernel
         # writes fp32 logits, reads them for the softmax and writes the gradient (12 B); unfused (plan
@@ -451,7 +601,7 @@ def _eager_extra_bytes(model: ModelSpec, tokens, tp, etp, seq_shard, cparams):
     return dense, tokens * (per_h * model.hidden_size / seq_shard + per_f * f_moe + rope / tp)
 
 
-def _stage_compute(model, plans: PlanBatch, P, C) -> SimpleNamespace:
+def _stage_compute(model, plans: PlanBatch, P: Derived, C: LayerCompute) -> StageCompute:
     """Layers, MoE layers, forward and recompute time per micro-batch of the (first, last, middle) stages."""
     (l_first, l_mid, l_last), (e_first, e_mid, e_last) = _stage_layers(model, plans)
     n = P.n
@@ -463,41 +613,49 @@ def _stage_compute(model, plans: PlanBatch, P, C) -> SimpleNamespace:
 
     stages = (stage(l_first, e_first, P.pp == 1), stage(l_last, e_last, np.ones(n, bool)),
               stage(l_mid, e_mid, np.zeros(n, bool)))
-    return SimpleNamespace(layers=(l_first, l_last, l_mid), moe=(e_first, e_last, e_mid),
+    return StageCompute(layers=(l_first, l_last, l_mid), moe=(e_first, e_last, e_mid),
                            fwd=tuple(st[0] for st in stages), rec=tuple(st[1] for st in stages),
                            mid_exists=P.pp > 2)
 
 
-def _layer_comm(model, shape: ModelShape, cluster, plans: PlanBatch, P, C, strides, cparams) -> SimpleNamespace:
-    """TP, EP and CP traffic of one layer and PP traffic of one micro-batch: time, exposed time, bytes."""
-    n, tp, ep, cp, tokens, rc, sp = P.n, P.tp, P.ep, P.cp, P.tokens, P.rc, P.sp
+def _price(records, span, cluster, n):
+    """Seconds and ring-equivalent bytes per rank of the collective ``records`` of one axis (all on one
+    group ``span``), per layer or micro-batch (each record's calls over every phase), and the seconds of one
+    call of each record; a kind no plan of the batch uses is not priced."""
+    time, bytes_, one_call = np.zeros(n), np.zeros(n), []
+    for r in records:
+        if not np.any(r.calls > 0):
+            one_call.append(np.zeros(n))
+            continue
+        cost = _comm(r.kind, r.bytes, span, cluster)
+        time = time + r.calls * cost.time_s
+        bytes_ = bytes_ + r.calls * cost.bytes_per_rank
+        one_call.append(cost.time_s)
+    return time, bytes_, one_call
+
+
+def _layer_comm(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derived, C: LayerCompute, strides,
+                cparams) -> LayerComm:
+    """TP, EP and CP traffic of one layer and PP traffic of one micro-batch: time, exposed time, bytes.
+
+    The traffic is :func:`tierwise.workload.traffic.layer_traffic`'s records (kinds, bytes, groups, counts per
+    phase); this prices them on the tiers their groups cross and applies the overlap switches.
+    """
+    n = P.n
     interference = cparams.get("overlap_interference", 0.0)
-    act_bytes = 2.0 * tokens * model.hidden_size
+    traffic = layer_traffic(model, shape, plans, strides)
+    # TP (and SP): all-gathers and reduce-scatters, or all-reduces, of every layer's forward, backward and
+    # full-recompute forward; with tp_comm_overlap they hide behind the layer's GEMMs (3 x forward)
     tp_span = _span(cluster, plans.tp, strides["tp"])
-    if np.any(plans.tp > 1):
-        ar = _comm("all-reduce", act_bytes, tp_span, cluster).time_s
-        ag = _comm("all-gather", act_bytes, tp_span, cluster).time_s
-        rs = _comm("reduce-scatter", act_bytes, tp_span, cluster).time_s
-        # one block's forward + backward: 2 all-reduces, or with sequence parallelism an all-gather and a
-        # reduce-scatter each way (Korthikanti et al. 2022 section 4.2.2, Fig. 5: g is an all-gather forward
-        # and a reduce-scatter backward, g-bar the reverse; "the same communication volume" as 2 all-reduces)
-        tp_pair = np.where(sp, 2 * (ag + rs), 2 * ar)
-    else:
-        tp_pair = np.zeros(n)
-    # per layer: attention and MLP blocks, forward and backward -> 2 pairs; full recompute redoes the forward
-    tp_layer_t = 2 * tp_pair + np.where(rc == 2, tp_pair, 0.0)
-    tp_layer_bytes = np.where(plans.tp > 1, (4 + 2 * (rc == 2)) * 2 * (tp - 1) / tp * act_bytes, 0.0)
+    tp_layer_t, tp_layer_bytes, _ = _price(traffic["tp"], tp_span, cluster, n)
     tp_hidden_ok = np.maximum(tp_layer_t - 3 * C.dense_lin_t, 0.0)
     tp_layer_exposed = np.where(plans.tp_comm_overlap, tp_hidden_ok + interference * (tp_layer_t - tp_hidden_ok),
                                 tp_layer_t)
 
     # expert parallel all-to-all: dispatch + combine, forward and backward (+ forward again under full recompute)
     ep_span = _span(cluster, plans.ep, P.etp.astype(np.int64))
-    if model.moe is not None and np.any(plans.ep > 1):
-        a2a_size = np.where(sp, tokens / tp, tokens) * model.moe.top_k * model.hidden_size * 2.0
-        a2a = _comm("all-to-all", a2a_size, ep_span, cluster).time_s
-        ep_layer_t = (4 + 2 * (rc == 2)) * a2a
-        ep_layer_bytes = np.where(plans.ep > 1, (4 + 2 * (rc == 2)) * (ep - 1) / ep * a2a_size, 0.0)
+    if traffic["ep"] and np.any(plans.ep > 1):
+        ep_layer_t, ep_layer_bytes, (a2a,) = _price(traffic["ep"], ep_span, cluster, n)
         # combined 1F1B (Megatron-Core --overlap-moe-expert-parallel-comm, after DeepSeek-V3's DualPipe,
         # arXiv:2412.19437 section 3.2.1): a micro-batch's forward dispatch + combine run behind the adjacent
         # micro-batch's backward of the layer (2 x forward), its backward pair behind the adjacent forward; what
@@ -509,33 +667,61 @@ def _layer_comm(model, shape: ModelShape, cluster, plans: PlanBatch, P, C, strid
     else:
         ep_layer_t = ep_layer_bytes = ep_layer_exposed = np.zeros(n)
 
-    # context parallel ring attention: (cp - 1) K/V chunk passes forward, twice the data backward
-    cp_span = _span(cluster, plans.cp, strides["cp"])
+    # context parallel ring attention: every rank passes its K/V chunk to the next at once, so a pass lasts as
+    # long as the ring's slowest hop (the wrap-around included): a ring that leaves a node anywhere runs every
+    # pass at the scale-out rate. The forward's passes hide behind the attention core, the backward's behind
+    # its two GEMMs' worth (2 x core)
+    (ring,) = traffic["cp"]
+    cp_hops = _hops(cluster, plans.cp, strides["cp"], ring=True)
     if np.any(plans.cp > 1):
-        kv_chunk = 2.0 * tokens * shape.kv_bytes_channels / np.minimum(tp, model.num_kv_heads if model.mla is None else tp)
-        p2p = _comm("send-recv", kv_chunk, _span(cluster, np.full(n, 2), strides["cp"]), cluster).time_s
-        cp_fwd = (cp - 1) * p2p
-        cp_layer_t = cp_fwd * 3
+        p2p = _pick(cp_hops.slowest, _hop_times(cluster, ring.bytes, cp_hops))
+        cp_fwd = ring.counts["forward"] * p2p
+        cp_layer_t = ring.calls * p2p
         cp_layer_exposed = np.maximum(cp_fwd - C.core_t, 0) + np.maximum(2 * cp_fwd - 2 * C.core_t, 0)
         # hidden ring-attention traffic still costs overlap_interference of its time, as TP's and DP's do
         cp_layer_exposed = cp_layer_exposed + interference * (cp_layer_t - cp_layer_exposed)
-        cp_layer_bytes = np.where(plans.cp > 1, 3 * (cp - 1) * kv_chunk, 0.0)
+        cp_layer_bytes = ring.calls * ring.bytes
     else:
         cp_layer_t = cp_layer_exposed = cp_layer_bytes = np.zeros(n)
 
-    # pipeline send/recv of one micro-batch's activations (scatter/gather over tp when SP), fwd and bwd, per chunk
-    pp_pair = _span(cluster, np.where(plans.pp > 1, 2, 1), strides["pp"])
-    pp_msg = act_bytes / C.seq_shard
-    pp_t = np.where(plans.pp > 1, 2 * P.vpp * _comm("send-recv", pp_msg, pp_pair, cluster).time_s, 0.0)
-    return SimpleNamespace(
+    # pipeline send/recv of one micro-batch's activations (scattered over tp with SP), fwd and bwd, per chunk
+    (chain,) = traffic["pp"]
+    pp_hops = _hops(cluster, plans.pp, strides["pp"], ring=False)
+    pp_t, pp_fill = _pipeline_p2p(cluster, chain, pp_hops, P)
+    return LayerComm(
         tp_span=tp_span, tp_layer_t=tp_layer_t, tp_layer_bytes=tp_layer_bytes, tp_layer_exposed=tp_layer_exposed,
         ep_span=ep_span, ep_layer_t=ep_layer_t, ep_layer_bytes=ep_layer_bytes, ep_layer_exposed=ep_layer_exposed,
-        cp_span=cp_span, cp_layer_t=cp_layer_t, cp_layer_exposed=cp_layer_exposed, cp_layer_bytes=cp_layer_bytes,
-        pp_pair=pp_pair, pp_t=pp_t, pp_bytes_mb=np.where(plans.pp > 1, 2 * P.vpp * pp_msg, 0.0),
+        cp_tier=cp_hops.tier, cp_layer_t=cp_layer_t, cp_layer_exposed=cp_layer_exposed, cp_layer_bytes=cp_layer_bytes,
+        pp_tier=pp_hops.tier, pp_t=pp_t, pp_fill=pp_fill, pp_bytes_mb=chain.calls * chain.bytes,
     )
 
 
-def _pipeline(P, C, S, X) -> SimpleNamespace:
+def _pipeline_p2p(cluster, chain, hops: GroupHops, P):
+    """Pipeline send/recv per micro-batch of the slowest stage (``pp_t``) and in the fill and drain
+    (``pp_fill``), each stage boundary priced on the tier it crosses.
+
+    Derivation (Megatron-LM's 1F1B schedule, Narayanan et al. SC 2021 section 2.2; its p2p ops are blocking on
+    the critical path, ``send_forward_recv_backward`` / ``send_backward_recv_forward``): in the steady state a
+    stage ``p`` exchanges one micro-batch's activation and gradient across each of its two boundaries, so
+    its slot holds ``c(p-1, p) + c(p, p+1)`` per chunk, ``v`` chunks when interleaved (the ``2 v c`` of a
+    uniform pipeline; the first and last stages are charged as a middle one). The slowest stage sets the
+    pace; with aligned blocks (:func:`tierwise.hierarchy.group_hops`) every boundary that leaves a node has
+    on its other side a boundary of the group's fastest class, so the slowest stage pays ``c_slow + c_fast``
+    (``2 c_slow`` when every boundary leaves a node; with interleaving the wrap from the last stage to the
+    first is a boundary of the slowest class too). The fill and drain carry the first micro-batch's forward
+    across each of the ``pp - 1`` boundaries once and the last one's backward back: ``2 sum_j c_j``, which
+    replaces the ``(pp - 1) / v x 2 v c`` that the bubble term ``(pp - 1) / v x t_mb`` would charge. For a
+    pipeline inside one tier both are the former uniform ``2 v c`` and ``2 (pp - 1) c``.
+    """
+    times = _hop_times(cluster, chain.bytes, hops)
+    many = P.pp > 1
+    # the chain's calls per micro-batch are 2 v (a forward and a backward transfer per chunk)
+    pp_t = np.where(many, chain.calls / 2 * (_pick(hops.slowest, times) + _pick(hops.fastest, times)), 0.0)
+    fill = sum(hops.hops[k] * t for k, t in enumerate(times) if t is not None)
+    return pp_t, np.where(many, 2.0 * fill, 0.0)
+
+
+def _pipeline(P: Derived, C: LayerCompute, S: StageCompute, X: LayerComm) -> Pipeline:
     """Per-micro-batch time of each stage; the slowest sets the pace; the bubble; the slowest stage's parts."""
     per_mb, comm_mb = [], []
     for fwd, rec, layers, moe_layers in zip(S.fwd, S.rec, S.layers, S.moe, strict=True):
@@ -546,18 +732,114 @@ def _pipeline(P, C, S, X) -> SimpleNamespace:
     t_mb = np.where(S.mid_exists, np.maximum(t_mb, per_mb[2]), t_mb)
     slow = np.where(per_mb[0] >= per_mb[1], 0, 1)
     slow = np.where(S.mid_exists & (per_mb[2] > np.maximum(per_mb[0], per_mb[1])), 2, slow)
-    return SimpleNamespace(
-        t_mb=t_mb, slow=slow, bubble=(P.pp - 1) / P.vpp * t_mb,
+    # the bubble: (pp - 1) / v micro-batch slots of the slowest stage without its steady-state send/recv, plus
+    # the fill and drain's send/recv across every stage boundary on its own tier (_pipeline_p2p)
+    return Pipeline(
+        t_mb=t_mb, slow=slow, bubble=(P.pp - 1) / P.vpp * (t_mb - X.pp_t) + X.pp_fill,
         fwd=np.choose(slow, S.fwd), rec=np.choose(slow, S.rec), comm=np.choose(slow, comm_mb),
         layers=np.choose(slow, S.layers), moe_layers=np.choose(slow, S.moe),
     )
 
 
-def _data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, P, S, pipe, strides, cparams,
-                   hbm) -> SimpleNamespace:
+@dataclass(frozen=True)
+class DpGroups:
+    """The groups data-parallel traffic runs on (:func:`_dp_groups`)."""
+
+    dp_group: np.ndarray
+    """Ranks holding the same dense weights: dp x cp."""
+    dp_span: GroupSpan
+    edp: np.ndarray
+    """Ranks holding the same experts: tp x cp x dp / (etp x ep)."""
+    edp_span: GroupSpan
+    shard: np.ndarray
+    """HSDP shard group: dp_shard x cp ranks."""
+    hsdp: np.ndarray
+    shard_span: GroupSpan
+    repl_span: GroupSpan
+
+
+def _dp_groups(cluster, plans: PlanBatch, P: Derived, strides) -> DpGroups:
+    """Where gradient reduction and parameter gathers run: the dp x cp group (one strided group in the default
+    tp-cp-dp-pp order, a two-axis group when another axis sits between cp and dp), the expert-data-parallel
+    group, and for HSDP the shard group and the replicas of each shard position."""
+    dp_group = P.dp * P.cp
+    edp = np.maximum(P.tp * P.cp * P.dp / (P.etp * P.ep), 1)
+    shard = plans.dp_shard.astype(float) * P.cp
+    return DpGroups(
+        dp_group=dp_group, dp_span=_two_axis_span(cluster, plans.cp, strides["cp"], plans.dp, strides["dp"]),
+        edp=edp, edp_span=_span(cluster, edp.astype(np.int64), (P.etp * P.ep).astype(np.int64)),
+        shard=shard, hsdp=(plans.dp_shard < plans.dp) & (plans.zero_stage >= 1),
+        shard_span=_two_axis_span(cluster, plans.cp, strides["cp"], plans.dp_shard, strides["dp"]),
+        # HSDP replicas: the same shard position in each of the dp / dp_shard shard groups (cp is not in it)
+        repl_span=_span(cluster, (dp_group / shard).astype(np.int64), strides["dp"] * plans.dp_shard.astype(np.int64)),
+    )
+
+
+class _NoCost:
+    time_s = bytes_per_rank = 0.0
+
+
+def _dp_costs(cluster, plans: PlanBatch, g: DpGroups, params, span_full, group, pieces, cparams):
+    """(gradient seconds, gather seconds, bytes per rank) per step for ``params`` per GPU reduced over
+    ``group`` ranks (``span_full``): ZeRO 0 all-reduces the gradients; ZeRO >= 1 reduce-scatters them and
+    all-gathers the weights, over the shard group plus an all-reduce of the 1/shard gradients over the replicas
+    under HSDP; each in ``pieces`` collectives (one per layer under ZeRO-3). A kind no plan of the batch uses
+    is not priced (a planner batch often has none)."""
+    zero, hsdp, shard = plans.zero_stage, g.hsdp, g.shard
+    g_bytes = cparams["grad_bytes"] * params / pieces
+    w_bytes = cparams["weight_bytes"] * params / pieces
+    used = group > 1
+
+    def maybe(needed, kind, size, span):
+        return _comm(kind, size, span, cluster) if np.any(needed) else _NoCost
+
+    ar = maybe(used & (zero == 0), "all-reduce", g_bytes, span_full)
+    rs_full = maybe(used & (zero >= 1) & ~hsdp, "reduce-scatter", g_bytes, span_full)
+    ag_full = maybe(used & (zero >= 1) & ~hsdp, "all-gather", w_bytes, span_full)
+    rs_sh = maybe(used & hsdp, "reduce-scatter", g_bytes, g.shard_span)
+    ag_sh = maybe(used & hsdp, "all-gather", w_bytes, g.shard_span)
+    ar_rep = maybe(used & hsdp, "all-reduce", g_bytes / np.maximum(shard, 1), g.repl_span)
+    rs = np.where(hsdp, rs_sh.time_s + ar_rep.time_s, rs_full.time_s)
+    ag = np.where(hsdp, ag_sh.time_s, ag_full.time_s)
+    grad_t = pieces * np.where(zero == 0, ar.time_s, rs)
+    gather_t = pieces * np.where(zero == 0, 0.0, ag)
+    bytes_ = pieces * np.where(zero == 0, ar.bytes_per_rank,
+                               np.where(hsdp, rs_sh.bytes_per_rank + ar_rep.bytes_per_rank + ag_sh.bytes_per_rank,
+                                        rs_full.bytes_per_rank + ag_full.bytes_per_rank))
+    return (np.where(used, grad_t, 0.0), np.where(used, gather_t, 0.0), np.where(used, bytes_, 0.0))
+
+
+def _dp_exposed(plans: PlanBatch, P: Derived, pipe: Pipeline, grad_t, gather_t, total_params_local, cparams):
+    """(time, exposed) of the step's data-parallel traffic under the overlap switches (module docstring).
+
+    ZeRO 0-2: one reduction per step behind the last micro-batch's backward except its last bucket, one gather
+    behind the first forward. ZeRO-3: per micro-batch a gather (forward, and backward again when resharding)
+    and a reduce-scatter, prefetched a layer ahead; the first layer's are exposed. The hidden part still costs
+    ``overlap_interference`` of its time: NCCL kernels take SMs and HBM bandwidth from the GEMMs they overlap
+    (Jangda et al. ASPLOS 2022 section 2; Rashidi et al. ISCA 2021).
+    """
+    m, z3 = P.m, plans.zero_stage == 3
+    regather = np.where(plans.reshard_after_forward, 1.0, 0.0)
+    bucket = np.maximum(cparams["bucket_params_min"], cparams["bucket_params_per_dp"] * P.dp)
+    last_bucket = np.minimum(1.0, bucket / np.maximum(total_params_local, 1))
+    bwd_last_mb = 2 * pipe.fwd + pipe.rec
+    grad_exposed = np.where(plans.overlap_grad_reduce,
+                            np.maximum(grad_t - bwd_last_mb, 0.0) + grad_t * last_bucket, grad_t)
+    gather_exposed = np.where(plans.overlap_param_gather, np.maximum(gather_t - pipe.fwd, 0.0), gather_t)
+    z3_per_mb = gather_t * (1 + regather) + grad_t
+    per_layer = 1.0 / np.maximum(pipe.layers, 1)
+    z3_exposed_mb = (np.maximum(gather_t - pipe.fwd, 0) + np.maximum(gather_t * regather + grad_t - bwd_last_mb, 0)
+                     + (gather_t + grad_t) * per_layer)
+    time = np.where(z3, z3_per_mb * m, grad_t + gather_t)
+    exposed = np.where(z3, z3_exposed_mb * m, grad_exposed + gather_exposed)
+    exposed = exposed + cparams.get("overlap_interference", 0.0) * np.maximum(time - exposed, 0.0)
+    return time, exposed
+
+
+def _data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derived, S: StageCompute,
+                   pipe: Pipeline, strides, cparams, hbm) -> DataParallel:
     """Gradient reduction, parameter gathers (ZeRO 0-3, HSDP) and the optimizer step of the slowest stage."""
-    n, tp, cp, dp, ep, etp, m = P.n, P.tp, P.cp, P.dp, P.ep, P.etp, P.m
-    layers_slow = pipe.layers
+    n, tp, ep, etp, m = P.n, P.tp, P.ep, P.etp, P.m
     single = P.pp == 1
     stage_params = [_stage_params(shape, S.layers[0], S.moe[0], tp, ep, etp, np.ones(n, bool), single),
                     _stage_params(shape, S.layers[1], S.moe[1], tp, ep, etp, single, np.ones(n, bool)),
@@ -565,58 +847,18 @@ def _data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, P, S, pi
     dense_params = np.choose(pipe.slow, [sp_[0] for sp_ in stage_params])
     expert_params = np.choose(pipe.slow, [sp_[1] for sp_ in stage_params])
     gb, wb = cparams["grad_bytes"], cparams["weight_bytes"]
-    dp_group = dp * cp
-    # gradients are reduced over the dp x cp ranks holding the same weights: the group starts at the
-    # stride of whichever of cp and dp is inner (in the default tp-cp-dp-pp order: stride tp)
-    dp_stride = np.where(plans.cp > 1, np.minimum(strides["cp"], strides["dp"]), strides["dp"])
-    dp_span = _span(cluster, (dp_group).astype(np.int64), dp_stride)
-    edp = np.maximum(tp * cp * dp / (etp * ep), 1)
-    edp_span = _span(cluster, edp.astype(np.int64), (etp * ep).astype(np.int64))
-    zero = plans.zero_stage
-    shard = plans.dp_shard.astype(float) * cp
-    hsdp = (plans.dp_shard < plans.dp) & (zero >= 1)
-    shard_span = _span(cluster, shard.astype(np.int64), dp_stride)
-    repl_span = _span(cluster, (dp_group / shard).astype(np.int64), (dp_stride * shard).astype(np.int64))
-
+    g = _dp_groups(cluster, plans, P, strides)
+    zero, hsdp, shard, dp_group, edp = plans.zero_stage, g.hsdp, g.shard, g.dp_group, g.edp
     # ZeRO-3 / FSDP gather and reduce-scatter one layer (one wrapped unit) at a time, so each step pays the
     # collective latency once per layer; ZeRO 0-2 reduce in large buckets (one collective per step here)
-    pieces = np.where(zero == 3, np.maximum(layers_slow, 1), 1.0)
-
-    class _NoCost:
-        time_s = bytes_per_rank = np.zeros(n)
-
-    def maybe(needed, kind, size, span):
-        """Only cost a collective some plan of the batch uses (a planner batch often has none)."""
-        return _comm(kind, size, span, cluster) if np.any(needed) else _NoCost
-
-    def dp_costs(params, span_full, group):
-        """(time, bytes) of gradient reduction and parameter gathers per step for ``params`` per GPU."""
-        g_bytes = gb * params / pieces
-        w_bytes = wb * params / pieces
-        used = group > 1
-        ar = maybe(used & (zero == 0), "all-reduce", g_bytes, span_full)
-        rs_full = maybe(used & (zero >= 1) & ~hsdp, "reduce-scatter", g_bytes, span_full)
-        ag_full = maybe(used & (zero >= 1) & ~hsdp, "all-gather", w_bytes, span_full)
-        rs_sh = maybe(used & hsdp, "reduce-scatter", g_bytes, shard_span)
-        ag_sh = maybe(used & hsdp, "all-gather", w_bytes, shard_span)
-        ar_rep = maybe(used & hsdp, "all-reduce", g_bytes / np.maximum(shard, 1), repl_span)
-        rs = np.where(hsdp, rs_sh.time_s + ar_rep.time_s, rs_full.time_s)
-        ag = np.where(hsdp, ag_sh.time_s, ag_full.time_s)
-        grad_t = pieces * np.where(zero == 0, ar.time_s, rs)
-        gather_t = pieces * np.where(zero == 0, 0.0, ag)
-        bytes_ = pieces * np.where(zero == 0, ar.bytes_per_rank,
-                                   np.where(hsdp, rs_sh.bytes_per_rank + ar_rep.bytes_per_rank + ag_sh.bytes_per_rank,
-                                            rs_full.bytes_per_rank + ag_full.bytes_per_rank))
-        return (np.where(group > 1, grad_t, 0.0), np.where(group > 1, gather_t, 0.0),
-                np.where(group > 1, bytes_, 0.0))
-
-    d_grad, d_gather, d_bytes = dp_costs(dense_params, dp_span, dp_group)
+    pieces = np.where(zero == 3, np.maximum(pipe.layers, 1), 1.0)
+    d_grad, d_gather, d_bytes = _dp_costs(cluster, plans, g, dense_params, g.dp_span, dp_group, pieces, cparams)
     if model.moe is not None:
-        e_grad, e_gather, e_bytes = dp_costs(expert_params, edp_span, edp)
+        e_grad, e_gather, e_bytes = _dp_costs(cluster, plans, g, expert_params, g.edp_span, edp, pieces, cparams)
     else:
         e_grad = e_gather = e_bytes = np.zeros(n)
-    grad_t = d_grad + e_grad
-    gather_t = d_gather + e_gather
+    total_params_local = dense_params + expert_params
+    time, exposed = _dp_exposed(plans, P, pipe, d_grad + e_grad, d_gather + e_gather, total_params_local, cparams)
     z3 = zero == 3
     regather = np.where(plans.reshard_after_forward, 1.0, 0.0)
     # ZeRO-3 with list-form collectives (zero3_gather = tensor-list, DeepSpeed ZeRO-3 of 2021): one
@@ -630,48 +872,49 @@ def _data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, P, S, pi
     # parameter fetch synchronizes the device after its gathers (DeepSpeed partition_parameters.py, "guarantee
     # the communication to be completed"), so the launch time adds to the step, exposed, as DP time.
     # Expert tensors are counted on the dense group.
-    tensors = ((layers_slow - pipe.moe_layers) * _param_tensors_per_layer(model, shape, False)
+    tensors = ((pipe.layers - pipe.moe_layers) * _param_tensors_per_layer(model, shape, False)
                + pipe.moe_layers * _param_tensors_per_layer(model, shape, True))
     list_mode = z3 & (plans.zero3_gather == ZERO3_GATHER.index("tensor-list"))
     gather_group = np.where(hsdp, shard, dp_group)
     copies = np.where(list_mode & (gather_group > 1), m * tensors * (2 + regather) * gather_group, 0.0)
     cpu_launch_s = copies * cparams["torch_op_overhead"]
-    total_params_local = dense_params + expert_params
-    bucket = np.maximum(cparams["bucket_params_min"], cparams["bucket_params_per_dp"] * dp)
-    last_bucket = np.minimum(1.0, bucket / np.maximum(total_params_local, 1))
-    bwd_last_mb = 2 * pipe.fwd + pipe.rec
-    # ZeRO 0-2: one reduction per step behind the last micro-batch's backward; one gather behind the first forward
-    grad_exposed = np.where(plans.overlap_grad_reduce,
-                            np.maximum(grad_t - bwd_last_mb, 0.0) + grad_t * last_bucket, grad_t)
-    gather_exposed = np.where(plans.overlap_param_gather, np.maximum(gather_t - pipe.fwd, 0.0), gather_t)
-    # ZeRO 3: per micro-batch gather (fwd, and bwd again when resharding) + reduce-scatter, prefetched a layer ahead
-    z3_per_mb = gather_t * (1 + regather) + grad_t
-    per_layer = 1.0 / np.maximum(layers_slow, 1)
-    z3_exposed_mb = (np.maximum(gather_t - pipe.fwd, 0) + np.maximum(gather_t * regather + grad_t - bwd_last_mb, 0)
-                     + (gather_t + grad_t) * per_layer)
-    time = np.where(z3, z3_per_mb * m, grad_t + gather_t)
-    exposed = np.where(z3, z3_exposed_mb * m, grad_exposed + gather_exposed)
-    # communication hidden behind compute still slows it: NCCL kernels take SMs and HBM bandwidth from the
-    # GEMMs they overlap (Jangda et al. ASPLOS 2022 section 2; Rashidi et al. ISCA 2021); a fraction
-    # ``overlap_interference`` of the hidden time is paid
-    exposed = exposed + cparams.get("overlap_interference", 0.0) * np.maximum(time - exposed, 0.0)
     time, exposed = time + cpu_launch_s, exposed + cpu_launch_s
     # ZeRO-3 buffer passes over the rank's unsharded parameters, every micro-batch (_shard_copy_bytes): streaming
     # kernels on the compute stream, or (FSDP1's cast and divide) on a side stream whose kernels wait for the
     # SMs the backward GEMMs fill, so they are charged in full, at the memory-bound rate
     copy_bytes = _shard_copy_bytes(plans.zero3_gather, wb, gb, regather)
-    shard_copy_s = np.where(z3 & (gather_group > 1), m * (dense_params + expert_params) * copy_bytes / hbm, 0.0)
+    shard_copy_s = np.where(z3 & (gather_group > 1), m * total_params_local * copy_bytes / hbm, 0.0)
     # optimizer step (memory bound), sharded under ZeRO >= 1
     opt_params = np.where(zero >= 1, dense_params / np.maximum(np.where(hsdp, shard, dp_group), 1)
                           + expert_params / edp, total_params_local)
-    return SimpleNamespace(
+    return DataParallel(
         time=time, exposed=exposed,
         bytes=np.where(z3, (d_bytes + e_bytes) * m * np.where(plans.reshard_after_forward, 1.5, 1.0),
                        d_bytes + e_bytes),
-        tier=np.maximum(dp_span.tier, np.where(edp > 1, edp_span.tier, 0)),
+        tier=np.maximum(g.dp_span.tier, np.where(edp > 1, g.edp_span.tier, 0)),
         optimizer_s=opt_params * cparams["optimizer_bytes_per_param"] / hbm, shard_copy_s=shard_copy_s,
         stage_params=stage_params, dp_group=dp_group, edp=edp, shard=shard, hsdp=hsdp,
     )
+
+
+def _two_axis_span(cluster, a, stride_a, b, stride_b):
+    """Span of the ranks of two axes together (``a`` ranks at ``stride_a`` times ``b`` at ``stride_b``: cp x
+    dp, whose ranks hold the same weights). Adjacent in the placement order they form one strided group;
+    with another axis between them (``cp-tp-dp-pp``) a two-axis group whose blocks hold the product of the
+    two axes' members (:func:`tierwise.hierarchy.group_span`), not ``a x b`` consecutive ranks."""
+    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    stride_a, stride_b = np.asarray(stride_a, dtype=np.int64), np.asarray(stride_b, dtype=np.int64)
+    if np.all(stride_b == stride_a * a):  # the default orders: b right outside a (also every a = 1 at b's stride)
+        return _span(cluster, a * b, stride_a)
+    a_inner = stride_a <= stride_b
+    size_in, stride_in = np.where(a_inner, a, b), np.where(a_inner, stride_a, stride_b)
+    size_out, stride_out = np.where(a_inner, b, a), np.where(a_inner, stride_b, stride_a)
+    adjacent = (stride_out == stride_in * size_in) | (size_in == 1) | (size_out == 1)
+    if np.all(adjacent):  # the default orders (cp and dp next to each other) and every plan without cp
+        return _span(cluster, size_in * size_out, np.where(size_in == 1, stride_out, stride_in))
+    return _span(cluster, np.where(adjacent, size_in * size_out, size_in),
+                 np.where(size_in == 1, stride_out, stride_in),
+                 np.where(adjacent, 1, size_out), np.where(adjacent, 1, stride_out))
 
 
 def _shard_copy_bytes(mode, wb: float, gb: float, regather) -> np.ndarray:
@@ -723,7 +966,7 @@ def _flops(model, shape: ModelShape, plans: PlanBatch, P):
                                                                  for g in shape.moe_gemms))
                        + model.num_layers * model_core + 2.0 * model.hidden_size * model.vocab_size)
     model_flops = 3 * fwd_flops_token * tokens_step
-    rec_flops_token = np.select([P.rc == 2, P.rc == 1],
+    rec_flops_token = np.select([P.rc == Recompute.FULL, P.rc == Recompute.SELECTIVE],
                                 [fwd_flops_token - 2.0 * model.hidden_size * model.vocab_size,
                                  model.num_layers * model_core], 0.0)
     return model_flops, model_flops + rec_flops_token * tokens_step

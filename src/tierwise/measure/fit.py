@@ -44,14 +44,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tierwise.collectives.fitted import BUS_FACTOR, predict_fitted
 from tierwise.collectives.volumes import bus_factor, normalize_kind
 from tierwise.errors import MeasureError
-from tierwise.measure import hostcopy
 
 __all__ = ["Regime", "RegimeFit", "fit_regimes", "predict_time", "predict_tier", "out_of_sample", "BUS_FACTOR"]
 
-BUS_FACTOR = "bus-factor"
-"""The default fitted model (no ``model:`` key in the YAML): nccl-tests bus factors, this module."""
+# BUS_FACTOR (imported above): the default fitted model (no ``model:`` key in the YAML), nccl-tests bus factors
 
 _NAMES = {1: ("all",), 2: ("small", "large"), 3: ("small", "medium", "large"), 4: ("tiny", "small", "medium", "large")}
 
@@ -114,47 +113,29 @@ class RegimeFit:
     """How the regimes transfer to other ops: ``bus-factor`` (this module) or ``host-copy``."""
 
     def predict(self, op: str, size_bytes, num_ranks: int | None = None):
-        return predict_time(self.regimes, op, size_bytes, num_ranks or self.num_ranks, model=self.model)
-
-
-def _regime_get(regime: Regime | Mapping, key: str):
-    return getattr(regime, key) if isinstance(regime, Regime) else regime.get(key)
+        """:func:`predict_time` of these regimes on ``num_ranks`` ranks (default: the fitted count)."""
+        return predict_time(self.regimes, op, size_bytes, num_ranks or self.num_ranks, model=self.model,
+                            fit_ranks=self.num_ranks)
 
 
 def predict_time(regimes: Sequence[Regime | Mapping], op: str, size_bytes, num_ranks: int, *,
-                 model: str | None = None):
+                 model: str | None = None, fit_ranks: int | None = None):
     """Predicted time (s) of ``op`` on ``size_bytes`` (nccl-tests size) over ``num_ranks`` ranks.
 
-    ``model`` None or ``"bus-factor"`` (the default, every NCCL or multi-host fit):
-    ``min over regimes with min_bytes <= S <= max_bytes of latency_s + S x bus_factor(op, n) / busbw``
-    (module docstring). ``model="host-copy"`` (a gloo sweep with all ranks on one host): the same minimum of
-    ``step_latency_s x latency_steps + copy_s_per_byte x ring_work_bytes + memory_s_per_byte x
-    outside_copy_bytes`` (:mod:`tierwise.measure.hostcopy`).
-    Regimes may be :class:`Regime` objects or the mappings of a calibrated YAML.
-    Returns a float for a scalar size, an array otherwise; NaN where no regime covers the size.
+    :func:`tierwise.collectives.fitted.predict_fitted`, the one rule the estimator uses too: ``model`` None
+    or ``"bus-factor"`` (the default, every NCCL or multi-host fit): the minimum over the regimes covering
+    ``S`` of ``latency_s x (n - 1) / (fit_ranks - 1) + S x bus_factor(op, n) / busbw`` (module docstring;
+    ``fit_ranks`` None: the regimes' own rank count, no scaling). ``model="host-copy"`` (a gloo sweep with
+    all ranks on one host): the same minimum of ``step_latency_s x latency_steps + copy_s_per_byte x
+    ring_work_bytes + memory_s_per_byte x outside_copy_bytes`` (:mod:`tierwise.measure.hostcopy`).
+    Regimes may be :class:`Regime` objects or the mappings of a calibrated YAML. A size outside every
+    regime's range takes the nearest regime. Returns a float for a scalar size, an array otherwise.
 
     >>> r = [Regime(name="all", min_bytes=0, max_bytes=None, latency_s=1e-5, busbw_bytes_per_s=1e10)]
     >>> round(predict_time(r, "all-reduce", 1e6, 2) * 1e6, 3)  # 10 us + 1 MB x 1.0 / 10 GB/s
     110.0
     """
-    kind = normalize_kind(op)
-    if model == hostcopy.MODEL:
-        best = hostcopy.predict_host_copy(regimes, kind, size_bytes, num_ranks, _regime_get)
-        return float(best) if best.ndim == 0 else best
-    if model not in (None, BUS_FACTOR):
-        raise MeasureError(f"unknown fitted model {model!r}; use {BUS_FACTOR} (default) or {hostcopy.MODEL}")
-    size = np.asarray(size_bytes, dtype=float)
-    bus_bytes = size * bus_factor(kind, num_ranks)
-    best = np.full(size.shape, np.inf)
-    for regime in regimes:
-        lo = float(_regime_get(regime, "min_bytes") or 0.0)
-        hi = _regime_get(regime, "max_bytes")
-        hi = math.inf if hi is None else float(hi)
-        busbw = _regime_get(regime, "busbw_bytes_per_s")
-        t = float(_regime_get(regime, "latency_s")) + (bus_bytes / float(busbw) if busbw else 0.0 * bus_bytes)
-        covered = (size >= lo) & (size <= hi)
-        best = np.where(covered, np.minimum(best, t), best)
-    best = np.where(np.isfinite(best), best, np.nan)
+    best = predict_fitted(regimes, op, size_bytes, num_ranks, fit_ranks=fit_ranks, model=model)
     return float(best) if best.ndim == 0 else best
 
 
@@ -166,7 +147,8 @@ def predict_tier(tier: Mapping, op: str, size_bytes, num_ranks: int | None = Non
     n = num_ranks if num_ranks is not None else tier.get("num_ranks")
     if n is None:
         raise MeasureError("the fitted tier has no num_ranks; pass num_ranks")
-    return predict_time(tier["regimes"], op, size_bytes, int(n), model=tier.get("model"))
+    return predict_time(tier["regimes"], op, size_bytes, int(n), model=tier.get("model"),
+                        fit_ranks=tier.get("num_ranks"))
 
 
 _RESOLUTION = 1e-4

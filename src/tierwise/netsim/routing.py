@@ -37,13 +37,6 @@ def _hash(src, dst, seed: int, salt: int) -> np.ndarray:
     return splitmix(splitmix(key) ^ np.uint64((seed * 1_000_003 + salt) & 0xFFFFFFFFFFFFFFFF))
 
 
-def _nic_links(fab: Fabric):
-    t = fab.tables
-    if "trees" in t:
-        return t["trees"], None
-    return None, (t["nic_up"], t["nic_down"])
-
-
 def nic_access(fab: Fabric) -> tuple[np.ndarray, np.ndarray]:
     """(uplink, downlink) of every NIC to its first switch (-1 for a torus)."""
     t = fab.tables

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
+from enum import IntEnum
 from typing import Any
 
 import numpy as np
@@ -26,10 +27,21 @@ from tierwise.files import short_repr
 from tierwise.limits import MAX_BATCH, MAX_GPUS, MAX_LAYERS, MAX_SEQ
 from tierwise.specs._mapping import check_keys, get_bool, get_int, require_mapping
 
-__all__ = ["Plan", "PlanBatch", "plan_from_mapping", "MEGATRON_ALIASES", "LAYERS_PER_CHUNK", "validate_plan_batch", "valid_plan_mask", "ep_overlap_allowed",
-           "RECOMPUTE", "PRECISION", "ORDERS", "SCHEDULES", "ZERO3_GATHER"]
+__all__ = ["Plan", "PlanBatch", "plan_from_mapping", "MEGATRON_ALIASES", "LAYERS_PER_CHUNK", "validate_plan_batch",
+           "valid_plan_mask", "ep_overlap_allowed", "RECOMPUTE", "Recompute", "PRECISION", "ORDERS", "SCHEDULES",
+           "ZERO3_GATHER"]
 
 RECOMPUTE = ("none", "selective", "full")
+
+
+class Recompute(IntEnum):
+    """``PlanBatch.recompute`` codes (indices into :data:`RECOMPUTE`)."""
+
+    NONE = 0
+    SELECTIVE = 1
+    FULL = 2
+
+
 PRECISION = ("bf16", "fp8")
 SCHEDULES = ("1f1b", "interleaved")
 ZERO3_GATHER = ("flat", "per-parameter", "tensor-list")

@@ -82,10 +82,6 @@ class Fabric:
         cap = self.link_cap if link_cap is None else link_cap
         return np.bincount(self.link_group, weights=cap, minlength=self.num_groups)
 
-    def group_latency(self) -> np.ndarray:
-        lat = np.zeros(self.num_groups)
-        lat[self.link_group] = self.link_lat
-        return lat
 
 
 class GraphBuilder:

@@ -1,0 +1,155 @@
+"""Traffic as records: every communication one training step makes, per axis, for a batch of plans.
+
+:func:`layer_traffic` lists, for a :class:`~tierwise.specs.plan.PlanBatch` (numpy struct of arrays), the
+collectives and transfers of the tensor-, expert- and context-parallel axes (per layer) and of the
+pipeline (per micro-batch) as :class:`Traffic` records: the kind, the bytes of one call (nccl-tests size,
+:mod:`tierwise.collectives.volumes`), the group geometry (``size`` ranks at ``stride``: which ranks it
+spans, :mod:`tierwise.hierarchy`), how many calls per layer or per micro-batch in each phase, and what the
+schedule lets it hide behind. The estimator (:mod:`tierwise.estimate.step`) only *prices* these records on
+the tiers their groups cross (:mod:`tierwise.collectives`) and applies overlap; it computes no volume itself.
+Data-parallel traffic (gradient reduction, ZeRO gathers) depends on the slowest pipeline stage's
+parameters, which the estimator's stage composition yields; it stays in ``estimate/step.py:_data_parallel``.
+
+Counts per layer, one micro-batch, hidden size ``h``, ``T`` tokens per rank (``b s / cp``), bf16 (2 bytes):
+
+* **TP** (Megatron-LM; Shoeybi et al. 2019 section 3; Korthikanti et al. 2022 section 4.2.2, Fig. 5): each of
+  the attention and MLP blocks has one ``g`` and one ``g-bar``. Without sequence parallelism that is an
+  all-reduce of the ``2 T h``-byte activations forward (``g-bar``) and one backward (``g``): 2 + 2 per
+  layer. With sequence parallelism ``g`` is an all-gather forward and a reduce-scatter backward, ``g-bar``
+  the reverse: **2 all-gathers + 2 reduce-scatters per layer forward**, 2 + 2 backward, each over the full
+  ``2 T h`` buffer ("the same communication volume" as the all-reduces). Full recompute reruns the forward:
+  2 + 2 (or 2 all-reduces) more.
+* **EP** (GShard, Lepikhin et al. 2021 section 2.2; Megatron-Core MoE): a dispatch and a combine all-to-all
+  of ``top_k x T' x h x 2`` bytes per MoE layer forward (``T' = T / tp`` with SP), the same two backward, two
+  more under full recompute.
+* **CP** (ring attention, Liu et al. 2023; Megatron-Core context parallelism): ``cp - 1`` passes of the
+  rank's K/V chunk (``2 T x kv_channels x 2 / min(tp, kv heads)`` bytes) around the ring forward, twice the
+  data backward (``2 (cp - 1)`` passes: K/V and their gradients); each pass is every rank sending to its
+  neighbour at once (``pattern = "ring"``: paced by the ring's slowest hop).
+* **PP** (Narayanan et al. 2021 section 2.2): one send/recv of the micro-batch's activations
+  (``2 T h / tp`` bytes with SP, scattered over the TP ranks) forward and one of their gradients backward,
+  per model chunk (``2 v`` per micro-batch; ``pattern = "chain"``: each stage boundary on its own tier).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tierwise.specs.model import ModelSpec
+from tierwise.specs.plan import ORDERS, PlanBatch, Recompute
+from tierwise.workload.flops import ModelShape
+
+__all__ = ["Traffic", "layer_traffic", "axis_strides", "PHASES"]
+
+PHASES = ("forward", "backward", "recompute")
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """One kind of communication of one axis, for every plan of a batch (arrays of one shape ``N``)."""
+
+    axis: str
+    """``tp``, ``ep``, ``cp`` or ``pp``."""
+    kind: str
+    """Collective kind (:data:`tierwise.collectives.volumes` names): ``all-gather``, ``reduce-scatter``,
+    ``all-reduce``, ``all-to-all`` or ``send-recv``."""
+    bytes: np.ndarray
+    """Bytes of one call (nccl-tests size: the whole buffer; for a send/recv the message)."""
+    size: np.ndarray
+    """Ranks in the group."""
+    stride: np.ndarray
+    """Rank distance between neighbouring members of the group."""
+    counts: dict[str, np.ndarray]
+    """Calls per ``per`` in each phase (``forward``, ``backward``, ``recompute``)."""
+    per: str
+    """``layer`` (every layer), ``moe_layer`` (layers with experts) or ``microbatch``."""
+    pattern: str = "collective"
+    """``collective`` (priced by the collective model on the group's span), ``ring`` (simultaneous
+    neighbour transfers: the slowest hop sets the pace) or ``chain`` (a pipeline: each boundary on its tier)."""
+    hides_behind: str = "nothing"
+    """What the schedule may overlap it with (the estimator's overlap switches decide whether it does)."""
+
+    @property
+    def calls(self) -> np.ndarray:
+        """Calls per ``per`` in all phases together."""
+        return sum(self.counts.values())
+
+
+def axis_strides(plans: PlanBatch) -> dict[str, np.ndarray]:
+    """Stride of each axis's group for the plans' placement orders (innermost axis stride 1): rank ``r`` runs
+    on GPU ``r`` and the axes are laid out innermost first (:mod:`tierwise.hierarchy`)."""
+    strides = {a: np.ones(len(plans), dtype=np.int64) for a in ("tp", "cp", "dp", "pp")}
+    for code, order in enumerate(ORDERS):
+        mask = plans.order == code
+        if not np.any(mask):
+            continue
+        acc = np.ones(int(mask.sum()), dtype=np.int64)
+        for axis in order.split("-"):
+            strides[axis][mask] = acc
+            acc = acc * getattr(plans, axis)[mask]
+    return strides
+
+
+def layer_traffic(model: ModelSpec, shape: ModelShape, plans: PlanBatch,
+                  strides: dict[str, np.ndarray] | None = None) -> dict[str, list[Traffic]]:
+    """The TP, EP, CP and PP records of ``plans`` (module docstring), by axis.
+
+    >>> from tierwise.specs.model import load_model
+    >>> from tierwise.specs.plan import plan_from_mapping
+    >>> from tierwise.workload.flops import model_shape
+    >>> m = load_model("llama3.1-70b")
+    >>> p = PlanBatch.from_plans([plan_from_mapping({"tp": 8, "global_batch_size": 8, "seq_length": 4096}, num_gpus=8)])
+    >>> tp = layer_traffic(m, model_shape(m), p)["tp"]
+    >>> [(r.kind, int(r.counts["forward"][0]), int(r.counts["backward"][0])) for r in tp if r.calls[0] > 0]
+    [('all-gather', 2, 2), ('reduce-scatter', 2, 2)]
+    """
+    strides = axis_strides(plans) if strides is None else strides
+    n = len(plans)
+    tp, cp = plans.tp.astype(float), plans.cp.astype(float)
+    tokens = plans.micro_batch_size.astype(float) * plans.seq_length.astype(float) / cp
+    sp = plans.sequence_parallel & (plans.tp > 1)
+    full = plans.recompute == Recompute.FULL
+    act_bytes = 2.0 * tokens * model.hidden_size
+    zero = np.zeros(n)
+
+    def phases(fwd, bwd, recompute_like_forward=True):
+        fwd = np.broadcast_to(np.asarray(fwd, dtype=float), (n,))
+        bwd = np.broadcast_to(np.asarray(bwd, dtype=float), (n,))
+        return {"forward": fwd, "backward": bwd,
+                "recompute": np.where(full, fwd, 0.0) if recompute_like_forward else zero}
+
+    on = plans.tp > 1
+    with_sp, without_sp = np.where(on & sp, 2.0, 0.0), np.where(on & ~sp, 2.0, 0.0)
+    tp_size, tp_stride = plans.tp, strides["tp"]
+    out = {
+        "tp": [
+            Traffic(axis="tp", kind="all-gather", bytes=act_bytes, size=tp_size, stride=tp_stride,
+                    counts=phases(with_sp, with_sp), per="layer", hides_behind="layer_gemms"),
+            Traffic(axis="tp", kind="reduce-scatter", bytes=act_bytes, size=tp_size, stride=tp_stride,
+                    counts=phases(with_sp, with_sp), per="layer", hides_behind="layer_gemms"),
+            Traffic(axis="tp", kind="all-reduce", bytes=act_bytes, size=tp_size, stride=tp_stride,
+                    counts=phases(without_sp, without_sp), per="layer", hides_behind="layer_gemms"),
+        ],
+    }
+    if model.moe is not None:
+        a2a = np.where(sp, tokens / tp, tokens) * model.moe.top_k * model.hidden_size * 2.0
+        calls = np.where(plans.ep > 1, 2.0, 0.0)
+        # the expert groups: ep ranks at stride etp (experts fold into the tp x cp x dp ranks: etp x ep x edp)
+        out["ep"] = [Traffic(axis="ep", kind="all-to-all", bytes=a2a, size=plans.ep, stride=plans.etp.astype(np.int64),
+                             counts=phases(calls, calls), per="moe_layer", hides_behind="adjacent_microbatch")]
+    else:
+        out["ep"] = []
+    kv_split = np.minimum(tp, model.num_kv_heads if model.mla is None else tp)
+    kv_chunk = 2.0 * tokens * shape.kv_bytes_channels / kv_split
+    passes = np.where(plans.cp > 1, cp - 1, 0.0)
+    out["cp"] = [Traffic(axis="cp", kind="send-recv", bytes=kv_chunk, size=plans.cp, stride=strides["cp"],
+                         counts=phases(passes, 2 * passes, recompute_like_forward=False), per="layer",
+                         pattern="ring", hides_behind="attention")]
+    chunks = np.where(plans.pp > 1, plans.vpp.astype(float), 0.0)
+    seq_shard = np.where(sp, tp, 1.0)
+    out["pp"] = [Traffic(axis="pp", kind="send-recv", bytes=act_bytes / seq_shard, size=plans.pp,
+                         stride=strides["pp"], counts=phases(chunks, chunks, recompute_like_forward=False),
+                         per="microbatch", pattern="chain")]
+    return out

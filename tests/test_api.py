@@ -1,0 +1,29 @@
+"""The Python API exported from ``tierwise`` (issue 13, part 5): every name resolves, lazily."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import tierwise
+
+
+@pytest.mark.parametrize("name", [n for n in tierwise.__all__ if n != "__version__"])
+def test_every_exported_name_resolves_to_its_module(name):
+    value = getattr(tierwise, name)
+    module, attr = tierwise._API[name] if isinstance(tierwise._API[name], tuple) else (tierwise._API[name], name)
+    assert getattr(__import__(module, fromlist=[attr]), attr) is value
+    assert not isinstance(value, type(tierwise))  # a function or class, never a module of the same name
+
+
+def test_import_tierwise_loads_no_model_code():
+    code = "import sys, tierwise; print(any(m.startswith('tierwise.') for m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_unknown_name_is_an_attribute_error():
+    with pytest.raises(AttributeError, match="no attribute 'estimate_everything'"):
+        tierwise.estimate_everything  # noqa: B018

@@ -1,0 +1,108 @@
+"""No module imports from a layer above it (issue 13, part 3; the order of ../shared/ARCHITECTURE.md).
+
+Every ``import tierwise.x`` / ``from tierwise.x import ...`` in src/tierwise, at module level or inside a
+function (a lazy import is still a dependency), is read with :mod:`ast` and checked against the layer
+order, lowest first::
+
+    errors < units < specs < hierarchy < collectives < workload < estimate < planner, validate < cli
+    specs < topology < netsim (netsim also above collectives) < cli
+    collectives < measure < cli
+
+A layer may import itself and any layer below it; nothing else. The package root (``tierwise/__init__``,
+the Python API) and ``__main__`` sit on top.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "tierwise"
+
+ABOVE = {
+    # layer: the layers directly below it
+    "errors": (),
+    "units": ("errors",),
+    "specs": ("units",),
+    "hierarchy": ("specs",),
+    "collectives": ("hierarchy",),
+    "workload": ("collectives",),
+    "estimate": ("workload",),
+    "planner": ("estimate",),
+    "validate": ("estimate",),
+    "topology": ("specs",),
+    "netsim": ("topology", "collectives"),
+    "measure": ("collectives",),
+    "cli": ("planner", "validate", "netsim", "measure"),
+    "__main__": ("cli",),
+    "<root>": ("cli",),
+}
+
+
+def _below(layer: str) -> set[str]:
+    out: set[str] = set()
+    todo = list(ABOVE[layer])
+    while todo:
+        lower = todo.pop()
+        if lower not in out:
+            out.add(lower)
+            todo.extend(ABOVE[lower])
+    return out
+
+
+def layer_of(path: Path) -> str:
+    rel = path.relative_to(SRC).with_suffix("")
+    if rel.parts == ("__init__",):
+        return "<root>"
+    return rel.parts[0]
+
+
+def imported_layers(source: str) -> list[tuple[int, str]]:
+    """(line, layer) of every tierwise module ``source`` imports."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            root = node.module == "tierwise"
+            names = [f"tierwise.{a.name}" for a in node.names] if root else [node.module]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "tierwise":
+                out.append((node.lineno, parts[1] if len(parts) > 1 else "<root>"))
+    return out
+
+
+def violations(layer: str, source: str) -> list[str]:
+    allowed = _below(layer) | {layer}
+    return [f"line {line}: {layer} imports {target}" for line, target in imported_layers(source)
+            if target not in allowed]
+
+
+def _modules():
+    return sorted(p for p in SRC.rglob("*.py"))
+
+
+def test_every_package_has_a_layer():
+    layers = {layer_of(p) for p in _modules()}
+    assert layers <= set(ABOVE), f"give these a place in the layer order: {sorted(layers - set(ABOVE))}"
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(SRC)))
+def test_no_module_imports_a_layer_above_it(path):
+    assert violations(layer_of(path), path.read_text()) == []
+
+
+def test_the_check_catches_an_upward_import():
+    """The checker itself: a lazy import of the estimator from collectives, and of measure from collectives
+    (the package cycle issue 13 removed: collectives/model.py importing measure/hostcopy.py), are caught."""
+    lazy = "def f():\n    from tierwise.estimate.step import estimate\n"
+    assert violations("collectives", lazy) == ["line 2: collectives imports estimate"]
+    assert violations("collectives", "from tierwise.measure import hostcopy\n") == [
+        "line 1: collectives imports measure"]
+    assert violations("collectives", "from tierwise import measure\n") == ["line 1: collectives imports measure"]
+    assert violations("measure", "from tierwise.collectives.fitted import predict_fitted\n") == []
+    assert violations("estimate", "import tierwise.netsim\n") == ["line 1: estimate imports netsim"]
