@@ -4,7 +4,7 @@ Every ``import tierwise.x`` / ``from tierwise.x import ...`` in src/tierwise, at
 function (a lazy import is still a dependency), is read with :mod:`ast` and checked against the layer
 order, lowest first::
 
-    errors < units < specs < hierarchy < collectives < workload < estimate < planner, validate < cli
+    errors < limits < units; errors < files, atomic; all of them < specs < hierarchy < collectives < workload < estimate < planner, validate < cli
     specs < topology < netsim (netsim also above collectives) < cli
     collectives < measure < cli
 
@@ -24,8 +24,12 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "tierwise"
 ABOVE = {
     # layer: the layers directly below it
     "errors": (),
-    "units": ("errors",),
-    "specs": ("units",),
+    "_version": (),
+    "limits": ("errors",),  # the range of every number a user gives
+    "units": ("errors", "limits"),
+    "files": ("errors",),  # the guarded reader and strict YAML/JSON loaders
+    "atomic": ("errors",),  # outputs: checked before the work, written atomically
+    "specs": ("units", "files", "atomic", "_version"),
     "hierarchy": ("specs",),
     "collectives": ("hierarchy",),
     "workload": ("collectives",),

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import importlib
 
-__version__ = "0.1.0"
+from tierwise._version import __version__
 
 _API = {
     "load_model": "tierwise.specs.model",

@@ -29,7 +29,7 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        from tierwise import __version__
+        from tierwise._version import __version__
 
         print(f"tierwise {__version__}")
         raise typer.Exit(0)
