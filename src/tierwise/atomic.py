@@ -47,11 +47,19 @@ def _reason(exc: OSError) -> str:
 def check_writable(path: str | os.PathLike, what: str = "--out") -> Path:
     """Check that ``path`` can be written (see the module docstring); return it as a :class:`Path`.
 
-    Raises :class:`OutputError` naming ``what`` (the option) and the path.
+    Raises :class:`OutputError` naming ``what`` (the option) and the path (shortened past 80 characters);
+    a path the file system refuses outright (a name too long, a loop of links) is such an error too.
     """
-    p = Path(path)
-    text = str(path)
-    if not text or text.endswith(os.sep):
+    full = str(path)
+    text = full if len(full) <= 80 else full[:60] + "..." + full[-17:]
+    try:
+        return _check_writable(Path(path), full, text, what)
+    except OSError as exc:
+        raise OutputError(f"{what} {text!r}: {_reason(exc)}") from None
+
+
+def _check_writable(p: Path, full: str, text: str, what: str) -> Path:
+    if not full or full.endswith(os.sep):
         raise OutputError(f"{what} {text!r}: name a file, not a directory")
     parent = p.parent if str(p.parent) else Path(".")
     if p.is_dir():

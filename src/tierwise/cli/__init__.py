@@ -112,6 +112,12 @@ def main(argv: list[str] | None = None) -> int:
     except TierwiseError as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
+    except OSError as exc:  # last resort: a path the system refused where no guard looked; still one line
+        name = str(exc.filename or "")
+        name = name if len(name) <= 80 else name[:60] + "..." + name[-17:]
+        print(f"error: {exc.strerror or exc}" + (f": {name!r}" if name else "") + "; check the path",
+              file=sys.stderr)
+        return 2
     except typer.Exit as exc:
         return exc.exit_code
     except (typer.Abort, KeyboardInterrupt):
