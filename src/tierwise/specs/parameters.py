@@ -60,7 +60,8 @@ def _load(path: str | None) -> Parameters:
     if path is None:
         return _parse(installed, "catalog/parameters.yaml")
     where = f"parameters file {path!r}" + ("" if _OVERRIDE else f" (${PARAMETERS_ENV})")
-    data = catalog.load_yaml_file(path)
+    what = "parameters file" + ("" if _OVERRIDE else f" (${PARAMETERS_ENV})")
+    data = catalog.load_yaml_file(path, what=what)
     return parameters_from_mapping(data, where)
 
 
