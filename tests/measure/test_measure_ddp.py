@@ -40,6 +40,7 @@ def test_config_needs_five_steps():
         DdpConfig(steps=4)
 
 
+@pytest.mark.slow
 def test_a_real_two_rank_ddp_step():
     pytest.importorskip("torch", reason="torch not installed (pip install 'tierwise[measure]')")
     from tierwise.measure.ddp import run_ddp

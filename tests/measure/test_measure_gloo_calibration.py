@@ -166,6 +166,7 @@ def sweep(tmp_path_factory):
     return path, others
 
 
+@pytest.mark.slow
 def test_calibrating_on_a_gloo_result_fits_the_all_reduce_on_scale_up(sweep):
     """The live pipeline end to end (measure, calibrate, report); how well the fit matches is checked on the
     recorded sweep below, not on live timings of a shared VM (one live sweep at load 1.6 missed 25%)."""
@@ -178,6 +179,7 @@ def test_calibrating_on_a_gloo_result_fits_the_all_reduce_on_scale_up(sweep):
     assert reported == {("all-gather", False), ("broadcast", False), ("reduce-scatter", True)}
 
 
+@pytest.mark.slow
 def test_all_reduce_calibration_predicts_the_other_ops_live_within_a_factor_of_two_at_the_median(sweep):
     """Live, a point's error is not bounded (a size's per-round median is bimodal at 1-4 MiB, 2-4x apart
     between rounds, on the shared 2-vCPU VM; docs/measure.md), so the former non-strict xfail at 25% per point
