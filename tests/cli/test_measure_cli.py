@@ -106,6 +106,7 @@ def test_gemm_and_hbm_without_a_gpu_are_one_clear_line(capsys):
         assert "no CUDA GPU is visible" in _one_error_line(capsys)
 
 
+@pytest.mark.slow
 def test_measure_collective_json_and_out(tmp_path, capsys):
     pytest.importorskip("torch", reason="torch not installed (pip install 'tierwise[measure]')")
     out = tmp_path / "result.json"

@@ -9,6 +9,7 @@ import pytest
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_gloo_anatomy.py"
 
 
+@pytest.mark.slow
 def test_anatomy_prints_every_part_and_the_ratios():
     pytest.importorskip("torch", reason="torch not installed (pip install 'tierwise[measure]')")
     proc = subprocess.run([sys.executable, str(SCRIPT), "--sizes", "256KiB", "--iters", "2", "--rounds", "1"],

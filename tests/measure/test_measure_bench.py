@@ -47,6 +47,7 @@ def test_config_rejects_empty_sweeps_and_unknown_backends():
         BenchConfig(ops=("all-reduce",), sizes_bytes=(1024,), backend="mpi")
 
 
+@pytest.mark.slow
 def test_every_collective_is_correct_on_gloo():
     pytest.importorskip("torch", reason="torch not installed (pip install 'tierwise[measure]')")
     from tierwise.measure.bench import run_collectives
@@ -60,6 +61,7 @@ def test_every_collective_is_correct_on_gloo():
     assert "not fitted" in results["reduce-scatter"][0]["note"]
 
 
+@pytest.mark.slow
 def test_rounds_interleave_the_ops_of_a_size_and_report_the_median_round(tmp_path):
     pytest.importorskip("torch", reason="torch not installed (pip install 'tierwise[measure]')")
     from tierwise.measure.bench import run_collectives
@@ -81,6 +83,7 @@ def test_rounds_interleave_the_ops_of_a_size_and_report_the_median_round(tmp_pat
         ("all-reduce", 4096), ("all-reduce", 65536), ("broadcast", 4096), ("broadcast", 65536)]
 
 
+@pytest.mark.slow
 def test_an_interrupted_run_keeps_its_completed_sizes(tmp_path):
     pytest.importorskip("torch", reason="torch not installed (pip install 'tierwise[measure]')")
     out = tmp_path / "partial.json"
@@ -106,6 +109,7 @@ def test_an_interrupted_run_keeps_its_completed_sizes(tmp_path):
     assert stdout == ""
 
 
+@pytest.mark.slow
 def test_under_torchrun_it_joins_the_launchers_world_and_only_rank_0_prints(tmp_path):
     pytest.importorskip("torch", reason="torch not installed (pip install 'tierwise[measure]')")
     import socket

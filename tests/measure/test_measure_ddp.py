@@ -40,6 +40,7 @@ def test_config_needs_five_steps():
         DdpConfig(steps=4)
 
 
+@pytest.mark.slow
 def test_a_real_two_rank_ddp_step():
     pytest.importorskip("torch", reason="torch not installed (pip install 'tierwise[measure]')")
     from tierwise.measure.ddp import run_ddp
@@ -68,30 +69,30 @@ def test_a_real_two_rank_ddp_step():
 # --- recorded quiet-host runs (2026-12-02, docs/measure.md "Quiet host with the cpu-share headline") ---------
 
 _RECORDED = sorted((Path(__file__).parents[1] / "data" / "measured").glob("ddp_2ranks_quiet_cpushare_cap*_run*.json"))
-_MISSES = {"ddp_2ranks_quiet_cpushare_cap4_run1.json": "-39%", "ddp_2ranks_quiet_cpushare_cap4_run2.json": "-34%",
-           "ddp_2ranks_quiet_cpushare_cap4_run3.json": "-32%"}
+TOLERANCE_PCT = 30.0
+# The three 4 MiB-cap misses, each held to a band around today's figure (+-5 points, never inside the 30%
+# tolerance): six 4 MiB buckets, the buckets' all-reduces alone measured 25-31 ms against 17-20 ms from the
+# in-process sweep fit (docs/measure.md, "Quiet host with the cpu-share headline"). A fix or a wider miss fails.
+_MISSES = {"ddp_2ranks_quiet_cpushare_cap4_run1.json": (-45.0, -34.0),  # -39% today
+           "ddp_2ranks_quiet_cpushare_cap4_run2.json": (-39.0, -30.0),  # -34% today
+           "ddp_2ranks_quiet_cpushare_cap4_run3.json": (-38.0, -30.0)}  # -32% today
 
 
 def _recorded_params():
-    out = []
-    for path in _RECORDED:
-        miss = _MISSES.get(path.name)
-        marks = [pytest.mark.xfail(strict=True, reason=(
-            f"six 4 MiB buckets, predicted exposed {miss}: the buckets' all-reduces alone measured 25-31 ms "
-            "against 17-20 ms from the in-process sweep fit (docs/measure.md)"))] if miss else []
-        out.append(pytest.param(path, marks=marks, id=path.stem.removeprefix("ddp_2ranks_quiet_cpushare_")))
-    return out
+    return [pytest.param(path, _MISSES.get(path.name), id=path.stem.removeprefix("ddp_2ranks_quiet_cpushare_"))
+            for path in _RECORDED]
 
 
 def test_the_quiet_host_recordings_are_there():
     assert len(_RECORDED) == 9
 
 
-@pytest.mark.parametrize("path", _recorded_params())
-def test_recorded_quiet_host_run_predicted_exposed_within_30_percent(path):
+@pytest.mark.parametrize("path, band", _recorded_params())
+def test_recorded_quiet_host_run_predicted_exposed_within_30_percent(path, band):
     """Recompute the headline prediction from what the run recorded (the MLP's parameters in DDP's reverse
     order, the measured backward time, the fitted all-reduce regimes, the measured CPU share of
-    communication) and compare it with the measured exposed communication."""
+    communication) and compare it with the measured exposed communication: within 30%, or for a known miss
+    inside its band."""
     result = json.loads(path.read_text())
     cfg = result["config"]
     weight, bias = cfg["width"] * cfg["width"] * 4, cfg["width"] * 4
@@ -106,4 +107,13 @@ def test_recorded_quiet_host_run_predicted_exposed_within_30_percent(path):
     # the recorded regimes are rounded to 4 significant digits, so the recomputation agrees to ~1e-4
     assert headline == pytest.approx(result["predicted_exposed_comm_s"], rel=1e-3)
     error = (headline - result["exposed_comm_s"]) / result["exposed_comm_s"] * 100.0
-    assert abs(error) <= 30.0, f"{path.name}: {error:+.0f}%"
+    if band is None:
+        assert abs(error) <= TOLERANCE_PCT, f"{path.name}: {error:+.0f}%"
+    else:
+        lo, hi = band
+        assert hi <= -TOLERANCE_PCT  # a band never admits a run that holds
+        assert lo < error < hi, f"{path.name}: {error:+.1f}% outside ({lo:+.0f}, {hi:+.0f})"
+
+
+def test_every_known_miss_is_recorded():
+    assert set(_MISSES) <= {path.name for path in _RECORDED}

@@ -78,17 +78,20 @@ def test_bad_sweeps_are_measure_errors():
 
 
 # --- Done-when: fit on sizes <= 64 MiB, predict busbw at sizes >= 256 MiB within 15% -------------------
-# Known structural failures (documented in docs/measure.md, "Out of sample on nccl-tests logs"); strict
-# xfail so that a change that fixes them is noticed. No tolerance is widened for them.
+# Known structural misses (docs/measure.md, "Out of sample on the shared nccl-tests logs"), each held to a band
+# around today's figure (+-5 points, never inside the 15% tolerance): a change that fixes a miss, or widens
+# it, fails here and must update the band and the doc. No tolerance is widened for them.
+TOLERANCE_PCT = 15.0
 KNOWN = {
-    ("h100x32_4node_ib_allreduce_nccl2.24.3_voltagepark", 256 * MiB):
-        "busbw dips 275 -> 240 GB/s from 128 to 256 MiB (NCCL algorithm switch above the 64 MiB fit range)",
-    ("ndv4_a100x8_busbw", 2048 * MiB): "A100 busbw still climbing steeply at 64 MiB; times derived from busbw",
-    ("ndv4_a100x8_busbw", 8192 * MiB): "A100 busbw still climbing steeply at 64 MiB; times derived from busbw",
+    # +20.1% today: busbw dips 275 -> 240 GB/s from 128 to 256 MiB (NCCL algorithm switch above the fit range)
+    ("h100x32_4node_ib_allreduce_nccl2.24.3_voltagepark", 256 * MiB): (15.0, 26.0),
+    # -15.1% / -15.2% today: A100 busbw still climbing steeply at 64 MiB; times derived from busbw
+    ("ndv4_a100x8_busbw", 2048 * MiB): (-21.0, -15.0),
+    ("ndv4_a100x8_busbw", 8192 * MiB): (-21.0, -15.0),
 }
 
 
-def _cases():
+def _cases(known: bool):
     for path in sorted(DATA.iterdir()):
         for sweep in parse_nccl_log(path):
             sizes = np.array([r.size_bytes for r in sweep.rows])
@@ -98,13 +101,25 @@ def _cases():
                                  fit_max_bytes=64 * MiB, test_min_bytes=256 * MiB)
             for row in rows:
                 key = (sweep.label, int(row["size_bytes"]))
-                marks = [pytest.mark.xfail(strict=True, reason=KNOWN[key])] if key in KNOWN else []
-                yield pytest.param(row, id=f"{sweep.label[:24]}-{int(row['size_bytes']) // MiB}MiB", marks=marks)
+                if (key in KNOWN) == known:
+                    yield pytest.param(row, *([KNOWN[key]] if known else []),
+                                       id=f"{sweep.label[:24]}-{int(row['size_bytes']) // MiB}MiB")
 
 
-@pytest.mark.parametrize("row", list(_cases()))
+@pytest.mark.parametrize("row", list(_cases(known=False)))
 def test_out_of_sample_busbw_within_15_percent(row):
-    assert abs(row["error_pct"]) <= 15.0, row
+    assert abs(row["error_pct"]) <= TOLERANCE_PCT, row
+
+
+@pytest.mark.parametrize("row, band", list(_cases(known=True)))
+def test_known_out_of_sample_misses_stay_in_their_band(row, band):
+    lo, hi = band
+    assert lo >= TOLERANCE_PCT or hi <= -TOLERANCE_PCT  # a band never admits a point that holds
+    assert lo < row["error_pct"] < hi, row
+
+
+def test_every_known_miss_is_in_the_logs():
+    assert len(list(_cases(known=True))) == len(KNOWN)
 
 
 def test_public_surface():

@@ -7,23 +7,25 @@ outside gloo's algorithms are priced at the host memory rate measured in the sam
 
 * on six recorded sweeps (tests/data/measured/, deterministic):
   - three with the host memory probe (`measure collective --rounds 5`, per-op barrier, 2026-12-02
-    23:55-00:01 UTC): 23 of 30 points hold; the misses are strict xfails with the figures: all-gather at
+    23:55-00:01 UTC): 23 of 30 points hold; each miss is held to a band around its figure: all-gather at
     4 MiB on all three (-30..-41%; its per-round medians are bimodal, 1.8 ms in some rounds and 3.0-3.5 ms in
     others, and the slow state won the median) and 1-2 MiB points within 3 points of the bound;
   - three recorded before the probe (no `host_memory_s_per_byte`: every byte at the fitted cost, as the
     model was then): the first (one sweep of 30 iterations) and two of five interleaved rounds. Broadcast
     holds at 1-16 MiB on all but one point (-39% at 1 MiB); all-gather holds on 4 of 15 points and is
     over-predicted by 22-45% on the rounds recordings, systematically (its copies priced at the socket rate):
-    strict xfails with the figures;
+    each held to a band around its figure;
 * live on this VM: over four sweeps with the per-op barrier (2026-12-02, 23:50-23:52 UTC) 32 of 38 points
   were within 25%, over four timed back to back 20 of 38; a size's per-round median is bimodal at 1-4 MiB on
-  the shared 2-vCPU VM, so the live check is a non-strict xfail with the errors printed.
+  the shared 2-vCPU VM, so the live check bounds the median ratio over the ten points (a factor of 2) and
+  prints the errors.
 
 No tolerance is changed. reduce-scatter is measured and reported, never fitted (gloo has none; torch
 emulates it).
 """
 
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -33,48 +35,70 @@ from tierwise.measure.calibrate import calibrate
 from tierwise.measure.fit import predict_tier
 
 MiB = 2**20
-GAP = ("live timing on a shared 2-vCPU VM: a size's per-round median is bimodal at 1-4 MiB (2-4x apart between "
-       "rounds); over four live sweeps with the per-op barrier 32 of 38 points were within 25% (docs/measure.md)")
 DATA = Path(__file__).parents[1] / "data" / "measured"
 RECORDED = DATA / "gloo_2ranks_loopback.json"
+TOLERANCE_PCT = 25.0
 # recorded sweeps: the first (one sweep, 30 iterations, 16:03 UTC) and two of five interleaved rounds of 40
-# iterations each (`measure collective --rounds 5`, 20:27 and 20:31 UTC); each point that misses is listed
+# iterations each (`measure collective --rounds 5`, 20:27 and 20:31 UTC); each point that misses is held to a
+# band around today's figure (+-5 points, never inside the 25% tolerance), so that a change that fixes a miss
+# or widens it fails here and updates the band and docs/measure.md ("gloo calibration on this machine").
 RECORDINGS = {
+    # the recorded all-gather times do not follow their own sizes (2.4 ms at 4 MiB, 8.8 ms at 8 MiB, 10.1 ms at
+    # 16 MiB), which no model linear in the copy work can follow
     "gloo_2ranks_loopback.json": {
-        ("all-gather", 4): "recorded all-gather 2.43 ms at 4 MiB, predicted 3.85 ms (+58%)",
-        ("all-gather", 16): "recorded all-gather 10.1 ms at 16 MiB, predicted 15.4 ms (+53%)"},
+        ("all-gather", 4): (53.0, 64.0),  # +58%: recorded 2.43 ms, predicted 3.85 ms
+        ("all-gather", 16): (47.0, 58.0)},  # +53%: recorded 10.1 ms, predicted 15.4 ms
+    # all-gather over-predicted, systematically: the model's all-gather/all-reduce work ratio 0.91 against
+    # 0.62-0.72 measured (its copies priced at the socket rate; recordings without the memory probe)
     "gloo_2ranks_rounds5_a.json": {
-        **{("all-gather", mib): f"all-gather over-predicted by {e} (the model's all-gather/all-reduce work ratio "
-                                "0.91 against 0.62-0.72 measured; docs/measure.md)"
-           for mib, e in ((1, "+33%"), (2, "+30%"), (4, "+35%"), (8, "+26%"), (16, "+28%"))},
-        ("broadcast", 1): "broadcast 0.58 ms at 1 MiB, predicted 0.35 ms (-39%)"},
+        ("all-gather", 1): (27.0, 38.0),  # +33%
+        ("all-gather", 2): (25.0, 36.0),  # +30%
+        ("all-gather", 4): (29.0, 40.0),  # +35%
+        ("all-gather", 8): (25.0, 32.0),  # +26%
+        ("all-gather", 16): (25.0, 33.0),  # +28%
+        ("broadcast", 1): (-45.0, -34.0)},  # -39%: measured 0.58 ms, predicted 0.35 ms
     "gloo_2ranks_rounds5_b.json": {
-        ("all-gather", mib): f"all-gather over-predicted by {e} (docs/measure.md)"
-        for mib, e in ((1, "+45%"), (2, "+34%"), (4, "+31%"), (16, "+35%"))},
-    # with the host memory probe (outside copies at the measured memory rate)
+        ("all-gather", 1): (40.0, 51.0),  # +45%
+        ("all-gather", 2): (29.0, 40.0),  # +34%
+        ("all-gather", 4): (26.0, 37.0),  # +31%
+        ("all-gather", 16): (29.0, 40.0)},  # +35%
+    # with the host memory probe (outside copies at the measured memory rate): all-gather at 4 MiB -30..-41% on
+    # all three (its per-round medians are bimodal, 1.8-2.0 ms or 2.7-3.5 ms: the host's scheduling states,
+    # and the slow state won the median), and 1-2 MiB points within 3 points of the bound
     "gloo_2ranks_probe_a.json": {
-        ("all-gather", 2): "all-gather 1.06 ms at 2 MiB, predicted 0.79 ms (-25.3%)",
-        ("all-gather", 4): "all-gather 3.08 ms at 4 MiB (rounds 1.8-3.5 ms, bimodal), predicted 1.92 ms (-38%)",
-        ("broadcast", 1): "broadcast 0.47 ms at 1 MiB, predicted 0.34 ms (-28%)"},
+        ("all-gather", 2): (-31.0, -25.0),  # -25.3%: measured 1.06 ms, predicted 0.79 ms
+        ("all-gather", 4): (-43.0, -32.0),  # -38%: measured 3.08 ms (rounds 1.8-3.5 ms), predicted 1.92 ms
+        ("broadcast", 1): (-33.0, -25.0)},  # -28%: measured 0.47 ms, predicted 0.34 ms
     "gloo_2ranks_probe_b.json": {
-        ("all-gather", 1): "all-gather 0.67 ms at 1 MiB, predicted 0.85 ms (+26%)",
-        ("all-gather", 4): "all-gather 3.40 ms at 4 MiB (rounds 1.8-3.4 ms, bimodal), predicted 1.99 ms (-41%)"},
+        ("all-gather", 1): (25.0, 32.0),  # +26%: measured 0.67 ms, predicted 0.85 ms
+        ("all-gather", 4): (-47.0, -36.0)},  # -41%: measured 3.40 ms (rounds 1.8-3.4 ms), predicted 1.99 ms
     "gloo_2ranks_probe_c.json": {
-        ("all-gather", 1): "all-gather 0.55 ms at 1 MiB, predicted 0.71 ms (+27%)",
-        ("all-gather", 4): "all-gather 3.00 ms at 4 MiB (rounds 1.9-3.2 ms, bimodal), predicted 2.12 ms (-30%)"},
+        ("all-gather", 1): (25.0, 33.0),  # +27%: measured 0.55 ms, predicted 0.71 ms
+        ("all-gather", 4): (-35.0, -25.0)},  # -30%: measured 3.00 ms (rounds 1.9-3.2 ms), predicted 2.12 ms
 }
 PROBED = ("gloo_2ranks_probe_a.json", "gloo_2ranks_probe_b.json", "gloo_2ranks_probe_c.json")
 
 
-def _recorded_cases():
+def _recorded_cases(known: bool):
     out = []
     for name, gaps in RECORDINGS.items():
         for op in ("all-gather", "broadcast"):
             for mib in (1, 2, 4, 8, 16):
-                reason = gaps.get((op, mib))
-                marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-                out.append(pytest.param(name, op, mib, marks=marks, id=f"{name[12:-5]}-{op}-{mib}MiB"))
+                band = gaps.get((op, mib))
+                if (band is not None) == known:
+                    out.append(pytest.param(name, op, mib, *([band] if known else []),
+                                            id=f"{name[12:-5]}-{op}-{mib}MiB"))
     return out
+
+
+def _recorded_error_pct(tmp_path, name, op, mib):
+    rows = json.loads((DATA / name).read_text())
+    path = tmp_path / "all_reduce.json"
+    path.write_text(json.dumps([r for r in rows if r["op"] == "all-reduce"]))
+    tier = calibrate([str(path)]).document["fitted"]["scale_up"]
+    assert tier["model"] == "host-copy"
+    (row,) = [r for r in rows if r["op"] == op and r["size_bytes"] == mib * MiB]
+    return (predict_tier(tier, op, row["size_bytes"]) - row["time_s"]) / row["time_s"] * 100.0
 
 
 @pytest.mark.parametrize("name", list(RECORDINGS))
@@ -85,16 +109,18 @@ def test_recorded_all_reduce_fit_is_within_25_percent_in_sample(tmp_path, name):
     assert calibrate([str(path)]).fits["scale_up"].median_abs_pct <= 25.0
 
 
-@pytest.mark.parametrize("name, op, mib", _recorded_cases())
+@pytest.mark.parametrize("name, op, mib", _recorded_cases(known=False))
 def test_recorded_all_reduce_calibration_predicts_op_within_25_percent(tmp_path, name, op, mib):
-    rows = json.loads((DATA / name).read_text())
-    path = tmp_path / "all_reduce.json"
-    path.write_text(json.dumps([r for r in rows if r["op"] == "all-reduce"]))
-    tier = calibrate([str(path)]).document["fitted"]["scale_up"]
-    assert tier["model"] == "host-copy"
-    (row,) = [r for r in rows if r["op"] == op and r["size_bytes"] == mib * MiB]
-    error = (predict_tier(tier, op, row["size_bytes"]) - row["time_s"]) / row["time_s"] * 100.0
-    assert abs(error) <= 25.0, f"{op} {mib} MiB: {error:+.0f}%"
+    error = _recorded_error_pct(tmp_path, name, op, mib)
+    assert abs(error) <= TOLERANCE_PCT, f"{op} {mib} MiB: {error:+.0f}%"
+
+
+@pytest.mark.parametrize("name, op, mib, band", _recorded_cases(known=True))
+def test_recorded_misses_stay_in_their_band(tmp_path, name, op, mib, band):
+    lo, hi = band
+    assert lo >= TOLERANCE_PCT or hi <= -TOLERANCE_PCT  # a band never admits a point that holds
+    error = _recorded_error_pct(tmp_path, name, op, mib)
+    assert lo < error < hi, f"{name} {op} {mib} MiB: {error:+.1f}% outside ({lo:+.0f}, {hi:+.0f})"
 
 
 def test_rounds_recordings_keep_every_round():
@@ -140,6 +166,7 @@ def sweep(tmp_path_factory):
     return path, others
 
 
+@pytest.mark.slow
 def test_calibrating_on_a_gloo_result_fits_the_all_reduce_on_scale_up(sweep):
     """The live pipeline end to end (measure, calibrate, report); how well the fit matches is checked on the
     recorded sweep below, not on live timings of a shared VM (one live sweep at load 1.6 missed 25%)."""
@@ -152,12 +179,18 @@ def test_calibrating_on_a_gloo_result_fits_the_all_reduce_on_scale_up(sweep):
     assert reported == {("all-gather", False), ("broadcast", False), ("reduce-scatter", True)}
 
 
-@pytest.mark.xfail(strict=False, reason=GAP)
-@pytest.mark.parametrize("op", ["all-gather", "broadcast"])
-def test_all_reduce_calibration_predicts_op_within_25_percent(sweep, op):
+@pytest.mark.slow
+def test_all_reduce_calibration_predicts_the_other_ops_live_within_a_factor_of_two_at_the_median(sweep):
+    """Live, a point's error is not bounded (a size's per-round median is bimodal at 1-4 MiB, 2-4x apart
+    between rounds, on the shared 2-vCPU VM; docs/measure.md), so the former non-strict xfail at 25% per point
+    could not fail. What holds with margin: the median of predicted / measured over the ten all-gather and
+    broadcast points at 1-16 MiB lies within a factor of 2 (about 1.0, 0.89 and 0.75 on three live sweeps of
+    2026-12-03, 11:58-12:03 UTC, load 3-4; over eight sweeps of 2026-12-02, 52 of 76 points were within 25%).
+    It fails on a unit or byte-count slip (bits for bytes is 8x) or a model that misses most points by 2x."""
     path, others = sweep
     tier = calibrate([str(path)]).document["fitted"]["scale_up"]
-    errors = {r["size_bytes"] // MiB: (predict_tier(tier, op, r["size_bytes"]) - r["time_s"]) / r["time_s"]
-              * 100.0 for r in others[op] if r["size_bytes"] >= MiB}
-    print(op, {k: f"{v:+.0f}%" for k, v in errors.items()})
-    assert all(abs(e) <= 25.0 for e in errors.values()), errors
+    ratios = {(op, r["size_bytes"] // MiB): predict_tier(tier, op, r["size_bytes"]) / r["time_s"]
+              for op in ("all-gather", "broadcast") for r in others[op] if r["size_bytes"] >= MiB}
+    print({k: f"{(v - 1) * 100:+.0f}%" for k, v in ratios.items()})
+    assert len(ratios) == 10
+    assert 0.5 < statistics.median(ratios.values()) < 2.0, ratios

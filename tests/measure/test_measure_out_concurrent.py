@@ -13,6 +13,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
+@pytest.mark.slow
 def test_two_concurrent_runs_into_one_out_file_lose_nothing(tmp_path):
     pytest.importorskip("torch", reason="torch not installed (pip install 'tierwise[measure]')")
     out = tmp_path / "same.json"

@@ -219,7 +219,7 @@ def _candidates(kind: str, size, span: GroupSpan, cluster: Cluster, p, algorithm
                 # one transfer of S over the tier between the two ranks
                 inner = nl >= n
                 t = np.where(inner, size / b_in + l_in, size / np.maximum(b_out, 1e-30) + l_out)
-                up = np.where(inner, size, 0.0)
+                up = np.where(inner & (n > 1), size, 0.0)  # one rank sends nothing
                 out = np.where(inner, 0.0, size)
             else:  # direct all-to-all
                 t = alpha_beta.direct_all_to_all_time(size, n, nl, b_in, b_out, l_in, l_out)
