@@ -31,7 +31,7 @@ def test_seeds_arithmetic_bytes_per_rank():
 
 
 def test_seeds_datasheet_times_and_the_modelled_ones():
-    from tierwise.cli.collective import collective_report
+    from tierwise.netsim.collective_report import collective_report
 
     nv = collective_report("all-reduce", "16GB", 1024, None, "auto", "dgx-h100", "900GB/s")
     nic = collective_report("all-reduce", "16GB", 1024, None, "auto", "dgx-h100", "50GB/s")

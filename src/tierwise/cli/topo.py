@@ -144,6 +144,8 @@ def register(app: typer.Typer) -> None:
         result.update(extra)
         result["notes"] = notes
         if emit_cluster is not None:
+            from tierwise.netsim.emit import write_cluster
+
             result["emitted_cluster"] = write_cluster(emit_cluster, fab, result, _argv_text(), base=cluster)
         emit(result, as_json, lambda con: _render_sim(con, result))
 
@@ -152,38 +154,6 @@ def _argv_text() -> str:
     import sys
 
     return shlex.join(sys.argv[1:]) if sys.argv[1:] else "(in-process)"
-
-
-def write_cluster(path: str, fab, result: dict, args: str, base: str = "dgx-h100") -> str:
-    """Write a cluster mapping the core's loader accepts (``base:`` + the fabric's shape).
-
-    The analytic model already charges the NIC's achievable fraction of its line rate
-    (``link_efficiency.scale_out`` in catalog/parameters.yaml); what the fabric's shape adds on top is the
-    simulated slowdown against the ideal (``analytic_time_s / time_s``), so the emitted efficiency is their
-    product.
-    """
-    import yaml
-
-    from tierwise.specs.cluster import load_cluster
-    from tierwise.specs.parameters import load_parameters
-
-    load_cluster(base)  # an unknown base is a clear error before anything is written
-    ratio = result["analytic_time_s"] / result["time_s"] if result["time_s"] else 0.0
-    ratio = min(max(ratio, 0.0), 1.0)
-    eff = load_parameters().collectives["link_efficiency"]["scale_out"] * ratio
-    data = {
-        "base": base,
-        "name": f"{fab.family}-{fab.num_gpus}-simulated",
-        "gpus_per_node": fab.gpus_per_node,
-        "scale_up_domain": fab.domain_size,
-        "nics_per_node": fab.nics_per_node,
-        "nic_bandwidth": f"{fab.nic_bytes_per_s * 8 / 1e9:g} Gb/s",
-        "efficiency": {"scale_out": round(float(eff), 4)},
-        "source": f"tierwise {args} (seed {result['seed']})",
-    }
-    from tierwise.atomic import write_atomic
-
-    return write_atomic(path, yaml.safe_dump(data, sort_keys=False), "--emit-cluster")
 
 
 def _render_topo(con, r: dict) -> None:

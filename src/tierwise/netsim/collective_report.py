@@ -1,0 +1,125 @@
+"""The ``tierwise collective`` report: one collective's modelled time beside its datasheet arithmetic.
+
+It sits in netsim because a ring's report compares the model with the flow simulator
+(:mod:`tierwise.netsim.compare`); everything else it uses lives below (collectives, hierarchy, specs).
+Heavy modules load inside the function, as the CLI's start-up wants.
+"""
+
+from __future__ import annotations
+
+__all__ = ["collective_report"]
+
+
+def collective_report(kind: str, size: str, ranks: int, ranks_per_node: int | None, algorithm: str,
+                      cluster_ref: str, link_bandwidth: str | None) -> dict:
+    """The document ``tierwise collective`` prints: one collective's cost on a cluster, or on one link.
+
+    ``size`` is the buffer as nccl-tests counts it; the group is ``ranks`` ranks, ``ranks_per_node`` of them
+    per node (default: fill nodes), placed with :func:`tierwise.hierarchy.group_span` and priced by
+    :func:`tierwise.collectives.model.collective_cost` with ``algorithm``. With ``link_bandwidth`` the
+    collective runs on a flat cluster of one such link per rank, and the same group on ``cluster_ref`` is
+    priced beside it (``cluster_time_s``). ``algbw`` is size / time and ``busbw`` is algbw x the bus factor
+    (nccl-tests' definitions, its doc/PERFORMANCE.md); ``datasheet_time_s`` is the ring-equivalent bytes per
+    rank over the datasheet rate of the tier crossed (or of the link). The notes explain the gap between the
+    two, and for a ring the gap to the flow simulator (:func:`tierwise.netsim.compare.collective_ring_note`).
+    Raises :class:`tierwise.errors.SpecError` for a group the options cannot form.
+    """
+    from tierwise.collectives.model import ALGORITHMS, PROTOCOLS, collective_cost
+    from tierwise.collectives.volumes import bus_factor, normalize_kind
+    from tierwise.errors import SpecError
+    from tierwise.hierarchy import TIER_ORDER, group_span, tier_name, tiers
+    from tierwise.limits import MAX_BYTES, MAX_GPUS, check_int
+    from tierwise.specs.cluster import cluster_from_mapping, load_cluster
+    from tierwise.units import format_bandwidth, format_bytes, format_time, parse_bandwidth, parse_bytes
+
+    kind = normalize_kind(kind)
+    size_bytes = parse_bytes(size, what="--size", maximum=MAX_BYTES)
+    check_int(ranks, "--ranks", minimum=2, maximum=MAX_GPUS, error=SpecError,
+              hint=" (one rank moves nothing: its busbw is 0/0)")
+    if ranks_per_node is not None:
+        check_int(ranks_per_node, "--ranks-per-node", maximum=MAX_GPUS, error=SpecError)
+    if kind == "send-recv" and ranks != 2:
+        raise SpecError(f"send-recv is between two ranks; use --ranks 2 (got {ranks})")
+    base = load_cluster(cluster_ref)
+    notes: list[str] = []
+
+    def run(cluster, per_node):
+        if per_node < 1:
+            raise SpecError(f"--ranks-per-node {per_node} must be >= 1")
+        if per_node > cluster.gpus_per_node:
+            raise SpecError(f"--ranks-per-node {per_node} exceeds the {cluster.gpus_per_node} GPUs per node "
+                            f"of {cluster.name}; use --ranks-per-node <= {cluster.gpus_per_node}")
+        stride = max(1, cluster.gpus_per_node // per_node)
+        span = group_span(cluster, ranks, stride)
+        cost = collective_cost(kind, size_bytes, span, cluster, algorithm)
+        return span, cost
+
+    if link_bandwidth is not None:
+        link = parse_bandwidth(link_bandwidth, what="--link-bandwidth")
+        flat = cluster_from_mapping({"base": base.name, "name": f"one {format_bandwidth(link)} link per rank",
+                                     "gpus_per_node": 1, "scale_up_domain": 1, "nics_per_node": 1,
+                                     "nic_bandwidth": link}, origin="--link-bandwidth")
+        span, cost = run(flat, 1)
+        datasheet_bw = link
+        per_node = ranks_per_node or min(ranks, base.gpus_per_node)
+        cspan, ccost = run(base, per_node)
+        cluster_time = float(ccost.time_s)
+        ring_bytes = size_bytes * float(bus_factor(kind, ranks))
+        notes.append(f"datasheet arithmetic: {format_bytes(ring_bytes)} per rank / "
+                     f"{format_bandwidth(link)} = {format_time(ring_bytes / link)}")
+        notes.append(f"modelled on the link: {format_time(float(cost.time_s))} (achievable fraction of the "
+                     "line rate, protocol and per-step latency included)")
+        if link >= 300e9:
+            notes.append(f"{format_bandwidth(link)} looks like an NVLink-class datasheet figure, which "
+                         f"counts both directions: one way it is {format_bandwidth(link / 2)}, so on such a "
+                         f"link the time is about twice the datasheet arithmetic (--link-bandwidth "
+                         f"{link / 2e9:g}GB/s models it)")
+        notes.append(f"on {base.name} with {per_node} ranks per node this collective models "
+                     f"{format_time(cluster_time)}: a ring across nodes runs one channel per NIC, so a node "
+                     f"moves data at about {base.nics_per_node} x the NIC rate, not one NIC's rate")
+        cluster_used = flat
+    else:
+        per_node = ranks_per_node or min(ranks, base.gpus_per_node)
+        span, cost = run(base, per_node)
+        cluster_used = base
+        cluster_time = None
+        tier_code = int(span.tier)
+        tier_list = {t.name: t for t in tiers(base)}
+        datasheet_bw = tier_list[tier_name(tier_code)].datasheet_bytes_per_s if tier_code else float("inf")
+        if tier_code == 1:
+            notes.append(f"datasheet scale-up figure {format_bandwidth(datasheet_bw)} counts both "
+                         f"directions; one way it is {format_bandwidth(base.scale_up_bytes_per_s)} per GPU")
+        if tier_code == 3 and int(span.ranks_per_domain) > 1:
+            notes.append(f"{int(span.ranks_per_domain)} ranks per domain share {base.nics_per_node} NICs "
+                         "per node: the datasheet arithmetic uses one NIC's rate, a multi-channel ring uses "
+                         "them all")
+    if ALGORITHMS[int(cost.algorithm)] == "ring":
+        from tierwise.netsim.compare import collective_ring_note
+
+        why = collective_ring_note(kind, size_bytes, span, cluster_used)
+        if why:
+            notes.append(why)
+    time_s = float(cost.time_s)
+    bpr = float(cost.bytes_per_rank)
+    algbw = size_bytes / time_s if time_s > 0 else float("inf")
+    data = {
+        "kind": kind,
+        "size_bytes": size_bytes,
+        "ranks": ranks,
+        "ranks_per_node": per_node,
+        "cluster": cluster_used.name,
+        "tier": TIER_ORDER[int(span.tier)],
+        "bytes_per_rank": bpr,
+        "time_s": time_s,
+        "datasheet_time_s": bpr / datasheet_bw if datasheet_bw and ranks > 1 else 0.0,
+        "algbw_bytes_per_s": algbw,
+        "busbw_bytes_per_s": algbw * float(bus_factor(kind, ranks)) if kind != "send-recv" else algbw,
+        "algorithm": ALGORITHMS[int(cost.algorithm)],
+        "protocol": PROTOCOLS[int(cost.protocol)],
+        "wire_bytes_per_tier": {"scale_up": float(cost.scale_up_bytes),
+                                "scale_out": float(cost.scale_out_bytes)},
+        "notes": notes,
+    }
+    if cluster_time is not None:
+        data["cluster_time_s"] = cluster_time
+    return data
