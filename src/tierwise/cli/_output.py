@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["emit", "console", "print_table", "to_jsonable"]
+__all__ = ["emit", "console", "kv_table", "print_table", "to_jsonable"]
 
 
 def to_jsonable(value: Any) -> Any:
@@ -39,6 +39,20 @@ def console():
     from rich.console import Console
 
     return Console(highlight=False, soft_wrap=False, markup=False, emoji=False)
+
+
+def kv_table(title: str, key_style: str = "bold", value_overflow: str = "ellipsis"):
+    """A two-column ``metric | value`` table with a title and no header, for rows of ``(name, value)``.
+
+    ``key_style`` styles the name column ("" for none); ``value_overflow`` is rich's overflow for the values
+    ("fold" wraps a long value instead of cutting it). Rows are added with ``table.add_row(name, value)``.
+    """
+    from rich.table import Table
+
+    table = Table(title=title, show_header=False)
+    table.add_column("metric", style=key_style)
+    table.add_column("value", overflow=value_overflow)
+    return table
 
 
 def print_table(console, table) -> None:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from tierwise.cli._output import emit, print_table
+from tierwise.cli._output import emit, kv_table, print_table
 
 KINDS = ("accelerators", "clusters", "models", "network")
 
@@ -69,11 +69,7 @@ def register(app: typer.Typer) -> None:
         data = {"kind": kind, "name": name.strip().lower(), **entry}
 
         def render(console):
-            from rich.table import Table
-
-            table = Table(title=f"{data['name']} ({kind})", show_header=False)
-            table.add_column("key", style="bold")
-            table.add_column("value", overflow="fold")
+            table = kv_table(f"{data['name']} ({kind})", value_overflow="fold")
             for key, value in entry.items():
                 table.add_row(key, str(value))
             print_table(console, table)

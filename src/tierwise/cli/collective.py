@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from tierwise.cli._output import emit, print_table
+from tierwise.cli._output import emit, kv_table, print_table
 
 
 def register(app: typer.Typer) -> None:
@@ -27,14 +27,10 @@ def register(app: typer.Typer) -> None:
         data = collective_report(kind, size, ranks, ranks_per_node, algorithm, cluster, link_bandwidth)
 
         def render(console):
-            from rich.table import Table
-
             from tierwise.units import format_bandwidth, format_bytes, format_time
 
-            table = Table(title=f"{data['kind']} of {format_bytes(data['size_bytes'])} over {ranks} ranks ({data['cluster']})",
-                          show_header=False)
-            table.add_column("what", style="bold")
-            table.add_column("value")
+            table = kv_table(f"{data['kind']} of {format_bytes(data['size_bytes'])} over {ranks} ranks "
+                             f"({data['cluster']})")
             table.add_row("bytes per rank (ring-equivalent)", format_bytes(data["bytes_per_rank"]))
             table.add_row("tier crossed", data["tier"])
             table.add_row("algorithm / protocol", f"{data['algorithm']} / {data['protocol']}")

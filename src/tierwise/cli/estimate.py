@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from tierwise.cli._output import emit, print_table
+from tierwise.cli._output import emit, kv_table, print_table
 
 
 def _count(x: float) -> str:
@@ -28,11 +28,7 @@ def model_line(s: dict) -> str:
 
 def render_model(console, s: dict) -> None:
     """Every field of ``model_summary``: what a catalog entry, YAML or config.json was parsed into."""
-    from rich.table import Table
-
-    table = Table(title=f"model {s['name']}: as parsed", show_header=False)
-    table.add_column("field", style="bold")
-    table.add_column("value")
+    table = kv_table(f"model {s['name']}: as parsed")
     for key, value in s.items():
         if key == "name" or value is None:
             continue
@@ -54,9 +50,7 @@ def render_estimate(console, doc: dict, show_model: bool = False) -> None:
              f"tp {plan['tp']} pp {plan['pp']} cp {plan['cp']} dp {plan['dp']} ep {plan['ep']} vpp {plan['vpp']} "
              f"mbs {plan['micro_batch_size']} gbs {plan['global_batch_size']} seq {plan['seq_length']} "
              f"{plan['recompute']} recompute, ZeRO {plan['zero_stage']}, {plan['precision']}")
-    table = Table(title=title, show_header=False)
-    table.add_column("metric", style="bold")
-    table.add_column("value")
+    table = kv_table(title)
     if doc.get("model_summary"):
         table.add_row("model (as parsed)", model_line(doc["model_summary"]))
     table.add_row("step time", format_time(doc["step_time_s"]))

@@ -8,7 +8,7 @@ import shlex
 
 import typer
 
-from tierwise.cli._output import emit, print_table
+from tierwise.cli._output import emit, kv_table, print_table
 
 __all__ = ["register"]
 
@@ -157,11 +157,9 @@ def _argv_text() -> str:
 
 
 def _render_topo(con, r: dict) -> None:
-    from rich.table import Table
-
     from tierwise.units import format_bandwidth
 
-    t = Table(title=f"{r['topology']} fabric, {r['num_gpus']} GPUs", show_header=False)
+    t = kv_table(f"{r['topology']} fabric, {r['num_gpus']} GPUs", key_style="")
     rows = [
         ("switches", f"{r['num_switches']}  ({', '.join(f'{k}: {v}' for k, v in r['switches_per_tier'].items() if v)})"),
         ("scale-out cables", f"{r['num_links']}  by tier {r['cables_by_tier']}"),
@@ -186,8 +184,8 @@ def _render_sim(con, r: dict) -> None:
 
     from tierwise.units import format_bandwidth, format_time
 
-    t = Table(title=f"{r['pattern']} ({r['algorithm']}, {r['routing']}) on {r['topology']}, "
-              f"{r['num_ranks_simulated']} ranks", show_header=False)
+    t = kv_table(f"{r['pattern']} ({r['algorithm']}, {r['routing']}) on {r['topology']}, "
+                 f"{r['num_ranks_simulated']} ranks", key_style="")
     t.add_row("time", format_time(r["time_s"]))
     t.add_row("analytic (alpha-beta, same fabric)", format_time(r["analytic_time_s"]))
     t.add_row("algbw / busbw", f"{format_bandwidth(r['algbw_bytes_per_s'])} / {format_bandwidth(r['busbw_bytes_per_s'])}")
