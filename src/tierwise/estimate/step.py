@@ -464,8 +464,7 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
     compute_useful = m * (3 * pipe.fwd + layers_slow * C.attn_bwd_extra)
     memory_bound_s = m * 3 * ((layers_slow - moe_slow) * C.elem_dense + moe_slow * C.elem_moe
                               + np.where((pipe.slow == 1) | (P.pp == 1), C.logits_elem / 3, 0.0))
-    memory = _memory(model, shape, cluster, plans, P.tokens, P.sp, P.rc, m, D.stage_params[0], D.stage_params[1],
-                     D.dp_group, D.edp, D.shard, D.hsdp, cparams, S.layers[0], S.moe[0], S.layers[1], S.moe[1])
+    memory = _memory(model, shape, cluster, plans, P, S, D, cparams)
     axis_bytes = {
         "tp": np.where(plans.tp > 1, X.tp_layer_bytes * layers_slow * m, 0.0),
         "cp": np.where(plans.cp > 1, X.cp_layer_bytes * layers_slow * m, 0.0),
@@ -982,14 +981,18 @@ def _stage_params(shape: ModelShape, layers, moe_layers, tp, ep, etp, first, las
     return dense, expert
 
 
-def _memory(model, shape, cluster, plans, tokens, sp, rc, m, first_params, last_params, dp_group, edp, shard,
-            hsdp, cparams, l_first, e_first, l_last, e_last):
+def _memory(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derived, S: StageCompute, D: DataParallel,
+            cparams):
     """Bytes per GPU on the fullest of the first and last stage (see :mod:`tierwise.workload.memory`).
 
     The first stage holds the embedding and the most in-flight activations, the last the LM head and the
     fp32 logits. With an even split middle stages hold no more than the first (an uneven split that gives a
     middle stage more layers than the first is not checked). The breakdown is the fullest stage's.
+    Reads tokens per micro-batch, sequence parallelism, recompute and micro-batches from ``P``, each stage's
+    layers and MoE layers from ``S``, and parameters per GPU and the sharding groups from ``D``.
     """
+    tokens, sp, rc, m = P.tokens, P.sp, P.rc, P.m
+    dp_group, edp, shard, hsdp = D.dp_group, D.edp, D.shard, D.hsdp
     zero = plans.zero_stage
     tp, etp = plans.tp.astype(float), plans.etp.astype(float)
     dense_shard = np.where(hsdp, shard, dp_group)
@@ -1021,8 +1024,8 @@ def _memory(model, shape, cluster, plans, tokens, sp, rc, m, first_params, last_
         total = weights + gathered + grads + optimizer + activations + overhead
         return total, weights + gathered, grads, optimizer, activations
 
-    first = stage(first_params, l_first, e_first, plans.pp == 1)
-    last = stage(last_params, l_last, e_last, np.ones(len(plans), bool))
+    first = stage(D.stage_params[0], S.layers[0], S.moe[0], plans.pp == 1)
+    last = stage(D.stage_params[1], S.layers[1], S.moe[1], np.ones(len(plans), bool))
     fullest = first[0] >= last[0]
     total, weights, grads, optimizer, activations = (np.where(fullest, a, b) for a, b in zip(first, last, strict=True))
     capacity = cluster.accelerator.hbm_capacity_bytes
