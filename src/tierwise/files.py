@@ -32,7 +32,7 @@ from typing import Any
 from tierwise.errors import SpecError, TierwiseError
 
 __all__ = ["MAX_SPEC_BYTES", "MAX_LOG_BYTES", "read_user_text", "load_yaml", "load_json", "short_repr",
-           "describe_type", "path_exists"]
+           "describe_type", "path_exists", "require_document"]
 
 MAX_SPEC_BYTES = 16 * 2**20
 """Largest spec file (scenario, model, cluster, price, topology YAML/JSON, dataset CSV) read: 16 MiB."""
@@ -78,6 +78,17 @@ def describe_type(value: Any) -> str:
     if isinstance(value, dict):
         return "a mapping"
     return f"a {type(value).__name__}"
+
+
+def require_document(data: Any, where: str, needs: str, error: type[TierwiseError] = SpecError) -> dict:
+    """A spec file's parsed document, which must be a mapping: an empty file or one holding a list, a string
+    or a number is one line, ``"<where> is empty; <needs>"`` or ``"<where> holds a list, not a mapping;
+    <needs>"``, ``needs`` saying what the file should hold."""
+    if data is None:
+        raise error(f"{where} is empty; {needs}")
+    if not isinstance(data, dict):
+        raise error(f"{where} holds {describe_type(data)}, not a mapping; {needs}")
+    return data
 
 
 def path_exists(path: str | Path) -> bool:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tierwise.errors import ScenarioError, TierwiseError
-from tierwise.files import describe_type, path_exists
+from tierwise.files import path_exists, require_document
 from tierwise.specs import catalog
 from tierwise.specs._mapping import check_keys, get_int, require_mapping
 from tierwise.specs.cluster import Cluster, load_cluster
@@ -61,12 +61,9 @@ def scenario_from_mapping(data: Mapping[str, Any], *, origin: str = "scenario", 
 
 def load_scenario(path: str | Path) -> Scenario:
     p = Path(path)
-    data = catalog.load_yaml_file(p, what="scenario file")
-    if data is None:
-        raise ScenarioError(f"scenario file {str(p)!r} is empty; it needs model, cluster, num_gpus and plan")
-    if not isinstance(data, Mapping):
-        raise ScenarioError(f"scenario file {str(p)!r} holds {describe_type(data)}, not a mapping; it needs the keys "
-                            "model, cluster, num_gpus and plan, one key: value per line")
+    data = require_document(catalog.load_yaml_file(p, what="scenario file"), f"scenario file {str(p)!r}",
+                            "it needs the keys model, cluster, num_gpus and plan, one key: value per line",
+                            error=ScenarioError)
     return scenario_from_mapping(data, origin=f"scenario {str(p)!r}", base_dir=p.parent)
 
 

@@ -292,14 +292,11 @@ def _cluster_base(cluster: str | None) -> tuple[str | None, int | None, dict]:
     p = Path(cluster)
     own: dict = {}
     if p.suffix in (".yaml", ".yml", ".json") or os.path.exists(p):  # never raises (a name too long)
-        raw = load_yaml_file(p, what="cluster file")
-        if raw is None:
-            raise MeasureError(f"--cluster {cluster}: the file is empty; give a cluster YAML (or a catalog name)")
-        if not isinstance(raw, dict):
-            from tierwise.files import describe_type
+        from tierwise.files import require_document
+        from tierwise.specs.cluster import CLUSTER_FILE_NEEDS
 
-            raise MeasureError(f"--cluster {cluster}: the file holds {describe_type(raw)}, not a mapping of cluster "
-                               "keys (accelerator, gpus_per_node, ... or base: a catalog cluster name)")
+        raw = require_document(load_yaml_file(p, what="cluster file"), f"--cluster {cluster}: the file",
+                               CLUSTER_FILE_NEEDS, error=MeasureError)
         own = {k: v for k, v in raw.items() if k not in ("name", "source", "fitted")}
         label = raw.get("name") or p.stem
     else:

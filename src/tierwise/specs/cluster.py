@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tierwise.errors import SpecError
-from tierwise.files import describe_type, short_repr
+from tierwise.files import describe_type, require_document, short_repr
 from tierwise.limits import MAX_LATENCY_S, MAX_OVERSUBSCRIPTION
 from tierwise.specs import catalog
 from tierwise.specs._mapping import check_keys, get_bool, get_float, get_int, require_mapping
@@ -284,19 +284,18 @@ def cluster_from_mapping(data: Mapping[str, Any], *, name: str | None = None, or
     )
 
 
+CLUSTER_FILE_NEEDS = "it needs cluster keys (accelerator, gpus_per_node, ... or base: a catalog cluster name)"
+"""What a cluster file must hold, said when one is empty or not a mapping."""
+
+
 def load_cluster(ref: str | Mapping[str, Any] | Path) -> Cluster:
     """A catalog name, a mapping, or the path of a YAML file holding a cluster mapping."""
     if isinstance(ref, Mapping):
         return cluster_from_mapping(ref, origin="cluster")
     text = str(ref)
     if isinstance(ref, Path) or text.endswith((".yaml", ".yml", ".json")) or "/" in text:
-        data = catalog.load_yaml_file(text, what="cluster file")
-        if data is None:
-            raise SpecError(f"cluster file {text!r} is empty; it needs at least accelerator (or base: a catalog "
-                            "cluster name)")
-        if not isinstance(data, Mapping):
-            raise SpecError(f"cluster file {text!r} holds {describe_type(data)}, not a mapping of cluster keys "
-                            "(accelerator, gpus_per_node, ... or base: a catalog cluster name)")
+        data = require_document(catalog.load_yaml_file(text, what="cluster file"), f"cluster file {text!r}",
+                                CLUSTER_FILE_NEEDS)
         return cluster_from_mapping(data, name=Path(text).stem, origin=f"cluster file {text!r}")
     key = text.strip().lower()
     return cluster_from_mapping(catalog.entry("clusters", key), name=key, origin=f"catalog cluster {key!r}")

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from tierwise.errors import SpecError, did_you_mean
-from tierwise.files import describe_type, load_json, read_user_text, short_repr
+from tierwise.files import describe_type, load_json, read_user_text, require_document, short_repr
 from tierwise.limits import MAX_DIM, MAX_LAYERS, check_float
 
 __all__ = [
@@ -800,11 +800,8 @@ def _load_model_file(path: Path) -> ModelSpec:
         data = catalog.load_yaml_file(path, what="model file")
     else:
         raise SpecError(f"model file {str(path)!r} must end in .yaml, .yml or .json (a Hugging Face config)")
-    if data is None:
-        raise SpecError(f"model file {str(path)!r} is empty; it needs num_layers, hidden_size, "
-                        "num_attention_heads, vocab_size and gated_mlp (or a Hugging Face config.json)")
-    if not isinstance(data, Mapping):
-        raise SpecError(f"model file {str(path)!r} holds {describe_type(data)}, not a mapping of keys "
-                        "(num_layers, hidden_size, ...); write one key: value per line")
+    data = require_document(data, f"model file {str(path)!r}", "it needs num_layers, hidden_size, "
+                            "num_attention_heads, vocab_size and gated_mlp, one key: value per line (or a Hugging "
+                            "Face config.json)")
     data = {"name": path.stem, **data}
     return model_from_mapping(data, origin=str(path))

@@ -15,7 +15,7 @@ from __future__ import annotations
 from importlib import resources
 
 from tierwise.errors import TopologyError, did_you_mean
-from tierwise.files import short_repr
+from tierwise.files import require_document, short_repr
 from tierwise.limits import check_float
 
 __all__ = ["load_prices", "network_cost"]
@@ -32,18 +32,14 @@ def load_prices(path: str | None = None) -> dict:
     A user's entry is a number (the value) or a mapping with a ``value`` and the shipped entries' other keys;
     the file goes through the guarded reader and strict YAML loader (:mod:`tierwise.files`).
     """
-    from tierwise.files import describe_type, load_yaml, read_user_text
+    from tierwise.files import load_yaml, read_user_text
 
     text = resources.files("tierwise.topology").joinpath("prices.yaml").read_text(encoding="utf-8")
     prices = load_yaml(text, "the shipped prices.yaml")
     if path is not None:
         where = f"price file {path!r}"
         user = load_yaml(read_user_text(path, what="price file", error=TopologyError), where, error=TopologyError)
-        if user is None:
-            raise TopologyError(f"{where} is empty; give entries such as 'switch_usd: {{value: 30000}}'")
-        if not isinstance(user, dict):
-            raise TopologyError(f"{where} holds {describe_type(user)}, not a mapping such as "
-                                "'switch_usd: {value: 30000}'")
+        require_document(user, where, "give entries such as 'switch_usd: {value: 30000}'", error=TopologyError)
         for key, entry in user.items():
             if key not in prices:
                 raise TopologyError(f"unknown key {short_repr(key)} in {where}{did_you_mean(str(key)[:100], _REQUIRED)};"

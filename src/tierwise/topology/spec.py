@@ -143,13 +143,9 @@ def _check_type(name: str, value: object, where: str) -> None:
 
 def load_topology_yaml(path: str) -> TopologySpec:
     """A topology YAML file through the guarded reader and strict YAML loader (:mod:`tierwise.files`)."""
-    from tierwise.files import describe_type, load_yaml, read_user_text
+    from tierwise.files import load_yaml, read_user_text, require_document
 
     text = read_user_text(path, what="topology file", error=TopologyError)
-    data = load_yaml(text, f"topology file {path!r}", error=TopologyError)
-    if data is None:
-        raise TopologyError(f"topology file {path!r} is empty; give keys such as family, gpus, radix")
-    if not isinstance(data, dict):
-        raise TopologyError(f"topology file {path!r} holds {describe_type(data)}, not a mapping of keys such as "
-                            "family, gpus, radix")
+    data = require_document(load_yaml(text, f"topology file {path!r}", error=TopologyError),
+                            f"topology file {path!r}", "give keys such as family, gpus, radix", error=TopologyError)
     return spec_from_mapping(data, where=f"topology file {path!r}")
