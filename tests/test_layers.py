@@ -4,9 +4,12 @@ Every ``import tierwise.x`` / ``from tierwise.x import ...`` in src/tierwise, at
 function (a lazy import is still a dependency), is read with :mod:`ast` and checked against the layer
 order, lowest first::
 
-    errors < limits < units; errors < files, atomic; all of them < specs < hierarchy < collectives < workload < estimate < planner, validate < cli
-    specs < topology < netsim (netsim also above collectives) < cli
-    collectives < measure < cli
+    errors < limits < units; errors < files, atomic < report; all of them < specs < hierarchy < collectives
+        < workload < estimate < serve, goodput, planner, validate < design < sweep < cli
+    specs < topology < netsim (netsim also above collectives) < cli; topology < goodput, design
+    collectives < measure < testbed (also above netsim) < cli
+
+report renders HTML from a command's --json document, so it sits just above atomic and anything may use it.
 
 A layer may import itself and any layer below it; nothing else. The package root (``tierwise/__init__``,
 the Python API) and ``__main__`` sit on top.
@@ -29,17 +32,23 @@ ABOVE = {
     "units": ("errors", "limits"),
     "files": ("errors",),  # the guarded reader and strict YAML/JSON loaders
     "atomic": ("errors",),  # outputs: checked before the work, written atomically
+    "report": ("atomic", "files"),  # HTML pages built from a command's --json document
     "specs": ("units", "files", "atomic", "_version"),
     "hierarchy": ("specs",),
     "collectives": ("hierarchy",),
     "workload": ("collectives",),
     "estimate": ("workload",),
     "planner": ("estimate",),
-    "validate": ("estimate",),
+    "validate": ("estimate", "report"),
+    "serve": ("estimate",),  # prefill / decode / KV transfer on the same tiers and efficiencies
+    "goodput": ("estimate", "topology"),  # failures x fault domains x checkpoints (topology: component counts)
+    "design": ("planner", "goodput", "topology"),  # cluster designs, cost and power, the trend
     "topology": ("specs",),
     "netsim": ("topology", "collectives"),
     "measure": ("collectives",),
-    "cli": ("planner", "validate", "netsim", "measure"),
+    "testbed": ("measure", "netsim"),  # network namespaces + tc-shaped links on one machine
+    "sweep": ("planner", "validate", "design", "serve", "netsim"),  # many scenarios, resumable, Parquet
+    "cli": ("planner", "validate", "netsim", "measure", "serve", "goodput", "design", "testbed", "sweep"),
     "__main__": ("cli",),
     "<root>": ("cli",),
 }

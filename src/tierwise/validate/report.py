@@ -7,18 +7,9 @@ import html
 import json
 from pathlib import Path
 
+from tierwise.report import require_plotly
+
 __all__ = ["html_report", "write_html", "require_plotly"]
-
-
-def require_plotly() -> None:
-    """plotly is the optional ``report`` extra: without it, one clear line (not an ImportError)."""
-    try:
-        import plotly  # noqa: F401
-    except ImportError:
-        from tierwise.errors import TierwiseError
-
-        raise TierwiseError("--html needs plotly, which is not installed; pip install 'tierwise[report]' "
-                            "(or leave out --html)") from None
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> str:
