@@ -214,7 +214,7 @@ def _zero(row: dict[str, str], dp: int, filled: list[str]) -> tuple[int, int]:
     m = re.search(r"shard degree (\d+)", text)
     if m:
         return 3, int(m.group(1))
-    if "zero-3" in text or "full_shard" in text:
+    if "zero-3" in text or "full_shard" in text or "fully sharded" in text:
         return 3, dp
     if "distributed optimizer" in text:
         return 1, dp
