@@ -48,7 +48,7 @@ _O = dict(
     gpus_per_node=typer.Option(None, "--gpus-per-node", help="default 8 (4 for nvl72, 1 for torus)"),
     nics_per_node=typer.Option(None, "--nics-per-node", help="scale-out NICs per node (default one per GPU)"),
     radix=typer.Option(64, "--radix", help="switch ports at the NIC speed"),
-    tiers=typer.Option(3, "--tiers", help="fat-tree tiers: 1, 2 or 3"),
+    tiers=typer.Option(None, "--tiers", help="fat-tree tiers: 1, 2 or 3 (default: the fewest that hold the GPUs)"),
     oversubscription=typer.Option(1.0, "--oversubscription", help="leaf down:up ratio (1 = non-blocking)"),
     nic_bandwidth=typer.Option("400 Gb/s", "--nic-bandwidth", help="one-way per NIC"),
     scale_up=typer.Option("nvswitch", "--scale-up", help="nvswitch | mesh | none"),

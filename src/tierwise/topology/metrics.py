@@ -25,7 +25,7 @@ def bisection_bytes_per_s(fab: Fabric) -> float:
     if fab.family == "torus":
         return torus.torus_bisection(t["dims"], b)
     if fab.family == "dragonfly":
-        return min(fab.num_nics / 2 * b, dragonfly.dragonfly_bisection(t["groups"], fab.params["radix"], b))
+        return min(fab.num_nics / 2 * b, dragonfly.dragonfly_bisection(t["groups"], fab.params["radix"], b, t["a"]))
     o = float(fab.params["oversubscription"])
     return sum(fat_tree.fat_tree_bisection(int((tr["nic_leaf"] >= 0).sum()), b, tr["k"], tr["tiers"], o)
                for tr in t["trees"])
