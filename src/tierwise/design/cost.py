@@ -21,8 +21,8 @@ from tierwise.limits import check_float
 
 __all__ = ["economics", "default_fabric", "fabric_cost", "IB_RADIX"]
 
-IB_RADIX = {200: 40, 400: 64, 800: 144}
-"""InfiniBand switch ports at a NIC speed (Gb/s): Quantum QM8700 40 x HDR, Quantum-2 64 x NDR, Quantum-X800
+IB_RADIX = {200: 128, 400: 64, 800: 144}
+"""InfiniBand switch ports at a NIC speed (Gb/s): Quantum-2 as 128 x 200G (split ports) or 64 x NDR, Quantum-X800
 144 x XDR (network.csv ib_*, quantum2_qm9700, quantum_x800_q3400)."""
 _SECONDS_PER_YEAR = 365.25 * 24 * 3600
 
