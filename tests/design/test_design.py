@@ -74,9 +74,12 @@ def test_trend_comm_share_grows_and_says_by_how_much(trend):
     rows = [r for r in trend["generations"] if r["fits"]]
     assert [r["accelerator"] for r in rows][:3] == ["a100-sxm-80gb", "h100-sxm", "b200"]
     s = trend["summary"]
-    assert s["comm_share_to"] > s["comm_share_from"]
-    assert s["comm_share_ratio"] == pytest.approx(s["comm_share_to"] / s["comm_share_from"])
+    shares = s["fixed_domain_8_shares"]
+    assert len(shares) == 5  # every generation with 8-GPU domains (own or other)
+    assert s["fixed_domain_growth"] == pytest.approx(max(shares.values()) / shares["dgx-a100"])
+    assert s["fixed_domain_growth"] > 1.2
     assert "grows" in s["sentence"]
+    assert s["comm_share_ratio"] == pytest.approx(s["comm_share_to"] / s["comm_share_from"])
     # FLOPS per scale-out byte rises from A100 to B200 (same 8 NICs per server, faster chips)
     fpb = [r["flops_per_scale_out_byte"] for r in rows[:3]]
     assert fpb == sorted(fpb)

@@ -53,7 +53,7 @@ def generation_trend(model, num_gpus: int, *, global_batch: int = 2048, seq: int
     rows = []
     for cl in loaded:
         row = _row(model, cl, num_gpus, global_batch, seq)
-        other = 72 if cl.scale_up_domain <= cl.gpus_per_node else cl.gpus_per_node
+        other = 72 if cl.scale_up_domain <= 8 else 8
         alt = replace(cl, scale_up_domain=other, name=f"{cl.name} with {other}-GPU scale-up domains")
         alt_row = _row(model, alt, num_gpus, global_batch, seq)
         row["other_domain"] = {"scale_up_domain": other, **{k: alt_row.get(k) for k in
@@ -69,23 +69,45 @@ def generation_trend(model, num_gpus: int, *, global_batch: int = 2048, seq: int
     fit = [r for r in rows if r.get("fits")]
     summary: dict[str, Any] = {}
     if len(fit) >= 2:
-        first, last = fit[0], fit[-1]
-        summary = {
-            "from": first["cluster"], "to": last["cluster"],
-            "comm_share_from": first["comm_share"], "comm_share_to": last["comm_share"],
-            "comm_share_ratio": last["comm_share"] / first["comm_share"] if first["comm_share"] else None,
-            "flops_per_byte_ratio": (last["flops_per_scale_out_byte"] / first["flops_per_scale_out_byte"]
-                                     if first["flops_per_scale_out_byte"] else None),
-            "comm_share_max": max(r["comm_share"] for r in fit),
-        }
-        grows = summary["comm_share_to"] > summary["comm_share_from"]
-        summary["sentence"] = (
-            f"exposed communication is {100 * first['comm_share']:.1f}% of the step on {first['cluster']} and "
-            f"{100 * last['comm_share']:.1f}% on {last['cluster']} "
-            f"({'grows' if grows else 'does not grow'}: x{summary['comm_share_ratio']:.2f}); FLOPS per scale-out byte "
-            f"x{summary['flops_per_byte_ratio']:.2f}")
+        summary = _summary(fit)
     return {"model": model.name, "num_gpus": num_gpus, "global_batch_size": global_batch, "seq_length": seq,
             "precision": "bf16", "generations": rows, "summary": summary,
             "notes": ["each generation gets its own best plan (restricted space, see design); the comm share is "
                       "exposed communication / step time",
-                      "other_domain: the same accelerator and NICs with scale-up domains of one server <-> 72-GPU NVL72 racks"]}
+                      "other_domain: the same accelerator and NICs with 8-GPU scale-up domains <-> 72-GPU NVL72 "
+                      "racks; the summary's fixed-domain series holds the domain at 8 GPUs for every generation"]}
+
+
+def _share8(r: dict) -> float | None:
+    """The exposed-communication share with 8-GPU scale-up domains (own or other domain)."""
+    if r["scale_up_domain"] == 8:
+        return r["comm_share"]
+    o = r["other_domain"]
+    return o.get("comm_share") if o.get("scale_up_domain") == 8 else None
+
+
+def _summary(fit: list[dict]) -> dict[str, Any]:
+    """How much the comm share grows: with the scale-up domain held at 8 GPUs (the network falling behind
+    compute), and with each generation's own domain (what NVL72 buys back)."""
+    first, last = fit[0], fit[-1]
+    fixed = [(r["cluster"], _share8(r)) for r in fit if _share8(r) is not None]
+    peak = max(fixed, key=lambda x: x[1]) if fixed else None
+    out: dict[str, Any] = {
+        "from": first["cluster"], "to": last["cluster"],
+        "comm_share_from": first["comm_share"], "comm_share_to": last["comm_share"],
+        "comm_share_ratio": last["comm_share"] / first["comm_share"] if first["comm_share"] else None,
+        "flops_per_byte_ratio": (max(r["flops_per_scale_out_byte"] for r in fit) / first["flops_per_scale_out_byte"]
+                                 if first["flops_per_scale_out_byte"] else None),
+        "fixed_domain_8_shares": dict(fixed),
+    }
+    if fixed and peak and fixed[0][1]:
+        out["fixed_domain_growth"] = peak[1] / fixed[0][1]
+        grows = peak[1] > fixed[0][1]
+        out["sentence"] = (
+            f"with 8-GPU scale-up domains the exposed communication share "
+            f"{'grows' if grows else 'does not grow'} from {100 * fixed[0][1]:.1f}% ({fixed[0][0]}) to "
+            f"{100 * peak[1]:.1f}% ({peak[0]}), x{out['fixed_domain_growth']:.2f}, as FLOPS per scale-out byte grow "
+            f"x{out['flops_per_byte_ratio']:.2f}; with each generation's own domain it is "
+            f"{100 * first['comm_share']:.1f}% on {first['cluster']} and {100 * last['comm_share']:.1f}% on "
+            f"{last['cluster']}")
+    return out
