@@ -1,6 +1,7 @@
 """Cost model, design comparison and the generation trend (issue 17)."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +88,15 @@ def test_trend_comm_share_grows_and_says_by_how_much(trend):
     b200 = rows[2]
     assert b200["other_domain"]["scale_up_domain"] == 72
     assert b200["other_domain"]["comm_share"] < b200["comm_share"]
+
+
+def test_html_pages_from_the_json(designs, trend, tmp_path):
+    pytest.importorskip("plotly")
+    from tierwise.report import write_page
+    from tierwise.report.design import design_page, trend_page
+
+    d = write_page(tmp_path / "d.html", design_page(json.loads(json.dumps(designs))))
+    t = write_page(tmp_path / "t.html", trend_page(json.loads(json.dumps(trend))))
+    texts = [Path(p).read_text(encoding="utf-8") for p in (d, t)]
+    assert all("<html>" in x and "plotly" in x for x in texts)
+    assert "Pareto front" in texts[0]

@@ -45,3 +45,15 @@ def test_design_and_trend_json(tmp_path):
     d = _json(["trend", "--model", "llama3.1-8b", "--gpus", "144", "--global-batch", "144", "--seq", "2048",
                "--json"])
     assert len(d["generations"]) == 5 and d["summary"]
+
+
+def test_estimate_reports_cost_and_levers(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text("model: llama3.1-8b\ncluster: dgx-h100\nnum_gpus: 16\n"
+                 "plan: {tp: 8, dp: 2, global_batch_size: 16, seq_length: 4096, zero_stage: 0}\n")
+    plain = _json(["estimate", str(f), "--json", "--tokens", "1e10"])
+    bf16 = _json(["estimate", str(f), "--json", "--reduce-dtype", "bf16"])
+    assert plain["economics"]["time_to_train_s"] == 1e10 / plain["tokens_per_s"]
+    dp = lambda d: d["breakdown"]["per_axis"]["dp"]["bytes"]  # noqa: E731
+    assert dp(bf16) == dp(plain) / 2  # ZeRO 0: the all-reduce of fp32 gradients becomes bf16
+    assert any("bf16" in a for a in bf16["assumed"])

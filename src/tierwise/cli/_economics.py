@@ -47,6 +47,10 @@ def economics_block(tokens_per_s, cluster, num_gpus, *, tokens=None, prices=None
     return economics(tokens_per_s, cluster, num_gpus, prices, tokens=tokens)
 
 
+def _usd(x: float) -> str:
+    return f"${x / 1e6:,.1f}M" if x >= 1e6 else f"${x:,.0f}"
+
+
 def render_economics(console, e: dict | None) -> None:
     if not e:
         return
@@ -54,15 +58,15 @@ def render_economics(console, e: dict | None) -> None:
 
     t = kv_table("cost and energy", key_style="")
     cap = e["capex_usd"]
-    t.add_row("capex", f"${cap['total'] / 1e6:,.1f}M (servers ${cap['servers'] / 1e6:,.1f}M, network "
-                       f"${(cap['total'] - cap['servers']) / 1e6:,.1f}M = {e['network_share_of_capex']:.1%})")
+    t.add_row("capex", f"{_usd(cap['total'])} (servers {_usd(cap['servers'])}, network "
+                       f"{_usd(cap['total'] - cap['servers'])} = {e['network_share_of_capex']:.1%})")
     t.add_row("power (facility)", f"{e['power_w']['facility'] / 1e6:,.2f} MW at PUE {e['pue']:g}")
     t.add_row("cost per million tokens", f"${e['usd_per_million_tokens']:,.3f}  ({e['life_years']:g}-year life, "
                                          f"${e['usd_per_kwh']:g}/kWh)")
     t.add_row("energy per token", f"{e['joules_per_token']:,.2f} J")
     if "time_to_train_s" in e:
         t.add_row("time / cost / energy to train", f"{e['time_to_train_days']:,.1f} days / "
-                  f"${e['cost_to_train_usd'] / 1e6:,.1f}M / {e['energy_to_train_mwh']:,.0f} MWh")
+                  f"{_usd(e['cost_to_train_usd'])} / {e['energy_to_train_mwh']:,.1f} MWh")
     print_table(console, t)
     console.print(f"assumed: {'; '.join(e['assumed'])}", style="dim")
 
