@@ -88,7 +88,7 @@ def register(app: typer.Typer) -> None:
         from tierwise.specs.cluster import load_cluster
 
         m = _common(model, gpus, global_batch, seq)
-        extra = [load_cluster(c) for c in (cluster or [])]
+        extra = [_named(c, load_cluster(c)) for c in (cluster or [])]
         _html_first(html)
         doc = generation_trend(m, gpus, global_batch=global_batch, seq=seq, extra=extra)
         if html is not None:
@@ -97,6 +97,14 @@ def register(app: typer.Typer) -> None:
 
             doc["html"] = write_page(html, trend_page(doc))
         emit(doc, as_json, lambda con: _render_trend(con, doc))
+
+
+def _named(ref: str, cl):
+    """A user's cluster file is shown by its file name (a catalog-based file is named 'base (modified)')."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    return replace(cl, name=Path(ref).stem) if ref.endswith((".yaml", ".yml")) else cl
 
 
 def _render_design(con, doc: dict) -> None:
