@@ -104,6 +104,7 @@ def build_fabric(spec: TopologySpec) -> Fabric:
                 t[key] = full
         tables["trees"] = trees
         tables["nic_tree"] = nic_tree
+        common["params"]["tiers_built"] = max(t["tiers"] for t in trees)
     tables["notes"] = notes
     return gb.finish(gpus_per_node=gpn, nics_per_node=R, domain_size=domain, scale_up=scale_up,
                      gpu_nic=gpu_nic, nic_node=nic_nodes, tables=tables, **common)
