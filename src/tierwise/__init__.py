@@ -46,6 +46,11 @@ _API = {
     "StepEstimates": "tierwise.estimate.step",
     "search": "tierwise.planner",
     "Constraints": "tierwise.planner",
+    "economics": "tierwise.design.cost",
+    "compare_designs": "tierwise.design.designs",
+    "generation_trend": "tierwise.design.trend",
+    "Levers": "tierwise.estimate.levers",
+    "with_levers": "tierwise.estimate.levers",
 }
 """Public name -> the module that defines it (or the module and the name there: ``tierwise.estimate`` is the
 subpackage, so its function is exported as ``estimate_step``)."""

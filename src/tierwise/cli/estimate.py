@@ -7,6 +7,15 @@ from typing import Annotated
 
 import typer
 
+from tierwise.cli._economics import (
+    OneBitOpt,
+    PowerSgdOpt,
+    PricesOpt,
+    ReduceDtypeOpt,
+    StalenessOpt,
+    SyncEveryOpt,
+    TokensOpt,
+)
 from tierwise.cli._output import emit, kv_table, print_table
 
 
@@ -95,6 +104,33 @@ def render_estimate(console, doc: dict, show_model: bool = False) -> None:
         render_model(console, doc["model_summary"])
 
 
+def _estimate_with_economics(scenario, levers, tokens, prices) -> dict:
+    """The estimate document under the levers, with its cost and energy block (:mod:`tierwise.design.cost`)."""
+    from dataclasses import replace
+
+    from tierwise.cli._economics import economics_block, load_prices_checked
+    from tierwise.estimate.levers import with_levers
+    from tierwise.estimate.scenario import estimate_scenario
+
+    price_table = load_prices_checked(prices)  # a bad price file fails before the work
+    if levers.active:
+        scenario = replace(scenario, cluster=with_levers(scenario.cluster, levers))
+    doc = estimate_scenario(scenario)
+    if levers.active:
+        doc["levers"] = levers.describe()
+    doc["economics"] = economics_block(doc["tokens_per_s"], scenario.cluster, doc["num_gpus"], tokens=tokens,
+                                       prices=price_table)
+    return doc
+
+
+def _render_all(console, doc: dict, show_model: bool) -> None:
+    from tierwise.cli._economics import render_economics, render_levers
+
+    render_estimate(console, doc, show_model)
+    render_levers(console, doc.get("levers"))
+    render_economics(console, doc.get("economics"))
+
+
 def register(app: typer.Typer) -> None:
     @app.command("estimate")
     def estimate_cmd(
@@ -102,14 +138,23 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="print JSON (a list when several files are given)")] = False,
         show_model: Annotated[bool, typer.Option("--show-model", help="also list every field the model (catalog "
                                                  "name, YAML or config.json) was parsed into")] = False,
+        tokens: TokensOpt = None, prices: PricesOpt = None, reduce_dtype: ReduceDtypeOpt = None,
+        powersgd_rank: PowerSgdOpt = 0, onebit: OneBitOpt = False, sync_every: SyncEveryOpt = 1,
+        async_staleness: StalenessOpt = 0,
     ) -> None:
         """Estimate one training step for each scenario file."""
-        from tierwise.estimate.scenario import estimate_scenario, load_scenario, safe_estimate
+        from tierwise.cli._economics import make_levers
+        from tierwise.estimate.scenario import load_scenario, safe_estimate
 
+        levers = make_levers(reduce_dtype, powersgd_rank, onebit, sync_every, async_staleness)
         if len(scenarios) == 1:
-            doc = estimate_scenario(load_scenario(scenarios[0]))
-            emit(doc, as_json, lambda console: render_estimate(console, doc, show_model))
+            doc = _estimate_with_economics(load_scenario(scenarios[0]), levers, tokens, prices)
+            emit(doc, as_json, lambda console: _render_all(console, doc, show_model))
             return
+        if levers.active or tokens is not None or prices is not None:
+            from tierwise.errors import SpecError
+
+            raise SpecError("--tokens, --prices and the lever options take one scenario file; give one")
         docs = [safe_estimate(path) for path in scenarios]
 
         def render(console):

@@ -7,6 +7,15 @@ from typing import Annotated
 
 import typer
 
+from tierwise.cli._economics import (
+    OneBitOpt,
+    PowerSgdOpt,
+    PricesOpt,
+    ReduceDtypeOpt,
+    StalenessOpt,
+    SyncEveryOpt,
+    TokensOpt,
+)
 from tierwise.cli._output import emit, print_table
 from tierwise.errors import PlanError
 from tierwise.limits import MAX_BATCH, MAX_GPUS, MAX_LAYERS, MAX_SEQ, check_int
@@ -157,6 +166,42 @@ def render_scale(console, doc: dict) -> None:
     console.print(doc["explanation"].splitlines()[-1], markup=False)
 
 
+def _levers_and_prices(reduce_dtype, powersgd_rank, onebit, sync_every, async_staleness, prices):
+    from tierwise.cli._economics import load_prices_checked, make_levers
+
+    return make_levers(reduce_dtype, powersgd_rank, onebit, sync_every, async_staleness), load_prices_checked(prices)
+
+
+def _with_levers(cluster, levers):
+    """The cluster the planner ranks on: the levers ride in its compute parameters (tierwise.estimate.levers)."""
+    from tierwise.estimate.levers import with_levers
+
+    return with_levers(cluster, levers)
+
+
+def _add_economics(doc: dict, cluster, gpus: int, levers, tokens, prices) -> None:
+    """The best plan's cost and energy, and each plan's cost per million tokens (same cluster, same capex)."""
+    from tierwise.cli._economics import economics_block
+
+    if levers.active:
+        doc["levers"] = levers.describe()
+    if not doc["plans"]:
+        return
+    best = economics_block(doc["plans"][0]["estimate"]["tokens_per_s"], cluster, gpus, tokens=tokens, prices=prices)
+    doc["economics"] = best
+    usd_per_s = best["usd_per_hour"] / 3600
+    for p in doc["plans"]:
+        p["usd_per_million_tokens"] = usd_per_s / p["estimate"]["tokens_per_s"] * 1e6
+
+
+def _render_plan_economics(console, doc: dict) -> None:
+    from tierwise.cli._economics import render_economics, render_levers
+
+    render_plans(console, doc)
+    render_levers(console, doc.get("levers"))
+    render_economics(console, doc.get("economics"))
+
+
 def register(app: typer.Typer) -> None:
     @app.command("plan")
     def plan_cmd(
@@ -175,6 +220,9 @@ def register(app: typer.Typer) -> None:
         zero: ZeroOpt = None, objective: ObjOpt = "step_time", ep_overlap: EpOverlapOpt = True,
         eager: EagerOpt = False, zero3_gather: Zero3Opt = "flat", fused_ce: FusedCeOpt = False,
         show_infeasible: Annotated[bool, typer.Option("--show-infeasible", help="list the nearest misses")] = False,
+        tokens: TokensOpt = None, prices: PricesOpt = None, reduce_dtype: ReduceDtypeOpt = None,
+        powersgd_rank: PowerSgdOpt = 0, onebit: OneBitOpt = False, sync_every: SyncEveryOpt = 1,
+        async_staleness: StalenessOpt = 0,
     ) -> None:
         """Search every parallel layout, fit memory, rank by the estimator, and explain the winner."""
         from tierwise.planner.answer import plan_document
@@ -187,9 +235,13 @@ def register(app: typer.Typer) -> None:
                          recompute=recompute, precision=precision, zero=zero, ep_comm_overlap=ep_overlap,
                          fused_elementwise=not eager, zero3_gather=zero3_gather, fused_cross_entropy=fused_ce)
         m, cl = _load(model, cluster)
+        levers, price_table = _levers_and_prices(reduce_dtype, powersgd_rank, onebit, sync_every, async_staleness,
+                                                 prices)
+        cl = _with_levers(cl, levers)
         doc = plan_document(m, cl, gpus, global_batch, seq, constraints=c, objective=objective, top=top,
                             show_infeasible=show_infeasible)
-        emit(doc, as_json, lambda console: render_plans(console, doc))
+        _add_economics(doc, cl, gpus, levers, tokens, price_table)
+        emit(doc, as_json, lambda console: _render_plan_economics(console, doc))
 
     @app.command("scale")
     def scale_cmd(

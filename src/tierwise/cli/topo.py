@@ -48,7 +48,7 @@ _O = dict(
     gpus_per_node=typer.Option(None, "--gpus-per-node", help="default 8 (4 for nvl72, 1 for torus)"),
     nics_per_node=typer.Option(None, "--nics-per-node", help="scale-out NICs per node (default one per GPU)"),
     radix=typer.Option(64, "--radix", help="switch ports at the NIC speed"),
-    tiers=typer.Option(3, "--tiers", help="fat-tree tiers: 1, 2 or 3"),
+    tiers=typer.Option(None, "--tiers", help="fat-tree tiers: 1, 2 or 3 (default: the fewest that hold the GPUs)"),
     oversubscription=typer.Option(1.0, "--oversubscription", help="leaf down:up ratio (1 = non-blocking)"),
     nic_bandwidth=typer.Option("400 Gb/s", "--nic-bandwidth", help="one-way per NIC"),
     scale_up=typer.Option("nvswitch", "--scale-up", help="nvswitch | mesh | none"),
@@ -71,17 +71,34 @@ def register(app: typer.Typer) -> None:
         scale_up_bandwidth: str = _O["scale_up_bandwidth"], domain_size: int = _O["domain_size"],
         hop_latency: str = _O["hop_latency"], dims: str = _O["dims"], groups: int = _O["groups"],
         prices: str = typer.Option(None, "--prices", help="price/power YAML overriding the shipped one"),
+        cluster: str = typer.Option("dgx-h100", "--cluster", help="catalog cluster or cluster YAML whose servers "
+                                    "or racks the fabric joins (their price and power)"),
+        fabric: str = typer.Option(None, "--fabric", help="ib | roce (default: roce for a cluster named *roce*, "
+                                   "else ib)"),
+        leaf_placement: str = typer.Option("row", "--leaf-placement", help="row (leaves a rack away: optical NIC "
+                                           "links) | rack (top of rack: copper NIC links where a leaf fits a rack)"),
+        cpo: bool = typer.Option(False, "--cpo", help="co-packaged optics on the switches"),
         as_json: bool = typer.Option(False, "--json", help="print JSON"),
     ) -> None:
         """Inventory, bisection (one-way), hops, capex and power of a scale-out fabric."""
         from tierwise.netsim.routing import route
+        from tierwise.specs.cluster import load_cluster
         from tierwise.topology import build_fabric
-        from tierwise.topology.costs import load_prices
+        from tierwise.topology.costs import fabric_of, load_prices
         from tierwise.topology.metrics import topology_report
 
         spec = _spec(family, gpus, gpus_per_node, nics_per_node, radix, tiers, oversubscription, nic_bandwidth,
                      scale_up, scale_up_bandwidth, domain_size, hop_latency, dims, groups)
-        report = topology_report(build_fabric(spec), load_prices(prices), route_fn=route)
+        cl = load_cluster(cluster)
+        assumed = []
+        if fabric is None:
+            fabric = fabric_of(cluster, cl)
+            assumed.append(f"--fabric {fabric} (from the cluster {cluster!r})")
+        report = topology_report(build_fabric(spec), load_prices(prices), route_fn=route,
+                                 accelerator=cl.accelerator.name, gpu_power_w=cl.accelerator.power_w,
+                                 fabric=fabric, placement=leaf_placement, cpo=cpo)
+        report["cluster"] = cl.name
+        report["assumed"] = assumed
         emit(report, as_json, lambda con: _render_topo(con, report))
 
     @app.command("simulate")
@@ -166,15 +183,26 @@ def _render_topo(con, r: dict) -> None:
         ("transceivers", ", ".join(f"{k}: {v}" for k, v in r["transceivers_by_speed"].items()) or "none"),
         ("bisection (one-way)", format_bandwidth(r["bisection_bytes_per_s"])),
         ("diameter / avg hops", f"{r['diameter_hops']} / {r['avg_hops']:.2f}  (scale-out links, NIC to NIC)"),
-        ("network capex", f"${r['network_capex_usd']:,.0f}"),
+        ("network capex", f"${r['network_capex_usd']:,.0f}  ({r['fabric']}; links: {r['links_by_medium']})"),
         ("network power", f"{r['network_power_w'] / 1e3:,.1f} kW"),
-        ("network share of cost", f"{100 * r['network_share_of_cluster_cost']:.1f}%"),
+        ("servers / racks", r["servers"]["basis"]),
+        ("network share of cost", f"{100 * r['network_share_of_cluster_cost']:.1f}%"
+         + (f"  (uncertain prices: {100 * r['network_share_range']['low']:.1f}-"
+            f"{100 * r['network_share_range']['high']:.1f}%; seeds' budget 15-25%)" if "network_share_range" in r
+            else "")),
     ]
+    for cls, hv in (r.get("hops_by_class") or {}).items():
+        rows.append((f"hops, {cls.replace('_', ' ')}", f"{hv['avg_scale_out_hops']:.2f} avg, {hv['max_scale_out_hops']} "
+                     f"max scale-out links" + (f" + {hv['avg_scale_up_hops']:.1f} scale-up (PXN)"
+                                               if hv["avg_scale_up_hops"] else "")))
     for k, v in rows:
         t.add_row(k, v)
     print_table(con, t)
     a = r["cost_assumptions"]
-    con.print(f"assumptions: {a['gpu_cost']}; {a['optics']}; {a['switch_scaling']}")
+    con.print(f"assumptions: {a['gpu_cost']}; {a['optics']}; {a['switch_optics']}; {a['fabric']}; "
+              f"{a['switch_scaling']}")
+    for note in r.get("notes", []) + [f"assumed {x}" for x in r.get("assumed", [])]:
+        con.print(f"note: {note}")
     for k, v in a["estimates"].items():
         con.print(f"  estimate {k}: {v}")
 

@@ -778,14 +778,15 @@ class _NoCost:
     time_s = bytes_per_rank = 0.0
 
 
-def _dp_costs(cluster, plans: PlanBatch, g: DpGroups, params, span_full, group, pieces, cparams):
+def _dp_costs(cluster, plans: PlanBatch, g: DpGroups, params, span_full, group, pieces, cparams, grad_factor=1.0):
     """(gradient seconds, gather seconds, bytes per rank) per step for ``params`` per GPU reduced over
     ``group`` ranks (``span_full``): ZeRO 0 all-reduces the gradients; ZeRO >= 1 reduce-scatters them and
     all-gathers the weights, over the shard group plus an all-reduce of the 1/shard gradients over the replicas
     under HSDP; each in ``pieces`` collectives (one per layer under ZeRO-3). A kind no plan of the batch uses
-    is not priced (a planner batch often has none)."""
+    is not priced (a planner batch often has none). ``grad_factor``: the gradient compression's bytes per
+    uncompressed byte (:func:`_dp_levers`)."""
     zero, hsdp, shard = plans.zero_stage, g.hsdp, g.shard
-    g_bytes = cparams["grad_bytes"] * params / pieces
+    g_bytes = cparams["grad_bytes"] * params / pieces * grad_factor
     w_bytes = cparams["weight_bytes"] * params / pieces
     used = group > 1
 
@@ -851,13 +852,17 @@ def _data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, P: Deriv
     # ZeRO-3 / FSDP gather and reduce-scatter one layer (one wrapped unit) at a time, so each step pays the
     # collective latency once per layer; ZeRO 0-2 reduce in large buckets (one collective per step here)
     pieces = np.where(zero == 3, np.maximum(pipe.layers, 1), 1.0)
-    d_grad, d_gather, d_bytes = _dp_costs(cluster, plans, g, dense_params, g.dp_span, dp_group, pieces, cparams)
+    total_params_local = dense_params + expert_params
+    factor, lever_s = _dp_levers(model, shape, cluster, P, cparams, total_params_local, hbm)
+    d_grad, d_gather, d_bytes = _dp_costs(cluster, plans, g, dense_params, g.dp_span, dp_group, pieces, cparams,
+                                          factor)
     if model.moe is not None:
-        e_grad, e_gather, e_bytes = _dp_costs(cluster, plans, g, expert_params, g.edp_span, edp, pieces, cparams)
+        e_grad, e_gather, e_bytes = _dp_costs(cluster, plans, g, expert_params, g.edp_span, edp, pieces, cparams,
+                                              factor)
     else:
         e_grad = e_gather = e_bytes = np.zeros(n)
-    total_params_local = dense_params + expert_params
     time, exposed = _dp_exposed(plans, P, pipe, d_grad + e_grad, d_gather + e_gather, total_params_local, cparams)
+    time, exposed, sync_every = _dp_sync_levers(time, exposed, lever_s, dp_group, P, pipe, cparams)
     z3 = zero == 3
     regather = np.where(plans.reshard_after_forward, 1.0, 0.0)
     # ZeRO-3 with list-form collectives (zero3_gather = tensor-list, DeepSpeed ZeRO-3 of 2021): one
@@ -889,11 +894,47 @@ def _data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, P: Deriv
     return DataParallel(
         time=time, exposed=exposed,
         bytes=np.where(z3, (d_bytes + e_bytes) * m * np.where(plans.reshard_after_forward, 1.5, 1.0),
-                       d_bytes + e_bytes),
+                       d_bytes + e_bytes) / sync_every,
         tier=np.maximum(g.dp_span.tier, np.where(edp > 1, g.edp_span.tier, 0)),
         optimizer_s=opt_params * cparams["optimizer_bytes_per_param"] / hbm, shard_copy_s=shard_copy_s,
         stage_params=stage_params, dp_group=dp_group, edp=edp, shard=shard, hsdp=hsdp,
     )
+
+
+def _dp_levers(model, shape: ModelShape, cluster, P: Derived, cparams, local_params, hbm):
+    """(bytes per uncompressed gradient byte, compression compute seconds per step) of the gradient
+    compression levers (:mod:`tierwise.estimate.levers`: PowerSGD rank r, Vogels et al. 2019; 1-bit Adam, Tang
+    et al. 2021). No lever: (1, 0)."""
+    from tierwise.estimate.levers import powersgd_factor
+
+    rank = float(cparams.get("dp_powersgd_rank", 0.0))
+    if rank > 0:
+        gemms = shape.attention_gemms + (shape.dense_mlp_gemms or shape.moe_gemms)
+        factor = powersgd_factor(gemms, rank, P.tp)
+        peak = cluster.accelerator.peak_flops_per_s("bf16")
+        # 6 a b r FLOPs per matrix; about 5 fp32 passes over the gradient with error feedback
+        return factor, np.maximum(6 * rank * local_params / peak, 20.0 * local_params / hbm)
+    if cparams.get("dp_onebit", 0.0):
+        # signs (1/8 byte) per element; error-compensated compression on worker and server: ~32 B/param of HBM
+        return np.full(P.n, 0.125 / cparams["grad_bytes"]), 32.0 * local_params / hbm
+    return 1.0, np.zeros(P.n)
+
+
+def _dp_sync_levers(time, exposed, lever_s, dp_group, P: Derived, pipe: Pipeline, cparams):
+    """DP (time, exposed, H) under the compression compute cost, local SGD / DiLoCo's outer sync every H steps
+    (traffic / H, exposed: the outer step waits for it; Douillard et al. 2023) and asynchronous DP with
+    staleness s (exposed less up to s steps of compute; Ho et al. 2013)."""
+    used = dp_group > 1
+    time = time + np.where(used, lever_s, 0.0)
+    exposed = exposed + np.where(used, lever_s, 0.0)
+    H = max(float(cparams.get("dp_sync_every", 1.0)), 1.0)
+    if H > 1:
+        time = time / H
+        exposed = time
+    s = float(cparams.get("dp_async_staleness", 0.0))
+    if s > 0:
+        exposed = np.maximum(exposed - s * P.m * pipe.t_mb, 0.0)
+    return time, exposed, H
 
 
 def _two_axis_span(cluster, a, stride_a, b, stride_b):

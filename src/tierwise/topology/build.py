@@ -73,17 +73,20 @@ def build_fabric(spec: TopologySpec) -> Fabric:
     if o < 1:
         fat_tree.leaf_ports(max(spec.radix, 2) + max(spec.radix, 2) % 2, o)  # raises the message
     kw = dict(radix=spec.radix, oversubscription=o, cap=b_nic, lat=lat, num_gpus=G)
+    notes: list[str] = []
     if spec.family == "fat-tree":
-        trees = [fat_tree.add_fat_tree(gb, nic_nodes, np.arange(num_nodes * R), tiers=spec.tiers, **kw)]
+        tiers = _tiers(spec, num_nodes * R, o, notes)
+        trees = [fat_tree.add_fat_tree(gb, nic_nodes, np.arange(num_nodes * R), tiers=tiers, **kw)]
     elif spec.family in ("rail-optimized", "nvl72"):
         d, _ = fat_tree.leaf_ports(spec.radix, o)
         order = rail.rail_major_order(num_nodes, R, d)
-        trees = [fat_tree.add_fat_tree(gb, nic_nodes, order, tiers=spec.tiers, **kw)]
+        tiers = _tiers(spec, num_nodes * R, o, notes)
+        trees = [fat_tree.add_fat_tree(gb, nic_nodes, order, tiers=tiers, **kw)]
     elif spec.family == "rail-only":
-        trees = []
-        for order in rail.rail_orders(num_nodes, R):
-            tiers = next((t for t in (1, 2, 3) if fat_tree.max_endpoints(spec.radix, t, o) >= order.size), 3)
-            trees.append(fat_tree.add_fat_tree(gb, nic_nodes, order, tiers=tiers, **kw))
+        # each rail is its own Clos sized to its NICs (Wang et al. 2023 section 4)
+        trees = [fat_tree.add_fat_tree(gb, nic_nodes, order,
+                                       tiers=fat_tree.tiers_needed(order.size, spec.radix, o), **kw)
+                 for order in rail.rail_switch_orders(num_nodes, R, spec.radix)]
     elif spec.family == "dragonfly":
         tables.update(dragonfly.add_dragonfly(gb, nic_nodes, radix=spec.radix, groups=spec.groups,
                                               cap=b_nic, lat=lat, num_gpus=G))
@@ -101,8 +104,28 @@ def build_fabric(spec: TopologySpec) -> Fabric:
                 t[key] = full
         tables["trees"] = trees
         tables["nic_tree"] = nic_tree
+        common["params"]["tiers_built"] = max(t["tiers"] for t in trees)
+    tables["notes"] = notes
     return gb.finish(gpus_per_node=gpn, nics_per_node=R, domain_size=domain, scale_up=scale_up,
                      gpu_nic=gpu_nic, nic_node=nic_nodes, tables=tables, **common)
+
+
+def _tiers(spec: TopologySpec, num_nics: int, o: float, notes: list[str]) -> int:
+    """The tiers to build: the fewest that hold the NICs, or the requested ``tiers`` when that is no more.
+
+    A request for more tiers than the NICs need builds only the tiers needed (an extra tier would be idle
+    switches: with one pod a core tier carries no traffic) and says so in ``notes``.
+    """
+    from tierwise.topology.fat_tree import tiers_needed
+
+    need = tiers_needed(num_nics, spec.radix, o)
+    if spec.tiers is None:
+        return need
+    if spec.tiers > need:
+        notes.append(f"--tiers {spec.tiers} is more than {num_nics} NICs need at radix {spec.radix}: "
+                     f"built {need} tier{'s' if need > 1 else ''} (a further tier would be idle switches)")
+        return need
+    return spec.tiers
 
 
 def _params(spec: TopologySpec, domain: int, scale_up: str) -> dict:

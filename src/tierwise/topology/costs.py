@@ -1,12 +1,19 @@
-"""Capex and power of a fabric's scale-out network from a price file (:file:`prices.yaml` by default).
+"""Capex and power of a fabric's scale-out network, and of the servers or racks it joins, from a price file
+(:file:`prices.yaml` by default).
 
 Counting rules (stated in the output):
 
-* every scale-out cable is optical: a 400G single-port module at the NIC end, and at a switch end half a
-  twin-port 800G (2x400G) module per port (DGX SuperPOD style; hardware-notes.md section 3). SemiAnalysis
-  notes 25-33% of GPU links could be copper instead (S21), so this is an upper bound on optics;
-* switch price and power scale with ports x port speed relative to a 64-port 400G switch;
-* scale-up (NVSwitch, NVL72 spine, mesh) is inside the server or rack price and is not counted;
+* **cables by reach.** A link whose two ends sit in one rack is copper: a passive DAC (about 2-3 m at 100G
+  per lane) when ``placement="rack"`` puts a fat tree's leaf at the top of the rack its NICs are in; an NVL72
+  rack's NVLink spine is copper inside the rack price. A link to a leaf in another rack (a DGX SuperPOD's
+  rail-aligned NIC-to-leaf links, every link above the leaves) is optical: a 400G single-port module at a
+  NIC end and half an 800G twin-port (2x400G) module per switch port (hardware-notes.md section 3);
+* **co-packaged optics** (``cpo=True``): a switch port's optics are on the switch package, so switch-side
+  modules are replaced by the published CPO power per port (NIC ends keep pluggables);
+* **InfiniBand vs RoCE**: different switch price and power (Quantum-2 vs Tomahawk-5 class 51.2T) and the
+  RoCE NIC's extra price and power (BlueField-3 SuperNIC over ConnectX-7, S21); an Ethernet 51.2T switch
+  offers 128 ports at 400G where Quantum-2 offers 64 (the radix is the fabric's);
+* switch price and power scale with ports x port speed relative to a 51.2 Tb/s switch;
 * a torus's direct links are counted as cables without transceivers (TPU-style ICI).
 """
 
@@ -18,12 +25,20 @@ from tierwise.errors import TopologyError, did_you_mean
 from tierwise.files import require_document, short_repr
 from tierwise.limits import check_float
 
-__all__ = ["load_prices", "network_cost"]
+__all__ = ["load_prices", "network_cost", "servers_cost", "share_sensitivity", "fabric_of", "FABRICS", "PLACEMENTS"]
 
 MAX_PRICE = 1e12
 """A price (USD) or power (W) of one part: a trillion is past any."""
-_REQUIRED = ("switch_usd", "switch_w", "transceiver_switch_usd", "transceiver_switch_w", "transceiver_nic_usd",
-             "transceiver_nic_w", "nic_usd", "nic_w", "cable_usd", "gpu_server_usd_per_gpu")
+_REQUIRED = ("switch_usd", "switch_w", "switch_eth_usd", "switch_eth_w", "cpo_w_per_800g_port",
+             "cpo_usd_per_800g_port", "transceiver_switch_usd", "transceiver_switch_w", "transceiver_nic_usd",
+             "transceiver_nic_w", "nic_usd", "nic_w", "nic_roce_extra_usd", "nic_roce_extra_w", "cable_usd",
+             "dac_usd", "dac_w", "acc_usd", "acc_w", "gpu_server_usd_per_gpu", "server_a100_usd", "server_h100_usd",
+             "server_b200_usd", "rack_gb200_nvl72_usd", "rack_gb300_nvl72_usd", "server_overhead_w_per_gpu",
+             "rack_gb200_nvl72_w", "rack_gb300_nvl72_w", "usd_per_kwh", "pue", "life_years")
+FABRICS = ("ib", "roce")
+PLACEMENTS = ("row", "rack")
+"""Where a fat tree's leaves stand: ``row`` (end or middle of row, a rack away: optical NIC links, as a DGX
+SuperPOD) or ``rack`` (top of the rack its NICs are in: copper NIC links when a leaf's NICs fit one rack)."""
 
 
 def load_prices(path: str | None = None) -> dict:
@@ -49,7 +64,7 @@ def load_prices(path: str | None = None) -> dict:
             if not isinstance(entry, dict):
                 raise TopologyError(f"{key}={short_repr(entry)} in {where} must be a number or a mapping such as "
                                     "{value: 30000, source: ...}")
-            allowed = ("value", "unit", "estimate", "assumption", "source")
+            allowed = ("value", "unit", "estimate", "assumption", "source", "low", "high")
             for sub in entry:
                 if sub not in allowed:
                     raise TopologyError(f"unknown key {short_repr(sub)} under {key} in {where}; allowed: "
@@ -59,42 +74,144 @@ def load_prices(path: str | None = None) -> dict:
             check_float(entry["value"], f"{key}.value", minimum=0.0, maximum=MAX_PRICE, error=TopologyError,
                         sep="=", where=f"in {where}", hint=" (USD or W)")
             merged = {"source": f"user price file {path}", "estimate": False} | dict(entry)
+            if "low" not in entry:  # the user's figure is the figure: no shipped range around it
+                merged.pop("low", None)
+                merged.pop("high", None)
             prices[key] = merged
     return prices
 
 
-def network_cost(inv: dict, num_gpus: int, nic_bytes_per_s: float, prices: dict) -> dict:
-    """Capex (USD) and power (W) from an inventory (:func:`tierwise.topology.metrics.inventory`)."""
+def network_cost(inv: dict, num_gpus: int, nic_bytes_per_s: float, prices: dict, *, fabric: str = "ib",
+                 servers: dict | None = None, copper_access: bool = False, cpo: bool = False) -> dict:
+    """Capex (USD) and power (W) of the scale-out network from an inventory
+    (:func:`tierwise.topology.metrics.inventory`), and its share of the cluster's capex.
+
+    ``servers`` is :func:`servers_cost`'s record (without it, ``gpu_server_usd_per_gpu`` per GPU);
+    ``copper_access``: NIC-to-leaf links are in-rack copper; ``cpo``: co-packaged optics on the switches.
+    """
+    if fabric not in FABRICS:
+        raise TopologyError(f"--fabric {short_repr(fabric)} is unknown; choose one of {', '.join(FABRICS)}")
     v = {k: float(prices[k]["value"]) for k in _REQUIRED}
-    scale = (inv["switch_radix"] * nic_bytes_per_s) / (64 * 50e9)
+    sw = "switch_eth" if fabric == "roce" else "switch"
+    scale = (inv["switch_radix"] * nic_bytes_per_s) / (51.2e12 / 8)  # ports x speed vs a 51.2 Tb/s switch
+    nic_usd = v["nic_usd"] + (v["nic_roce_extra_usd"] if fabric == "roce" else 0.0)
+    nic_w = v["nic_w"] + (v["nic_roce_extra_w"] if fabric == "roce" else 0.0)
+    by_tier = inv.get("cables_by_tier", {})
+    access = int(by_tier.get("access", 0)) if inv["num_nics"] else 0
+    copper = access if copper_access else 0
+    optical = inv["num_cables"] - copper if inv["num_nics"] else 0
+    nic_modules = inv["transceivers_nic"] - copper
+    switch_ports_optical = max(inv["switch_ports_used"] - copper, 0) if inv["num_nics"] else 0
+    twin = (switch_ports_optical + 1) // 2
+    speed_ratio = nic_bytes_per_s / 50e9  # a 400G port is half an 800G twin module
+    if cpo:
+        switch_optics_usd = switch_ports_optical * speed_ratio / 2 * v["cpo_usd_per_800g_port"]
+        switch_optics_w = switch_ports_optical * speed_ratio / 2 * v["cpo_w_per_800g_port"]
+        twin = 0
+    else:
+        switch_optics_usd = twin * v["transceiver_switch_usd"] * speed_ratio
+        switch_optics_w = twin * v["transceiver_switch_w"] * speed_ratio
+    copper_cables = inv["num_cables"] if not inv["num_nics"] else copper  # a torus's direct links
     parts_usd = {
-        "switches": inv["num_switches"] * v["switch_usd"] * scale,
-        "nics": inv["num_nics"] * v["nic_usd"],
-        "transceivers": inv["transceivers_nic"] * v["transceiver_nic_usd"]
-        + inv["transceivers_switch_twin"] * v["transceiver_switch_usd"],
-        "cables": inv["num_cables"] * v["cable_usd"],
+        "switches": inv["num_switches"] * v[f"{sw}_usd"] * scale,
+        "nics": inv["num_nics"] * nic_usd * speed_ratio,
+        "optics": nic_modules * v["transceiver_nic_usd"] * speed_ratio + switch_optics_usd,
+        "cables": optical * v["cable_usd"] + copper_cables * v["dac_usd"] * speed_ratio,
     }
     parts_w = {
-        "switches": inv["num_switches"] * v["switch_w"] * scale,
-        "nics": inv["num_nics"] * v["nic_w"],
-        "transceivers": inv["transceivers_nic"] * v["transceiver_nic_w"]
-        + inv["transceivers_switch_twin"] * v["transceiver_switch_w"],
+        "switches": inv["num_switches"] * v[f"{sw}_w"] * scale,
+        "nics": inv["num_nics"] * nic_w * speed_ratio,
+        "optics": nic_modules * v["transceiver_nic_w"] * speed_ratio + switch_optics_w,
+        "cables": copper_cables * v["dac_w"],
     }
     capex = sum(parts_usd.values())
-    gpu_cost = num_gpus * v["gpu_server_usd_per_gpu"]
-    estimates = sorted(k for k in _REQUIRED if prices[k].get("estimate"))
+    if servers is None:
+        servers = {"capex_usd": num_gpus * v["gpu_server_usd_per_gpu"], "basis": "gpu_server_usd_per_gpu per GPU",
+                   "power_w": None, "price_key": "gpu_server_usd_per_gpu"}
+    keys = [k for k in _REQUIRED if k not in _SERVER_KEYS + ("usd_per_kwh", "pue", "life_years",
+                                                             "server_overhead_w_per_gpu")] + [servers["price_key"]]
+    estimates = sorted(k for k in keys if prices[k].get("estimate"))
+    total = capex + servers["capex_usd"]
     return {
         "network_capex_usd": capex,
         "network_power_w": sum(parts_w.values()),
         "capex_by_part_usd": parts_usd,
         "power_by_part_w": parts_w,
-        "network_share_of_cluster_cost": capex / (capex + gpu_cost) if capex + gpu_cost else 0.0,
+        "servers_capex_usd": servers["capex_usd"],
+        "network_share_of_cluster_cost": capex / total if total else 0.0,
+        "links_by_medium": {"copper": int(copper_cables), "optical": int(optical)},
+        "fabric": fabric,
         "cost_assumptions": {
-            "gpu_cost": f"GPU servers at ${v['gpu_server_usd_per_gpu']:,.0f} per GPU "
-            f"({prices['gpu_server_usd_per_gpu']['source']}); share = network / (network + GPU servers)",
-            "optics": "every scale-out cable optical (an upper bound: 25-33% of GPU links could be copper)",
-            "switch_scaling": "switch price and power scale with ports x speed vs a 64x400G switch",
+            "gpu_cost": f"servers/racks: {servers['basis']}; share = network / (network + servers); storage, "
+                        "CPU nodes and facility are not counted",
+            "optics": ("NIC-to-leaf links in-rack copper (DAC), links above the leaves optical" if copper_access
+                       else "NIC-to-leaf links to leaves in other racks and every link above them optical"),
+            "switch_optics": "co-packaged optics (CPO) on the switches" if cpo else "pluggable switch-side modules",
+            "fabric": "RoCE: Ethernet switches, BlueField-3 class NICs" if fabric == "roce"
+            else "InfiniBand: Quantum-2 class switches, ConnectX-7 class NICs",
+            "switch_scaling": "switch price and power scale with ports x speed vs a 51.2 Tb/s switch",
             "estimates": {k: prices[k].get("assumption", "") for k in estimates},
-            "sources": {k: prices[k].get("source", "") for k in _REQUIRED},
+            "sources": {k: prices[k].get("source", "") for k in keys},
         },
     }
+
+
+_SERVER_KEYS = ("gpu_server_usd_per_gpu", "server_a100_usd", "server_h100_usd", "server_b200_usd",
+                "rack_gb200_nvl72_usd", "rack_gb300_nvl72_usd", "rack_gb200_nvl72_w", "rack_gb300_nvl72_w")
+_SERVER_PRICE = {  # accelerator -> (price key, GPUs the price buys, rack power key or None)
+    "a100-sxm-80gb": ("server_a100_usd", 8, None), "a100-sxm-40gb": ("server_a100_usd", 8, None),
+    "h100-sxm": ("server_h100_usd", 8, None), "h200-sxm": ("server_h100_usd", 8, None),
+    "h800": ("server_h100_usd", 8, None), "b200": ("server_b200_usd", 8, None), "b300": ("server_b200_usd", 8, None),
+    "gb200": ("rack_gb200_nvl72_usd", 72, "rack_gb200_nvl72_w"),
+    "gb300": ("rack_gb300_nvl72_usd", 72, "rack_gb300_nvl72_w"),
+}
+
+
+def fabric_of(name: str, cluster) -> str:
+    """``roce`` for a cluster whose name or display name says RoCE or Ethernet, else ``ib``."""
+    text = f"{name} {cluster.name} {cluster.display_name}".lower()
+    return "roce" if "roce" in text or "ethernet" in text else "ib"
+
+
+def servers_cost(accelerator: str, num_gpus: int, gpu_power_w: float | None, prices: dict) -> dict:
+    """Capex and power of the servers (8-GPU) or racks (NVL72) holding ``num_gpus`` GPUs.
+
+    An NVL72 rack is priced as a rack (its NVLink spine, switch trays and Grace CPUs inside, S38) and its power
+    is the rack's; an 8-GPU server's power is ``GPUs x (GPU power + server overhead per GPU)`` (S21). An
+    accelerator without a price of its own uses ``gpu_server_usd_per_gpu`` (an H100 server's) and says so.
+    """
+    key, per, rack_w = _SERVER_PRICE.get(accelerator, ("gpu_server_usd_per_gpu", 1, None))
+    usd = float(prices[key]["value"])
+    units = -(-num_gpus // per)
+    if rack_w is not None:
+        power = units * float(prices[rack_w]["value"])
+        power_basis = f"{prices[rack_w]['value']:,.0f} W per rack"
+    elif gpu_power_w is not None:
+        power = num_gpus * (gpu_power_w + float(prices["server_overhead_w_per_gpu"]["value"]))
+        power_basis = f"{gpu_power_w:g} W per GPU + {prices['server_overhead_w_per_gpu']['value']:g} W server overhead"
+    else:
+        power = None
+        power_basis = "no GPU power in the catalog"
+    what = "rack" if per == 72 else ("server" if per == 8 else "GPU (an H100 server's price per GPU: no entry "
+                                                                "for this accelerator)")
+    return {"capex_usd": units * usd, "units": units, "gpus_per_unit": per, "price_key": key,
+            "usd_per_unit": usd, "power_w": power, "power_basis": power_basis,
+            "basis": f"{units:,} x ${usd:,.0f} per {what} ({key}: {prices[key].get('source', '')})",
+            "low_usd": units * float(prices[key].get("low", usd)),
+            "high_usd": units * float(prices[key].get("high", usd))}
+
+
+def share_sensitivity(inv: dict, num_gpus: int, nic_bytes_per_s: float, prices: dict, servers_args: tuple,
+                      **kw) -> dict:
+    """The network share of capex when every uncertain price (one with a ``low``/``high`` range) sits at its
+    low or high end: the share's range is (network low, servers high) .. (network high, servers low)."""
+    def at(end: str) -> dict:
+        return {k: (dict(e, value=e[end]) if end in e else e) for k, e in prices.items()}
+
+    out = {}
+    for name, net_end, srv_end in (("low", "low", "high"), ("high", "high", "low")):
+        srv = servers_cost(*servers_args, at(srv_end))
+        out[name] = network_cost(inv, num_gpus, nic_bytes_per_s, at(net_end), servers=srv,
+                                 **kw)["network_share_of_cluster_cost"]
+    out["varied"] = sorted(k for k, e in prices.items() if "low" in e)
+    return out

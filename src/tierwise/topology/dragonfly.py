@@ -6,6 +6,10 @@ global links. With radix k we take the paper's balanced choice ``a = 2p = 2h`` (
 (router ``q // h``) goes to group ``(G + 1 + q mod (g-1)) mod g`` (the consecutive arrangement), so with
 the maximum ``g = a h + 1`` groups every pair of groups shares exactly one global link.
 
+A fabric smaller than ``g`` full groups keeps ``g = max(2, ceil(E / (a p)))`` groups and trims every group to
+``a' = ceil(E / (g p))`` routers (at least ``ceil((g - 1) / h)``, so each group still reaches every other):
+no router is bought for NICs that are not there; the tables' ``a`` is the routers a group has.
+
 Minimal routing (ECMP) takes local, global, local hops (at most 3 switch-to-switch hops). Under
 adversarial traffic (every NIC of group G sends to group G+1) all ``a p`` NICs of a group share the one
 global link to the next group, the paper's worst case (section 4.2). Adaptive routing is UGAL with
@@ -33,8 +37,9 @@ def dragonfly_shape(radix: int) -> tuple[int, int, int]:
     return radix // 4, radix // 2, radix // 4
 
 
-def dragonfly_bisection(groups: int, radix: int, b: float) -> float:
+def dragonfly_bisection(groups: int, radix: int, b: float, routers_per_group: int | None = None) -> float:
     p, a, h = dragonfly_shape(radix)
+    a = routers_per_group or a
     if groups < 2:
         return 0.0
     return (groups // 2) * (groups - groups // 2) * (a * h // (groups - 1)) * b
@@ -53,6 +58,8 @@ def add_dragonfly(gb: GraphBuilder, nic_nodes: np.ndarray, *, radix: int, groups
             f"(max {g_max} groups x {per_group} NICs = {g_max * per_group}); use a larger --radix"
         )
     g = max(g, 2)
+    if groups is None:  # trim the groups to the NICs they serve (module docstring)
+        a = max(-(-E // (g * p)), -(-(g - 1) // h), 1)
     routers = gb.add_nodes(SWITCH, g * a, tier=1)
     nic_router = np.arange(E) // p
     up, down = gb.add_cables(nic_nodes, routers[nic_router], cap, lat, tier=1)

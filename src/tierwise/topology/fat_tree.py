@@ -5,8 +5,11 @@ SIGCOMM 2008, section 3; Leiserson, "Fat-trees", IEEE Trans. Computers 1985):
 
 * a leaf has ``d`` ports down to NICs and ``u = k - d`` up; oversubscription ``o = d / u``
   (``d = k/2`` when non-blocking); we oversubscribe only the leaf tier, as most AI fabrics do;
-* 2 tiers: ``u`` spines, leaf ``l``'s uplink ``a`` goes to spine ``a``; a spine's k ports reach at most
-  k leaves, so at most ``k d`` NICs (``k^2/2`` non-blocking);
+* 2 tiers: leaf ``l``'s uplink ``a`` goes to spine ``a // w``, where ``w = min(u, floor(k / L))`` uplinks of
+  every leaf share one spine (``w`` parallel links per leaf-spine pair), so ``S = ceil(u / w)`` spines serve
+  ``L`` leaves: a full spine tier (``S = u``, one link per pair) only when ``L > k/2``. A spine's k ports
+  reach at most k leaves, so at most ``k d`` NICs (``k^2/2`` non-blocking). Trimming the spines keeps every
+  leaf's ``u`` uplinks and so the bisection; it only packs them onto fewer, fuller spines;
 * 3 tiers: pods of ``k/2`` leaves and ``u`` aggregation switches (k/2 ports down, k/2 up); aggregation
   switch ``a`` of every pod joins core plane ``a``; at most k pods, so at most ``k (k/2) d`` NICs
   (``k^3/4`` non-blocking, e.g. 65,536 for radix 64, matching SemiAnalysis' Quantum-2 figure);
@@ -28,7 +31,7 @@ import numpy as np
 from tierwise.errors import TopologyError
 from tierwise.topology.graph import SWITCH, GraphBuilder
 
-__all__ = ["add_fat_tree", "max_endpoints", "leaf_ports", "fat_tree_bisection"]
+__all__ = ["add_fat_tree", "max_endpoints", "leaf_ports", "fat_tree_bisection", "tiers_needed"]
 
 
 def leaf_ports(radix: int, oversubscription: float) -> tuple[int, int]:
@@ -53,6 +56,12 @@ def max_endpoints(radix: int, tiers: int, oversubscription: float = 1.0) -> int:
     if tiers == 3:
         return radix * (radix // 2) * d
     raise TopologyError(f"tiers {tiers} is not supported; use --tiers 1, 2 or 3")
+
+
+def tiers_needed(num: int, radix: int, oversubscription: float = 1.0) -> int:
+    """The fewest tiers (1-3) whose fat tree of radix ``radix`` holds ``num`` endpoints (3 when none does:
+    :func:`add_fat_tree` then raises naming the radix the endpoints need)."""
+    return next((t for t in (1, 2) if max_endpoints(radix, t, oversubscription) >= num), 3)
 
 
 def _check_size(num: int, radix: int, tiers: int, o: float, num_gpus: int | None) -> None:
@@ -113,13 +122,16 @@ def add_fat_tree(gb: GraphBuilder, nic_nodes: np.ndarray, order: np.ndarray, *, 
     leaf_down_group = gb.new_groups(L)
     lidx = np.repeat(np.arange(L), u)
     if tiers == 2:
-        spines = gb.add_nodes(SWITCH, u, tier=2)
+        w = max(1, min(u, k // L))  # uplinks of one leaf on one spine (module docstring)
+        S = -(-u // w)
+        spines = gb.add_nodes(SWITCH, S, tier=2)
         a = np.tile(np.arange(u), L)
-        fwd, back = gb.add_cables(leaves[lidx], spines[a], cap, lat, tier=2,
+        fwd, back = gb.add_cables(leaves[lidx], spines[a // w], cap, lat, tier=2,
                                   group_ab=leaf_up_group[lidx], group_ba=leaf_down_group[lidx])
         t["leaf_up"] = fwd.reshape(L, u)
-        t["spine_down"] = back.reshape(L, u).T.copy()
-        t["switches_per_tier"] = [L, u]
+        t["spine_down"] = back.reshape(L, u).T.copy()  # [uplink a, leaf]: the link spine a // w -> leaf
+        t["links_per_spine_pair"] = w
+        t["switches_per_tier"] = [L, S]
         return t
     half = k // 2
     P = math.ceil(L / half)

@@ -15,7 +15,7 @@ import numpy as np
 from tierwise.topology import dragonfly, fat_tree, torus
 from tierwise.topology.graph import SWITCH, Fabric
 
-__all__ = ["bisection_bytes_per_s", "endpoints", "canonical_partition", "hops", "inventory",
+__all__ = ["bisection_bytes_per_s", "endpoints", "canonical_partition", "hops", "hops_by_class", "inventory",
            "topology_report"]
 
 
@@ -25,7 +25,7 @@ def bisection_bytes_per_s(fab: Fabric) -> float:
     if fab.family == "torus":
         return torus.torus_bisection(t["dims"], b)
     if fab.family == "dragonfly":
-        return min(fab.num_nics / 2 * b, dragonfly.dragonfly_bisection(t["groups"], fab.params["radix"], b))
+        return min(fab.num_nics / 2 * b, dragonfly.dragonfly_bisection(t["groups"], fab.params["radix"], b, t["a"]))
     o = float(fab.params["oversubscription"])
     return sum(fat_tree.fat_tree_bisection(int((tr["nic_leaf"] >= 0).sum()), b, tr["k"], tr["tiers"], o)
                for tr in t["trees"])
@@ -86,6 +86,57 @@ def hops(fab: Fabric, route_fn=None, max_pairs: int = 20000, seed: int = 0) -> d
             "hop_pairs": int(far.sum()), "max_hops_seen": int(out.sum(axis=1).max())}
 
 
+def _tree_hops(fab: Fabric, s_nic: np.ndarray, t_nic: np.ndarray) -> np.ndarray:
+    """Scale-out links crossed from NIC ``s_nic`` to NIC ``t_nic`` of the same tree (closed form: 2 through one
+    leaf, 4 through a spine or an aggregation switch of the pod, 6 through a core; Al-Fares et al. 2008)."""
+    tree_of = fab.tables["nic_tree"]
+    out = np.zeros(s_nic.size, dtype=np.int64)
+    for i, tr in enumerate(fab.tables["trees"]):
+        m = tree_of[s_nic] == i
+        ls, lt = tr["nic_leaf"][s_nic[m]], tr["nic_leaf"][t_nic[m]]
+        h = np.where(ls == lt, 2, 4)
+        if tr["tiers"] == 3:
+            half = tr["k"] // 2
+            h = np.where((ls != lt) & (ls // half != lt // half), 6, h)
+        out[m] = h
+    return out
+
+
+def hops_by_class(fab: Fabric, max_pairs: int = 20000, seed: int = 0) -> dict | None:
+    """Scale-out links crossed per traffic class, GPU pairs in different scale-up domains: **same rail** (the
+    two GPUs use NICs of the same rail index, what ring and hierarchical collectives send) and **cross rail**.
+
+    A rail-optimized fat tree puts a rail of ``d`` nodes on one leaf, so same-rail traffic takes 2 links where a
+    node-major fat tree takes 4 or 6 (the seeds' "reduces the number of switch hops", true for same-rail
+    traffic only). Rail-only has no path between rails: cross-rail traffic first crosses the scale-up
+    network to the source node's GPU on the destination's rail (NCCL PXN; Wang et al. 2023 section 4), counted
+    in ``scale_up_hops``. None for dragonfly and torus (no rails).
+    """
+    if fab.family in ("torus", "dragonfly") or "trees" not in fab.tables:
+        return None
+    R, gpn, G = fab.nics_per_node, fab.gpus_per_node, fab.num_gpus
+    dom = max(fab.domain_size, 1)
+    rng = np.random.default_rng(seed)
+    s, d = rng.integers(0, G, max_pairs), rng.integers(0, G, max_pairs)
+    far = (s // dom) != (d // dom)
+    s, d = s[far], d[far]
+    s_nic, t_nic = fab.gpu_nic[s], fab.gpu_nic[d]
+    same = (s_nic % R) == (t_nic % R)
+    tree_of = fab.tables["nic_tree"]
+    cross_tree = tree_of[s_nic] != tree_of[t_nic]
+    # PXN: hop inside the source node to its NIC on the destination's rail, then that rail's tree
+    src = np.where(cross_tree, (s // gpn) * R + t_nic % R, s_nic)
+    h = _tree_hops(fab, src, t_nic)
+    scale_up = np.where(cross_tree, 2, 0)
+    out = {}
+    for name, m in (("same_rail", same), ("cross_rail", ~same)):
+        if not m.any():
+            continue
+        out[name] = {"avg_scale_out_hops": float(h[m].mean()), "max_scale_out_hops": int(h[m].max()),
+                     "avg_scale_up_hops": float(scale_up[m].mean()), "pairs": int(m.sum())}
+    return out
+
+
 def inventory(fab: Fabric) -> dict:
     """Switch, cable and transceiver counts (see :mod:`.costs` for the counting rules)."""
     is_sw = fab.node_kind == SWITCH
@@ -99,6 +150,7 @@ def inventory(fab: Fabric) -> dict:
     switch_ports = int((src_sw & out_cables).sum() + (dst_sw & out_cables).sum())
     nic_ends = int((out_cables & (~src_sw | ~dst_sw)).sum()) if fab.family != "torus" else 0
     optical = fab.family != "torus"
+    nvlink_copper = int((tiers == 0).sum()) if fab.scale_up == "nvswitch" and fab.domain_size > fab.gpus_per_node else 0
     return {
         "num_switches": int(is_sw.sum()),
         "switches_per_tier": per_tier,
@@ -109,6 +161,7 @@ def inventory(fab: Fabric) -> dict:
         "cables_by_tier": {name: int((tiers == t).sum()) for t, name in ((1, "access"), (2, "tier2"),
                                                                        (3, "tier3")) if (tiers == t).any()},
         "scale_up_links": int((tiers == 0).sum()),
+        "scale_up_copper_links": nvlink_copper,
         "switch_ports_used": switch_ports,
         "transceivers_nic": nic_ends if optical else 0,
         "transceivers_switch_twin": (switch_ports + 1) // 2 if optical else 0,
@@ -117,14 +170,46 @@ def inventory(fab: Fabric) -> dict:
     }
 
 
-def topology_report(fab: Fabric, prices: dict | None = None, route_fn=None) -> dict:
-    """Everything ``tierwise topo`` prints (``route_fn`` as in :func:`hops`)."""
-    from tierwise.topology.costs import load_prices, network_cost
+_NICS_PER_RACK_8GPU = 32
+"""NICs in one rack of 8-GPU servers: four DGX H100-class servers (~10.2 kW each) per ~40 kW rack (estimate)."""
 
+
+def copper_access(fab: Fabric, placement: str) -> tuple[bool, str]:
+    """Whether the NIC-to-leaf links are in-rack copper (``placement="rack"`` and a leaf's NICs in one rack)."""
+    from tierwise.errors import TopologyError
+    from tierwise.topology.costs import PLACEMENTS
+
+    if placement not in PLACEMENTS:
+        raise TopologyError(f"--leaf-placement {placement!r} is unknown; choose one of {', '.join(PLACEMENTS)}")
+    if placement == "row" or fab.family in ("torus", "dragonfly"):
+        return False, ""
+    per_rack = fab.domain_size * fab.nics_per_node // fab.gpus_per_node if fab.domain_size > fab.gpus_per_node \
+        else _NICS_PER_RACK_8GPU
+    d = fab.tables["trees"][0]["d"]
+    if fab.family != "fat-tree" or per_rack % d and d % per_rack:
+        return False, (f"--leaf-placement rack: a {fab.family} leaf's {d} NIC ports take NICs from several racks "
+                       f"({per_rack} NICs per rack), so its NIC links stay optical")
+    return True, f"--leaf-placement rack: leaves at the top of the rack, {per_rack} NICs per rack, copper NIC links"
+
+
+def topology_report(fab: Fabric, prices: dict | None = None, route_fn=None, *, accelerator: str | None = None,
+                    gpu_power_w: float | None = None, fabric: str = "ib", placement: str = "row",
+                    cpo: bool = False, sensitivity: bool = True) -> dict:
+    """Everything ``tierwise topo`` prints (``route_fn`` as in :func:`hops`); ``accelerator`` (a catalog name)
+    prices the servers or racks the fabric joins (:func:`tierwise.topology.costs.servers_cost`)."""
+    from tierwise.topology.costs import load_prices, network_cost, servers_cost, share_sensitivity
+
+    prices = prices or load_prices()
     inv = inventory(fab)
     h = hops(fab, route_fn)
-    cost = network_cost(inv, fab.num_gpus, fab.nic_bytes_per_s, prices or load_prices())
-    return {
+    copper, copper_note = copper_access(fab, placement)
+    servers = servers_cost(accelerator or "h100-sxm", fab.num_gpus, gpu_power_w, prices)
+    kw = dict(fabric=fabric, copper_access=copper, cpo=cpo)
+    cost = network_cost(inv, fab.num_gpus, fab.nic_bytes_per_s, prices, servers=servers, **kw)
+    notes = list(fab.tables.get("notes", []))
+    if copper_note:
+        notes.append(copper_note)
+    out = {
         "topology": fab.family,
         "params": fab.params,
         "num_gpus": fab.num_gpus,
@@ -135,6 +220,14 @@ def topology_report(fab: Fabric, prices: dict | None = None, route_fn=None) -> d
         "bisection_note": "one-way, bytes/s, over balanced halves of the NICs",
         "diameter_hops": h["diameter_hops"],
         "avg_hops": h["avg_hops"],
+        "hops_by_class": hops_by_class(fab),
         **{k: v for k, v in inv.items() if k not in ("num_switches",)},
         **cost,
+        "servers": servers,
+        "notes": notes,
     }
+    if sensitivity:
+        out["network_share_range"] = share_sensitivity(
+            inv, fab.num_gpus, fab.nic_bytes_per_s, prices, (accelerator or "h100-sxm", fab.num_gpus, gpu_power_w),
+            **kw)
+    return out

@@ -34,8 +34,9 @@ class TopologySpec:
     """Scale-out NICs per node; default one per GPU."""
     radix: int = 64
     """Switch ports at the NIC speed."""
-    tiers: int = 3
-    """Fat-tree tiers (1, 2 or 3)."""
+    tiers: int | None = None
+    """Fat-tree tiers (1, 2 or 3); default (None) the fewest that hold the NICs. A request for more than the
+    NICs need builds the tiers needed and notes it."""
     oversubscription: float = 1.0
     """Leaf downlinks : uplinks (1 = non-blocking)."""
     nic_bandwidth: str = "400 Gb/s"

@@ -1,0 +1,163 @@
+"""``tierwise design`` (compare cluster designs on one job: throughput, capex, power, tokens per $ and per J,
+Pareto front, right-sized scale-out bandwidth) and ``tierwise trend`` (the same job across GPU generations).
+The planner, topology and plotly load inside the commands."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from tierwise.cli._output import emit, print_table
+
+__all__ = ["register"]
+
+
+def _common(model, gpus, global_batch, seq):
+    from tierwise.errors import PlanError
+    from tierwise.limits import MAX_BATCH, MAX_FABRIC_GPUS, MAX_SEQ, check_int
+    from tierwise.specs.model import load_model
+
+    check_int(gpus, "--gpus", minimum=8, maximum=MAX_FABRIC_GPUS, error=PlanError)
+    check_int(global_batch, "--global-batch", maximum=MAX_BATCH, error=PlanError)
+    check_int(seq, "--seq", maximum=MAX_SEQ, error=PlanError)
+    return load_model(model)
+
+
+def _html_first(html):
+    if html is not None:
+        from tierwise.atomic import check_writable
+        from tierwise.report import require_plotly
+
+        require_plotly()
+        check_writable(html, "--html")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("design")
+    def design_cmd(
+        model: Annotated[str, typer.Option("--model", help="catalog name, YAML file or config.json")],
+        gpus: Annotated[int, typer.Option("--gpus", help="GPUs the job runs on")],
+        tokens: Annotated[float | None, typer.Option("--tokens", help="tokens to train on (time, cost, energy)")] = None,
+        budget: Annotated[float | None, typer.Option("--budget", help="capex budget in USD")] = None,
+        precision: Annotated[str, typer.Option("--precision", help="bf16 | fp8 (A100 has no fp8)")] = "bf16",
+        global_batch: Annotated[int, typer.Option("--global-batch", help="global batch in sequences")] = 2048,
+        seq: Annotated[int, typer.Option("--seq", help="sequence length")] = 8192,
+        within: Annotated[float, typer.Option("--within", help="right size: slowest NIC speed within this % of "
+                                              "the best step")] = 5.0,
+        prices: Annotated[str | None, typer.Option("--prices", help="price/power YAML overriding the shipped one")] = None,
+        as_json: Annotated[bool, typer.Option("--json", help="print the JSON document")] = False,
+        html: Annotated[str | None, typer.Option("--html", help="write an HTML page with plots to FILE")] = None,
+    ) -> None:
+        """Compare cluster designs on one job: best plan, throughput, capex, power, tokens per $ and per J."""
+        from tierwise.design.designs import compare_designs
+        from tierwise.errors import TierwiseError
+        from tierwise.limits import check_float
+        from tierwise.topology.costs import load_prices
+
+        m = _common(model, gpus, global_batch, seq)
+        if tokens is not None:
+            check_float(tokens, "--tokens", minimum=1.0, maximum=1e18, error=TierwiseError)
+        if budget is not None:
+            check_float(budget, "--budget", minimum=1.0, maximum=1e13, error=TierwiseError, hint=" (USD)")
+        tol = check_float(within, "--within", minimum=0.0, maximum=1000.0, error=TierwiseError, hint=" (percent)")
+        table_ = load_prices(prices)
+        _html_first(html)
+        doc = compare_designs(m, gpus, global_batch=global_batch, seq=seq, precision=precision.lower(),
+                              tokens=tokens, budget=budget, prices=table_, tolerance=tol / 100)
+        if html is not None:
+            from tierwise.report import write_page
+            from tierwise.report.design import design_page
+
+            doc["html"] = write_page(html, design_page(doc))
+        emit(doc, as_json, lambda con: _render_design(con, doc))
+
+    @app.command("trend")
+    def trend_cmd(
+        model: Annotated[str, typer.Option("--model", help="catalog name, YAML file or config.json")],
+        gpus: Annotated[int, typer.Option("--gpus", help="GPUs the job runs on")],
+        global_batch: Annotated[int, typer.Option("--global-batch", help="global batch in sequences")] = 2048,
+        seq: Annotated[int, typer.Option("--seq", help="sequence length")] = 8192,
+        cluster: Annotated[list[str] | None, typer.Option("--cluster", help="a further (future) part: catalog "
+                                                          "name or cluster YAML; repeat for more")] = None,
+        as_json: Annotated[bool, typer.Option("--json", help="print the JSON document")] = False,
+        html: Annotated[str | None, typer.Option("--html", help="write an HTML page with plots to FILE")] = None,
+    ) -> None:
+        """The same job on A100 -> H100 -> B200 -> GB200 -> GB300 (and your parts): how the comm share grows."""
+        from tierwise.design.trend import generation_trend
+        from tierwise.specs.cluster import load_cluster
+
+        m = _common(model, gpus, global_batch, seq)
+        extra = [_named(c, load_cluster(c)) for c in (cluster or [])]
+        _html_first(html)
+        doc = generation_trend(m, gpus, global_batch=global_batch, seq=seq, extra=extra)
+        if html is not None:
+            from tierwise.report import write_page
+            from tierwise.report.design import trend_page
+
+            doc["html"] = write_page(html, trend_page(doc))
+        emit(doc, as_json, lambda con: _render_trend(con, doc))
+
+
+def _named(ref: str, cl):
+    """A user's cluster file is shown by its file name (a catalog-based file is named 'base (modified)')."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    return replace(cl, name=Path(ref).stem) if ref.endswith((".yaml", ".yml")) else cl
+
+
+def _render_design(con, doc: dict) -> None:
+    from rich.table import Table
+
+    t = Table(title=f"{doc['model']} on {doc['num_gpus']} GPUs ({doc['precision']}, global batch "
+                    f"{doc['global_batch_size']} x {doc['seq_length']})")
+    for col in ("design", "plan", "tokens/s", "capex", "net share", "MW", "$/M tok", "tok/J", "switches", "Pareto"):
+        t.add_column(col)
+    for r in doc["designs"]:
+        if not r.get("fits"):
+            t.add_row(r["name"], "no plan fits", "", "", "", "", "", "", str(r["num_switches"]), "")
+            continue
+        p = r["plan"]
+        t.add_row(r["name"], f"tp{p['tp']} pp{p['pp']} cp{p['cp']} dp{p['dp']}", f"{r['tokens_per_s']:,.0f}",
+                  f"${r['capex_usd'] / 1e6:,.0f}M" + ("" if r["within_budget"] else " (over)"),
+                  f"{r['network_share_of_capex']:.1%}", f"{r['power_w'] / 1e6:.1f}",
+                  f"{r['usd_per_million_tokens']:.3f}", f"{r['tokens_per_joule']:.3f}", str(r["num_switches"]),
+                  "*" if r["pareto"] else "")
+    print_table(con, t)
+    con.print(f"Pareto front (tokens/s vs tokens per $): {', '.join(doc['pareto_front'])}")
+    if doc["budget_usd"] is not None:
+        con.print(f"fastest within ${doc['budget_usd']:,.0f}: {doc['fastest_within_budget'] or 'none'}")
+    rs = doc["right_size"]
+    sweep = ", ".join(f"{s['nic_gbps']}G {s['step_time_s']:.2f}s" for s in rs["sweep"] if s["step_time_s"])
+    con.print(f"right size ({rs['cluster']}): slowest NIC within {100 * rs.get('tolerance', 0):g}% of the best step: "
+              f"{rs['slowest_gbps_within']} Gb/s  [{sweep}]")
+    con.print(f"network budget: {doc['seeds_network_budget']}", style="dim")
+    for n in doc["notes"]:
+        con.print(f"note: {n}", style="dim")
+
+
+def _render_trend(con, doc: dict) -> None:
+    from rich.table import Table
+
+    t = Table(title=f"{doc['model']} on {doc['num_gpus']} GPUs across generations (bf16, best plan each)")
+    for col in ("cluster", "domain", "FLOPs/byte", "step", "compute", "exposed comm", "share",
+                "other domain: share", "buys back"):
+        t.add_column(col)
+    for r in doc["generations"]:
+        if not r.get("fits"):
+            t.add_row(r["cluster"], str(r["scale_up_domain"]), "", "no plan fits", "", "", "", "", "")
+            continue
+        o = r["other_domain"]
+        bb = r.get("larger_domain_buys_back")
+        t.add_row(r["cluster"], str(r["scale_up_domain"]), f"{r['flops_per_scale_out_byte']:,.0f}",
+                  f"{r['step_time_s']:.2f}s", f"{r['compute_s']:.2f}s", f"{r['exposed_comm_s']:.2f}s",
+                  f"{r['comm_share']:.1%}",
+                  f"{o['scale_up_domain']}: {o['comm_share']:.1%}" if o.get("comm_share") is not None else "-",
+                  f"x{bb['speedup']:.2f} step" if bb else "-")
+    print_table(con, t)
+    if doc["summary"]:
+        con.print(doc["summary"]["sentence"])
+    for n in doc["notes"]:
+        con.print(f"note: {n}", style="dim")
+

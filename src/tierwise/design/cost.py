@@ -1,0 +1,130 @@
+"""Cost and energy of training on a cluster: capex (servers or racks, fabric, optics) amortised over a stated
+life, power at a stated PUE and price per kWh, and what that makes a million tokens, a joule and a run cost.
+
+``usd_per_s = capex / life_s + facility_power_w x usd_per_kwh / 3.6e6``, ``facility = IT power x PUE``;
+``usd_per_million_tokens = usd_per_s / tokens_per_s x 1e6``; ``joules_per_token = facility_w / tokens_per_s``;
+``time_to_train_s = tokens / tokens_per_s``. IT power is the servers' (or racks') and the network's at their
+stated power (TDP-class figures: an upper bound on average draw). Every price comes from
+:file:`tierwise/topology/prices.yaml` (sourced, or an estimate with its basis) or a user price file.
+
+The fabric priced with a cluster, unless one is given, is :func:`default_fabric`: a rail-optimized fat tree of
+the cluster's NICs for 8-GPU servers, the NVL72 family for racks, with the radix of a 51.2 Tb/s switch at the
+NIC speed (64 x 400G for InfiniBand Quantum-2, 128 x 400G for Ethernet; 144 x 800G Quantum-X800).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tierwise.errors import TierwiseError
+from tierwise.limits import check_float
+
+__all__ = ["economics", "default_fabric", "fabric_cost", "IB_RADIX"]
+
+IB_RADIX = {200: 128, 400: 64, 800: 144}
+"""InfiniBand switch ports at a NIC speed (Gb/s): Quantum-2 as 128 x 200G (split ports) or 64 x NDR, Quantum-X800
+144 x XDR (network.csv ib_*, quantum2_qm9700, quantum_x800_q3400)."""
+_SECONDS_PER_YEAR = 365.25 * 24 * 3600
+
+
+def default_fabric(cluster, num_gpus: int, *, fabric: str = "ib", family: str | None = None,
+                   oversubscription: float = 1.0, nic_gbps: float | None = None):
+    """A :class:`~tierwise.topology.TopologySpec` for ``num_gpus`` GPUs of ``cluster`` (module docstring)."""
+    from tierwise.topology import TopologySpec
+
+    gbps = nic_gbps or cluster.nic_bytes_per_s * 8 / 1e9
+    radix = IB_RADIX.get(int(round(gbps)), 64) if fabric == "ib" else int(51200 // gbps)
+    rack = cluster.scale_up_domain > cluster.gpus_per_node
+    fam = family or ("nvl72" if rack else "rail-optimized")
+    kw: dict[str, Any] = dict(family=fam, gpus=num_gpus, gpus_per_node=cluster.gpus_per_node,
+                              nics_per_node=cluster.nics_per_node, radix=radix, oversubscription=oversubscription,
+                              nic_bandwidth=f"{gbps:g} Gb/s")
+    if rack:
+        kw["domain_size"] = cluster.scale_up_domain
+    return TopologySpec(**kw)
+
+
+def fabric_cost(cluster, num_gpus: int, prices: dict, *, spec=None, fabric: str = "ib", placement: str = "row",
+                cpo: bool = False) -> dict:
+    """The topology report (inventory, capex, power, share) of the cluster's fabric for ``num_gpus`` GPUs."""
+    from tierwise.topology import build_fabric
+    from tierwise.topology.metrics import topology_report
+
+    spec = spec or default_fabric(cluster, num_gpus, fabric=fabric)
+    fab = build_fabric(spec)
+    return topology_report(fab, prices, accelerator=cluster.accelerator.name,
+                           gpu_power_w=cluster.accelerator.power_w, fabric=fabric, placement=placement, cpo=cpo)
+
+
+def _rounded_gpus(cluster, num_gpus: int) -> tuple[int, str | None]:
+    unit = max(cluster.scale_up_domain, cluster.gpus_per_node)
+    if num_gpus % unit == 0:
+        return num_gpus, None
+    up = -(-num_gpus // unit) * unit
+    return up, f"priced {up} GPUs: whole {unit}-GPU {'racks' if unit > 8 else 'servers'} for {num_gpus}"
+
+
+def economics(tokens_per_s: float, cluster, num_gpus: int, prices: dict | None = None, *, tokens: float | None = None,
+              life_years: float | None = None, pue: float | None = None, usd_per_kwh: float | None = None,
+              network: dict | None = None, fabric: str | None = None) -> dict:
+    """Cost per million tokens, time to train ``tokens``, energy per token, capex by part and power.
+
+    ``network``: a topology report (:func:`fabric_cost`) to price; by default the cluster's default fabric.
+    ``life_years``, ``pue`` and ``usd_per_kwh`` default to the price file's, listed under ``assumed``.
+    """
+    from tierwise.topology.costs import fabric_of, load_prices
+
+    prices = prices or load_prices()
+    assumed: list[str] = []
+    values = {}
+    for key, given, lo, hi in (("life_years", life_years, 0.1, 50.0), ("pue", pue, 1.0, 5.0),
+                               ("usd_per_kwh", usd_per_kwh, 0.0, 10.0)):
+        if given is None:
+            given = float(prices[key]["value"])
+            assumed.append(f"{key} {given:g} ({prices[key].get('assumption') or prices[key].get('source')})")
+        values[key] = check_float(given, "--" + key.replace("_", "-"), minimum=lo, maximum=hi, error=TierwiseError)
+    if not tokens_per_s or tokens_per_s <= 0:
+        raise TierwiseError(f"tokens_per_s={tokens_per_s!r} must be positive to price a run")
+    if fabric is None:
+        fabric = fabric_of(cluster.name, cluster)
+        assumed.append(f"fabric {fabric} (from the cluster's name)")
+    if network is None:
+        priced_gpus, note = _rounded_gpus(cluster, num_gpus)
+        if note:
+            assumed.append(note)
+        network = fabric_cost(cluster, priced_gpus, prices, fabric=fabric)
+        assumed.append(f"fabric: {network['topology']} fat tree, radix {network['switch_radix']}, "
+                       f"{network['params'].get('oversubscription', 1):g}:1")
+    servers = network["servers"]
+    net_usd = network["network_capex_usd"]
+    capex = servers["capex_usd"] + net_usd
+    server_w = servers["power_w"] or 0.0
+    it_w = server_w + network["network_power_w"]
+    facility_w = it_w * values["pue"]
+    usd_per_s = capex / (values["life_years"] * _SECONDS_PER_YEAR) + facility_w * values["usd_per_kwh"] / 3.6e6
+    out = {
+        "tokens_per_s": tokens_per_s,
+        "capex_usd": {"servers": servers["capex_usd"], **{f"network_{k}": v for k, v in
+                                                          network["capex_by_part_usd"].items()},
+                      "total": capex},
+        "network_share_of_capex": net_usd / capex if capex else 0.0,
+        "network_share_range": network.get("network_share_range"),
+        "power_w": {"servers": server_w, "network": network["network_power_w"], "it": it_w, "facility": facility_w},
+        "usd_per_hour": usd_per_s * 3600,
+        "usd_per_million_tokens": usd_per_s / tokens_per_s * 1e6,
+        "tokens_per_usd": tokens_per_s / usd_per_s,
+        "joules_per_token": facility_w / tokens_per_s,
+        "tokens_per_joule": tokens_per_s / facility_w if facility_w else None,
+        "life_years": values["life_years"], "pue": values["pue"], "usd_per_kwh": values["usd_per_kwh"],
+        "basis": {"servers": servers["basis"], "server_power": servers["power_basis"],
+                  "formula": "usd/s = capex / life + facility W x usd/kWh / 3.6e6; facility = IT x PUE"},
+        "assumed": assumed,
+    }
+    if servers["power_w"] is None:
+        assumed.append("server power unknown for this accelerator: energy counts the network only")
+    if tokens is not None:
+        tokens = check_float(tokens, "--tokens", minimum=1.0, maximum=1e18, error=TierwiseError)
+        t = tokens / tokens_per_s
+        out.update(tokens=tokens, time_to_train_s=t, time_to_train_days=t / 86400, cost_to_train_usd=usd_per_s * t,
+                   energy_to_train_mwh=facility_w * t / 3.6e9)
+    return out

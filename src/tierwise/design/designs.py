@@ -1,0 +1,211 @@
+"""Compare cluster designs on one training job: each design's best plan (from the planner), its throughput,
+capex, power, network share of capex, tokens per dollar and per joule, the Pareto front, and the inverse
+question: the slowest scale-out bandwidth that keeps the step within X% of the best.
+
+A design is a base cluster (accelerator and scale-up domain: 8-GPU servers or NVL72 racks), a fabric kind
+(InfiniBand or RoCE), a NIC speed, a topology family and an oversubscription. Its step time comes from the
+analytic estimator on the base cluster with the design's NIC speed and, when oversubscribed, a scale-out level
+whose uplinks carry ``1/o`` of the NICs' rate (:class:`~tierwise.specs.cluster.ScaleOutLevel`); its capex and
+power come from the explicit fabric's inventory (:mod:`tierwise.topology`) and the price file.
+
+What the analytic model does not separate: fat tree, rail-optimized, rail-only and dragonfly with the same NIC
+rate and no oversubscription give the same step time here, because data-, pipeline- and context-parallel
+rings join same-rank GPUs of different servers (same-rail traffic, which every one of these fabrics carries
+at the NIC rate); they differ in cost, and for cross-rail or adversarial traffic (expert all-to-all on
+rail-only, worst-case dragonfly permutations), which ``tierwise simulate`` measures.
+
+Speed: the plan space is restricted to ZeRO 1 or 3 without HSDP, up to 4 interleaved chunks, micro-batches of
+at most 2 sequences, one precision (``restricted_space`` in the output says so); every design with the same
+step-model inputs shares one search.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tierwise.errors import TierwiseError
+
+__all__ = ["Design", "DEFAULT_DESIGNS", "compare_designs", "design_cluster", "pareto_front", "best_plan",
+           "RESTRICTED_SPACE"]
+
+RESTRICTED_SPACE = "ZeRO 1 or 3 (no HSDP), vpp <= 4, micro-batch <= 2, one precision"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Design:
+    """One cluster design (module docstring)."""
+
+    name: str
+    cluster: str
+    """Catalog cluster (accelerator, server or rack)."""
+    fabric: str = "ib"
+    family: str | None = None
+    """Topology family; None: rail-optimized for 8-GPU servers, nvl72 for racks."""
+    oversubscription: float = 1.0
+    nic_gbps: float | None = None
+    """NIC speed; None: the cluster's."""
+
+
+DEFAULT_DESIGNS = (
+    Design(name="H100 8-GPU, IB 400G, rail-optimized", cluster="dgx-h100"),
+    Design(name="H100 8-GPU, RoCE 400G, rail-optimized", cluster="dgx-h100", fabric="roce"),
+    Design(name="H100 8-GPU, IB 400G, rail-only", cluster="dgx-h100", family="rail-only"),
+    Design(name="H100 8-GPU, IB 400G, fat tree 2:1", cluster="dgx-h100", family="fat-tree", oversubscription=2.0),
+    Design(name="H100 8-GPU, IB 400G, dragonfly", cluster="dgx-h100", family="dragonfly"),
+    Design(name="H100 8-GPU, IB 200G, rail-optimized", cluster="dgx-h100", nic_gbps=200),
+    Design(name="B200 8-GPU, IB 400G, rail-optimized", cluster="dgx-b200"),
+    Design(name="GB200 NVL72, IB 400G", cluster="gb200-nvl72"),
+    Design(name="GB200 NVL72, IB 800G", cluster="gb200-nvl72", nic_gbps=800),
+)
+"""8-GPU servers vs NVL72 racks, IB vs RoCE, NIC speed, rails, oversubscription, fat tree / rail-only /
+dragonfly."""
+
+
+def design_cluster(base, nic_gbps: float | None = None, oversubscription: float = 1.0, leaf_gpus: int = 256):
+    """The base cluster with the design's NIC speed and, when ``oversubscription > 1``, a leaf level of
+    ``leaf_gpus`` GPUs whose uplinks carry ``1/o`` of the NICs' rate."""
+    from tierwise.specs.cluster import ScaleOutLevel
+
+    c = base
+    if nic_gbps is not None:
+        c = replace(c, nic_bytes_per_s=nic_gbps * 1e9 / 8, name=f"{c.name} ({nic_gbps:g}G NICs)")
+    if oversubscription > 1:
+        c = replace(c, scale_out_levels=(ScaleOutLevel(name="leaf", domain_size=leaf_gpus,
+                                                        oversubscription=oversubscription),),
+                    name=f"{c.name} ({oversubscription:g}:1 above {leaf_gpus}-GPU leaves)")
+    return c
+
+
+def _constraints(precision: str):
+    from tierwise.planner.space import Constraints
+
+    return Constraints(zero_stages=(1, 3), precision=(precision,), max_vpp=4, max_micro_batch_size=2, hsdp=False,
+                       ep_comm_overlap=False)
+
+
+def best_plan(model, cluster, num_gpus: int, global_batch: int, seq: int, precision: str) -> dict[str, Any] | None:
+    """The planner's best plan (restricted space, :data:`RESTRICTED_SPACE`) and its estimate entry; None when
+    no plan fits memory."""
+    from tierwise.planner import search
+    from tierwise.planner.explain import plan_entry
+
+    r = search(model, cluster, num_gpus, global_batch, seq, constraints=_constraints(precision), top=1)
+    if not len(r.plans["tp"]):
+        return None
+    from tierwise.estimate.step import estimate
+
+    batch = r.batch()
+    plan = batch.plan(0)
+    est = estimate(model, cluster, batch)
+    return plan_entry(model, cluster, num_gpus, plan, est, 0)
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point beats in both coordinates (both maximised)."""
+    front = []
+    for i, (a, b) in enumerate(points):
+        if not any((a2 >= a and b2 >= b) and (a2 > a or b2 > b) for j, (a2, b2) in enumerate(points) if j != i):
+            front.append(i)
+    return front
+
+
+def _evaluate(design: Design, model, num_gpus, global_batch, seq, precision, prices, tokens, cache) -> dict:
+    from tierwise.design.cost import default_fabric, economics, fabric_cost
+    from tierwise.specs.cluster import load_cluster
+
+    base = load_cluster(design.cluster)
+    spec = default_fabric(base, 8, fabric=design.fabric, family=design.family,
+                          oversubscription=design.oversubscription, nic_gbps=design.nic_gbps)
+    from tierwise.topology.fat_tree import leaf_ports
+
+    leaf_gpus = max(leaf_ports(spec.radix, design.oversubscription)[0] // base.gpus_per_node, 1) * base.gpus_per_node
+    cl = design_cluster(base, design.nic_gbps, design.oversubscription, leaf_gpus)
+    key = (design.cluster, round(cl.nic_bytes_per_s * 8 / 1e9), design.oversubscription)
+    if key not in cache:
+        cache[key] = best_plan(model, cl, num_gpus, global_batch, seq, precision)
+    entry = cache[key]
+    unit = max(base.scale_up_domain, base.gpus_per_node)
+    priced = -(-num_gpus // unit) * unit
+    net = fabric_cost(cl, priced, prices, spec=replace(spec, gpus=priced), fabric=design.fabric)
+    out: dict[str, Any] = {"name": design.name, "cluster": design.cluster, "fabric": design.fabric,
+                           "topology": net["topology"], "oversubscription": design.oversubscription,
+                           "nic_gbps": cl.nic_bytes_per_s * 8 / 1e9, "gpus_priced": priced,
+                           "num_switches": net["num_switches"], "switch_radix": net["switch_radix"]}
+    if entry is None:
+        out.update(fits=False, tokens_per_s=0.0)
+        return out
+    e = entry["estimate"]
+    econ = economics(e["tokens_per_s"], cl, num_gpus, prices, tokens=tokens, network=net, fabric=design.fabric)
+    out.update(fits=True, plan={k: entry[k] for k in ("tp", "pp", "cp", "dp", "ep", "vpp", "micro_batch_size",
+                                                      "recompute", "zero_stage", "precision")},
+               step_time_s=e["step_time_s"], tokens_per_s=e["tokens_per_s"], mfu=e["mfu"],
+               exposed_comm_s=e["breakdown"]["exposed_comm_s"],
+               capex_usd=econ["capex_usd"]["total"], network_capex_usd=net["network_capex_usd"],
+               network_share_of_capex=econ["network_share_of_capex"], power_w=econ["power_w"]["facility"],
+               tokens_per_usd=econ["tokens_per_usd"], tokens_per_joule=econ["tokens_per_joule"],
+               usd_per_million_tokens=econ["usd_per_million_tokens"], economics=econ)
+    return out
+
+
+def right_size(model, base_cluster: str, num_gpus: int, global_batch: int, seq: int, precision: str,
+               tolerance: float, gbps=(50, 100, 200, 400, 800, 1600), cache: dict | None = None) -> dict:
+    """The slowest NIC speed (scale-out bandwidth per GPU) whose best plan's step is within ``tolerance`` of the
+    best step over ``gbps`` (each speed gets its own best plan)."""
+    from tierwise.specs.cluster import load_cluster
+
+    base = load_cluster(base_cluster)
+    rows = []
+    cache = {} if cache is None else cache
+    for g in gbps:
+        key = (base_cluster, g, 1.0)
+        if key not in cache:
+            cache[key] = best_plan(model, design_cluster(base, g), num_gpus, global_batch, seq, precision)
+        entry = cache[key]
+        rows.append({"nic_gbps": g, "step_time_s": entry["estimate"]["step_time_s"] if entry else None,
+                     "plan": entry and {k: entry[k] for k in ("tp", "pp", "cp", "dp")}})
+    steps = [r["step_time_s"] for r in rows if r["step_time_s"]]
+    if not steps:
+        return {"cluster": base_cluster, "sweep": rows, "slowest_gbps_within": None}
+    best = min(steps)
+    ok = [r["nic_gbps"] for r in rows if r["step_time_s"] and r["step_time_s"] <= best * (1 + tolerance)]
+    return {"cluster": base_cluster, "tolerance": tolerance, "best_step_time_s": best, "sweep": rows,
+            "slowest_gbps_within": min(ok),
+            "note": "each NIC speed gets its own best plan; bandwidth per GPU = NICs per node x speed / GPUs per node"}
+
+
+def compare_designs(model, num_gpus: int, *, global_batch: int = 2048, seq: int = 8192, precision: str = "bf16",
+                    tokens: float | None = None, budget: float | None = None, prices: dict | None = None,
+                    tolerance: float = 0.05, designs=DEFAULT_DESIGNS) -> dict:
+    """The ``design --json`` document (module docstring)."""
+    from tierwise.topology.costs import load_prices
+
+    if precision not in ("bf16", "fp8"):
+        raise TierwiseError(f"--precision {precision!r}; choose bf16 or fp8")
+    prices = prices or load_prices()
+    cache: dict = {}
+    rows = [_evaluate(d, model, num_gpus, global_batch, seq, precision, prices, tokens, cache) for d in designs]
+    ok = [i for i, r in enumerate(rows) if r["fits"]]
+    front = [ok[i] for i in pareto_front([(rows[i]["tokens_per_s"], rows[i]["tokens_per_usd"]) for i in ok])]
+    for i, r in enumerate(rows):
+        r["pareto"] = i in front
+        r["within_budget"] = budget is None or (r["fits"] and r["capex_usd"] <= budget)
+    affordable = [i for i in ok if rows[i]["within_budget"]]
+    best = max(affordable, key=lambda i: rows[i]["tokens_per_s"]) if affordable else None
+    inverse = right_size(model, designs[0].cluster, num_gpus, global_batch, seq, precision, tolerance, cache=cache)
+    notes = [
+        "fat tree, rail-optimized, rail-only and dragonfly at the same NIC rate give the same analytic step: "
+        "data/pipeline/context rings are same-rail traffic; they differ in cost (and, for cross-rail or "
+        "adversarial traffic, in `tierwise simulate`)",
+        f"plan space restricted for speed: {RESTRICTED_SPACE}",
+        "NVL72 designs are priced as whole racks (gpus_priced); the job runs on num_gpus of them",
+        "InfiniBand and RoCE at the same line rate give the same analytic step; they differ in switch and NIC "
+        "price and power (and in congestion control and routing, which tierwise does not model; both ran "
+        "24K-GPU jobs, hardware-notes section 3)",
+    ]
+    return {"model": model.name, "num_gpus": num_gpus, "global_batch_size": global_batch, "seq_length": seq,
+            "precision": precision, "tokens": tokens, "budget_usd": budget, "designs": rows,
+            "pareto_front": [rows[i]["name"] for i in front], "pareto_axes": ["tokens_per_s", "tokens_per_usd"],
+            "fastest_within_budget": rows[best]["name"] if best is not None else None,
+            "right_size": inverse, "restricted_space": RESTRICTED_SPACE, "notes": notes,
+            "seeds_network_budget": "15-25% of cluster cost (seeds); each design's share is computed, not tuned"}
