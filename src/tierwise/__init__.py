@@ -46,6 +46,8 @@ _API = {
     "StepEstimates": "tierwise.estimate.step",
     "search": "tierwise.planner",
     "Constraints": "tierwise.planner",
+    "goodput": ("tierwise.goodput.model", "goodput"),
+    "GoodputOptions": "tierwise.goodput.model",
 }
 """Public name -> the module that defines it (or the module and the name there: ``tierwise.estimate`` is the
 subpackage, so its function is exported as ``estimate_step``)."""

@@ -1,0 +1,349 @@
+"""Goodput of a training job: failure rates x component counts -> MTTI; the plan's memory -> checkpoint
+size and times; Daly's interval and expected wall time -> ETTR; the fault domain -> spares and the GPUs a
+failure takes out. Vectorized over plans (one model, one cluster, one GPU count), so ``plan --goodput``
+ranks a batch at once.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tierwise.goodput.domain import fault_domain, scale_up_group, spares_needed, unit_of
+from tierwise.goodput.interval import daly_ettr, daly_interval, first_order_ettr, young_interval
+from tierwise.goodput.rates import GoodputError, load_rates
+from tierwise.limits import check_float, check_int
+
+__all__ = ["GoodputOptions", "failure_model", "evaluate", "goodput", "goodput_document", "WRITE_MODES"]
+
+WRITE_MODES = ("auto", "async", "sync")
+DAY_S = 86400.0
+MAX_DAYS = 3650.0
+MAX_RUNS = 100_000
+
+
+@dataclass(frozen=True, kw_only=True)
+class GoodputOptions:
+    """What the user may set; ``None`` means the tool chooses (and lists it under ``assumed``)."""
+
+    failure_rates: str | None = None
+    """A rates file overriding the shipped catalog (:func:`tierwise.goodput.rates.load_rates`)."""
+    node_failure_rate: float | None = None
+    """All-cause failures per node (host) per day: replaces the per-part rates."""
+    checkpoint_interval_s: float | None = None
+    """Compute seconds between checkpoints; ``None`` = Daly's optimum."""
+    checkpoint_write: str | float = "auto"
+    """``auto``/``async`` (two-stage: only the GPU-to-host copy blocks), ``sync`` (the whole write blocks) or
+    the blocking seconds."""
+    storage_bytes_per_s: float | None = None
+    """Aggregate checkpoint storage bandwidth (write and read); ``None`` = the catalog's per-GPU share."""
+    restart_s: float | None = None
+    """Failure to resumed progress; ``None`` = detection + checkpoint restore + one step."""
+    spares: int | None = None
+    """Spare units (nodes or racks, as the fault domain says) for the Monte Carlo; ``None`` = always one."""
+    days: float = 30.0
+    runs: int = 0
+    seed: int = 0
+    tokens: float | None = None
+
+    def __post_init__(self) -> None:
+        e = GoodputError
+        if self.node_failure_rate is not None:
+            check_float(self.node_failure_rate, "--node-failure-rate", minimum=0.0, maximum=1e4, error=e,
+                        hint=" failures per node per day")
+        if self.checkpoint_interval_s is not None:
+            check_float(self.checkpoint_interval_s, "--checkpoint-interval", minimum=0.0, min_open=True,
+                        maximum=MAX_DAYS * DAY_S, error=e, hint=" seconds")
+        if isinstance(self.checkpoint_write, str):
+            if self.checkpoint_write not in WRITE_MODES:
+                raise e(f"--checkpoint-write {self.checkpoint_write!r}; give auto, async, sync or a time such as 30s")
+        else:
+            check_float(self.checkpoint_write, "--checkpoint-write", minimum=0.0, maximum=DAY_S, error=e,
+                        hint=" seconds")
+        if self.storage_bytes_per_s is not None:
+            check_float(self.storage_bytes_per_s, "--storage-bandwidth", minimum=0.0, min_open=True, maximum=1e18,
+                        error=e, hint=" B/s")
+        if self.restart_s is not None:
+            check_float(self.restart_s, "--restart-time", minimum=0.0, maximum=MAX_DAYS * DAY_S, error=e,
+                        hint=" seconds")
+        if self.spares is not None:
+            check_int(self.spares, "--spares", minimum=0, maximum=1_000_000, error=e)
+        check_float(self.days, "--days", minimum=0.0, min_open=True, maximum=MAX_DAYS, error=e)
+        check_int(self.runs, "--runs", minimum=0, maximum=MAX_RUNS, error=e)
+        check_int(self.seed, "--seed", minimum=0, maximum=2**63 - 1, error=e)
+        if self.tokens is not None:
+            check_float(self.tokens, "--tokens", minimum=0.0, min_open=True, maximum=1e18, error=e)
+
+
+def failure_model(cluster, num_gpus: int, opts: GoodputOptions) -> dict[str, Any]:
+    """Components with their counts and rates; the job's interruptions per day and MTTI (s).
+
+    The job is a series system: it stops when any part stops, so its rate is the sum of part rates times
+    counts, ``Lambda = sum_i n_i lambda_i`` (independent exponential lifetimes), and ``MTTI = 1 / Lambda``.
+    """
+    from tierwise.goodput.inventory import component_counts
+
+    check_int(num_gpus, "--gpus", minimum=1, error=GoodputError)
+    rates = load_rates(opts.failure_rates)
+    counts, how = component_counts(cluster, num_gpus, rates)
+    assumed: list[str] = []
+    if opts.node_failure_rate is not None:
+        comps = {"node": {"per": "node", "kind": "hardware", "rate_per_day": float(opts.node_failure_rate),
+                          "source": "--node-failure-rate (all causes, per node per day)"}}
+    else:
+        comps = rates["components"]
+        zero = [k for k, c in comps.items() if c["rate_per_day"] == 0]
+        if zero and opts.failure_rates is None:
+            assumed.append(f"no independent rate shipped for {', '.join(zero)} (counted 0; see rates.yaml sources); "
+                           "give them with --failure-rates or use --node-failure-rate")
+    rows = []
+    for name, c in comps.items():
+        n = int(counts[c["per"]])
+        rows.append({"component": name, "per": c["per"], "kind": c["kind"], "count": n,
+                     "rate_per_part_per_day": float(c["rate_per_day"]), "rate_per_day": n * float(c["rate_per_day"]),
+                     "source": c["source"]})
+    total = sum(r["rate_per_day"] for r in rows)
+    for r in rows:
+        r["share"] = r["rate_per_day"] / total if total > 0 else 0.0
+    return {"components": rows, "interruptions_per_day": total, "mtti_s": DAY_S / total if total > 0 else math.inf,
+            "counts": counts, "counted": how, "assumed": assumed, "rates": rates}
+
+
+def _defaults(cluster, num_gpus: int, opts: GoodputOptions, rates: dict) -> tuple[float, list[str]]:
+    assumed = []
+    if opts.storage_bytes_per_s is None:
+        per_gpu = float(rates["storage"]["bytes_per_s_per_gpu"]["value"])
+        storage = per_gpu * num_gpus
+        assumed.append(f"checkpoint storage {storage / 1e9:,.1f} GB/s aggregate = {per_gpu / 1e6:.0f} MB/s per GPU "
+                       f"({rates['storage']['bytes_per_s_per_gpu']['source']})")
+    else:
+        storage = float(opts.storage_bytes_per_s)
+    return storage, assumed
+
+
+def evaluate(model, cluster, num_gpus: int, plans, est, opts: GoodputOptions, fm: dict | None = None) -> dict:
+    """Arrays over the plans of ``est`` (a :class:`~tierwise.estimate.step.StepEstimates` of ``plans``).
+
+    Checkpoint (per plan):
+
+    * ``checkpoint_bytes_per_gpu`` = weights + optimizer state the GPU holds (the estimator's memory model,
+      sharded by the plan's TP/PP/EP and ZeRO stage);
+    * the job's distinct state ``S = P (w + o)`` (``P`` parameters; ``w``, ``o`` bytes per parameter of
+      weights and optimizer state from the parameter catalog: 2 + 12 = 14 for bf16 + fp32 Adam) is written
+      at the aggregate storage bandwidth ``B``: ``write = S / B``;
+    * asynchronous (two-stage, MegaScale §4.1 of the notes): the blocking part is the GPU-to-host copy,
+      ``delta = bytes_per_gpu / host_bandwidth``; the write drains in the background (``drain = S / B``) and a
+      failure before it ends also loses the previous interval, so each failure costs ``drain`` more;
+    * restore = read ``S / B`` (one reader per data-parallel group) + broadcast of each GPU's shard over
+      scale-out (``bytes_per_gpu / nic_bandwidth``, a pipelined broadcast moves each byte once per link).
+
+    Then ``tau`` = Daly's optimum (or the user's), ``ETTR = daly_ettr(tau, delta, R + drain, M)``.
+    """
+    from tierwise.specs.parameters import load_parameters
+    from tierwise.workload.flops import model_shape
+
+    fm = fm or failure_model(cluster, num_gpus, opts)
+    rates = fm["rates"]
+    storage, assumed = _defaults(cluster, num_gpus, opts, rates)
+    cparams = {**load_parameters().compute, **cluster.compute}
+    state_bytes = float(model_shape(model).total_params) * (float(cparams["weight_bytes"])
+                                                             + float(cparams["optimizer_state_bytes"]))
+    per_gpu = est.memory["weights_bytes"] + est.memory["optimizer_bytes"]
+    n = len(est)
+    write_s = np.full(n, state_bytes / storage)
+    mode = opts.checkpoint_write
+    if mode in ("auto", "async"):
+        delta = per_gpu / cluster.host_bytes_per_s
+        drain = write_s
+        if mode == "auto":
+            assumed.append("checkpoint writes asynchronous (two-stage: GPU-to-host copy blocks, then a background "
+                           "write to storage; MegaScale, reliability-notes §4.1)")
+    elif mode == "sync":
+        delta, drain = write_s, np.zeros(n)
+    else:
+        delta, drain = np.full(n, float(mode)), np.zeros(n)
+    restore = state_bytes / storage + per_gpu / cluster.nic_bytes_per_s
+    if opts.restart_s is None:
+        detect = float(rates["restart"]["detect_s"]["value"])
+        restart = detect + restore + est.step_time_s
+        assumed.append(f"restart = {detect:.0f} s detection and diagnosis ({rates['restart']['detect_s']['source']}) "
+                       "+ checkpoint restore (read + broadcast) + one step to re-warm")
+    else:
+        restart = np.full(n, float(opts.restart_s))
+    m = fm["mtti_s"]
+    young = young_interval(delta, m) if math.isfinite(m) else np.full(n, math.inf)
+    if opts.checkpoint_interval_s is None:
+        if math.isfinite(m):
+            tau = np.maximum(daly_interval(delta, m), drain - delta)
+            if np.any(drain - delta > daly_interval(delta, m)):
+                assumed.append("Daly's interval is shorter than the background drain; the interval is raised to the "
+                               "drain time (a checkpoint cannot start before the previous one is on storage)")
+        else:
+            tau = np.full(n, opts.days * DAY_S)
+            assumed.append("no failures counted: one checkpoint per run")
+    else:
+        tau = np.full(n, float(opts.checkpoint_interval_s))
+        floor = np.maximum(delta, drain)
+        if np.any(tau <= floor):
+            i = int(np.argmax(floor))
+            raise GoodputError(f"--checkpoint-interval {tau[i]:g}s is not longer than the checkpoint write "
+                               f"({floor[i]:.3g}s); give an interval > {floor[i]:.3g}s or leave it out (auto)")
+    if math.isfinite(m):
+        ettr = daly_ettr(tau, delta, restart + drain, m)
+        first = first_order_ettr(tau, delta, restart + drain, m)
+    else:
+        ettr = first = tau / (tau + delta)
+    return {"n": n, "checkpoint_bytes_per_gpu": per_gpu, "checkpoint_state_bytes": state_bytes,
+            "storage_bytes_per_s": storage, "checkpoint_write_s": write_s, "checkpoint_blocking_s": delta,
+            "checkpoint_drain_s": drain, "restore_s": restore, "restart_s": restart, "checkpoint_interval_s": tau,
+            "young_interval_s": young, "ettr": np.clip(ettr, 0.0, 1.0), "ettr_first_order": first,
+            "goodput_tokens_per_s": est.tokens_per_s * np.clip(ettr, 0.0, 1.0), "assumed": fm["assumed"] + assumed,
+            "failure_model": fm, **_domains(cluster, plans, est, fm, num_gpus)}
+
+
+def _domains(cluster, plans, est, fm: dict, num_gpus: int) -> dict:
+    """Per plan: scale-up group, the unit one failure excludes, spares at p99 and the adjusted throughput."""
+    from tierwise.estimate.scenario import axis_group_ranks
+    from tierwise.hierarchy import TIER_ORDER
+
+    rates = fm["rates"]
+    domains, spare_units, spare_gpus = [], [], []
+    for i in range(len(est)):
+        p = plans.plan(i)
+        tiers = {a: TIER_ORDER[int(est.axis_tier[a][i])] for a in est.axis_tier}
+        dom = fault_domain(cluster, scale_up_group(axis_group_ranks(p), tiers, cluster.scale_up_domain))
+        unit_rate = sum(r["rate_per_day"] for r in fm["components"]
+                        if unit_of({"per": r["per"], "kind": r["kind"]}, dom)[0] is not None)
+        repair = float(rates["repair_s"][dom["unit"]]["value"])
+        k = spares_needed(unit_rate, repair)
+        dom.update({"unit_failures_per_day": unit_rate, "repair_s": repair, "spares_p99_units": k,
+                    "spare_gpus_p99": k * dom["unit_gpus"]})
+        domains.append(dom)
+        spare_units.append(k)
+        spare_gpus.append(k * dom["unit_gpus"])
+    sg = np.asarray(spare_gpus, float)
+    return {"fault_domain": domains, "spare_gpus_p99": sg}
+
+
+def _lost_time(ettr: float, tau: float, delta: float, drain: float, restart: float, per_day: float) -> dict:
+    """Seconds per day of wall time lost to each cause: the first-order terms (checkpoint stalls
+    ``delta / (tau + delta)`` of running time, rework ``(tau + delta) / 2 + drain`` and ``R`` per
+    interruption) scaled so that they sum to the exact ``(1 - ETTR) x 86,400`` of Daly's form."""
+    raw = {"checkpoint_stalls_s": ettr * DAY_S * delta / tau, "rework_s": per_day * ((tau + delta) / 2 + drain),
+           "restart_s": per_day * restart}
+    total = sum(raw.values())
+    lost = (1 - ettr) * DAY_S
+    return {k: v * lost / total if total > 0 else 0.0 for k, v in raw.items()} | {"total_s": lost}
+
+
+def goodput(model, cluster, num_gpus: int, plan, opts: GoodputOptions | None = None, *,
+            plan_source: str = "given") -> dict[str, Any]:
+    """The ``goodput --json`` document for one plan (a :class:`~tierwise.specs.plan.Plan`).
+
+    >>> import tierwise
+    >>> m, c = tierwise.load_model("llama3.1-8b"), tierwise.load_cluster("dgx-h100")
+    >>> p = tierwise.plan_from_mapping({"tp": 8, "global_batch_size": 64, "seq_length": 4096}, num_gpus=64)
+    >>> doc = tierwise.goodput(m, c, 64, p, tierwise.GoodputOptions(node_failure_rate=0.01))
+    >>> round(doc["mtti_s"] / 3600, 1)  # 8 nodes x 0.01 per day: one interruption per 12.5 days
+    300.0
+    """
+    from tierwise.estimate import estimate
+    from tierwise.specs.plan import PlanBatch, validate_plan_batch
+
+    opts = opts or GoodputOptions()
+    validate_plan_batch(model, [plan])
+    batch = PlanBatch.from_plans([plan])
+    est = estimate(model, cluster, batch)
+    ev = evaluate(model, cluster, num_gpus, batch, est, opts)
+    return goodput_document(model, cluster, num_gpus, plan, est, ev, opts, plan_source=plan_source)
+
+
+def goodput_document(model, cluster, num_gpus, plan, est, ev: dict, opts: GoodputOptions, *, i: int = 0,
+                     plan_source: str = "given") -> dict[str, Any]:
+    """The stable JSON document of plan ``i`` of :func:`evaluate`'s arrays."""
+    from tierwise.goodput.simulate import MAX_EVENTS, simulate
+
+    fm = ev["failure_model"]
+    g = {k: float(v[i]) for k, v in ev.items() if isinstance(v, np.ndarray)}
+    dom = ev["fault_domain"][i]
+    mtti = fm["mtti_s"]
+    per_day = fm["interruptions_per_day"]
+    by_component = [{k: r[k] for k in ("component", "count", "rate_per_day", "share", "per", "kind",
+                                       "rate_per_part_per_day", "source")} for r in fm["components"]]
+    tps = float(est.tokens_per_s[i])
+    doc: dict[str, Any] = {
+        "model": model.name, "cluster": cluster.name, "num_gpus": num_gpus,
+        "plan": plan.as_dict(), "plan_source": plan_source,
+        "step_time_s": float(est.step_time_s[i]), "tokens_per_s": tps,
+        "mtti_s": mtti if math.isfinite(mtti) else None,
+        "interruptions_per_day": per_day,
+        "by_component": by_component,
+        "counted": fm["counted"],
+        "checkpoint_bytes_per_gpu": g["checkpoint_bytes_per_gpu"],
+        "checkpoint_state_bytes": ev["checkpoint_state_bytes"],
+        "storage_bytes_per_s": ev["storage_bytes_per_s"],
+        "checkpoint_write_s": g["checkpoint_write_s"],
+        "checkpoint_blocking_s": g["checkpoint_blocking_s"],
+        "checkpoint_drain_s": g["checkpoint_drain_s"],
+        "checkpoint_mode": "sync" if opts.checkpoint_write == "sync" else (
+            "async" if opts.checkpoint_write in ("auto", "async") else "given"),
+        "restore_s": g["restore_s"],
+        "checkpoint_interval_s": g["checkpoint_interval_s"],
+        "checkpoint_interval_young_s": g["young_interval_s"] if math.isfinite(g["young_interval_s"]) else None,
+        "interval_source": "given" if opts.checkpoint_interval_s is not None else "daly",
+        "restart_s": g["restart_s"],
+        "ettr": g["ettr"], "ettr_first_order": g["ettr_first_order"],
+        "goodput_tokens_per_s": g["goodput_tokens_per_s"],
+        "fault_domain": dom,
+        "goodput_tokens_per_s_per_provisioned_gpu": g["goodput_tokens_per_s"] / (num_gpus + dom["spare_gpus_p99"]),
+        "lost_time_per_day": _lost_time(g["ettr"], g["checkpoint_interval_s"], g["checkpoint_blocking_s"],
+                                        g["checkpoint_drain_s"], g["restart_s"], per_day),
+        "days": opts.days,
+        "interruptions_in_days": per_day * opts.days,
+    }
+    if opts.tokens is not None:
+        seconds = opts.tokens / doc["goodput_tokens_per_s"]
+        doc["time_to_train"] = {"tokens": opts.tokens, "seconds": seconds, "days": seconds / DAY_S,
+                                "failure_free_days": opts.tokens / tps / DAY_S}
+    if opts.runs:
+        expected = per_day * opts.days * opts.runs
+        if expected > MAX_EVENTS:
+            raise GoodputError(f"--runs {opts.runs} x --days {opts.days:g} draws about {expected:,.0f} interruptions; "
+                               f"keep runs x days x interruptions per day under {MAX_EVENTS:,}")
+        comps = fm["components"]
+        needs = np.array([unit_of({"per": r["per"], "kind": r["kind"]}, dom)[0] is not None for r in comps])
+        sim = simulate(rate_per_s=np.array([r["rate_per_day"] for r in comps]) / DAY_S, needs_unit=needs,
+                       tau=g["checkpoint_interval_s"], delta=g["checkpoint_blocking_s"],
+                       drain=g["checkpoint_drain_s"], restart=g["restart_s"], span_s=opts.days * DAY_S,
+                       runs=opts.runs, seed=opts.seed, spares=opts.spares, repair_s=dom["repair_s"])
+        sim["seed"] = opts.seed
+        sim["spares"] = opts.spares
+        doc["ettr_simulated"] = sim
+    assumed = list(ev["assumed"])
+    if opts.spares is None:
+        assumed.append(f"a spare {dom['unit']} is always available at restart (the pool this needs at p99 is "
+                       f"{dom['spares_p99_units']} {dom['unit']}s; --spares K makes the Monte Carlo wait for repairs)")
+    if opts.tokens is None:
+        assumed.append("no --tokens: no time-to-train")
+    doc["assumed"] = assumed
+    doc["explanation"] = _explain(doc)
+    return doc
+
+
+def _explain(doc: dict) -> list[str]:
+    lines = []
+    top = sorted(doc["by_component"], key=lambda r: -r["rate_per_day"])[:3]
+    if doc["mtti_s"]:
+        lines.append(f"{doc['interruptions_per_day']:.3g} interruptions per day (MTTI {doc['mtti_s'] / 3600:.3g} h); "
+                     "most from " + ", ".join(f"{r['component']} ({r['share']:.0%}, {r['count']:,} parts)"
+                                              for r in top if r["rate_per_day"] > 0))
+    lines.append(f"checkpoint every {doc['checkpoint_interval_s'] / 60:.3g} min ({doc['interval_source']}; Young's "
+                 f"first order gives {(doc['checkpoint_interval_young_s'] or math.inf) / 60:.3g} min), "
+                 f"stalling {doc['checkpoint_blocking_s']:.3g} s each ({doc['checkpoint_mode']})")
+    lines.append(f"ETTR {doc['ettr']:.3f}: goodput {doc['goodput_tokens_per_s']:,.0f} of {doc['tokens_per_s']:,.0f} "
+                 "tokens/s")
+    lines.extend(doc["fault_domain"]["why"])
+    return lines
