@@ -46,7 +46,7 @@ _API = {
     "StepEstimates": "tierwise.estimate.step",
     "search": "tierwise.planner",
     "Constraints": "tierwise.planner",
-    "goodput": ("tierwise.goodput.model", "goodput"),
+    "estimate_goodput": ("tierwise.goodput.model", "goodput"),
     "GoodputOptions": "tierwise.goodput.model",
 }
 """Public name -> the module that defines it (or the module and the name there: ``tierwise.estimate`` is the

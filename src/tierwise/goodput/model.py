@@ -246,7 +246,7 @@ def goodput(model, cluster, num_gpus: int, plan, opts: GoodputOptions | None = N
     >>> import tierwise
     >>> m, c = tierwise.load_model("llama3.1-8b"), tierwise.load_cluster("dgx-h100")
     >>> p = tierwise.plan_from_mapping({"tp": 8, "global_batch_size": 64, "seq_length": 4096}, num_gpus=64)
-    >>> doc = tierwise.goodput(m, c, 64, p, tierwise.GoodputOptions(node_failure_rate=0.01))
+    >>> doc = tierwise.estimate_goodput(m, c, 64, p, tierwise.GoodputOptions(node_failure_rate=0.01))
     >>> round(doc["mtti_s"] / 3600, 1)  # 8 nodes x 0.01 per day: one interruption per 12.5 days
     300.0
     """
