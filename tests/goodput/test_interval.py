@@ -6,7 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tierwise.goodput.interval import daly_ettr, daly_interval, daly_wall_time, first_order_ettr, young_interval
+from tierwise.goodput.interval import (
+    daly_ettr,
+    daly_interval,
+    daly_wall_time,
+    first_order_ettr,
+    young_interval,
+)
 
 MIN = 60.0
 
