@@ -59,9 +59,11 @@ def component_counts(cluster, num_gpus: int, rates: dict) -> tuple[dict[str, int
     hosts = math.ceil(num_gpus / gpn)
     domains = math.ceil(num_gpus / cluster.scale_up_domain)
     nics = hosts * cluster.nics_per_node
-    counts: dict[str, int] = {"gpu": num_gpus, "host": hosts, "node": hosts, "nic": nics, "job": 1,
+    hbm_gib = num_gpus * round(cluster.accelerator.hbm_capacity_bytes / 2**30)
+    counts: dict[str, int] = {"gpu": num_gpus, "hbm_gib": hbm_gib, "host": hosts, "node": hosts, "nic": nics, "job": 1,
                               "leaf_switch": 0, "spine_switch": 0, "fabric_cable": 0}
-    how = [f"{num_gpus} GPUs on {hosts} hosts of {gpn} GPUs, {nics} NICs ({cluster.nics_per_node} per host)"]
+    how = [f"{num_gpus} GPUs on {hosts} hosts of {gpn} GPUs, {nics} NICs ({cluster.nics_per_node} per host), "
+           f"{hbm_gib:,} GiB of HBM"]
     if hosts > 1 or (domains > 1):
         family = fabric_family(cluster)
         fab_gpus = domains * 72 if family == "nvl72" else hosts * gpn

@@ -181,6 +181,9 @@ def evaluate(model, cluster, num_gpus: int, plans, est, opts: GoodputOptions, fm
             if np.any(drain - delta > daly_interval(delta, m)):
                 assumed.append("Daly's interval is shorter than the background drain; the interval is raised to the "
                                "drain time (a checkpoint cannot start before the previous one is on storage)")
+            # checkpoints are taken between steps: the nearest whole number of steps, at least one
+            step = est.step_time_s
+            tau = np.maximum(np.rint(tau / step), 1.0) * step
         else:
             tau = np.full(n, opts.days * DAY_S)
             assumed.append("no failures counted: one checkpoint per run")

@@ -27,7 +27,7 @@ __all__ = ["GoodputError", "load_rates", "MAX_RATE_PER_DAY", "PER"]
 MAX_RATE_PER_DAY = 1e4
 """A part failing more than 10,000 times a day is no longer a failure rate."""
 MAX_REPAIR_S = 365 * 86400.0
-PER = ("gpu", "nic", "host", "node", "fabric_cable", "leaf_switch", "spine_switch", "nvlink_switch", "job")
+PER = ("gpu", "hbm_gib", "nic", "host", "node", "fabric_cable", "leaf_switch", "spine_switch", "nvlink_switch", "job")
 """What one part of a component is: its count comes from the cluster and the fabric inventory."""
 _KINDS = ("hardware", "network", "software", "maintenance")
 
