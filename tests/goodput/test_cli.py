@@ -78,3 +78,20 @@ def test_entry_point_subprocess():
                         "dgx-h100", "--gpus", "8", "--node-failure-rate", "nan"], capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 2 and r.stderr.startswith("error:") and r.stderr.count("\n") == 1
+
+
+def test_html_page(capsys, tmp_path):
+    pytest.importorskip("plotly")
+    out = tmp_path / "g.html"
+    code, _, _ = _run(capsys, "goodput", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "16",
+                      "--global-batch", "16", "--seq", "2048", "--runs", "5", "--html", str(out))
+    assert code == 0
+    text = out.read_text()
+    assert "interruptions per day by component" in text and "fault domain" in text and "plotly" in text
+
+
+def test_html_unwritable_path_before_the_work(capsys, tmp_path):
+    pytest.importorskip("plotly")
+    code, _, err = _run(capsys, "goodput", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "8",
+                        "--html", str(tmp_path / "missing" / "g.html"))
+    assert code == 2 and "--html" in err

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from tierwise.goodput.domain import fault_domain, scale_up_group, spares_needed, unit_of
+from tierwise.goodput.domain import fault_domain, spares_needed, unit_of
 from tierwise.goodput.interval import daly_ettr, daly_interval, first_order_ettr, young_interval
 from tierwise.goodput.rates import GoodputError, load_rates
 from tierwise.limits import check_float, check_int
@@ -208,27 +208,31 @@ def evaluate(model, cluster, num_gpus: int, plans, est, opts: GoodputOptions, fm
 
 
 def _domains(cluster, plans, est, fm: dict, num_gpus: int) -> dict:
-    """Per plan: scale-up group, the unit one failure excludes, spares at p99 and the adjusted throughput."""
-    from tierwise.estimate.scenario import axis_group_ranks
+    """Per plan: scale-up group, the unit one failure excludes, spares at p99 (vectorized: the fault domain
+    depends on the plan only through its scale-up group size, so it is computed once per distinct size)."""
     from tierwise.hierarchy import TIER_ORDER
 
     rates = fm["rates"]
-    domains, spare_units, spare_gpus = [], [], []
-    for i in range(len(est)):
-        p = plans.plan(i)
-        tiers = {a: TIER_ORDER[int(est.axis_tier[a][i])] for a in est.axis_tier}
-        dom = fault_domain(cluster, scale_up_group(axis_group_ranks(p), tiers, cluster.scale_up_domain))
+    inside = [TIER_ORDER.index("local"), TIER_ORDER.index("scale_up")]
+    ranks = {"tp": plans.tp, "cp": plans.cp, "ep": plans.ep, "pp": plans.pp, "dp": plans.dp * plans.cp}
+    group = np.ones(len(est), dtype=np.int64)
+    for axis, r in ranks.items():
+        on = np.isin(est.axis_tier[axis], inside) & (np.asarray(r) > 1)
+        group = group * np.where(on, np.asarray(r, dtype=np.int64), 1)
+    group = np.clip(group, 1, cluster.scale_up_domain)
+    sizes, index = np.unique(group, return_inverse=True)
+    table = []
+    for g in sizes:
+        dom = fault_domain(cluster, int(g))
         unit_rate = sum(r["rate_per_day"] for r in fm["components"]
                         if unit_of({"per": r["per"], "kind": r["kind"]}, dom)[0] is not None)
         repair = float(rates["repair_s"][dom["unit"]]["value"])
         k = spares_needed(unit_rate, repair)
         dom.update({"unit_failures_per_day": unit_rate, "repair_s": repair, "spares_p99_units": k,
                     "spare_gpus_p99": k * dom["unit_gpus"]})
-        domains.append(dom)
-        spare_units.append(k)
-        spare_gpus.append(k * dom["unit_gpus"])
-    sg = np.asarray(spare_gpus, float)
-    return {"fault_domain": domains, "spare_gpus_p99": sg}
+        table.append(dom)
+    spare = np.array([d["spare_gpus_p99"] for d in table], dtype=float)[index]
+    return {"fault_domain": [table[int(j)] for j in index], "spare_gpus_p99": spare}
 
 
 def _lost_time(ettr: float, tau: float, delta: float, drain: float, restart: float, per_day: float) -> dict:
