@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["scale_up_group", "fault_domain", "spares_needed", "DEGRADED_STATES"]
+__all__ = ["scale_up_group", "fault_domain", "spares_needed", "unit_of", "DEGRADED_STATES"]
 
 DEGRADED_STATES = {
     "DEGRADED": "failed GPUs parked (NO_NVLINK), the rest of the NVLink partition at full bandwidth",
@@ -42,30 +42,48 @@ def scale_up_group(plan_ranks: dict[str, int], plan_tiers: dict[str, str], domai
 
 
 def fault_domain(cluster, group: int) -> dict[str, Any]:
-    """The unit a GPU/host failure excludes, the GPUs it makes unavailable, and why (for the output)."""
+    """What one GPU or host failure takes out, for a plan coupling ``group`` GPUs inside a scale-up domain.
+
+    With ``D`` GPUs per domain, ``n`` per host and ``g`` coupled GPUs, the domain holds ``floor(D / g)``
+    groups before the failure and ``floor((D - n) / g)`` after its host is parked:
+
+    * ``D <= n`` (8-GPU nodes) or ``g <= n``: the group lives inside a host, so a spare host anywhere
+      replaces it (``unit = node``, ``n`` GPUs out);
+    * ``g > n`` and the domain keeps as many groups (idle GPUs in the rack absorb the loss): restart in
+      place on the DEGRADED partition, no spare needed (``unit = none``);
+    * otherwise the lost groups (``(before - after) g`` GPUs) must move to another NVLink domain: a spare
+      rack, which holds ``floor(D / g)`` such replacements (``unit = rack``).
+    """
     d, n = cluster.scale_up_domain, cluster.gpus_per_node
-    keep = ((d - n) // group) * group if d > n else 0
-    lost = d - keep if d > n else n
-    rack = d > n and lost > n
-    unit = "rack" if rack else "node"
-    why = []
-    if d > n:
-        why.append(f"a {d}-GPU NVLink domain spans {d // n} hosts of {n} GPUs: a failed GPU or host is parked "
-                   f"(partition state DEGRADED: {DEGRADED_STATES['DEGRADED']})")
-        if rack:
-            why.append(f"the plan couples {group} GPUs inside the domain, so the other {d - n} GPUs of the rack "
-                       f"hold only {keep // group if group else 0} whole groups: {lost} GPUs are unavailable per "
-                       "failure and the job needs a spare rack to restart at full size")
+    g = max(1, min(group, d))
+    why: list[str] = []
+    if d <= n or g <= n:
+        unit, out, slots, unit_gpus = "node", n, 1, n
+        if d <= n:
+            why.append(f"the scale-up domain is the {n}-GPU node: a GPU, NIC, NVSwitch or host failure excludes "
+                       f"that node ({n} GPUs) and a spare node anywhere replaces it")
         else:
-            why.append(f"the plan couples {group} GPUs inside the domain, so the rack's other GPUs still hold whole "
-                       f"groups: only the {n}-GPU host is excluded (the rack runs DEGRADED)")
-        why.append(f"an NVLink switch failure makes the rack UNHEALTHY in full-bandwidth mode ({d} GPUs out); in "
-                   f"adaptive mode it runs at reduced bandwidth (BANDWIDTH state)")
+            why.append(f"the plan couples {g} GPUs inside the {d}-GPU NVLink domain, within one {n}-GPU host: a "
+                       f"failed GPU's host is parked (partition DEGRADED: {DEGRADED_STATES['DEGRADED']}) and a "
+                       "spare host anywhere replaces it over scale-out")
     else:
-        why.append(f"the scale-up domain is the {n}-GPU node: a GPU, NIC, NVSwitch or host failure excludes "
-                   f"that node ({n} GPUs) and a spare node replaces it")
-    return {"unit": unit, "unit_gpus": d if rack else n, "scale_up_group_gpus": group,
-            "gpus_unavailable_per_failure": lost, "scale_up_domain_gpus": d, "gpus_per_host": n, "why": why}
+        before, after = d // g, (d - n) // g
+        if after == before:
+            unit, out, slots, unit_gpus = "none", 0, 1, 0
+            why.append(f"the plan couples {g} GPUs across hosts of the {d}-GPU NVLink domain but uses {before * g} "
+                       f"of its {d} GPUs: with the failed {n}-GPU host parked (DEGRADED) the rack still holds its "
+                       f"{before} groups, so the job restarts in place without a spare")
+        else:
+            unit, out, slots, unit_gpus = "rack", (before - after) * g, before, d
+            why.append(f"the plan couples {g} GPUs across hosts of the {d}-GPU NVLink domain: with the failed "
+                       f"{n}-GPU host parked (DEGRADED) the rack holds {after} of its {before} groups, so {out} "
+                       f"GPUs of the job must move to another NVLink domain: a spare rack (it holds {before} such "
+                       "replacements), not a spare host")
+    if d > n:
+        why.append(f"an NVLink switch failure makes the rack UNHEALTHY in full-bandwidth mode (all {d} GPUs out, "
+                   "a spare rack needed); in adaptive mode it runs at reduced bandwidth (BANDWIDTH state)")
+    return {"unit": unit, "unit_gpus": unit_gpus, "scale_up_group_gpus": g, "gpus_unavailable_per_failure": out,
+            "replacements_per_unit": slots, "scale_up_domain_gpus": d, "gpus_per_host": n, "why": why}
 
 
 def spares_needed(unit_failures_per_day: float, repair_s: float, quantile: float = 0.99) -> int:
@@ -81,12 +99,16 @@ def spares_needed(unit_failures_per_day: float, repair_s: float, quantile: float
 
 
 def unit_of(component: dict[str, Any], domain: dict[str, Any]) -> tuple[str | None, int]:
-    """(unit excluded, GPUs unavailable) for one failure of ``component`` under ``domain``."""
+    """(unit a spare must replace, GPUs unavailable) for one failure of ``component`` under ``domain``;
+    ``None`` when the job restarts without a spare (software, maintenance, fabric parts the routing avoids,
+    or a rack with idle GPUs to re-form its groups)."""
     per, kind = component["per"], component["kind"]
     if kind in ("software", "maintenance") or per in ("leaf_switch", "spine_switch", "fabric_cable", "job"):
-        return None, 0  # the job restarts in place; the fabric routes around the part
+        return None, 0
     if per == "nvlink_switch" and domain["scale_up_domain_gpus"] > domain["gpus_per_host"]:
         return "rack", domain["scale_up_domain_gpus"]
+    if domain["unit"] == "none":
+        return None, 0
     return domain["unit"], domain["gpus_unavailable_per_failure"]
 
 

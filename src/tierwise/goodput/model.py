@@ -224,12 +224,23 @@ def _domains(cluster, plans, est, fm: dict, num_gpus: int) -> dict:
     table = []
     for g in sizes:
         dom = fault_domain(cluster, int(g))
-        unit_rate = sum(r["rate_per_day"] for r in fm["components"]
-                        if unit_of({"per": r["per"], "kind": r["kind"]}, dom)[0] is not None)
-        repair = float(rates["repair_s"][dom["unit"]]["value"])
-        k = spares_needed(unit_rate, repair)
-        dom.update({"unit_failures_per_day": unit_rate, "repair_s": repair, "spares_p99_units": k,
-                    "spare_gpus_p99": k * dom["unit_gpus"]})
+        # replacements a spare pool must cover: one per host-level failure, a whole rack's worth for an
+        # NVLink-switch failure that takes the rack out (UNHEALTHY)
+        demand = 0.0
+        for r in fm["components"]:
+            unit, _ = unit_of({"per": r["per"], "kind": r["kind"]}, dom)
+            whole_rack = r["per"] == "nvlink_switch" and unit == "rack"
+            if unit is not None:
+                demand += r["rate_per_day"] * (dom["replacements_per_unit"] if whole_rack else 1)
+        kind = dom["unit"] if dom["unit"] != "none" else ("rack" if dom["scale_up_domain_gpus"] > dom["gpus_per_host"]
+                                                          else "node")
+        repair = float(rates["repair_s"][kind]["value"])
+        k = spares_needed(demand, repair)
+        per_unit = dom["replacements_per_unit"] if kind == "rack" else 1
+        units = -(-k // per_unit)
+        dom.update({"replacements_per_day": demand, "repair_s": repair, "spare_unit": kind,
+                    "spares_p99_units": units, "spare_gpus_p99": units * (dom["scale_up_domain_gpus"]
+                                                                         if kind == "rack" else dom["gpus_per_host"])})
         table.append(dom)
     spare = np.array([d["spare_gpus_p99"] for d in table], dtype=float)[index]
     return {"fault_domain": [table[int(j)] for j in index], "spare_gpus_p99": spare}
@@ -325,19 +336,27 @@ def goodput_document(model, cluster, num_gpus, plan, est, ev: dict, opts: Goodpu
         sim = simulate(rate_per_s=np.array([r["rate_per_day"] for r in comps]) / DAY_S, needs_unit=needs,
                        tau=g["checkpoint_interval_s"], delta=g["checkpoint_blocking_s"],
                        drain=g["checkpoint_drain_s"], restart=g["restart_s"], span_s=opts.days * DAY_S,
-                       runs=opts.runs, seed=opts.seed, spares=opts.spares, repair_s=dom["repair_s"])
+                       runs=opts.runs, seed=opts.seed, spares=_slots(opts.spares, dom), repair_s=dom["repair_s"])
         sim["seed"] = opts.seed
         sim["spares"] = opts.spares
         doc["ettr_simulated"] = sim
     assumed = list(ev["assumed"])
     if opts.spares is None:
-        assumed.append(f"a spare {dom['unit']} is always available at restart (the pool this needs at p99 is "
-                       f"{dom['spares_p99_units']} {dom['unit']}s; --spares K makes the Monte Carlo wait for repairs)")
+        assumed.append(f"a spare is always available at restart (the pool this needs at p99 is "
+                       f"{dom['spares_p99_units']} {dom['spare_unit']}s; --spares K makes the Monte Carlo wait for "
+                       "repairs)")
     if opts.tokens is None:
         assumed.append("no --tokens: no time-to-train")
     doc["assumed"] = assumed
     doc["explanation"] = _explain(doc)
     return doc
+
+
+def _slots(spares: int | None, dom: dict) -> int | None:
+    """Spare units (nodes or racks) as replacements: a spare rack holds ``floor(D / g)`` lost groups."""
+    if spares is None:
+        return None
+    return spares * (dom["replacements_per_unit"] if dom["spare_unit"] == "rack" else 1)
 
 
 def _explain(doc: dict) -> list[str]:
