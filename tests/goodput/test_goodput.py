@@ -137,16 +137,17 @@ def test_rates_file_overrides(small, tmp_path):
     assert rows["software"]["rate_per_day"] == 2.0 and rows["gpu"]["rate_per_day"] == 0
 
 
-@pytest.mark.parametrize("cluster, group, unit, out", [
-    ("dgx-h100", 8, "node", 8),        # the node is the domain
-    ("gb200-nvl72", 4, "node", 4),     # the group lives in one 4-GPU host: a spare host anywhere
-    ("gb200-nvl72", 8, "rack", 8),     # 9 groups of 8 -> 8 after a host is parked: one group moves racks
-    ("gb200-nvl72", 32, "none", 0),    # 2 groups of 32 use 64 of 72 GPUs: the rack's idle GPUs absorb it
-    ("gb200-nvl72", 72, "rack", 72),   # TP x EP over the rack: the whole replica piece goes
+@pytest.mark.parametrize("cluster, group, gpus, unit, out", [
+    ("dgx-h100", 8, 512, "node", 8),        # the node is the domain
+    ("gb200-nvl72", 4, 576, "node", 4),     # the group lives in one 4-GPU host: a spare host anywhere
+    ("gb200-nvl72", 8, 576, "rack", 8),     # full racks: the broken group of 8 moves to a spare rack
+    ("gb200-nvl72", 32, 512, "none", 0),    # 8 racks of 64 used: the 8 idle GPUs per rack re-form the group
+    ("gb200-nvl72", 32, 576, "rack", 32),   # full racks: no idle GPUs to re-form it
+    ("gb200-nvl72", 72, 576, "rack", 72),   # TP x EP over the rack: the whole replica piece goes
 ])
-def test_fault_domain_by_scale_up_group(cluster, group, unit, out):
+def test_fault_domain_by_scale_up_group(cluster, group, gpus, unit, out):
     from tierwise.goodput.domain import fault_domain
 
-    dom = fault_domain(load_cluster(cluster), group)
+    dom = fault_domain(load_cluster(cluster), group, gpus)
     assert dom["unit"] == unit and dom["gpus_unavailable_per_failure"] == out
     assert dom["why"]

@@ -6,8 +6,8 @@ collective), so the restart count does not depend on the fault domain. What does
 * the **unit** to exclude and replace: the failed part's host (an 8-GPU node, an NVL72 compute tray) or
   the whole scale-up domain (an NVL72 rack) when the plan's scale-up group cannot be re-formed on the
   rack's remaining GPUs;
-* **GPUs unavailable** until repair: ``D - floor((D - n) / g) g`` for a domain of ``D`` GPUs, ``n`` GPUs
-  per host and a plan whose groups inside the domain hold ``g`` GPUs (the rack keeps only whole groups);
+* **GPUs unavailable** until repair: the host (``n`` GPUs) when the plan's scale-up group ``g`` fits in
+  it, else the broken ``g``-GPU group, unless the rack has idle GPUs to re-form it (:func:`fault_domain`);
 * the **spares** that a restart without waiting needs, at that granularity (:func:`spares_needed`).
 
 NVIDIA's NVLink partition states (NMX-Manager "Partition Health", reliability-notes §13): DEGRADED, some
@@ -41,21 +41,23 @@ def scale_up_group(plan_ranks: dict[str, int], plan_tiers: dict[str, str], domai
     return max(1, min(g, domain))
 
 
-def fault_domain(cluster, group: int) -> dict[str, Any]:
+def fault_domain(cluster, group: int, num_gpus: int) -> dict[str, Any]:
     """What one GPU or host failure takes out, for a plan coupling ``group`` GPUs inside a scale-up domain.
 
-    With ``D`` GPUs per domain, ``n`` per host and ``g`` coupled GPUs, the domain holds ``floor(D / g)``
-    groups before the failure and ``floor((D - n) / g)`` after its host is parked:
+    With ``D`` GPUs per domain, ``n`` per host, ``g`` coupled GPUs and a job of ``N`` GPUs on
+    ``ceil(N / D)`` domains (``I = D - N / domains`` idle GPUs in each):
 
     * ``D <= n`` (8-GPU nodes) or ``g <= n``: the group lives inside a host, so a spare host anywhere
       replaces it (``unit = node``, ``n`` GPUs out);
-    * ``g > n`` and the domain keeps as many groups (idle GPUs in the rack absorb the loss): restart in
-      place on the DEGRADED partition, no spare needed (``unit = none``);
-    * otherwise the lost groups (``(before - after) g`` GPUs) must move to another NVLink domain: a spare
-      rack, which holds ``floor(D / g)`` such replacements (``unit = rack``).
+    * ``g > n`` and ``I >= n`` with the rack's share of the job in whole groups: the parked host's group
+      re-forms on the rack's idle GPUs (partition DEGRADED), no spare needed (``unit = none``);
+    * otherwise the broken group (``g`` GPUs, all ``D`` when it spans the rack) must move to another NVLink
+      domain: a spare rack, which holds ``floor(D / g)`` such replacements (``unit = rack``).
     """
     d, n = cluster.scale_up_domain, cluster.gpus_per_node
     g = max(1, min(group, d))
+    domains = -(-num_gpus // d)
+    idle = (domains * d - num_gpus) // domains
     why: list[str] = []
     if d <= n or g <= n:
         unit, out, slots, unit_gpus = "node", n, 1, n
@@ -66,24 +68,23 @@ def fault_domain(cluster, group: int) -> dict[str, Any]:
             why.append(f"the plan couples {g} GPUs inside the {d}-GPU NVLink domain, within one {n}-GPU host: a "
                        f"failed GPU's host is parked (partition DEGRADED: {DEGRADED_STATES['DEGRADED']}) and a "
                        "spare host anywhere replaces it over scale-out")
+    elif idle >= n and (d - idle) % g == 0:
+        unit, out, slots, unit_gpus = "none", 0, 1, 0
+        why.append(f"the plan couples {g} GPUs across hosts of the {d}-GPU NVLink domain and leaves {idle} GPUs of "
+                   f"each rack idle: with the failed {n}-GPU host parked (DEGRADED) its group re-forms on the idle "
+                   "GPUs, so the job restarts in place without a spare")
     else:
-        before, after = d // g, (d - n) // g
-        if after == before:
-            unit, out, slots, unit_gpus = "none", 0, 1, 0
-            why.append(f"the plan couples {g} GPUs across hosts of the {d}-GPU NVLink domain but uses {before * g} "
-                       f"of its {d} GPUs: with the failed {n}-GPU host parked (DEGRADED) the rack still holds its "
-                       f"{before} groups, so the job restarts in place without a spare")
-        else:
-            unit, out, slots, unit_gpus = "rack", (before - after) * g, before, d
-            why.append(f"the plan couples {g} GPUs across hosts of the {d}-GPU NVLink domain: with the failed "
-                       f"{n}-GPU host parked (DEGRADED) the rack holds {after} of its {before} groups, so {out} "
-                       f"GPUs of the job must move to another NVLink domain: a spare rack (it holds {before} such "
-                       "replacements), not a spare host")
+        unit, out, slots, unit_gpus = "rack", g, max(d // g, 1), d
+        why.append(f"the plan couples {g} GPUs across hosts of the {d}-GPU NVLink domain and the rack has "
+                   f"{idle} idle GPUs: a failed {n}-GPU host (parked, DEGRADED) breaks a {g}-GPU group that "
+                   f"cannot re-form in the rack, so it must move to another NVLink domain: a spare rack (holding "
+                   f"{max(d // g, 1)} such replacements), not a spare host")
     if d > n:
         why.append(f"an NVLink switch failure makes the rack UNHEALTHY in full-bandwidth mode (all {d} GPUs out, "
                    "a spare rack needed); in adaptive mode it runs at reduced bandwidth (BANDWIDTH state)")
     return {"unit": unit, "unit_gpus": unit_gpus, "scale_up_group_gpus": g, "gpus_unavailable_per_failure": out,
-            "replacements_per_unit": slots, "scale_up_domain_gpus": d, "gpus_per_host": n, "why": why}
+            "replacements_per_unit": slots, "scale_up_domain_gpus": d, "gpus_per_host": n,
+            "idle_gpus_per_domain": idle, "why": why}
 
 
 def spares_needed(unit_failures_per_day: float, repair_s: float, quantile: float = 0.99) -> int:

@@ -223,7 +223,7 @@ def _domains(cluster, plans, est, fm: dict, num_gpus: int) -> dict:
     sizes, index = np.unique(group, return_inverse=True)
     table = []
     for g in sizes:
-        dom = fault_domain(cluster, int(g))
+        dom = fault_domain(cluster, int(g), num_gpus)
         # replacements a spare pool must cover: one per host-level failure, a whole rack's worth for an
         # NVLink-switch failure that takes the rack out (UNHEALTHY)
         demand = 0.0
