@@ -112,99 +112,59 @@ def failure_model(cluster, num_gpus: int, opts: GoodputOptions) -> dict[str, Any
             "counts": counts, "counted": how, "assumed": assumed, "rates": rates}
 
 
-def _defaults(cluster, num_gpus: int, opts: GoodputOptions, rates: dict) -> tuple[float, list[str]]:
-    assumed = []
-    if opts.storage_bytes_per_s is None:
-        per_gpu = float(rates["storage"]["bytes_per_s_per_gpu"]["value"])
-        storage = per_gpu * num_gpus
-        assumed.append(f"checkpoint storage {storage / 1e9:,.1f} GB/s aggregate = {per_gpu / 1e6:.0f} MB/s per GPU "
-                       f"({rates['storage']['bytes_per_s_per_gpu']['source']})")
-    else:
-        storage = float(opts.storage_bytes_per_s)
-    return storage, assumed
-
-
-def evaluate(model, cluster, num_gpus: int, plans, est, opts: GoodputOptions, fm: dict | None = None) -> dict:
-    """Arrays over the plans of ``est`` (a :class:`~tierwise.estimate.step.StepEstimates` of ``plans``).
-
-    Checkpoint (per plan):
-
-    * ``checkpoint_bytes_per_gpu`` = weights + optimizer state the GPU holds (the estimator's memory model,
-      sharded by the plan's TP/PP/EP and ZeRO stage);
-    * the job's distinct state ``S = P (w + o)`` (``P`` parameters; ``w``, ``o`` bytes per parameter of
-      weights and optimizer state from the parameter catalog: 2 + 12 = 14 for bf16 + fp32 Adam) is written
-      at the aggregate storage bandwidth ``B``: ``write = S / B``;
-    * asynchronous (two-stage, MegaScale §4.1 of the notes): the blocking part is the GPU-to-host copy,
-      ``delta = bytes_per_gpu / host_bandwidth``; the write drains in the background (``drain = S / B``) and a
-      failure before it ends also loses the previous interval, so each failure costs ``drain`` more;
-    * restore = read ``S / B`` (one reader per data-parallel group) + broadcast of each GPU's shard over
-      scale-out (``bytes_per_gpu / nic_bandwidth``, a pipelined broadcast moves each byte once per link).
-
-    Then ``tau`` = Daly's optimum (or the user's), ``ETTR = daly_ettr(tau, delta, R + drain, M)``.
-    """
-    from tierwise.specs.parameters import load_parameters
-    from tierwise.workload.flops import model_shape
-
-    fm = fm or failure_model(cluster, num_gpus, opts)
-    rates = fm["rates"]
-    storage, assumed = _defaults(cluster, num_gpus, opts, rates)
-    cparams = {**load_parameters().compute, **cluster.compute}
-    state_bytes = float(model_shape(model).total_params) * (float(cparams["weight_bytes"])
-                                                             + float(cparams["optimizer_state_bytes"]))
-    per_gpu = est.memory["weights_bytes"] + est.memory["optimizer_bytes"]
-    n = len(est)
-    write_s = np.full(n, state_bytes / storage)
-    mode = opts.checkpoint_write
-    if mode in ("auto", "async"):
-        delta = per_gpu / cluster.host_bytes_per_s
-        drain = write_s
-        if mode == "auto":
-            assumed.append("checkpoint writes asynchronous (two-stage: GPU-to-host copy blocks, then a background "
-                           "write to storage; MegaScale, reliability-notes §4.1)")
-    elif mode == "sync":
-        delta, drain = write_s, np.zeros(n)
-    else:
-        delta, drain = np.full(n, float(mode)), np.zeros(n)
-    restore = state_bytes / storage + per_gpu / cluster.nic_bytes_per_s
-    if opts.restart_s is None:
-        detect = float(rates["restart"]["detect_s"]["value"])
-        restart = detect + restore + est.step_time_s
-        assumed.append(f"restart = {detect:.0f} s detection and diagnosis ({rates['restart']['detect_s']['source']}) "
-                       "+ checkpoint restore (read + broadcast) + one step to re-warm")
-    else:
-        restart = np.full(n, float(opts.restart_s))
-    m = fm["mtti_s"]
-    young = young_interval(delta, m) if math.isfinite(m) else np.full(n, math.inf)
-    if opts.checkpoint_interval_s is None:
-        if math.isfinite(m):
-            tau = np.maximum(daly_interval(delta, m), drain - delta)
-            if np.any(drain - delta > daly_interval(delta, m)):
-                assumed.append("Daly's interval is shorter than the background drain; the interval is raised to the "
-                               "drain time (a checkpoint cannot start before the previous one is on storage)")
-            # checkpoints are taken between steps: the nearest whole number of steps, at least one
-            step = est.step_time_s
-            tau = np.maximum(np.rint(tau / step), 1.0) * step
-        else:
-            tau = np.full(n, opts.days * DAY_S)
-            assumed.append("no failures counted: one checkpoint per run")
-    else:
+def _interval(ck: dict, mtti: float, step_s, opts: GoodputOptions, n: int) -> tuple[np.ndarray, list[str]]:
+    """Compute seconds between checkpoints: Daly's optimum (raised to the drain, rounded to whole steps) or
+    the user's, which must be longer than the checkpoint's write."""
+    delta, drain = ck["blocking_s"], ck["drain_s"]
+    assumed: list[str] = []
+    if opts.checkpoint_interval_s is not None:
         tau = np.full(n, float(opts.checkpoint_interval_s))
         floor = np.maximum(delta, drain)
         if np.any(tau <= floor):
             i = int(np.argmax(floor))
             raise GoodputError(f"--checkpoint-interval {tau[i]:g}s is not longer than the checkpoint write "
                                f"({floor[i]:.3g}s); give an interval > {floor[i]:.3g}s or leave it out (auto)")
+        return tau, assumed
+    if not math.isfinite(mtti):
+        return np.full(n, opts.days * DAY_S), ["no failures counted: one checkpoint per run"]
+    daly = daly_interval(delta, mtti)
+    tau = np.maximum(daly, drain - delta)
+    if np.any(drain - delta > daly):
+        assumed.append("Daly's interval is shorter than the background drain; the interval is raised to the drain "
+                       "time (a checkpoint cannot start before the previous one is on storage)")
+    # checkpoints are taken between steps: the nearest whole number of steps, at least one
+    return np.maximum(np.rint(tau / step_s), 1.0) * step_s, assumed
+
+
+def evaluate(model, cluster, num_gpus: int, plans, est, opts: GoodputOptions, fm: dict | None = None) -> dict:
+    """Arrays over the plans of ``est`` (a :class:`~tierwise.estimate.step.StepEstimates` of ``plans``).
+
+    The checkpoint's size and times come from :func:`tierwise.goodput.checkpoint.checkpoint_costs`, the
+    interval ``tau`` from Daly's optimum (or the user), and ``ETTR = daly_ettr(tau, delta, R + drain, M)``
+    (:mod:`tierwise.goodput.interval`); the fault domain per plan from :mod:`tierwise.goodput.domain`.
+    """
+    from tierwise.goodput.checkpoint import checkpoint_costs
+
+    fm = fm or failure_model(cluster, num_gpus, opts)
+    n = len(est)
+    ck, assumed = checkpoint_costs(model, cluster, num_gpus, est, opts, fm["rates"])
+    m = fm["mtti_s"]
+    tau, more = _interval(ck, m, est.step_time_s, opts, n)
+    delta, drain, restart = ck["blocking_s"], ck["drain_s"], ck["restart_s"]
     if math.isfinite(m):
-        ettr = daly_ettr(tau, delta, restart + drain, m)
+        ettr = np.clip(daly_ettr(tau, delta, restart + drain, m), 0.0, 1.0)
         first = first_order_ettr(tau, delta, restart + drain, m)
+        young = young_interval(delta, m)
     else:
         ettr = first = tau / (tau + delta)
-    return {"n": n, "checkpoint_bytes_per_gpu": per_gpu, "checkpoint_state_bytes": state_bytes,
-            "storage_bytes_per_s": storage, "checkpoint_write_s": write_s, "checkpoint_blocking_s": delta,
-            "checkpoint_drain_s": drain, "restore_s": restore, "restart_s": restart, "checkpoint_interval_s": tau,
-            "young_interval_s": young, "ettr": np.clip(ettr, 0.0, 1.0), "ettr_first_order": first,
-            "goodput_tokens_per_s": est.tokens_per_s * np.clip(ettr, 0.0, 1.0), "assumed": fm["assumed"] + assumed,
-            "failure_model": fm, **_domains(cluster, plans, est, fm, num_gpus)}
+        young = np.full(n, math.inf)
+    return {"n": n, "checkpoint_bytes_per_gpu": ck["bytes_per_gpu"], "checkpoint_state_bytes": ck["state_bytes"],
+            "storage_bytes_per_s": ck["storage_bytes_per_s"], "checkpoint_write_s": ck["write_s"],
+            "checkpoint_blocking_s": delta, "checkpoint_drain_s": drain, "restore_s": ck["restore_s"],
+            "restart_s": restart, "checkpoint_interval_s": tau, "young_interval_s": young, "ettr": ettr,
+            "ettr_first_order": first, "goodput_tokens_per_s": est.tokens_per_s * ettr,
+            "assumed": fm["assumed"] + assumed + more, "failure_model": fm,
+            **_domains(cluster, plans, est, fm, num_gpus)}
 
 
 def _domains(cluster, plans, est, fm: dict, num_gpus: int) -> dict:
