@@ -23,6 +23,9 @@ for _opt, _value in (("--days", "0"), ("--days", "-5"), ("--days", "nan"), ("--r
 CASES.append(Case(id="goodput/interval-shorter-than-write",
                   argv=[*_BASE, "--checkpoint-write", "sync", "--checkpoint-interval", "1 ms"],
                   stderr_has=["--checkpoint-interval", "checkpoint write"]))
+CASES.append(Case(id="goodput/rates-and-node-rate", argv=[*_BASE, "--node-failure-rate", "0.01", "--failure-rates",
+                                                         "rates.yaml"], files={"rates.yaml": "components:\n  gpu: 1e-4\n"},
+                  stderr_has=["--node-failure-rate", "not both"]))
 CASES.append(Case(id="goodput/zero-gpus", argv=[*_BASE[:5], "--gpus", "0"], stderr_has=["--gpus"]))
 CASES.append(Case(id="goodput/missing-model", argv=["goodput", "--cluster", "dgx-h100", "--gpus", "8"],
                   stderr_has=["--model"]))

@@ -51,6 +51,8 @@ class GoodputOptions:
 
     def __post_init__(self) -> None:
         e = GoodputError
+        if self.node_failure_rate is not None and self.failure_rates is not None:
+            raise e("give --failure-rates or --node-failure-rate, not both (the node rate replaces every part's rate)")
         if self.node_failure_rate is not None:
             check_float(self.node_failure_rate, "--node-failure-rate", minimum=0.0, maximum=1e4, error=e,
                         hint=" failures per node per day")
@@ -301,6 +303,9 @@ def goodput_document(model, cluster, num_gpus, plan, est, ev: dict, opts: Goodpu
         sim["spares"] = opts.spares
         doc["ettr_simulated"] = sim
     assumed = list(ev["assumed"])
+    if opts.spares is not None and not opts.runs:
+        assumed.append(f"--spares {opts.spares} is used by the Monte Carlo only (give --runs); the analytic ETTR "
+                       "assumes a spare is always there")
     if opts.spares is None:
         assumed.append(f"a spare is always available at restart (the pool this needs at p99 is "
                        f"{dom['spares_p99_units']} {dom['spare_unit']}s; --spares K makes the Monte Carlo wait for "
