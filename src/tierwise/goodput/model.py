@@ -97,7 +97,7 @@ def failure_model(cluster, num_gpus: int, opts: GoodputOptions) -> dict[str, Any
                           "source": "--node-failure-rate (all causes, per node per day)"}}
     else:
         comps = rates["components"]
-        zero = [k for k, c in comps.items() if c["rate_per_day"] == 0]
+        zero = [k for k, c in comps.items() if c["rate_per_day"] == 0 and not c["source"].startswith("included in")]
         if zero and opts.failure_rates is None:
             assumed.append(f"no independent rate shipped for {', '.join(zero)} (counted 0; see rates.yaml sources); "
                            "give them with --failure-rates or use --node-failure-rate")
@@ -313,7 +313,7 @@ def goodput_document(model, cluster, num_gpus, plan, est, ev: dict, opts: Goodpu
     if opts.tokens is None:
         assumed.append("no --tokens: no time-to-train")
     doc["assumed"] = assumed
-    doc["explanation"] = _explain(doc)
+    doc["explanation"] = _explain(doc | {"_counts": fm["counts"]})
     return doc
 
 
@@ -337,4 +337,10 @@ def _explain(doc: dict) -> list[str]:
     lines.append(f"ETTR {doc['ettr']:.3f}: goodput {doc['goodput_tokens_per_s']:,.0f} of {doc['tokens_per_s']:,.0f} "
                  "tokens/s")
     lines.extend(doc["fault_domain"]["why"])
+    counts = doc.get("_counts", {})
+    if counts.get("leaf_switch"):
+        per_leaf = -(-counts["nic"] // counts["leaf_switch"])
+        lines.append(f"a leaf switch failure cuts one NIC rail of up to {min(per_leaf, counts['host'])} hosts "
+                     "(rail-optimized: each leaf holds one NIC of each host it serves); the job restarts with the "
+                     "traffic re-routed, and those hosts are not excluded (a modelling choice)")
     return lines
