@@ -151,3 +151,15 @@ def test_fault_domain_by_scale_up_group(cluster, group, gpus, unit, out):
     dom = fault_domain(load_cluster(cluster), group, gpus)
     assert dom["unit"] == unit and dom["gpus_unavailable_per_failure"] == out
     assert dom["why"]
+
+
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_long_drain_and_sync_writes_match_monte_carlo(small, mode):
+    """At 1 GB/s of storage the 112 GB state takes ~2 min to write: async pays it as drain per failure
+    (R + drain in Daly's form), sync as a stall per checkpoint; the simulation agrees with both."""
+    m, c, p = small
+    doc = goodput(m, c, 64, p, GoodputOptions(node_failure_rate=1.0, storage_bytes_per_s=1e9, checkpoint_write=mode,
+                                              runs=100, seed=5, days=10))
+    assert doc["checkpoint_write_s"] > 100
+    assert (doc["checkpoint_drain_s"] > 100) == (mode == "async")
+    assert abs(doc["ettr"] - doc["ettr_simulated"]["mean"]) < 0.01
