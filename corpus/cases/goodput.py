@@ -29,8 +29,10 @@ CASES.append(Case(id="goodput/rates-and-node-rate", argv=[*_BASE, "--node-failur
 CASES.append(Case(id="goodput/zero-gpus", argv=[*_BASE[:5], "--gpus", "0"], stderr_has=["--gpus"]))
 CASES.append(Case(id="goodput/missing-model", argv=["goodput", "--cluster", "dgx-h100", "--gpus", "8"],
                   stderr_has=["--model"]))
+CASES.append(Case(id="goodput/one-run-too-long", argv=[*_BASE, "--node-failure-rate", "1000", "--runs", "1", "--days",
+                                                       "3650"], stderr_has=["--days"]))
 CASES.append(Case(id="goodput/runs-times-days-too-many",
-                  argv=[*_BASE, "--node-failure-rate", "1000", "--runs", "100000", "--days", "3650"],
+                  argv=[*_BASE, "--node-failure-rate", "10", "--runs", "100000", "--days", "365"],
                   stderr_has=["--runs"]))
 for _name, (_text, _needle) in {
     "negative-rate": ("components:\n  gpu: -1\n", "components.gpu.rate_per_day"),

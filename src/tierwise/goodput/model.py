@@ -244,8 +244,6 @@ def goodput(model, cluster, num_gpus: int, plan, opts: GoodputOptions | None = N
 def goodput_document(model, cluster, num_gpus, plan, est, ev: dict, opts: GoodputOptions, *, i: int = 0,
                      plan_source: str = "given") -> dict[str, Any]:
     """The stable JSON document of plan ``i`` of :func:`evaluate`'s arrays."""
-    from tierwise.goodput.simulate import MAX_EVENTS, simulate
-
     fm = ev["failure_model"]
     g = {k: float(v[i]) for k, v in ev.items() if isinstance(v, np.ndarray)}
     dom = ev["fault_domain"][i]
@@ -289,19 +287,7 @@ def goodput_document(model, cluster, num_gpus, plan, est, ev: dict, opts: Goodpu
         doc["time_to_train"] = {"tokens": opts.tokens, "seconds": seconds, "days": seconds / DAY_S,
                                 "failure_free_days": opts.tokens / tps / DAY_S}
     if opts.runs:
-        expected = per_day * opts.days * opts.runs
-        if expected > MAX_EVENTS:
-            raise GoodputError(f"--runs {opts.runs} x --days {opts.days:g} draws about {expected:,.0f} interruptions; "
-                               f"keep runs x days x interruptions per day under {MAX_EVENTS:,}")
-        comps = fm["components"]
-        needs = np.array([unit_of({"per": r["per"], "kind": r["kind"]}, dom)[0] is not None for r in comps])
-        sim = simulate(rate_per_s=np.array([r["rate_per_day"] for r in comps]) / DAY_S, needs_unit=needs,
-                       tau=g["checkpoint_interval_s"], delta=g["checkpoint_blocking_s"],
-                       drain=g["checkpoint_drain_s"], restart=g["restart_s"], span_s=opts.days * DAY_S,
-                       runs=opts.runs, seed=opts.seed, spares=_slots(opts.spares, dom), repair_s=dom["repair_s"])
-        sim["seed"] = opts.seed
-        sim["spares"] = opts.spares
-        doc["ettr_simulated"] = sim
+        doc["ettr_simulated"] = _simulated(fm, dom, g, opts)
     assumed = list(ev["assumed"])
     if opts.spares is not None and not opts.runs:
         assumed.append(f"--spares {opts.spares} is used by the Monte Carlo only (give --runs); the analytic ETTR "
@@ -315,6 +301,27 @@ def goodput_document(model, cluster, num_gpus, plan, est, ev: dict, opts: Goodpu
     doc["assumed"] = assumed
     doc["explanation"] = _explain(doc | {"_counts": fm["counts"]})
     return doc
+
+
+def _simulated(fm: dict, dom: dict, g: dict, opts: GoodputOptions) -> dict:
+    """The seeded Monte Carlo of :mod:`tierwise.goodput.simulate` for one plan, within its size limits."""
+    from tierwise.goodput.simulate import MAX_EVENTS, MAX_EVENTS_PER_RUN, simulate
+
+    per_run = fm["interruptions_per_day"] * opts.days
+    if per_run > MAX_EVENTS_PER_RUN:
+        raise GoodputError(f"--days {opts.days:g} at {fm['interruptions_per_day']:.3g} interruptions per day draws "
+                           f"about {per_run:,.0f} per run; keep days x interruptions per day under "
+                           f"{MAX_EVENTS_PER_RUN:,} for the Monte Carlo (or leave out --runs)")
+    if per_run * opts.runs > MAX_EVENTS:
+        raise GoodputError(f"--runs {opts.runs} x --days {opts.days:g} draws about {per_run * opts.runs:,.0f} "
+                           f"interruptions; keep runs x days x interruptions per day under {MAX_EVENTS:,}")
+    comps = fm["components"]
+    needs = np.array([unit_of({"per": r["per"], "kind": r["kind"]}, dom)[0] is not None for r in comps])
+    sim = simulate(rate_per_s=np.array([r["rate_per_day"] for r in comps]) / DAY_S, needs_unit=needs,
+                   tau=g["checkpoint_interval_s"], delta=g["checkpoint_blocking_s"], drain=g["checkpoint_drain_s"],
+                   restart=g["restart_s"], span_s=opts.days * DAY_S, runs=opts.runs, seed=opts.seed,
+                   spares=_slots(opts.spares, dom), repair_s=dom["repair_s"])
+    return sim | {"seed": opts.seed, "spares": opts.spares}
 
 
 def _slots(spares: int | None, dom: dict) -> int | None:

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["simulate", "MAX_EVENTS"]
+__all__ = ["simulate", "MAX_EVENTS", "MAX_EVENTS_PER_RUN"]
 
-MAX_EVENTS = 20_000_000
+MAX_EVENTS = 10_000_000
 """Interruptions x runs the simulation draws at most (a few seconds of numpy)."""
+MAX_EVENTS_PER_RUN = 50_000
+"""Interruptions one run draws at most: the loop steps once per event (vectorized over runs)."""
 
 
 def simulate(*, rate_per_s: np.ndarray, needs_unit: np.ndarray, tau: float, delta: float, drain: float,
