@@ -18,10 +18,9 @@ switch in full-bandwidth mode (not operational).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-__all__ = ["scale_up_group", "fault_domain", "spares_needed", "unit_of", "DEGRADED_STATES"]
+__all__ = ["fault_domain", "spares_needed", "unit_of", "DEGRADED_STATES"]
 
 DEGRADED_STATES = {
     "DEGRADED": "failed GPUs parked (NO_NVLINK), the rest of the NVLink partition at full bandwidth",
@@ -29,16 +28,6 @@ DEGRADED_STATES = {
     "UNHEALTHY": "an NVLink switch lost in full-bandwidth mode: the partition is not operational",
 }
 """NVIDIA NMX-Manager partition health states (reliability-notes §13, R21a)."""
-
-
-def scale_up_group(plan_ranks: dict[str, int], plan_tiers: dict[str, str], domain: int) -> int:
-    """GPUs inside one scale-up domain that one model-replica piece couples: the product of the group sizes
-    of the axes the estimator places on the scale-up tier (or inside one GPU), at most the domain."""
-    g = 1
-    for axis, ranks in plan_ranks.items():
-        if ranks > 1 and plan_tiers.get(axis) in ("local", "scale_up"):
-            g *= ranks
-    return max(1, min(g, domain))
 
 
 def fault_domain(cluster, group: int, num_gpus: int) -> dict[str, Any]:
@@ -111,7 +100,3 @@ def unit_of(component: dict[str, Any], domain: dict[str, Any]) -> tuple[str | No
     if domain["unit"] == "none":
         return None, 0
     return domain["unit"], domain["gpus_unavailable_per_failure"]
-
-
-def ceil_div(a: int, b: int) -> int:
-    return math.ceil(a / b)

@@ -5,7 +5,6 @@ switches per scale-up domain from the rate catalog."""
 from __future__ import annotations
 
 import math
-from typing import Any
 
 __all__ = ["component_counts", "fabric_family"]
 
@@ -78,7 +77,3 @@ def component_counts(cluster, num_gpus: int, rates: dict) -> tuple[dict[str, int
     counts["nvlink_switch"] = per_domain * domains
     how.append(f"{per_domain} NVLink switches per {cluster.scale_up_domain}-GPU scale-up domain x {domains} ({source})")
     return counts, how
-
-
-def counts_for(component: dict[str, Any], counts: dict[str, int]) -> int:
-    return int(counts[component["per"]])
