@@ -51,6 +51,8 @@ _API = {
     "generation_trend": "tierwise.design.trend",
     "Levers": "tierwise.estimate.levers",
     "with_levers": "tierwise.estimate.levers",
+    "estimate_goodput": ("tierwise.goodput.model", "goodput"),
+    "GoodputOptions": "tierwise.goodput.model",
 }
 """Public name -> the module that defines it (or the module and the name there: ``tierwise.estimate`` is the
 subpackage, so its function is exported as ``estimate_step``)."""

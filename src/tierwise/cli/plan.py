@@ -202,6 +202,32 @@ def _render_plan_economics(console, doc: dict) -> None:
     render_economics(console, doc.get("economics"))
 
 
+# --- --goodput (issue 15): rank or scale with failures counted; the work lives in cli/goodput.py ----------
+GoodputFlag = Annotated[bool, typer.Option("--goodput", help="count failures and checkpoints: rank by goodput-"
+                                           "adjusted throughput (see `tierwise goodput`)")]
+GoodputRatesOpt = Annotated[str | None, typer.Option("--failure-rates", help="with --goodput: per-part failure "
+                                                     "rates file")]
+GoodputNodeOpt = Annotated[float | None, typer.Option("--node-failure-rate", help="with --goodput: all-cause "
+                                                      "failures per node per day")]
+
+
+def _goodput_pool() -> int:
+    from tierwise.cli.goodput import GOODPUT_POOL
+
+    return GOODPUT_POOL
+
+
+def _goodput_options(on: bool, failure_rates: str | None, node_failure_rate: float | None):
+    """The goodput options when ``--goodput`` is given (None otherwise); its flags without it are an error."""
+    if not on:
+        if failure_rates is not None or node_failure_rate is not None:
+            raise PlanError("--failure-rates and --node-failure-rate need --goodput")
+        return None
+    from tierwise.cli.goodput import options_from_flags
+
+    return options_from_flags(failure_rates=failure_rates, node_failure_rate=node_failure_rate)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("plan")
     def plan_cmd(
@@ -223,6 +249,7 @@ def register(app: typer.Typer) -> None:
         tokens: TokensOpt = None, prices: PricesOpt = None, reduce_dtype: ReduceDtypeOpt = None,
         powersgd_rank: PowerSgdOpt = 0, onebit: OneBitOpt = False, sync_every: SyncEveryOpt = 1,
         async_staleness: StalenessOpt = 0,
+        goodput: GoodputFlag = False, failure_rates: GoodputRatesOpt = None, node_failure_rate: GoodputNodeOpt = None,
     ) -> None:
         """Search every parallel layout, fit memory, rank by the estimator, and explain the winner."""
         from tierwise.planner.answer import plan_document
@@ -238,9 +265,17 @@ def register(app: typer.Typer) -> None:
         levers, price_table = _levers_and_prices(reduce_dtype, powersgd_rank, onebit, sync_every, async_staleness,
                                                  prices)
         cl = _with_levers(cl, levers)
-        doc = plan_document(m, cl, gpus, global_batch, seq, constraints=c, objective=objective, top=top,
-                            show_infeasible=show_infeasible)
+        opts = _goodput_options(goodput, failure_rates, node_failure_rate)
+        doc = plan_document(m, cl, gpus, global_batch, seq, constraints=c, objective=objective,
+                            top=top if opts is None else max(top, _goodput_pool()), show_infeasible=show_infeasible)
+        if opts is not None:
+            from tierwise.cli.goodput import rank_plans_by_goodput, render_plan_goodput
+
+            doc = rank_plans_by_goodput(doc, m, cl, gpus, top, opts)
         _add_economics(doc, cl, gpus, levers, tokens, price_table)
+        if opts is not None:
+            emit(doc, as_json, lambda console: (_render_plan_economics(console, doc), render_plan_goodput(console, doc)))
+            return
         emit(doc, as_json, lambda console: _render_plan_economics(console, doc))
 
     @app.command("scale")
@@ -251,6 +286,7 @@ def register(app: typer.Typer) -> None:
         recompute: ListOpt = None, precision: ListOpt = None,
         zero: ZeroOpt = None, objective: ObjOpt = "step_time", ep_overlap: EpOverlapOpt = True,
         eager: EagerOpt = False, zero3_gather: Zero3Opt = "flat", fused_ce: FusedCeOpt = False,
+        goodput: GoodputFlag = False, failure_rates: GoodputRatesOpt = None, node_failure_rate: GoodputNodeOpt = None,
     ) -> None:
         """Best plan at each GPU count and its efficiency against linear scaling: where adding GPUs stops paying."""
         from tierwise.planner.answer import parse_gpu_range, scale_document
@@ -260,5 +296,12 @@ def register(app: typer.Typer) -> None:
         c = _constraints(recompute=recompute, precision=precision, zero=zero, ep_comm_overlap=ep_overlap,
                          fused_elementwise=not eager, zero3_gather=zero3_gather, fused_cross_entropy=fused_ce)
         m, cl = _load(model, cluster)
+        opts = _goodput_options(goodput, failure_rates, node_failure_rate)
         doc = scale_document(m, cl, counts, global_batch, seq, constraints=c, objective=objective)
+        if opts is not None:
+            from tierwise.cli.goodput import render_scale_goodput, scale_with_goodput
+
+            doc = scale_with_goodput(doc, m, cl, opts)
+            emit(doc, as_json, lambda console: (render_scale(console, doc), render_scale_goodput(console, doc)))
+            return
         emit(doc, as_json, lambda console: render_scale(console, doc))

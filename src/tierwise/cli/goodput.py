@@ -1,0 +1,305 @@
+"""``tierwise goodput``: how often a job is interrupted, what each interruption costs, how often to
+checkpoint, and the share of wall-clock time that trains (ETTR). Also the blocks that ``plan --goodput`` and
+``scale --goodput`` add (ranking and scaling by goodput); the planner itself knows nothing of failures."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from tierwise.cli._output import emit, kv_table, print_table
+from tierwise.cli.plan import BatchOpt, Fixed, JsonOpt, ListOpt, SeqOpt, ZeroOpt
+
+RatesOpt = Annotated[str | None, typer.Option("--failure-rates", help="YAML file of per-part failure rates "
+                                              "(same keys as the shipped goodput/rates.yaml)")]
+NodeRateOpt = Annotated[float | None, typer.Option("--node-failure-rate", help="all-cause failures per node per "
+                                                   "day; replaces the per-part rates")]
+
+
+def _duration(text: str | None, option: str) -> float | None:
+    """``auto``/None -> None; else seconds from '90', '90 s', '15 min', '2 h' or '1 d'."""
+    from tierwise.goodput.rates import GoodputError
+    from tierwise.units import UnitError, parse_time
+
+    if text is None or str(text).strip().lower() == "auto":
+        return None
+    t = str(text).strip()
+    scale = 1.0
+    if t.endswith("d") and not t.endswith("ed"):
+        t, scale = t[:-1], 86400.0
+    try:
+        return parse_time(t, what=option, maximum=3650 * 86400.0 / scale) * scale
+    except UnitError as exc:
+        raise GoodputError(f"{exc}; or 'auto'") from None
+
+
+def options_from_flags(*, failure_rates=None, node_failure_rate=None, checkpoint_interval=None,
+                       checkpoint_write="auto", storage_bandwidth=None, restart_time=None, spares=None, days=30.0,
+                       runs=0, seed=0, tokens=None):
+    from tierwise.goodput.model import GoodputOptions
+    from tierwise.goodput.rates import GoodputError
+    from tierwise.units import UnitError, parse_bandwidth, parse_count
+
+    write: str | float = "auto"
+    if checkpoint_write is not None and str(checkpoint_write).strip().lower() in ("auto", "async", "sync"):
+        write = str(checkpoint_write).strip().lower()
+    elif checkpoint_write is not None:
+        write = _duration(checkpoint_write, "--checkpoint-write")  # type: ignore[assignment]
+    storage = None
+    if storage_bandwidth is not None:
+        try:
+            storage = parse_bandwidth(storage_bandwidth, what="--storage-bandwidth")
+        except UnitError as exc:
+            raise GoodputError(str(exc)) from None
+    n_tokens = None
+    if tokens is not None:
+        try:
+            n_tokens = float(parse_count(tokens, what="--tokens", maximum=10**18))
+        except UnitError as exc:
+            raise GoodputError(f"{exc}; e.g. 15T is written 15000000000000") from None
+    return GoodputOptions(failure_rates=failure_rates, node_failure_rate=node_failure_rate,
+                          checkpoint_interval_s=_duration(checkpoint_interval, "--checkpoint-interval"),
+                          checkpoint_write=write, storage_bytes_per_s=storage,
+                          restart_s=_duration(restart_time, "--restart-time"), spares=spares, days=days, runs=runs,
+                          seed=seed, tokens=n_tokens)
+
+
+def _best_plan(m, cl, gpus: int, global_batch: int, seq: int, c) -> tuple[Any, str]:
+    from tierwise.goodput.rates import GoodputError
+    from tierwise.planner.answer import plan_document
+    from tierwise.specs.plan import Plan
+
+    doc = plan_document(m, cl, gpus, global_batch, seq, constraints=c, top=1)
+    if not doc["plans"]:
+        raise GoodputError(doc["explanation"].splitlines()[0])
+    entry = doc["plans"][0]
+    plan = Plan(**entry["estimate"]["plan"])
+    from tierwise.planner.explain import plan_label
+
+    return plan, (f"the planner's best plan by step time for global batch {global_batch} x {seq} tokens "
+                  f"({plan_label(plan)}; `tierwise plan` shows the ranking)")
+
+
+def render_goodput(console, doc: dict) -> None:
+    from rich.table import Table
+
+    from tierwise.units import format_bytes, format_time
+
+    t = kv_table(value_overflow="fold", title=f"goodput: {doc['model']} on {doc['num_gpus']} x {doc['cluster']}")
+    mtti = doc["mtti_s"]
+    rows = [("plan", doc["plan_source"]),
+            ("MTTI", format_time(mtti) if mtti else "no failures counted"),
+            ("interruptions per day", f"{doc['interruptions_per_day']:.3g}"),
+            (f"interruptions in {doc['days']:g} days", f"{doc['interruptions_in_days']:.3g}"),
+            ("checkpoint per GPU", format_bytes(doc["checkpoint_bytes_per_gpu"])),
+            ("checkpoint (job, distinct)", format_bytes(doc["checkpoint_state_bytes"])),
+            ("checkpoint write", f"{format_time(doc['checkpoint_write_s'])} ({doc['checkpoint_mode']}; stall "
+                                 f"{format_time(doc['checkpoint_blocking_s'])})"),
+            ("checkpoint interval", f"{format_time(doc['checkpoint_interval_s'])} ({doc['interval_source']}; Young "
+                                    f"{format_time(doc['checkpoint_interval_young_s'] or float('inf'))})"),
+            ("restart", format_time(doc["restart_s"])),
+            ("ETTR (Daly)", f"{doc['ettr']:.4f}"),
+            ("goodput", f"{doc['goodput_tokens_per_s']:,.0f} of {doc['tokens_per_s']:,.0f} tokens/s"),
+            ("fault unit", f"{doc['fault_domain']['unit']} ({doc['fault_domain']['gpus_unavailable_per_failure']} "
+                           f"GPUs out per failure; spares at p99: {doc['fault_domain']['spares_p99_units']})")]
+    sim = doc.get("ettr_simulated")
+    if sim:
+        rows.append(("ETTR (Monte Carlo)", f"{sim['mean']:.4f} (p5 {sim['p5']:.4f}, p95 {sim['p95']:.4f}; "
+                                           f"{sim['runs']} runs, seed {sim['seed']})"))
+    if "time_to_train" in doc:
+        tt = doc["time_to_train"]
+        rows.append(("time to train", f"{tt['days']:.1f} days ({tt['failure_free_days']:.1f} without failures)"))
+    for k, v in rows:
+        t.add_row(k, v)
+    print_table(console, t)
+    comp = Table(title="interruptions by component")
+    for col in ("component", "parts", "per part per day", "per day", "share"):
+        comp.add_column(col, justify="left" if col == "component" else "right")
+    for r in sorted(doc["by_component"], key=lambda r: -r["rate_per_day"]):
+        comp.add_row(r["component"], f"{r['count']:,}", f"{r['rate_per_part_per_day']:.3g}", f"{r['rate_per_day']:.3g}",
+                     f"{r['share']:.0%}")
+    print_table(console, comp)
+    for line in doc["explanation"]:
+        console.print(line)
+    for a in doc["assumed"]:
+        console.print(f"assumed: {a}", style="dim")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("goodput")
+    def goodput_cmd(
+        scenario: Annotated[str | None, typer.Argument(help="scenario YAML (model, cluster, num_gpus, plan)")] = None,
+        model: Annotated[str | None, typer.Option("--model", help="catalog name, YAML or config.json")] = None,
+        cluster: Annotated[str | None, typer.Option("--cluster", help="catalog name or YAML file")] = None,
+        gpus: Annotated[int | None, typer.Option("--gpus", help="number of GPUs")] = None,
+        global_batch: BatchOpt = 1024, seq: SeqOpt = 8192,
+        tp: Fixed = None, pp: Fixed = None, cp: Fixed = None, ep: Fixed = None, dp: Fixed = None,
+        recompute: ListOpt = None, precision: ListOpt = None, zero: ZeroOpt = None,
+        failure_rates: RatesOpt = None, node_failure_rate: NodeRateOpt = None,
+        checkpoint_interval: Annotated[str, typer.Option("--checkpoint-interval", help="compute time between "
+                                                         "checkpoints (e.g. 20 min) or auto (Daly)")] = "auto",
+        checkpoint_write: Annotated[str, typer.Option("--checkpoint-write", help="auto/async (two-stage), sync, or "
+                                                      "the blocking time (e.g. 30 s)")] = "auto",
+        storage_bandwidth: Annotated[str | None, typer.Option("--storage-bandwidth", help="aggregate checkpoint "
+                                                              "storage bandwidth, e.g. '2 TB/s'")] = None,
+        restart_time: Annotated[str | None, typer.Option("--restart-time", help="failure to resumed progress, "
+                                                         "e.g. 10 min")] = None,
+        spares: Annotated[int | None, typer.Option("--spares", help="spare units (nodes or racks) for the "
+                                                   "Monte Carlo")] = None,
+        days: Annotated[float, typer.Option("--days", help="length of the run")] = 30.0,
+        runs: Annotated[int, typer.Option("--runs", help="Monte Carlo runs (0: analytic only)")] = 0,
+        seed: Annotated[int, typer.Option("--seed", help="Monte Carlo seed")] = 0,
+        tokens: Annotated[str | None, typer.Option("--tokens", help="tokens to train, for the time-to-train")] = None,
+        as_json: JsonOpt = False,
+        html: Annotated[str | None, typer.Option("--html", help="write a self-contained HTML page")] = None,
+    ) -> None:
+        """Failures, fault domains and checkpoints: MTTI, optimal checkpoint interval, ETTR and goodput."""
+        from tierwise.cli.plan import _check_counts, _constraints, _load
+        from tierwise.goodput.model import goodput
+        from tierwise.goodput.rates import GoodputError
+
+        if html is not None:
+            from tierwise.atomic import check_writable
+            from tierwise.report import require_plotly
+
+            require_plotly()
+            check_writable(html, "--html")
+        opts = options_from_flags(failure_rates=failure_rates, node_failure_rate=node_failure_rate,
+                                  checkpoint_interval=checkpoint_interval, checkpoint_write=checkpoint_write,
+                                  storage_bandwidth=storage_bandwidth, restart_time=restart_time, spares=spares,
+                                  days=days, runs=runs, seed=seed, tokens=tokens)
+        if scenario is not None:
+            if model or cluster or gpus:
+                raise GoodputError("give a scenario file or --model/--cluster/--gpus, not both")
+            from tierwise.estimate.scenario import load_scenario
+
+            s = load_scenario(scenario)
+            m, cl, n, plan, source = s.model, s.cluster, s.num_gpus, s.plan, f"scenario file {scenario!r}"
+        else:
+            missing = [o for o, v in (("--model", model), ("--cluster", cluster), ("--gpus", gpus)) if v is None]
+            if missing:
+                raise GoodputError(f"missing {', '.join(missing)}; give a scenario file or --model, --cluster "
+                                   "and --gpus")
+            _check_counts(gpus=gpus, global_batch=global_batch, seq=seq, tp=tp, pp=pp, cp=cp, ep=ep, dp=dp)
+            c = _constraints(tp=tp, pp=pp, cp=cp, ep=ep, dp=dp, recompute=recompute, precision=precision, zero=zero)
+            m, cl = _load(model, cluster)
+            n = int(gpus)
+            plan, source = _best_plan(m, cl, n, global_batch, seq, c)
+        doc = goodput(m, cl, n, plan, opts, plan_source=source)
+        if html is not None:
+            from tierwise.report.goodput import goodput_page
+
+            goodput_page(doc, html)
+        emit(doc, as_json, lambda console: render_goodput(console, doc))
+
+
+# --- plan --goodput and scale --goodput: blocks the plan commands call --------------------------------------
+
+GOODPUT_POOL = 32
+"""Plans ``plan --goodput`` asks the planner for (its best by step time) before re-ranking them by goodput."""
+
+
+def rank_plans_by_goodput(doc: dict, m, cl, gpus: int, top: int, opts) -> dict:
+    """Re-rank ``plan --json``'s plans by goodput-adjusted throughput (one vectorized evaluation).
+
+    adjusted = tokens/s x ETTR x N / (N + spare GPUs at p99): the spare pool a layout's fault unit needs
+    (a rack when its scale-up group spans an NVL72 domain, else a host) is capacity bought and not training.
+    """
+    import numpy as np
+
+    from tierwise.estimate import estimate
+    from tierwise.goodput.model import evaluate, failure_model
+    from tierwise.specs.plan import Plan, PlanBatch
+
+    if not doc["plans"]:
+        return doc
+    plans = [Plan(**e["estimate"]["plan"]) for e in doc["plans"]]
+    batch = PlanBatch.from_plans(plans)
+    est = estimate(m, cl, batch)
+    fm = failure_model(cl, gpus, opts)
+    ev = evaluate(m, cl, gpus, batch, est, opts, fm)
+    adjusted = ev["goodput_tokens_per_s"] * gpus / (gpus + ev["spare_gpus_p99"])
+    order = np.argsort(-adjusted, kind="stable")
+    for i, e in enumerate(doc["plans"]):
+        dom = ev["fault_domain"][i]
+        e["goodput"] = {"ettr": float(ev["ettr"][i]), "goodput_tokens_per_s": float(ev["goodput_tokens_per_s"][i]),
+                        "adjusted_tokens_per_s": float(adjusted[i]), "fault_unit": dom["unit"],
+                        "gpus_unavailable_per_failure": dom["gpus_unavailable_per_failure"],
+                        "spare_gpus_p99": dom["spare_gpus_p99"],
+                        "checkpoint_interval_s": float(ev["checkpoint_interval_s"][i]),
+                        "checkpoint_bytes_per_gpu": float(ev["checkpoint_bytes_per_gpu"][i]),
+                        "step_rank": i + 1}
+    doc["plans"] = [doc["plans"][int(j)] for j in order[:top]]
+    doc["goodput"] = {"ranked_by": "tokens/s x ETTR x N / (N + spare GPUs at p99), over the planner's "
+                                   f"{len(plans)} best plans by step time",
+                      "mtti_s": fm["mtti_s"], "interruptions_per_day": fm["interruptions_per_day"],
+                      "assumed": sorted(set(ev["assumed"]))}
+    return doc
+
+
+def render_plan_goodput(console, doc: dict) -> None:
+    from rich.table import Table
+
+    from tierwise.planner.answer import plan_label_from
+
+    if "goodput" not in doc or not doc["plans"]:
+        return
+    g = doc["goodput"]
+    t = Table(title=f"ranked by goodput ({g['interruptions_per_day']:.3g} interruptions/day)")
+    for col in ("#", "plan", "step rank", "tokens/s", "ETTR", "goodput", "fault unit", "spare GPUs", "adjusted"):
+        t.add_column(col, justify="left" if col in ("plan", "fault unit") else "right")
+    for r, e in enumerate(doc["plans"], 1):
+        gp = e["goodput"]
+        t.add_row(str(r), plan_label_from(e), str(gp["step_rank"]), f"{e['estimate']['tokens_per_s']:,.0f}",
+                  f"{gp['ettr']:.4f}", f"{gp['goodput_tokens_per_s']:,.0f}", gp["fault_unit"],
+                  str(gp["spare_gpus_p99"]), f"{gp['adjusted_tokens_per_s']:,.0f}")
+    print_table(console, t)
+    console.print(f"ranked by {g['ranked_by']}", style="dim")
+
+
+def scale_with_goodput(doc: dict, m, cl, opts) -> dict:
+    """Add goodput to each ``scale`` point and the GPU count where adding GPUs stops paying once failures
+    count (the first doubling whose adjusted goodput grows less than 1.5x, as ``scale``'s own knee)."""
+    from tierwise.estimate import estimate
+    from tierwise.goodput.model import evaluate
+    from tierwise.specs.plan import Plan, PlanBatch
+
+    prev, knee = None, None
+    for p in doc["points"]:
+        if p["plan"] is None:
+            continue
+        plan = Plan(**p["plan"]["estimate"]["plan"])
+        batch = PlanBatch.from_plans([plan])
+        n = p["num_gpus"]
+        ev = evaluate(m, cl, n, batch, estimate(m, cl, batch), opts)
+        adjusted = float(ev["goodput_tokens_per_s"][0]) * n / (n + float(ev["spare_gpus_p99"][0]))
+        p["goodput"] = {"ettr": float(ev["ettr"][0]), "goodput_tokens_per_s": float(ev["goodput_tokens_per_s"][0]),
+                        "adjusted_tokens_per_s": adjusted, "mtti_s": ev["failure_model"]["mtti_s"],
+                        "spare_gpus_p99": float(ev["spare_gpus_p99"][0])}
+        if prev is not None and knee is None:
+            ratio = n / prev[0]
+            if adjusted < prev[1] * (1 + 0.5 * (ratio - 1)):
+                knee = n
+        prev = (n, adjusted)
+    doc["goodput_knee_num_gpus"] = knee
+    doc["goodput_explanation"] = (f"with failures counted, adding GPUs stops paying at {knee} GPUs (goodput per "
+                                  "doubling < 1.5x)" if knee else
+                                  "with failures counted, every doubling still buys at least 1.5x the goodput")
+    return doc
+
+
+def render_scale_goodput(console, doc: dict) -> None:
+    from rich.table import Table
+
+    t = Table(title="with failures counted")
+    for col in ("GPUs", "MTTI", "ETTR", "goodput tokens/s", "spare GPUs", "adjusted"):
+        t.add_column(col, justify="right")
+    for p in doc["points"]:
+        g = p.get("goodput")
+        if g:
+            t.add_row(str(p["num_gpus"]), f"{g['mtti_s'] / 3600:.3g} h", f"{g['ettr']:.4f}",
+                      f"{g['goodput_tokens_per_s']:,.0f}", f"{g['spare_gpus_p99']:.0f}",
+                      f"{g['adjusted_tokens_per_s']:,.0f}")
+    print_table(console, t)
+    console.print(doc["goodput_explanation"])

@@ -1,0 +1,107 @@
+"""The failure-rate catalog (:file:`rates.yaml`): per-part rates with sources, repair times, restart and
+storage defaults; a user's ``--failure-rates`` file overrides entries by name.
+
+A user file holds the same keys as the shipped one, each entry either a number or a mapping::
+
+    components:
+      gpu: 3.0e-4                                   # failures per GPU per day
+      software: {rate_per_day: 1.0, source: "our logs, 2026"}
+    repair_s:
+      node: 14400
+
+Unknown keys, negative or non-finite rates are errors (one line naming the key and the fix).
+"""
+
+from __future__ import annotations
+
+import copy
+from importlib import resources
+from typing import Any
+
+from tierwise.errors import TierwiseError, did_you_mean
+from tierwise.files import require_document, short_repr
+from tierwise.limits import check_float
+
+__all__ = ["GoodputError", "load_rates", "MAX_RATE_PER_DAY", "PER"]
+
+MAX_RATE_PER_DAY = 1e4
+"""A part failing more than 10,000 times a day is no longer a failure rate."""
+MAX_REPAIR_S = 365 * 86400.0
+PER = ("gpu", "hbm_gib", "nic", "host", "node", "fabric_cable", "leaf_switch", "spine_switch", "nvlink_switch", "job")
+"""What one part of a component is: its count comes from the cluster and the fabric inventory."""
+_KINDS = ("hardware", "network", "software", "maintenance")
+
+
+class GoodputError(TierwiseError, ValueError):
+    """Bad input to the goodput model: a rate, an interval, a count, a rates file."""
+
+
+def _shipped() -> dict[str, Any]:
+    from tierwise.files import load_yaml
+
+    text = resources.files("tierwise.goodput").joinpath("rates.yaml").read_text(encoding="utf-8")
+    return load_yaml(text, "the shipped goodput rates.yaml")
+
+
+def load_rates(path: str | None = None) -> dict[str, Any]:
+    """The shipped rate catalog, with entries overridden (or components added) from the file ``path``."""
+    rates = _shipped()
+    if path is None:
+        return rates
+    from tierwise.files import load_yaml, read_user_text
+
+    where = f"failure-rates file {path!r}"
+    user = load_yaml(read_user_text(path, what="failure-rates file", error=GoodputError), where, error=GoodputError)
+    require_document(user, where, "give e.g. 'components: {gpu: 3.0e-4}' (failures per part per day)",
+                     error=GoodputError)
+    merged = copy.deepcopy(rates)
+    for section, body in user.items():
+        if section not in ("components", "repair_s"):
+            raise GoodputError(f"unknown key {short_repr(section)} in {where}"
+                               f"{did_you_mean(str(section)[:100], ('components', 'repair_s'))}; "
+                               "allowed: components, repair_s")
+        if not isinstance(body, dict):
+            raise GoodputError(f"{section} in {where} must be a mapping, e.g. '{section}: {{gpu: 3.0e-4}}'")
+        for name, entry in body.items():
+            if section == "components":
+                merged["components"][str(name)] = _component(name, entry, merged["components"].get(str(name)), where)
+            else:
+                merged["repair_s"][str(name)] = _repair(name, entry, where)
+    return merged
+
+
+def _component(name: Any, entry: Any, shipped: dict | None, where: str) -> dict[str, Any]:
+    if isinstance(entry, int | float) and not isinstance(entry, bool):
+        entry = {"rate_per_day": entry}
+    if not isinstance(entry, dict):
+        raise GoodputError(f"components.{short_repr(name)} in {where} must be a number (failures per part per day) "
+                           "or a mapping such as {rate_per_day: 3.0e-4, per: gpu}")
+    allowed = ("rate_per_day", "per", "kind", "source")
+    for key in entry:
+        if key not in allowed:
+            raise GoodputError(f"unknown key {short_repr(key)} under components.{short_repr(name)} in {where}; "
+                               f"allowed: {', '.join(allowed)}")
+    if "rate_per_day" not in entry:
+        raise GoodputError(f"components.{short_repr(name)} in {where} needs rate_per_day, e.g. {{rate_per_day: 1e-4}}")
+    check_float(entry["rate_per_day"], f"components.{name}.rate_per_day", minimum=0.0, maximum=MAX_RATE_PER_DAY,
+                error=GoodputError, sep="=", where=f"in {where}", hint=" failures per part per day")
+    base = dict(shipped or {"kind": "hardware"})
+    per = entry.get("per", base.get("per"))
+    if per not in PER:
+        raise GoodputError(f"components.{short_repr(name)}.per={short_repr(per)} in {where}; choose one of "
+                           f"{', '.join(PER)}")
+    kind = entry.get("kind", base.get("kind", "hardware"))
+    if kind not in _KINDS:
+        raise GoodputError(f"components.{short_repr(name)}.kind={short_repr(kind)} in {where}; choose one of "
+                           f"{', '.join(_KINDS)}")
+    return base | {"per": per, "kind": kind, "rate_per_day": float(entry["rate_per_day"]),
+                   "source": str(entry.get("source", f"user file {where.split(' ', 2)[-1]}"))}
+
+
+def _repair(name: Any, entry: Any, where: str) -> dict[str, Any]:
+    if name not in ("node", "rack"):
+        raise GoodputError(f"unknown key {short_repr(name)} under repair_s in {where}; allowed: node, rack")
+    value = entry.get("value") if isinstance(entry, dict) else entry
+    check_float(value, f"repair_s.{name}", minimum=0.0, maximum=MAX_REPAIR_S, error=GoodputError, sep="=",
+                where=f"in {where}", hint=" seconds")
+    return {"value": float(value), "source": f"user file {where.split(' ', 2)[-1]}"}
