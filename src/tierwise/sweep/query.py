@@ -1,0 +1,80 @@
+"""``sweep show``: the results directory as a DuckDB view named ``results``, queried with SQL.
+
+The view is ``read_parquet('DIR/part-*.parquet', union_by_name = true)``: part files written before a new
+point kind added columns still read (the missing columns are NULL). duckdb is the optional ``sweep`` extra.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tierwise.sweep.grid import SweepError
+from tierwise.sweep.store import PART_GLOB, part_files, read_manifest
+
+__all__ = ["require_duckdb", "query", "summary", "DEFAULT_QUERY", "MAX_ROWS"]
+
+DEFAULT_QUERY = ("SELECT kind, status, count(*) AS points, round(sum(wall_s), 1) AS cpu_s FROM results "
+                 "GROUP BY ALL ORDER BY kind, status")
+MAX_ROWS = 100_000
+"""Rows a query returns at most (a table or JSON of more is not read by anyone; use LIMIT or aggregate)."""
+
+
+def require_duckdb():
+    try:
+        import duckdb
+    except ImportError:
+        raise SweepError("sweep show needs duckdb, which is not installed; pip install 'tierwise[sweep]'") from None
+    return duckdb
+
+
+def _connect(out: Path):
+    duckdb = require_duckdb()
+    con = duckdb.connect(":memory:")
+    glob = str(out / PART_GLOB).replace("'", "''")
+    con.execute(f"CREATE VIEW results AS SELECT * FROM read_parquet('{glob}', union_by_name = true)")
+    return con
+
+
+def check_results_dir(out: str) -> Path:
+    p = Path(out)
+    if not p.is_dir():
+        what = "is a file" if p.exists() else "does not exist"
+        raise SweepError(f"{out!r} {what}; give the --out directory of a 'tierwise sweep run'")
+    if not part_files(p):
+        raise SweepError(f"{out!r} holds no results (no part-*.parquet files); run 'tierwise sweep run GRID.yaml "
+                         f"--out {out}' first")
+    return p
+
+
+def query(out: str, sql: str | None = None) -> dict[str, Any]:
+    """Run ``sql`` (default: points per kind and status) over the view ``results``; columns and rows."""
+    p = check_results_dir(out)
+    duckdb = require_duckdb()
+    con = _connect(p)
+    text = sql or DEFAULT_QUERY
+    try:
+        cur = con.execute(text)
+        columns = [d[0] for d in cur.description] if cur.description else []
+        rows = cur.fetchmany(MAX_ROWS + 1)
+    except duckdb.Error as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SweepError(f"--query {text!r}: {first}") from None
+    truncated = len(rows) > MAX_ROWS
+    return {"query": text, "columns": columns, "rows": [list(r) for r in rows[:MAX_ROWS]], "truncated": truncated}
+
+
+def summary(out: str) -> dict[str, Any]:
+    """Counts over the directory: rows, distinct points, duplicates, and the last grid's missing points."""
+    p = check_results_dir(out)
+    con = _connect(p)
+    rows, distinct = con.execute("SELECT count(*), count(DISTINCT point_id) FROM results").fetchone()
+    by_status = dict(con.execute("SELECT status, count(*) FROM results GROUP BY status ORDER BY status").fetchall())
+    doc: dict[str, Any] = {"out": str(p), "part_files": len(part_files(p)), "rows": rows, "points": distinct,
+                           "duplicate_rows": rows - distinct, "status_counts": by_status}
+    manifest = read_manifest(p)
+    if manifest and isinstance(manifest.get("point_ids"), list):
+        ids = set(manifest["point_ids"])
+        have = {r[0] for r in con.execute("SELECT DISTINCT point_id FROM results").fetchall()}
+        doc.update(grid=manifest.get("grid"), grid_points=len(ids), grid_points_missing=len(ids - have))
+    return doc
