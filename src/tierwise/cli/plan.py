@@ -35,6 +35,7 @@ Zero3Opt = Annotated[str, typer.Option("--zero3-gather", help="how ZeRO-3 plans 
                                         "per-parameter (FSDP2) or tensor-list (DeepSpeed 2021)")]
 FusedCeOpt = Annotated[bool, typer.Option("--fused-ce", help="score plans with a fused cross-entropy kernel "
                                            "(Megatron-Core cross_entropy_loss_fusion, Liger)")]
+HtmlOpt = Annotated[str | None, typer.Option("--html", help="write a self-contained HTML report here")]
 EagerOpt = Annotated[bool, typer.Option("--eager", help="score plans as eager PyTorch (no fused kernels, no "
                                                            "torch.compile)")]
 
@@ -175,6 +176,7 @@ def register(app: typer.Typer) -> None:
         zero: ZeroOpt = None, objective: ObjOpt = "step_time", ep_overlap: EpOverlapOpt = True,
         eager: EagerOpt = False, zero3_gather: Zero3Opt = "flat", fused_ce: FusedCeOpt = False,
         show_infeasible: Annotated[bool, typer.Option("--show-infeasible", help="list the nearest misses")] = False,
+        html: HtmlOpt = None,
     ) -> None:
         """Search every parallel layout, fit memory, rank by the estimator, and explain the winner."""
         from tierwise.planner.answer import plan_document
@@ -186,9 +188,21 @@ def register(app: typer.Typer) -> None:
                          max_pp=max_pp, max_cp=max_cp, max_ep=max_ep, max_vpp=max_vpp, max_micro_batch_size=max_mbs,
                          recompute=recompute, precision=precision, zero=zero, ep_comm_overlap=ep_overlap,
                          fused_elementwise=not eager, zero3_gather=zero3_gather, fused_cross_entropy=fused_ce)
+        if html is not None:  # issue 19: before the work
+            from tierwise.report import check_html
+
+            check_html(html)
         m, cl = _load(model, cluster)
-        doc = plan_document(m, cl, gpus, global_batch, seq, constraints=c, objective=objective, top=top,
-                            show_infeasible=show_infeasible)
+        from tierwise.cli._progress import progress
+
+        with progress(f"searching plans on {gpus} GPUs"):
+            doc = plan_document(m, cl, gpus, global_batch, seq, constraints=c, objective=objective, top=top,
+                                show_infeasible=show_infeasible)
+        if html is not None:
+            from tierwise.report import write_page
+            from tierwise.report.plan import plan_page
+
+            doc["html"] = write_page(html, plan_page(doc))
         emit(doc, as_json, lambda console: render_plans(console, doc))
 
     @app.command("scale")
@@ -199,6 +213,7 @@ def register(app: typer.Typer) -> None:
         recompute: ListOpt = None, precision: ListOpt = None,
         zero: ZeroOpt = None, objective: ObjOpt = "step_time", ep_overlap: EpOverlapOpt = True,
         eager: EagerOpt = False, zero3_gather: Zero3Opt = "flat", fused_ce: FusedCeOpt = False,
+        html: HtmlOpt = None,
     ) -> None:
         """Best plan at each GPU count and its efficiency against linear scaling: where adding GPUs stops paying."""
         from tierwise.planner.answer import parse_gpu_range, scale_document
@@ -207,6 +222,18 @@ def register(app: typer.Typer) -> None:
         counts = parse_gpu_range(gpus)
         c = _constraints(recompute=recompute, precision=precision, zero=zero, ep_comm_overlap=ep_overlap,
                          fused_elementwise=not eager, zero3_gather=zero3_gather, fused_cross_entropy=fused_ce)
+        if html is not None:  # issue 19: before the work
+            from tierwise.report import check_html
+
+            check_html(html)
         m, cl = _load(model, cluster)
-        doc = scale_document(m, cl, counts, global_batch, seq, constraints=c, objective=objective)
+        from tierwise.cli._progress import progress
+
+        with progress(f"best plan at {len(counts)} GPU counts"):
+            doc = scale_document(m, cl, counts, global_batch, seq, constraints=c, objective=objective)
+        if html is not None:
+            from tierwise.report import write_page
+            from tierwise.report.scale import scale_page
+
+            doc["html"] = write_page(html, scale_page(doc))
         emit(doc, as_json, lambda console: render_scale(console, doc))

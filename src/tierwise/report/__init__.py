@@ -16,7 +16,7 @@ from __future__ import annotations
 import html as _html
 from pathlib import Path
 
-__all__ = ["require_plotly", "figure_div", "table", "page", "write_page", "esc"]
+__all__ = ["require_plotly", "figure_div", "table", "page", "write_page", "esc", "check_html"]
 
 _STYLE = ("body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;font-size:12px}"
           "td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}th{background:#eee}"
@@ -34,6 +34,14 @@ def require_plotly() -> None:
                             "(or leave out --html)") from None
 
 
+def check_html(path: str, option: str = "--html") -> None:
+    """Before the work: plotly is installed and ``path`` can be written (one line otherwise)."""
+    from tierwise.atomic import check_writable
+
+    require_plotly()
+    check_writable(path, option)
+
+
 def esc(value) -> str:
     """``value`` as escaped HTML text (None -> empty)."""
     return "" if value is None else _html.escape(str(value))
@@ -43,7 +51,7 @@ def figure_div(fig, div_id: str, *, first: bool) -> str:
     """One plotly figure as an HTML ``<div>``; ``first=True`` inlines plotly.js (once per page, offline)."""
     import plotly.io as pio
 
-    return pio.to_html(fig, include_plotlyjs=True if first else False, full_html=False, div_id=div_id)
+    return pio.to_html(fig, include_plotlyjs=bool(first), full_html=False, div_id=div_id)
 
 
 def table(headers: list[str], rows: list[list], *, raw: bool = False) -> str:

@@ -78,3 +78,20 @@ def summary(out: str) -> dict[str, Any]:
         have = {r[0] for r in con.execute("SELECT DISTINCT point_id FROM results").fetchall()}
         doc.update(grid=manifest.get("grid"), grid_points=len(ids), grid_points_missing=len(ids - have))
     return doc
+
+
+VIEWS = {
+    "status": "SELECT kind, status, count(*) AS points FROM results GROUP BY ALL ORDER BY kind, status",
+    "training": ("SELECT kind, model, cluster, num_gpus, max(tokens_per_s) AS tokens_per_s, max(mfu) AS mfu "
+                 "FROM results WHERE status = 'ok' AND tokens_per_s IS NOT NULL GROUP BY ALL "
+                 "ORDER BY kind, model, cluster, num_gpus"),
+    "simulate": ("SELECT topology, pattern, routing, fail_links, avg(time_s) AS time_s, "
+                 "avg(busbw_bytes_per_s) AS busbw_bytes_per_s FROM results WHERE status = 'ok' AND time_s IS NOT "
+                 "NULL GROUP BY ALL ORDER BY topology, pattern, routing, fail_links"),
+    "wall": "SELECT kind, wall_s FROM results ORDER BY kind LIMIT 100000",
+}
+"""The fixed queries behind the ``--html`` page's plots (each a ``query`` document)."""
+
+
+def views(out: str) -> dict[str, Any]:
+    return {name: query(out, sql) for name, sql in VIEWS.items()}
