@@ -2,7 +2,7 @@
 
 Layout of ``--out DIR``::
 
-    DIR/part-<UTC time>-<host>-<pid>-<shard>-<n>.parquet   one per batch of finished points
+    DIR/part-<UTC time>-<host>-<pid>-<shard>-<n>-<random>.parquet   one per batch of finished points
     DIR/sweep.json                                        the last grid run here: its point ids (for 'show')
     DIR/.lock-shard-<i>-of-<N>                            held (flock) while a run writes shard i/N
 
@@ -108,8 +108,11 @@ def write_part(out: str | Path, rows: list[dict[str, Any]], tag: str, seq: int) 
     table = pa.Table.from_pylist([{k: r.get(k) for k in sch.names} for r in rows], schema=sch)
     buf = io.BytesIO()
     pq.write_table(table, buf, compression="zstd")
+    import uuid
+
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    path = Path(out) / f"part-{stamp}-{tag}-{seq:05d}.parquet"
+    # the random part keeps two runs of one process (or a reused pid on another day) from sharing a name
+    path = Path(out) / f"part-{stamp}-{tag}-{seq:05d}-{uuid.uuid4().hex[:8]}.parquet"
     write_atomic(path, buf.getvalue(), "--out")
     return path
 
