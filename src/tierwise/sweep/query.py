@@ -66,6 +66,16 @@ def query(out: str, sql: str | None = None) -> dict[str, Any]:
 
 def summary(out: str) -> dict[str, Any]:
     """Counts over the directory: rows, distinct points, duplicates, and the last grid's missing points."""
+    duckdb = require_duckdb()
+    try:
+        return _summary(out)
+    except duckdb.Error as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SweepError(f"{out!r}: the results cannot be read ({first}); move a damaged part file aside and "
+                         "rerun 'sweep run' (its points run again)") from None
+
+
+def _summary(out: str) -> dict[str, Any]:
     p = check_results_dir(out)
     con = _connect(p)
     rows, distinct = con.execute("SELECT count(*), count(DISTINCT point_id) FROM results").fetchone()

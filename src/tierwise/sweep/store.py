@@ -53,12 +53,16 @@ def prepare_out(out: str) -> Path:
 
     p = Path(out)
     if p.exists() and not p.is_dir():
-        raise SweepError(f"--out {out!r} is a file, not a directory; name a directory for the results (new or "
-                         "the one of an earlier run, to resume)")
+        what = "a file" if p.is_file() else "not a directory"
+        raise SweepError(f"--out {out!r} is {what}; name a directory for the results (new, or the one of an "
+                         "earlier run to resume it)")
     if not p.exists():
         parent = p.parent if str(p.parent) else Path(".")
+        if parent.exists() and not parent.is_dir():
+            raise SweepError(f"--out {out!r}: {str(parent)!r} is not a directory; name a directory under one")
         if not parent.is_dir():
-            raise SweepError(f"--out {out!r}: the parent directory {str(parent)!r} does not exist; create it first")
+            raise SweepError(f"--out {out!r}: the parent directory {str(parent)!r} does not exist; create it first "
+                             "(mkdir -p)")
         try:
             p.mkdir()
         except FileExistsError:
