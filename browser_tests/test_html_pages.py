@@ -98,7 +98,7 @@ def test_page_renders_without_errors(name, argv, driver, tmp_path):
     page = tmp_path / f"{name}.html"
     _tierwise([*argv, "--html", str(page)], tmp_path)
     assert page.stat().st_size > 100_000  # plotly.js inlined: the page works offline
-    assert "cdn.plot.ly" not in page.read_text(encoding="utf-8")[:2000]
+    assert "<script src" not in page.read_text(encoding="utf-8")  # nothing fetched: works offline
     driver.get_log("browser")  # drop what earlier pages logged
     driver.get(page.as_uri())
     driver.execute_script("return document.readyState")
