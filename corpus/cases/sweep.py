@@ -37,7 +37,7 @@ _GRIDS = {
     "no-kind": ("model: llama3.1-8b\n", ["kind"]),
     "studies-not-list": ("studies: 3\n", ["studies"]),
     "study-not-mapping": ("studies: [3]\n", ["study 1"]),
-    "bad-cluster-mapping": (GOOD.replace("cluster: dgx-h100", "cluster: {bse: dgx-h100}"), ["base"]),
+    "bad-cluster-mapping": (GOOD.replace("cluster: dgx-h100", "cluster: {bse: dgx-h100}"), ["bse"]),
     "bad-objective": ("kind: plan\nmodel: llama3.1-8b\ncluster: dgx-h100\ngpus: 8\nobjective: fastest\n",
                       ["fastest"]),
     "bad-topology": ("kind: simulate\ntopology: {family: fat-tre, gpus: 64}\npattern: all-reduce\n", ["fat-tre"]),

@@ -62,7 +62,8 @@ def test_shards_partition_the_points():
     ({**ESTIMATE, "gpu": [8]}, "gpu"),
     ({**ESTIMATE, "gpus": []}, "gpus"),
     ({**ESTIMATE, "gpus": [0]}, "gpus"),
-    ({**ESTIMATE, "cluster": {"base": "dgx-h100", "overide": {}}}, "override"),
+    ({**ESTIMATE, "cluster": {"base": "dgx-h100", "nic_bandwith": "1 Gb/s"}}, "nic_bandwith"),
+    ({**ESTIMATE, "cluster": {"base": "dgx-z900"}}, "dgx-z900"),
     ({"kind": "plan", "model": "llama3.1-8b", "cluster": "dgx-h100", "gpus": 8, "objective": "speed"}, "speed"),
     ({"kind": "plan", "model": "llama3.1-8b", "cluster": "dgx-h100", "gpus": 8, "constraints": {"max_qq": 2}},
      "max_qq"),
@@ -132,7 +133,7 @@ def test_a_refused_point_is_a_row_with_its_reason_and_the_sweep_goes_on(tmp_path
 def test_plan_and_simulate_points(tmp_path):
     grid = {"studies": [
         {"kind": "plan", "model": "llama3.1-8b", "gpus": [16],
-         "cluster": ["dgx-h100", {"base": "dgx-h100", "name": "slow-ib", "override": {"nic_bandwidth": "100 Gb/s"}}],
+         "cluster": ["dgx-h100", {"base": "dgx-h100", "name": "slow-ib", "nic_bandwidth": "100 Gb/s"}],
          "constraints": {"max_micro_batch_size": 1, "max_vpp": 1}},
         {"kind": "plan", "model": "llama3.1-405b", "cluster": "dgx-h100", "gpus": 8},  # does not fit
         {"kind": "simulate", "topology": {"family": "fat-tree", "gpus": 64, "radix": 16, "tiers": 2},

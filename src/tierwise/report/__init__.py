@@ -20,7 +20,7 @@ __all__ = ["require_plotly", "figure_div", "table", "page", "write_page", "esc",
 
 _STYLE = ("body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;font-size:12px}"
           "td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}th{background:#eee}"
-          "td.num{text-align:right}h2{margin-top:1.5em}")
+          "td.num{text-align:right}h2{margin-top:1.5em}pre{white-space:pre-wrap}")
 
 
 def require_plotly() -> None:

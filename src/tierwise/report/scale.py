@@ -1,12 +1,14 @@
 """The ``scale --html`` page: tokens/s and efficiency vs GPUs, the knee marked, from ``scale --json``.
 
 ``efficiency_vs_linear`` is throughput per GPU against the smallest count with a plan (planner/answer.py);
-the knee is the document's ``knee_num_gpus`` (the first doubling that keeps at most half of its GPUs'
-linear share); the page draws what the document says and computes nothing of its own.
+the knee is the document's ``knee_num_gpus`` (planner/answer.py ``_knee``: the first step up in GPUs whose
+tokens/s gain is below half of the added GPUs' linear share); the page draws what the document says and
+computes nothing of its own.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from tierwise.report import esc, figure_div, page, require_plotly, table
@@ -36,8 +38,9 @@ def scale_page(doc: dict[str, Any]) -> str:
     if knee is not None:
         for col in (1, 2):
             fig.add_vline(x=knee, line={"color": "red", "dash": "dash"}, row=1, col=col)
-        fig.add_annotation(x=knee, y=1, yref="paper", text=f"knee: {knee} GPUs", showarrow=False,
-                           font={"color": "red"}, xref="x")
+        # on a log axis an annotation's x is log10 of the value (shapes take the value itself)
+        fig.add_annotation(x=math.log10(knee), yref="paper", text=f"knee: {knee} GPUs", showarrow=False,
+                           font={"color": "red"}, xref="x", xanchor="right", y=0.97, yanchor="top")
     fig.update_xaxes(type="log", title="GPUs")
     fig.update_yaxes(type="log", title="tokens/s", row=1, col=1)
     fig.update_yaxes(title="fraction", tickformat=".0%", row=1, col=2)

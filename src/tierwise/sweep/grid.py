@@ -9,7 +9,7 @@ mappings). Example::
     studies:
       - kind: plan                        # the best plan at each point
         model: [llama3.1-8b, llama3.1-70b]
-        cluster: [dgx-h100, {base: dgx-h100, name: h100-ndr800, override: {nic_bandwidth: 800 Gb/s}}]
+        cluster: [dgx-h100, {base: dgx-h100, name: h100-ndr800, nic_bandwidth: 800 Gb/s}]
         gpus: [64, 128, 256]
       - kind: simulate
         pattern: [all-reduce, all-to-all]

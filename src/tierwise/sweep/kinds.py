@@ -16,8 +16,8 @@ cluster, plan, topology), runs one point into ``(columns, document)``: flat colu
 ``columns`` with their Arrow type) and the command's whole ``--json`` document, stored as JSON text.
 
 Models and clusters are named as on the command line (catalog name or file). A cluster may also be a
-mapping ``{base: CATALOG-NAME, name: LABEL, override: {key: value, ...}}``: the catalog entry with the
-override's keys replaced (``nic_bandwidth``, ``scale_up_domain``, ...), labelled ``name``.
+mapping as in a scenario file: ``{base: CATALOG-NAME, name: LABEL, nic_bandwidth: 800 Gb/s, ...}`` is the
+catalog cluster with those keys replaced (``nic_bandwidth``, ``scale_up_domain``, ...), named ``LABEL``.
 """
 
 from __future__ import annotations
@@ -124,24 +124,14 @@ def _count(maximum: int) -> Callable[[Any, str], int]:
 
 
 def _cluster_ref(value: Any, where: str) -> Any:
+    """A catalog name or file (text), or a cluster mapping as in a scenario file: ``{base: dgx-h100, name: ...,
+    nic_bandwidth: 800 Gb/s}`` (the catalog cluster with those keys replaced) or a whole cluster."""
     if isinstance(value, str):
         return _text(value, where)
     if isinstance(value, dict):
-        extra = sorted(set(value) - {"base", "name", "override"})
-        if extra or "base" not in value:
-            raise SweepError(f"{where}: a cluster mapping takes base (a catalog cluster), name and override; "
-                             f"got {sorted(value)}")
-        override = value.get("override", {})
-        if not isinstance(override, dict):
-            raise SweepError(f"{where}: override must be a mapping of cluster keys, got {override!r}")
-        return {"base": _text(value["base"], f"{where}: base"),
-                "name": _text(value.get("name", f"{value['base']}+override"), f"{where}: name"),
-                "override": override}
-    raise SweepError(f"{where}: {value!r}; give a catalog cluster, a YAML file, or {{base, name, override}}")
-
-
-def cluster_label(ref: Any) -> str:
-    return ref["name"] if isinstance(ref, dict) else str(ref)
+        return value
+    raise SweepError(f"{where}: {value!r}; give a catalog cluster, a cluster YAML file, or a mapping such as "
+                     "{base: dgx-h100, name: my-cluster, nic_bandwidth: 800 Gb/s}")
 
 
 @functools.lru_cache(maxsize=64)
@@ -153,19 +143,18 @@ def _model(ref: str):
 
 @functools.lru_cache(maxsize=64)
 def _cluster_cached(text: str):
-    from tierwise.specs import catalog
-    from tierwise.specs.cluster import cluster_from_mapping, load_cluster
+    from tierwise.specs.cluster import load_cluster
 
-    ref = json.loads(text)
-    if isinstance(ref, str):
-        return load_cluster(ref)
-    data = dict(catalog.entry("clusters", ref["base"].lower()))
-    data.update(ref["override"])
-    return cluster_from_mapping(data, name=ref["name"], origin=f"cluster {ref['name']!r} (override of {ref['base']!r})")
+    return load_cluster(json.loads(text))
 
 
 def _cluster(ref: Any):
     return _cluster_cached(json.dumps(ref, sort_keys=True))
+
+
+def cluster_label(ref: Any) -> str:
+    """The cluster's name as results show it (a mapping's ``name``, else tierwise's name for it)."""
+    return _cluster(ref).name
 
 
 def _mapping(value: Any, where: str) -> dict:
