@@ -38,7 +38,8 @@ def render_show(console, doc: dict) -> None:
         t.add_row("last grid run here", f"{s['grid_points']:,} points, {s['grid_points_missing']:,} not yet done")
     print_table(console, t)
     q = doc["query"]
-    table = Table(title=q["query"])
+    console.print(q["query"], style="dim")
+    table = Table()
     for col in q["columns"]:
         table.add_column(col, overflow="fold")
     for row in q["rows"]:

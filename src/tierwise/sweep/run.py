@@ -4,7 +4,7 @@ Executors (``--executor``):
 
 ``local`` (default)
     ``--workers 1`` runs the points in this process; ``--workers N`` in a :mod:`multiprocessing` pool of N
-    processes (``imap_unordered``: results come back as they finish). No Ray needed.
+    processes started by a fork server (``imap_unordered``: results come back as they finish). No Ray.
 ``ray``
     Each point is a Ray task (``ray.remote``) on the cluster that ``ray.init()`` joins: the one named by
     ``RAY_ADDRESS`` (``ray start --head`` / a Slurm-launched cluster), or else a new local instance. At most
@@ -88,7 +88,14 @@ def _local(tasks: list, workers: int) -> Iterator[dict[str, Any]]:
         return
     import multiprocessing as mp
 
-    with mp.get_context("fork" if os.name == "posix" else "spawn").Pool(min(workers, len(tasks))) as pool:
+    # forkserver, not fork: this process has run pyarrow's thread pool (reading the finished ids), and a fork
+    # of a threaded process can deadlock; the server starts clean and forks workers with tierwise preloaded
+    if "forkserver" in mp.get_all_start_methods():
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["tierwise.sweep.run", "tierwise.sweep.kinds", "tierwise.estimate"])
+    else:
+        ctx = mp.get_context("spawn")
+    with ctx.Pool(min(workers, len(tasks))) as pool:
         yield from pool.imap_unordered(run_point, tasks, chunksize=1)
 
 
