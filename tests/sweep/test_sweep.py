@@ -182,6 +182,13 @@ def test_cli_run_and_show(tmp_path, capsys):
     assert [r[0] for r in shown["query"]["rows"]] == [16, 32] and shown["query"]["rows"][1][1] > shown["query"]["rows"][0][1]
     assert main(["sweep", "show", str(out)]) == 0
     assert "estimate" in capsys.readouterr().out
+    # any DuckDB type comes back as plain JSON (DECIMAL, TIMESTAMP, LIST, STRUCT, BLOB, INTERVAL, NaN)
+    assert main(["sweep", "show", str(out), "--json", "--query",
+                 "SELECT 1.25::DECIMAL(4,2) AS d, TIMESTAMP '2026-01-02 03:04:05' AS t, [1, 2] AS l, {'a': 1} AS s, "
+                 "'x'::BLOB AS b, INTERVAL 1 DAY AS i, 'nan'::DOUBLE AS n"]) == 0
+    row = json.loads(capsys.readouterr().out)["query"]["rows"][0]
+    assert row[:5] == [1.25, "2026-01-02T03:04:05", [1, 2], {"a": 1}, "78"] and isinstance(row[5], str)
+    assert row[6] is None
 
 
 @pytest.mark.parametrize("args,word", [

@@ -18,7 +18,7 @@ MAX_BATCH_POINTS = 100_000
 def render_run(console, doc: dict) -> None:
     t = kv_table(f"sweep of {doc['points_in_grid']:,} points into {doc['out']}", key_style="")
     t.add_row("shard", doc["shard"])
-    t.add_row("executor", f"{doc['executor']} ({doc['workers']} workers)")
+    t.add_row("executor", f"{doc['executor']} ({doc['workers']} worker{'' if doc['workers'] == 1 else 's'})")
     t.add_row("points in this shard", f"{doc['points_in_shard']:,}")
     t.add_row("already done (skipped)", f"{doc['already_done']:,}")
     t.add_row("ran now", f"{doc['ran']:,}  " + ", ".join(f"{k} {v}" for k, v in doc["status_counts"].items()))

@@ -1,6 +1,6 @@
 """``sweep show``: the results directory as a DuckDB view named ``results``, queried with SQL.
 
-The view is ``read_parquet('DIR/part-*.parquet', union_by_name = true)``: part files written before a new
+The view is ``read_parquet([every DIR/part-*.parquet], union_by_name = true)``: part files written before a new
 point kind added columns still read (the missing columns are NULL). duckdb is the optional ``sweep`` extra.
 """
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tierwise.sweep.grid import SweepError
-from tierwise.sweep.store import PART_GLOB, part_files, read_manifest
+from tierwise.sweep.store import part_files, read_manifest
 
 __all__ = ["require_duckdb", "query", "summary", "DEFAULT_QUERY", "MAX_ROWS"]
 
@@ -31,8 +31,9 @@ def require_duckdb():
 def _connect(out: Path):
     duckdb = require_duckdb()
     con = duckdb.connect(":memory:")
-    glob = str(out / PART_GLOB).replace("'", "''")
-    con.execute(f"CREATE VIEW results AS SELECT * FROM read_parquet('{glob}', union_by_name = true)")
+    # the part files by name, not a glob: a directory named with '*', '?' or '[' still reads only its parts
+    files = ", ".join("'" + str(f).replace("'", "''") + "'" for f in part_files(out))
+    con.execute(f"CREATE VIEW results AS SELECT * FROM read_parquet([{files}], union_by_name = true)")
     return con
 
 
@@ -61,7 +62,32 @@ def query(out: str, sql: str | None = None) -> dict[str, Any]:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise SweepError(f"--query {text!r}: {first}") from None
     truncated = len(rows) > MAX_ROWS
-    return {"query": text, "columns": columns, "rows": [list(r) for r in rows[:MAX_ROWS]], "truncated": truncated}
+    return {"query": text, "columns": columns, "rows": [[_json_value(v) for v in r] for r in rows[:MAX_ROWS]],
+            "truncated": truncated}
+
+
+def _json_value(v: Any) -> Any:
+    """A DuckDB value as plain JSON: DECIMAL -> float, dates and times -> ISO text, BLOB -> hex, UUID and
+    INTERVAL -> text, LIST / STRUCT / MAP -> lists and objects; NaN and infinity -> null."""
+    import datetime as dt
+    import decimal
+    import math
+
+    if v is None or isinstance(v, bool | int | str):
+        return v
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, decimal.Decimal):
+        return _json_value(float(v))
+    if isinstance(v, dt.date | dt.datetime | dt.time):
+        return v.isoformat()
+    if isinstance(v, bytes | bytearray | memoryview):
+        return bytes(v).hex()
+    if isinstance(v, dict):
+        return {str(k): _json_value(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_json_value(x) for x in v]
+    return str(v)
 
 
 def summary(out: str) -> dict[str, Any]:
