@@ -221,3 +221,21 @@ def test_cli_out_that_is_a_file_and_a_bad_query(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "nope" in err
     assert main(["sweep", "show", str(tmp_path / "empty-or-missing")]) == 2
+
+
+def test_the_local_executor_needs_no_ray_and_ray_without_ray_is_one_line(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("kind: estimate\nmodel: llama3.1-8b\ncluster: dgx-h100\ngpus: [16, 32]\nplan: {tp: 8}\n")
+    no_ray = ("import sys; sys.modules['ray'] = None; from tierwise.cli import main; "  # import ray -> ImportError
+              "sys.exit(main(sys.argv[1:]))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
+    run = [sys.executable, "-c", no_ray, "sweep", "run", str(grid), "--out", str(tmp_path / "res")]
+    ok = subprocess.run([*run, "--workers", "2", "--json"], capture_output=True, text=True, env=env, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["status_counts"]["ok"] == 2
+    bad = subprocess.run([*run, "--executor", "ray"], capture_output=True, text=True, env=env, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "tierwise[ray]" in bad.stderr
