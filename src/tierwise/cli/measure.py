@@ -45,6 +45,13 @@ def _check_ranks(ranks: int, what: str) -> None:
               hint=f" ({what} needs >= 2 ranks; this machine hosts {limit}: 8 processes per CPU, at most 256)")
 
 
+def _quiet():
+    """No progress bar (under torchrun every rank would draw one)."""
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
 def _table_collective(rows: list[dict]):
     """nccl-tests' own layout: size count type redop root | time algbw busbw #wrong."""
 
@@ -122,8 +129,11 @@ def collective(
     config = BenchConfig(ops=ops, sizes_bytes=size_list, iters=iters, warmup=warmup, backend=backend,
                          out=str(out) if out else None, stat=stat, rounds=rounds)
     require_torch()
+    from tierwise.cli._progress import progress
+
     try:
-        results = run_collectives(config, ranks)
+        with progress(f"measuring {', '.join(ops)} on {ranks} ranks") if not _under_torchrun() else _quiet():
+            results = run_collectives(config, ranks)
     except KeyboardInterrupt:
         if out:  # on stderr: with --json, stdout holds the JSON document or nothing
             print(f"interrupted; the completed sizes are in {out}", file=sys.stderr, flush=True)
@@ -166,7 +176,10 @@ def ddp(
                        bucket_cap_mb=bucket_cap_mb)
     given = load_calibration(str(calibration), ranks) if calibration else None  # before torch and the run
     require_torch()
-    result = run_ddp(config, ranks, calibration=given)
+    from tierwise.cli._progress import progress
+
+    with progress(f"training a DDP MLP on {ranks} ranks") if not _under_torchrun() else _quiet():
+        result = run_ddp(config, ranks, calibration=given)
     if result is None:
         return
     emit(result, as_json, render_ddp(result))
@@ -178,9 +191,11 @@ def gemm(
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
 ) -> None:
     """Matmul throughput (TFLOP/s) by shape on one GPU."""
+    from tierwise.cli._progress import progress
     from tierwise.measure.gpu import measure_gemm, render_gemm
 
-    rows = measure_gemm(dtype=dtype)
+    with progress("measuring matmul throughput"):
+        rows = measure_gemm(dtype=dtype)
     emit(rows, as_json, render_gemm(rows))
 
 
@@ -197,7 +212,10 @@ def hbm(
     size_bytes = int(parse_bytes(size, what="--size", maximum=MAX_SWEEP_BYTES))
     if size_bytes < 1:
         raise MeasureError(f"--size {size!r} is less than one byte; use --size >= 1 B, e.g. 1GiB")
-    rows = measure_hbm(size_bytes=size_bytes)
+    from tierwise.cli._progress import progress
+
+    with progress("measuring HBM bandwidth"):
+        rows = measure_hbm(size_bytes=size_bytes)
     emit(rows, as_json, render_hbm(rows))
 
 

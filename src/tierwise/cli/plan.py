@@ -44,6 +44,7 @@ Zero3Opt = Annotated[str, typer.Option("--zero3-gather", help="how ZeRO-3 plans 
                                         "per-parameter (FSDP2) or tensor-list (DeepSpeed 2021)")]
 FusedCeOpt = Annotated[bool, typer.Option("--fused-ce", help="score plans with a fused cross-entropy kernel "
                                            "(Megatron-Core cross_entropy_loss_fusion, Liger)")]
+HtmlOpt = Annotated[str | None, typer.Option("--html", help="write a self-contained HTML report here")]
 EagerOpt = Annotated[bool, typer.Option("--eager", help="score plans as eager PyTorch (no fused kernels, no "
                                                            "torch.compile)")]
 
@@ -250,6 +251,7 @@ def register(app: typer.Typer) -> None:
         powersgd_rank: PowerSgdOpt = 0, onebit: OneBitOpt = False, sync_every: SyncEveryOpt = 1,
         async_staleness: StalenessOpt = 0,
         goodput: GoodputFlag = False, failure_rates: GoodputRatesOpt = None, node_failure_rate: GoodputNodeOpt = None,
+        html: HtmlOpt = None,
     ) -> None:
         """Search every parallel layout, fit memory, rank by the estimator, and explain the winner."""
         from tierwise.planner.answer import plan_document
@@ -261,18 +263,30 @@ def register(app: typer.Typer) -> None:
                          max_pp=max_pp, max_cp=max_cp, max_ep=max_ep, max_vpp=max_vpp, max_micro_batch_size=max_mbs,
                          recompute=recompute, precision=precision, zero=zero, ep_comm_overlap=ep_overlap,
                          fused_elementwise=not eager, zero3_gather=zero3_gather, fused_cross_entropy=fused_ce)
+        if html is not None:  # issue 19: before the work
+            from tierwise.report import check_html
+
+            check_html(html)
         m, cl = _load(model, cluster)
         levers, price_table = _levers_and_prices(reduce_dtype, powersgd_rank, onebit, sync_every, async_staleness,
                                                  prices)
         cl = _with_levers(cl, levers)
         opts = _goodput_options(goodput, failure_rates, node_failure_rate)
-        doc = plan_document(m, cl, gpus, global_batch, seq, constraints=c, objective=objective,
-                            top=top if opts is None else max(top, _goodput_pool()), show_infeasible=show_infeasible)
+        from tierwise.cli._progress import progress
+
+        with progress(f"searching plans on {gpus} GPUs"):
+            doc = plan_document(m, cl, gpus, global_batch, seq, constraints=c, objective=objective,
+                                top=top if opts is None else max(top, _goodput_pool()), show_infeasible=show_infeasible)
         if opts is not None:
             from tierwise.cli.goodput import rank_plans_by_goodput, render_plan_goodput
 
             doc = rank_plans_by_goodput(doc, m, cl, gpus, top, opts)
         _add_economics(doc, cl, gpus, levers, tokens, price_table)
+        if html is not None:
+            from tierwise.report import write_page
+            from tierwise.report.plan import plan_page
+
+            doc["html"] = write_page(html, plan_page(doc))
         if opts is not None:
             emit(doc, as_json, lambda console: (_render_plan_economics(console, doc), render_plan_goodput(console, doc)))
             return
@@ -287,6 +301,7 @@ def register(app: typer.Typer) -> None:
         zero: ZeroOpt = None, objective: ObjOpt = "step_time", ep_overlap: EpOverlapOpt = True,
         eager: EagerOpt = False, zero3_gather: Zero3Opt = "flat", fused_ce: FusedCeOpt = False,
         goodput: GoodputFlag = False, failure_rates: GoodputRatesOpt = None, node_failure_rate: GoodputNodeOpt = None,
+        html: HtmlOpt = None,
     ) -> None:
         """Best plan at each GPU count and its efficiency against linear scaling: where adding GPUs stops paying."""
         from tierwise.planner.answer import parse_gpu_range, scale_document
@@ -295,13 +310,28 @@ def register(app: typer.Typer) -> None:
         counts = parse_gpu_range(gpus)
         c = _constraints(recompute=recompute, precision=precision, zero=zero, ep_comm_overlap=ep_overlap,
                          fused_elementwise=not eager, zero3_gather=zero3_gather, fused_cross_entropy=fused_ce)
+        if html is not None:  # issue 19: before the work
+            from tierwise.report import check_html
+
+            check_html(html)
         m, cl = _load(model, cluster)
         opts = _goodput_options(goodput, failure_rates, node_failure_rate)
-        doc = scale_document(m, cl, counts, global_batch, seq, constraints=c, objective=objective)
+        from tierwise.cli._progress import progress
+
+        with progress(f"best plan at {len(counts)} GPU counts"):
+            doc = scale_document(m, cl, counts, global_batch, seq, constraints=c, objective=objective)
         if opts is not None:
-            from tierwise.cli.goodput import render_scale_goodput, scale_with_goodput
+            from tierwise.cli.goodput import scale_with_goodput
 
             doc = scale_with_goodput(doc, m, cl, opts)
+        if html is not None:
+            from tierwise.report import write_page
+            from tierwise.report.scale import scale_page
+
+            doc["html"] = write_page(html, scale_page(doc))
+        if opts is not None:
+            from tierwise.cli.goodput import render_scale_goodput
+
             emit(doc, as_json, lambda console: (render_scale(console, doc), render_scale_goodput(console, doc)))
             return
         emit(doc, as_json, lambda console: render_scale(console, doc))

@@ -126,6 +126,7 @@ def register(app: typer.Typer) -> None:
         scale_up_bandwidth: str = _O["scale_up_bandwidth"], domain_size: int = _O["domain_size"],
         hop_latency: str = _O["hop_latency"], dims: str = _O["dims"], groups: int = _O["groups"],
         as_json: bool = typer.Option(False, "--json", help="print JSON"),
+        html: str = typer.Option(None, "--html", help="write a self-contained HTML report here"),
     ) -> None:
         """Flow-level simulation: completion time, algbw/busbw, bottleneck links, degradation under failures."""
         from tierwise.collectives.volumes import normalize_kind
@@ -141,6 +142,10 @@ def register(app: typer.Typer) -> None:
 
             check_writable(emit_cluster, "--emit-cluster")
             load_cluster(cluster)
+        if html is not None:  # issue 19: before the simulation
+            from tierwise.report import check_html
+
+            check_html(html)
         kind = pattern if pattern in ("pipeline", "permutation") else normalize_kind(pattern)
         size_bytes = parse_bytes(size, what="--size", maximum=MAX_BYTES)
         if ranks is not None:
@@ -151,10 +156,13 @@ def register(app: typer.Typer) -> None:
         check_int(seed, "--seed", minimum=0, maximum=2**32 - 1, error=TopologyError)
         spec = _spec(topology, gpus, gpus_per_node, nics_per_node, radix, tiers, oversubscription, nic_bandwidth,
                      scale_up, scale_up_bandwidth, domain_size, hop_latency, dims, groups)
-        fab = build_fabric(spec)
-        result = simulate(fab, kind, size_bytes, algorithm=algorithm, num_ranks=ranks, routing=routing,
-                          seed=seed, stages=stages, shift=shift,
-                          failures=Failures(links=fail_links, switches=fail_switches, domains=fail_domains))
+        from tierwise.cli._progress import progress
+
+        with progress(f"simulating {pattern}"):
+            fab = build_fabric(spec)
+            result = simulate(fab, kind, size_bytes, algorithm=algorithm, num_ranks=ranks, routing=routing,
+                              seed=seed, stages=stages, shift=shift,
+                              failures=Failures(links=fail_links, switches=fail_switches, domains=fail_domains))
         from tierwise.netsim.compare import simulate_ring_notes
 
         extra, notes = simulate_ring_notes(fab, result, base=cluster, oversubscription=oversubscription)
@@ -164,6 +172,11 @@ def register(app: typer.Typer) -> None:
             from tierwise.netsim.emit import write_cluster
 
             result["emitted_cluster"] = write_cluster(emit_cluster, fab, result, _argv_text(), base=cluster)
+        if html is not None:
+            from tierwise.report import write_page
+            from tierwise.report.simulate import simulate_page
+
+            result["html"] = write_page(html, simulate_page(result))
         emit(result, as_json, lambda con: _render_sim(con, result))
 
 

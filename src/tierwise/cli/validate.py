@@ -88,7 +88,10 @@ def register(app: typer.Typer) -> None:
 
             require_plotly()
             check_writable(html, "--html")
-        doc = validation_document(dataset, source=source, cross_validate=cross_validate, fit=fit, fit_out=fit_out)
+        from tierwise.cli._progress import progress
+
+        with progress("estimating the published runs"):
+            doc = validation_document(dataset, source=source, cross_validate=cross_validate, fit=fit, fit_out=fit_out)
         if html is not None:
             from tierwise.validate.report import write_html
 

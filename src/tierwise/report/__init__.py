@@ -16,11 +16,11 @@ from __future__ import annotations
 import html as _html
 from pathlib import Path
 
-__all__ = ["require_plotly", "figure_div", "table", "page", "write_page", "esc"]
+__all__ = ["require_plotly", "figure_div", "table", "page", "write_page", "esc", "check_html"]
 
 _STYLE = ("body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;font-size:12px}"
           "td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}th{background:#eee}"
-          "td.num{text-align:right}h2{margin-top:1.5em}")
+          "td.num{text-align:right}h2{margin-top:1.5em}pre{white-space:pre-wrap}")
 
 
 def require_plotly() -> None:
@@ -32,6 +32,14 @@ def require_plotly() -> None:
 
         raise TierwiseError("--html needs plotly, which is not installed; pip install 'tierwise[report]' "
                             "(or leave out --html)") from None
+
+
+def check_html(path: str, option: str = "--html") -> None:
+    """Before the work: plotly is installed and ``path`` can be written (one line otherwise)."""
+    from tierwise.atomic import check_writable
+
+    require_plotly()
+    check_writable(path, option)
 
 
 def esc(value) -> str:

@@ -1,0 +1,172 @@
+"""The results directory: a Parquet dataset of atomically written part files, read back for resume and query.
+
+Layout of ``--out DIR``::
+
+    DIR/part-<UTC time>-<host>-<pid>-<shard>-<n>-<random>.parquet   one per batch of finished points
+    DIR/sweep.json                                        the last grid run here: its point ids (for 'show')
+    DIR/.lock-shard-<i>-of-<N>                            held (flock) while a run writes shard i/N
+
+A part file is written whole to a temporary name beside it and ``os.replace``-d into place
+(:func:`tierwise.atomic.write_atomic`), so a reader (and a rerun after ``kill -9``) sees a part file
+complete or not at all; the points of a batch that was not yet written are simply run again. Each point is
+written by the run that ran it, in one part file; a rerun skips every id already in a part file, so no point
+is written twice. Two runs of the same shard on the same directory would both run the unfinished points:
+the lock refuses the second one (one line, exit 2). Different shards (a Slurm array) share the directory.
+
+pyarrow (the optional ``sweep`` extra) writes and reads the parts; :func:`require_pyarrow` turns its absence
+into one line before the work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tierwise.sweep.grid import SweepError
+
+__all__ = ["require_pyarrow", "prepare_out", "part_files", "finished_ids", "write_part", "shard_lock",
+           "write_manifest", "read_manifest", "schema"]
+
+PART_GLOB = "part-*.parquet"
+MANIFEST = "sweep.json"
+
+
+def require_pyarrow() -> None:
+    try:
+        import pyarrow  # noqa: F401
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        raise SweepError("tierwise sweep needs pyarrow, which is not installed; pip install 'tierwise[sweep]'") \
+            from None
+
+
+def prepare_out(out: str) -> Path:
+    """``--out``: an existing directory, or a new one (its parent must exist); never a file."""
+    from tierwise.atomic import check_writable
+
+    p = Path(out)
+    if p.exists() and not p.is_dir():
+        what = "a file" if p.is_file() else "not a directory"
+        raise SweepError(f"--out {out!r} is {what}; name a directory for the results (new, or the one of an "
+                         "earlier run to resume it)")
+    if not p.exists():
+        parent = p.parent if str(p.parent) else Path(".")
+        if parent.exists() and not parent.is_dir():
+            raise SweepError(f"--out {out!r}: {str(parent)!r} is not a directory; name a directory under one")
+        if not parent.is_dir():
+            raise SweepError(f"--out {out!r}: the parent directory {str(parent)!r} does not exist; create it first "
+                             "(mkdir -p)")
+        try:
+            p.mkdir()
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise SweepError(f"--out {out!r}: cannot create the directory: {exc.strerror}") from None
+    check_writable(p / MANIFEST, "--out")
+    return p
+
+
+def part_files(out: str | Path) -> list[Path]:
+    return sorted(Path(out).glob(PART_GLOB))
+
+
+def finished_ids(out: str | Path) -> set[str]:
+    """Ids of every point in the directory's part files."""
+    import pyarrow.parquet as pq
+
+    ids: set[str] = set()
+    for f in part_files(out):
+        try:
+            col = pq.read_table(f, columns=["point_id"]).column("point_id")
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a damaged file
+            raise SweepError(f"--out {str(out)!r}: part file {f.name!r} cannot be read ({type(exc).__name__}); "
+                             "move it aside and rerun (its points run again)") from None
+        ids.update(col.to_pylist())
+    return ids
+
+
+def schema():
+    import pyarrow as pa
+
+    from tierwise.sweep.kinds import all_columns
+
+    types = {"string": pa.string(), "int64": pa.int64(), "float64": pa.float64(), "bool": pa.bool_()}
+    return pa.schema([(name, types[t]) for name, t in all_columns().items()])
+
+
+def write_part(out: str | Path, rows: list[dict[str, Any]], tag: str, seq: int) -> Path:
+    """Write ``rows`` as one new part file, atomically; return its path."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tierwise.atomic import write_atomic
+
+    sch = schema()
+    table = pa.Table.from_pylist([{k: r.get(k) for k in sch.names} for r in rows], schema=sch)
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression="zstd")
+    import uuid
+
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    # the random part keeps two runs of one process (or a reused pid on another day) from sharing a name
+    path = Path(out) / f"part-{stamp}-{tag}-{seq:05d}-{uuid.uuid4().hex[:8]}.parquet"
+    write_atomic(path, buf.getvalue(), "--out")
+    return path
+
+
+def run_tag(shard: tuple[int, int]) -> str:
+    host = "".join(c for c in socket.gethostname() if c.isalnum())[:24] or "host"
+    return f"{host}-{os.getpid()}-s{shard[0]}of{shard[1]}"
+
+
+@contextlib.contextmanager
+def shard_lock(out: Path, shard: tuple[int, int]) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``DIR/.lock-shard-i-of-N`` (refuse a second run of the same shard)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    path = out / f".lock-shard-{shard[0]}-of-{shard[1]}"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SweepError(f"--out {str(out)!r}: another 'sweep run' is writing shard {shard[0]}/{shard[1]} "
+                             "there now; wait for it, or give another --out") from None
+        except OSError:  # a file system without flock: run unlocked
+            pass
+        yield
+    finally:
+        os.close(fd)
+
+
+def write_manifest(out: Path, grid: str, points: list) -> None:
+    import hashlib
+
+    from tierwise._version import __version__
+    from tierwise.atomic import write_atomic
+
+    ids = sorted(p.id for p in points)
+    doc = {"grid": grid, "grid_sha256": hashlib.sha256("\n".join(ids).encode()).hexdigest(),
+           "num_points": len(ids), "tierwise_version": __version__, "point_ids": ids}
+    write_atomic(out / MANIFEST, json.dumps(doc), "--out")
+
+
+def read_manifest(out: Path) -> dict[str, Any] | None:
+    from tierwise.files import load_json, read_user_text
+
+    p = out / MANIFEST
+    if not p.exists():
+        return None
+    doc = load_json(read_user_text(p, what="sweep manifest", error=SweepError, max_bytes=256 * 2**20),
+                    f"sweep manifest {str(p)!r}", error=SweepError)
+    return doc if isinstance(doc, dict) else None
