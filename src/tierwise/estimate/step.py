@@ -80,7 +80,7 @@ from tierwise.workload.flops import (
 from tierwise.workload.memory import activation_bytes_per_token_per_layer, in_flight_microbatches
 from tierwise.workload.traffic import axis_strides, layer_traffic
 
-__all__ = ["estimate", "StepEstimates", "AXES", "TIERS"]
+__all__ = ["estimate", "StepEstimates", "AXES", "TIERS", "memory_bound_bytes_per_s"]
 
 AXES = ("tp", "cp", "ep", "pp", "dp")
 TIERS = TIER_ORDER
@@ -641,6 +641,13 @@ def _per_accelerator(cparams, prof):
     out["memory_bound_efficiency"] = (cparams.get("memory_bound_efficiency", prof.hbm_fraction)
                                       * cparams.get("memory_bound_residual", 1.0))
     return out
+
+
+def memory_bound_bytes_per_s(acc, cparams=None) -> float:
+    """Achievable HBM bytes/s of memory-bound kernels on ``acc``: datasheet x measured streaming fraction (or a
+    given ``memory_bound_efficiency``) x the fitted ``memory_bound_residual`` (:func:`_per_accelerator`)."""
+    cp_ = _per_accelerator({**_compute_params(), **(cparams or {})}, compute_profile(acc))
+    return acc.hbm_bytes_per_s * cp_["memory_bound_efficiency"]
 
 
 def _overlapped(t_mm, t_exp, overlap):
