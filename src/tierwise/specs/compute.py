@@ -104,7 +104,7 @@ def _fraction(name: str | None, entry: dict | None, key: str) -> tuple[float, st
         seen.add(name)
         if f"{key}_fraction" in entry:
             return float(entry[f"{key}_fraction"]), "measured" if len(seen) == 1 else f"as {name}"
-        name = entry.get(f"{key}_like")
+        name = entry.get(f"{key.split('_')[0]}_like")  # gemm_bf16 -> gemm_like, hbm -> hbm_like
         entry = table.get(name) if name else None
     return float(np.median(measured)), "median of measured"
 
