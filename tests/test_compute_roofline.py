@@ -119,3 +119,13 @@ def test_torchtitan_500w_h100_sustains_a_lower_clock():
     p = compute_profile(c.accelerator)
     assert p.gemm_from == "as h100-sxm" and p.clock_factor == pytest.approx((500 / 700) ** (1 / 3))
     assert dataclasses.replace(p, clock_factor=1.0).exp2_per_s > p.exp2_per_s
+
+
+def test_unmasked_scores_per_token_are_heads_times_half_the_context_under_a_causal_mask():
+    from tierwise.workload.flops import attention_scores_per_token, model_shape
+
+    m = load_model("llama3.1-8b")
+    s = np.array([2048.0, 8192.0])
+    assert np.allclose(attention_scores_per_token(m, model_shape(m), s), m.num_attention_heads * s / 2)
+    assert np.allclose(attention_scores_per_token(m, model_shape(m), s, causal_halving=False),
+                       m.num_attention_heads * s)

@@ -74,7 +74,6 @@ from tierwise.workload.flops import (
     Gemm,
     ModelShape,
     attention_core_flops_per_token,
-    attention_scores_per_token,
     model_shape,
 )
 from tierwise.workload.memory import activation_bytes_per_token_per_layer, in_flight_microbatches
@@ -559,7 +558,8 @@ def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P: Derived, 
     # forward's efficiency; recompute (full or selective) repeats the forward, exponentials included.
     kernel_eff, overlap = _attention_kernels(plans, acc.generation, cparams)
     mm_eff = kernel_eff * seq_eff * prof.clock_factor
-    t_exp = attention_scores_per_token(model, shape, P.s, causal_halving=True) * tokens / tp / prof.exp2_per_s
+    # unmasked scores of the rank: the core FLOPs over 2 (d_qk + d_v) per score (flops.attention_scores_per_token)
+    t_exp = core_f / (2.0 * (shape.qk_head_dim + shape.v_head_dim)) / prof.exp2_per_s
     core_t = _overlapped(core_f / (bf16_peak * mm_eff), t_exp, overlap)
     bwd_t = _overlapped(2.0 * core_f / (bf16_peak * mm_eff * cparams["attention_backward_ratio"]), t_exp, overlap)
     # the extra time of one layer's attention backward over the 2 x forward that "3 x forward" already counts
