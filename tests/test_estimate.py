@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from tierwise.estimate import estimate
+from tierwise.estimate.step import memory_bound_bytes_per_s
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.model import load_model, model_from_mapping
 from tierwise.specs.plan import PlanBatch, plan_from_mapping, validate_plan_batch
@@ -227,7 +228,7 @@ def test_unfused_cross_entropy_moves_36_more_bytes_per_logit_element():
 
     cp_ = _compute_params()
     assert cp_["cross_entropy_unfused_extra_bytes"] == 36
-    hbm = load_cluster("dgx-h100").accelerator.hbm_bytes_per_s * cp_["memory_bound_efficiency"]
+    hbm = memory_bound_bytes_per_s(load_cluster("dgx-h100").accelerator)
     model = load_model("llama3.1-8b")
     for tp in (1, 2):
         base = dict(tp=tp, pp=1, micro_batch_size=1, global_batch_size=8 // tp * 2, seq_length=4096)
@@ -244,10 +245,7 @@ def test_zero3_buffer_passes_counted_per_micro_batch_over_the_unsharded_paramete
     place (2 x 4 B) = 18 B per parameter per micro-batch; FSDP2 (per-parameter): copy out of each all-gather
     (2 x 2 B, forward and backward re-gather) and copy-cast into the reduce-scatter input (2 + 4 B) = 14 B,
     10 B without the re-gather. At the memory-bound rate, added to the step, never on ZeRO 1 or one rank."""
-    from tierwise.estimate.step import _compute_params
-
-    cp_ = _compute_params()
-    hbm = load_cluster("dgx-h100").accelerator.hbm_bytes_per_s * cp_["memory_bound_efficiency"]
+    hbm = memory_bound_bytes_per_s(load_cluster("dgx-h100").accelerator)
     model = load_model("llama3.1-8b")
     shape = model_shape(model)
     params = (model.num_layers * (shape.attention_params + shape.norm_params + shape.dense_mlp_params)
@@ -283,7 +281,7 @@ def test_eager_pytorch_moves_more_elementwise_bytes_only_where_the_ops_differ():
     per_token_layer = (c["eager_rmsnorm_extra_bytes"] * 2 * llama.hidden_size
                        + c["eager_swiglu_extra_bytes"] * llama.ffn_hidden_size
                        + c["eager_rope_extra_bytes"] * (llama.q_channels + llama.kv_channels))
-    hbm = load_cluster("dgx-h100").accelerator.hbm_bytes_per_s * c["memory_bound_efficiency"]
+    hbm = memory_bound_bytes_per_s(load_cluster("dgx-h100").accelerator)
     expected = 3 * per_token_layer * 4096 * llama.num_layers / hbm  # forward + backward (2x) per micro-batch
     assert float(eager.memory_bound_s[0] - fused.memory_bound_s[0]) == pytest.approx(expected, rel=1e-9)
     assert float(eager.step_time_s[0]) > float(fused.step_time_s[0])

@@ -62,10 +62,21 @@ def test_gemm_result_writes_the_large_gemm_fraction_and_the_estimator_uses_it(tm
     assert doc["cluster_compute"] == {"matmul_efficiency_max": calibrated.compute["matmul_efficiency_max"]}
 
 
-def test_hbm_result_is_reported_not_written(tmp_path):
+def test_hbm_result_is_written_as_the_streaming_fraction(tmp_path):
+    """``measure hbm`` replaces the catalog's streaming-HBM fraction for this cluster (docs/compute.md): the
+    estimator's memory-bound rate becomes datasheet x measured fraction x the fitted residual."""
     result = calibrate([_write(tmp_path, "hbm.json", HBM)], cluster="dgx-h100")
-    assert "compute" not in result.document
-    assert "91.6%" in result.device[0] and "reported, not written" in result.device[0]  # 3.07 of 3.35 TB/s
+    assert result.document["compute"] == {"memory_bound_efficiency": pytest.approx(3.07 / 3.35, rel=2e-3)}
+    assert "91.6%" in result.device[0] and "memory_bound_efficiency" in result.device[0]  # 3.07 of 3.35 TB/s
+    from tierwise.estimate.step import memory_bound_bytes_per_s
+    from tierwise.specs.cluster import load_cluster
+
+    acc = load_cluster("dgx-h100").accelerator
+    measured = memory_bound_bytes_per_s(acc, result.document["compute"])
+    from tierwise.estimate.step import _compute_params
+
+    assert measured == pytest.approx(acc.hbm_bytes_per_s * 3.07 / 3.35 * _compute_params()["memory_bound_residual"],
+                                     rel=2e-3)
 
 
 @pytest.mark.parametrize("rows, kwargs, needle", [

@@ -76,7 +76,7 @@ def test_a_parameter_no_row_informs_keeps_its_start(cases):
 
     others = [c for c in cases if c.source_id != "narayanan2021_t2"]
     fitted, info = fit_parameters(others)
-    assert info["not_informed"] == ["torch_op_overhead"]
+    assert info["not_informed"] == ["attention_efficiency_sdpa", "torch_op_overhead"]
     assert fitted["torch_op_overhead"] == START["torch_op_overhead"]
     _, info_all = fit_parameters(cases)
-    assert info_all["not_informed"] == []
+    assert info_all["not_informed"] == ["attention_efficiency_sdpa"]  # no row runs SDPA by default

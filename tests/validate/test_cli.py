@@ -26,7 +26,7 @@ def test_json_document(capsys):
         assert abs(sum(r["step_shares"].values()) - 1.0) < 1e-6
     assert {s["row_id"] for s in doc["summary"]["skipped"]} == {"42", "43"}
     assert doc["worst_rows"] and doc["worst_rows"][0]["dominant_term"]
-    assert "attention_efficiency" in doc["parameters"]
+    assert "attention_efficiency_cudnn" in doc["parameters"]
 
 
 def test_source_filter(capsys):

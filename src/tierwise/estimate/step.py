@@ -58,15 +58,28 @@ import numpy as np
 from tierwise.collectives.model import collective_cost as _collective_cost
 from tierwise.hierarchy import TIER_ORDER, GroupHops, GroupSpan, group_hops, group_span, pair_span
 from tierwise.specs.cluster import Cluster
+from tierwise.specs.compute import (
+    ATTENTION_KERNELS,
+    attention_kernel_overlap,
+    compute_profile,
+    default_attention_kernel,
+    grouped_gemm_efficiency,
+    moe_kernels_per_layer,
+)
 from tierwise.specs.model import ModelSpec
 from tierwise.specs.parameters import load_parameters
 from tierwise.specs.plan import PRECISION, ZERO3_GATHER, PlanBatch, Recompute
 from tierwise.units import parse_bytes
-from tierwise.workload.flops import Gemm, ModelShape, attention_core_flops_per_token, model_shape
+from tierwise.workload.flops import (
+    Gemm,
+    ModelShape,
+    attention_core_flops_per_token,
+    model_shape,
+)
 from tierwise.workload.memory import activation_bytes_per_token_per_layer, in_flight_microbatches
 from tierwise.workload.traffic import axis_strides, layer_traffic
 
-__all__ = ["estimate", "StepEstimates", "AXES", "TIERS"]
+__all__ = ["estimate", "StepEstimates", "AXES", "TIERS", "memory_bound_bytes_per_s"]
 
 AXES = ("tp", "cp", "ep", "pp", "dp")
 TIERS = TIER_ORDER
@@ -171,6 +184,8 @@ class LayerCompute:
     rec_moe: np.ndarray
     logits_t: np.ndarray
     logits_elem: np.ndarray
+    moe_host_extra: np.ndarray | float = 0.0
+    """Per MoE layer and micro-batch: CPU launch time beyond the MoE block's GPU time (forward + backward)."""
 
 
 @dataclass(frozen=True)
@@ -329,7 +344,7 @@ def _compute_params():
 
 
 def _gemm_time(gemm: Gemm, tokens, tp, etp, peak, cp_params, experts_per_rank=None, top_k=1, *,
-               hbm_bytes_per_s=None, in_bytes=2.0):
+               hbm_bytes_per_s=None, in_bytes=2.0, sms=0):
     """Seconds and FLOPs of one forward GEMM over ``tokens`` tokens on one rank (arrays).
 
     ``t = max(2 M N K / (peak x eff(M, N, K)), bytes / HBM) + w x bytes / HBM`` with
@@ -339,6 +354,12 @@ def _gemm_time(gemm: Gemm, tokens, tp, etp, peak, cp_params, experts_per_rank=No
     (``matmul_memory_weight``) is the fraction of that traffic time the MMA pipeline does not hide: an
     additive roofline (Williams et al. 2009, CACM 52(4)), so the part's own FLOP:byte ratio from its
     datasheet sets how much a skinny GEMM loses (H100: 295 FLOP/B vs A100: 156 FLOP/B).
+
+    A routed-expert GEMM runs as one grouped GEMM over the rank's experts: its efficiency is further
+    multiplied by :func:`tierwise.specs.compute.grouped_gemm_efficiency` (tile quantization of the rows per
+    expert and of the expert width, wave quantization over ``sms``), and its time by ``moe_load_imbalance``
+    (the busiest rank's tokens over the mean: the EP ranks meet at the combine all-to-all, so the busiest sets
+    the pace).
     """
     split = np.where(gemm.expert, etp, tp) if gemm.split != "none" else 1
     split = np.asarray(split, dtype=float)
@@ -356,7 +377,11 @@ def _gemm_time(gemm: Gemm, tokens, tp, etp, peak, cp_params, experts_per_rank=No
     d0, emax = cp_params["matmul_half_dim"], cp_params["matmul_efficiency_max"]
     eff = emax / (1 + d0 / np.maximum(rows, 1) + d0 / n + d0 / k)
     flops = 2.0 * n * k * total_tokens
+    if gemm.expert:
+        eff = eff * grouped_gemm_efficiency(rows, n, k, experts_per_rank, sms)
     t = flops / (peak * eff)
+    if gemm.expert:
+        t = t * cp_params.get("moe_load_imbalance", 1.0)
     if hbm_bytes_per_s is not None:
         traffic = copies * (in_bytes * (rows * k + k * n) + 2.0 * rows * n)
         memory_t = traffic / hbm_bytes_per_s
@@ -389,7 +414,7 @@ def _stage_layers(model: ModelSpec, plans: PlanBatch):
 
 
 def _layer_times(model, shape: ModelShape, plans: PlanBatch, tokens, peak, cparams, moe_layer: bool,
-                 hbm_bytes_per_s=None, in_bytes=2.0):
+                 hbm_bytes_per_s=None, in_bytes=2.0, sms=0):
     """Forward seconds and FLOPs of the weight GEMMs of one layer on one rank."""
     tp, etp, ep = plans.tp.astype(float), plans.etp.astype(float), plans.ep.astype(float)
     lin_t = np.zeros(len(plans))
@@ -399,7 +424,7 @@ def _layer_times(model, shape: ModelShape, plans: PlanBatch, tokens, peak, cpara
         experts_per_rank = shape.num_experts / ep
         for g in shape.moe_gemms:
             t, f = _gemm_time(g, tokens, tp, etp, peak, cparams, experts_per_rank, shape.top_k,
-                              hbm_bytes_per_s=hbm_bytes_per_s, in_bytes=in_bytes)
+                              hbm_bytes_per_s=hbm_bytes_per_s, in_bytes=in_bytes, sms=sms)
             lin_t, lin_f = lin_t + t, lin_f + f
     else:
         gemms += list(shape.dense_mlp_gemms)
@@ -461,7 +486,7 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
     hw_tflops = hw_flops / (step * P.num_gpus)
     tokens_step = plans.global_batch_size * P.s
     m, layers_slow, moe_slow = P.m, pipe.layers, pipe.moe_layers
-    compute_useful = m * (3 * pipe.fwd + layers_slow * C.attn_bwd_extra)
+    compute_useful = m * (3 * pipe.fwd + layers_slow * C.attn_bwd_extra + moe_slow * C.moe_host_extra)
     memory_bound_s = m * 3 * ((layers_slow - moe_slow) * C.elem_dense + moe_slow * C.elem_moe
                               + np.where((pipe.slow == 1) | (P.pp == 1), C.logits_elem / 3, 0.0))
     memory = _memory(model, shape, cluster, plans, P, S, D, cparams)
@@ -509,6 +534,8 @@ def _derive(plans: PlanBatch) -> Derived:
 def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P: Derived, cparams) -> LayerCompute:
     """Forward time of one layer (dense and MoE) on one rank for one micro-batch, and its recompute."""
     tp, etp, tokens, rc = P.tp, P.etp, P.tokens, P.rc
+    prof = compute_profile(acc)
+    cparams = _per_accelerator(cparams, prof)
     bf16_peak = acc.peak_flops_per_s("bf16")
     fp8_peak = acc.peak_dense_flops_per_s.get("fp8", bf16_peak)
     is_fp8 = plans.precision == PRECISION.index("fp8")
@@ -516,7 +543,7 @@ def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P: Derived, 
     hbm_raw = acc.hbm_bytes_per_s
     in_bytes = np.where(is_fp8, 1.0, 2.0)
     dense_lin_t, _ = _layer_times(model, shape, plans, tokens, gemm_peak, cparams, False, hbm_raw, in_bytes)
-    moe_lin_t = (_layer_times(model, shape, plans, tokens, gemm_peak, cparams, True, hbm_raw, in_bytes)[0]
+    moe_lin_t = (_layer_times(model, shape, plans, tokens, gemm_peak, cparams, True, hbm_raw, in_bytes, prof.sms)[0]
                  if model.moe is not None else dense_lin_t * 0)
     core_f = attention_core_flops_per_token(model, shape, P.s, causal_halving=True) * tokens / tp
     # flash attention loses efficiency on short sequences (fewer key tiles per query tile to amortize each
@@ -524,14 +551,21 @@ def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P: Derived, 
     # sequence chunk; s_half from measured FA2/FA3 throughput (catalog/parameters.yaml)
     s_chunk = P.s / P.cp
     seq_eff = s_chunk / (s_chunk + cparams["attention_half_seq_tokens"])
-    core_t = core_f / (bf16_peak * cparams["attention_efficiency"] * seq_eff)
-    # flash-attention backward runs at a fraction ``attention_backward_ratio`` (<= 1) of the forward's
-    # efficiency: it recomputes the scores and does five GEMMs against the forward's two (Dao 2023,
-    # FlashAttention-2, sections 3.1.2 and 4.1: up to 73% of A100 peak forward, 63% backward); the extra time
-    # of one layer's attention backward over the 2 x forward that "3 x forward" already counts:
-    attn_bwd_eff = cparams["attention_efficiency"] * cparams["attention_backward_ratio"]
-    attn_bwd_extra = 2.0 * core_f / bf16_peak / seq_eff * (1.0 / attn_bwd_eff - 1.0 / cparams["attention_efficiency"])
+    # attention's own roofline (docs/compute.md): the two forward GEMMs (QK^T, PV) at the kernel family's
+    # matmul efficiency, and one exp2 per unmasked score on the special-function unit (SMs x clock x 16);
+    # FA3/cuDNN-class kernels overlap the two (max), FA2/SDPA run them one after the other (sum). The
+    # backward recomputes P (one more exp2 per score) and runs its GEMMs at attention_backward_ratio of the
+    # forward's efficiency; recompute (full or selective) repeats the forward, exponentials included.
+    kernel_eff, overlap = _attention_kernels(plans, acc.generation, cparams)
+    mm_eff = kernel_eff * seq_eff * prof.clock_factor
+    # unmasked scores of the rank: the core FLOPs over 2 (d_qk + d_v) per score (flops.attention_scores_per_token)
+    t_exp = core_f / (2.0 * (shape.qk_head_dim + shape.v_head_dim)) / prof.exp2_per_s
+    core_t = _overlapped(core_f / (bf16_peak * mm_eff), t_exp, overlap)
+    bwd_t = _overlapped(2.0 * core_f / (bf16_peak * mm_eff * cparams["attention_backward_ratio"]), t_exp, overlap)
+    # the extra time of one layer's attention backward over the 2 x forward that "3 x forward" already counts
+    attn_bwd_extra = bwd_t - 2.0 * core_t
     hbm = acc.hbm_bytes_per_s * cparams["memory_bound_efficiency"]
+    moe_host_extra = np.zeros(P.n)
     seq_shard = np.where(P.sp, tp, 1.0)
     f_dense = model.ffn_hidden_size
     f_bytes = cparams["elementwise_bytes_per_f_gated" if model.gated_mlp else "elementwise_bytes_per_f"]
@@ -540,6 +574,18 @@ def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P: Derived, 
     if model.moe is not None:
         f_moe = model.moe.top_k * model.moe.ffn_hidden_size / etp + model.moe.shared_experts * model.moe.shared_ffn_hidden_size / tp
         elem_moe = tokens * (cparams["elementwise_bytes_per_h"] * model.hidden_size / seq_shard + f_bytes * f_moe) / hbm
+        # token permute and unpermute (Megatron-Core moe_utils permute / unpermute): the permute reads each
+        # token's h and writes top_k copies, the unpermute reads the top_k expert outputs and writes their
+        # probability-weighted sum: 2 x (1 + top_k) h bf16 elements = 4 (1 + top_k) h bytes per token forward
+        permute = tokens / seq_shard * 4.0 * (1 + model.moe.top_k) * model.hidden_size / hbm
+        elem_moe = elem_moe + permute
+        # host side: the dispatcher copies the tokens-per-expert counts to the host to size the all-to-all, so
+        # the CPU cannot run ahead of the GPU into the MoE block; its kernels then start at the CPU's launch
+        # pace, and the block costs max(GPU time, kernels x torch_op_overhead), forward and backward
+        kf, kb = moe_kernels_per_layer("alltoall")
+        op = cparams["torch_op_overhead"]
+        gpu_moe = moe_lin_t + permute
+        moe_host_extra = np.maximum(kf * op - gpu_moe, 0.0) + np.maximum(kb * op - 2.0 * gpu_moe, 0.0)
     else:
         elem_moe = elem_dense * 0
     # FP8 GEMMs need their inputs cast: each activation input of a layer's GEMMs is read in bf16 and written
@@ -565,7 +611,7 @@ def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P: Derived, 
     fwd_moe = moe_lin_t + core_t + elem_moe
     return LayerCompute(
         bf16_peak=bf16_peak, plan_peak=np.where(is_fp8, fp8_peak, bf16_peak), hbm=hbm, seq_shard=seq_shard,
-        dense_lin_t=dense_lin_t, core_t=core_t, attn_bwd_extra=attn_bwd_extra,
+        dense_lin_t=dense_lin_t, core_t=core_t, attn_bwd_extra=attn_bwd_extra, moe_host_extra=moe_host_extra,
         elem_dense=elem_dense, elem_moe=elem_moe, fwd_dense=fwd_dense, fwd_moe=fwd_moe,
         # recompute adds a forward: full = the whole layer, selective = the attention core
         rec_dense=np.select([rc == Recompute.FULL, rc == Recompute.SELECTIVE], [fwd_dense, core_t], 0.0),
@@ -578,6 +624,64 @@ def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P: Derived, 
         logits_elem=tokens * model.vocab_size / tp
         * (4 * 3 + np.where(plans.fused_cross_entropy, 0.0, cparams["cross_entropy_unfused_extra_bytes"])) / hbm,
     )
+
+
+def _per_accelerator(cparams, prof):
+    """``cparams`` with the absolute large-GEMM and memory-bound efficiencies of this accelerator.
+
+    ``matmul_efficiency_max`` = the accelerator's measured large-GEMM fraction (compute.yaml, times its
+    sustained-clock factor under a power cap), or the cluster's own ``measure gemm`` figure where its
+    ``compute:`` block (or an explicit parameter) gives one, times the global fitted ``matmul_residual``
+    (what training GEMMs reach of a microbenchmark's best shape). ``memory_bound_efficiency`` = the
+    measured streaming HBM fraction, or the cluster's ``measure hbm`` figure, times ``memory_bound_residual``.
+    """
+    out = dict(cparams)
+    gemm = cparams.get("matmul_efficiency_max", prof.gemm_fraction * prof.clock_factor)
+    out["matmul_efficiency_max"] = gemm * cparams.get("matmul_residual", 1.0)
+    out["memory_bound_efficiency"] = (cparams.get("memory_bound_efficiency", prof.hbm_fraction)
+                                      * cparams.get("memory_bound_residual", 1.0))
+    return out
+
+
+def memory_bound_bytes_per_s(acc, cparams=None) -> float:
+    """Achievable HBM bytes/s of memory-bound kernels on ``acc``: datasheet x measured streaming fraction (or a
+    given ``memory_bound_efficiency``) x the fitted ``memory_bound_residual`` (:func:`_per_accelerator`)."""
+    cp_ = _per_accelerator({**_compute_params(), **(cparams or {})}, compute_profile(acc))
+    return acc.hbm_bytes_per_s * cp_["memory_bound_efficiency"]
+
+
+def _overlapped(t_mm, t_exp, overlap):
+    """Matmul and exponential time of an attention kernel: ``max + (1 - overlap) x min`` (1: the max, FA3 /
+    cuDNN class; 0: the sum, FA2 / SDPA: compute.yaml attention_kernels)."""
+    return np.maximum(t_mm, t_exp) + (1.0 - overlap) * np.minimum(t_mm, t_exp)
+
+
+def _attention_kernels(plans: PlanBatch, generation: str, cparams):
+    """(matmul efficiency, overlap) arrays of each plan's attention kernel family.
+
+    The family is the plan's ``attention_kernel`` where the plan has that field (codes into
+    ``tierwise.specs.plan.ATTENTION_KERNEL`` or names; empty or unknown: the default), else the default for
+    the accelerator's generation (:func:`tierwise.specs.compute.default_attention_kernel`). Each family's
+    efficiency is the global ``attention_efficiency_<family>`` (one fitted value per family).
+    """
+    n = len(plans)
+    default = default_attention_kernel(generation)
+    raw = getattr(plans, "attention_kernel", None)
+    if raw is None:
+        kinds, inverse = np.array([default]), np.zeros(n, dtype=np.int64)
+    else:
+        codes, inverse = np.unique(np.asarray(raw), return_inverse=True)
+        from tierwise.specs import plan as plan_mod
+
+        names = getattr(plan_mod, "ATTENTION_KERNEL", ATTENTION_KERNELS)
+        kinds = []
+        for c in codes:
+            name = names[int(c)] if np.issubdtype(np.asarray(c).dtype, np.integer) and 0 <= int(c) < len(names) else c
+            kinds.append(name if name in ATTENTION_KERNELS else default)
+        kinds = np.array(kinds)
+    eff = np.array([cparams[f"attention_efficiency_{k}"] for k in kinds])[inverse]
+    overlap = np.array([attention_kernel_overlap(k, generation) for k in kinds])[inverse]
+    return eff, overlap
 
 
 def _eager_extra_bytes(model: ModelSpec, tokens, tp, etp, seq_shard, cparams):
@@ -725,7 +829,7 @@ def _pipeline(P: Derived, C: LayerCompute, S: StageCompute, X: LayerComm) -> Pip
     per_mb, comm_mb = [], []
     for fwd, rec, layers, moe_layers in zip(S.fwd, S.rec, S.layers, S.moe, strict=True):
         comm = layers * (X.tp_layer_exposed + X.cp_layer_exposed) + moe_layers * X.ep_layer_exposed + X.pp_t
-        per_mb.append(3 * fwd + rec + layers * C.attn_bwd_extra + comm)
+        per_mb.append(3 * fwd + rec + layers * C.attn_bwd_extra + moe_layers * C.moe_host_extra + comm)
         comm_mb.append(comm)
     t_mb = np.maximum(per_mb[0], per_mb[1])
     t_mb = np.where(S.mid_exists, np.maximum(t_mb, per_mb[2]), t_mb)

@@ -19,9 +19,11 @@ A ``measure gemm --json`` result (one GPU) calibrates the accelerator instead of
 throughput among the BF16/FP16 GEMMs whose every dimension is at least 4,096, over the ``--cluster``
 accelerator's dense datasheet peak of that precision, is the achievable fraction of peak for a large GEMM,
 written as ``compute: {matmul_efficiency_max: ...}``, which the estimator then uses for that cluster in
-place of the global fit. A ``measure hbm --json`` result is reported against the datasheet HBM bandwidth
-and not written: the estimator's memory-bound fraction is fitted to whole training steps (fused kernels,
-launch gaps), which a STREAM kernel does not measure.
+place of the catalog's microbenchmark figure (catalog/compute.yaml; the global fitted ``matmul_residual``
+still applies). A ``measure hbm --json`` result is compared with the datasheet HBM bandwidth the same way
+and written as ``compute: {memory_bound_efficiency: ...}``: the streaming fraction, which replaces the
+catalog's ``hbm_fraction`` for that cluster (the fitted ``memory_bound_residual`` still applies: what fused
+training kernels reach of a STREAM kernel; docs/compute.md).
 
 A gloo all-reduce sweep with every rank on one host (``backend: gloo``, ``ranks_per_node == num_ranks``:
 TCP loopback, no per-rank links) is written with ``model: host-copy`` and each regime carries
@@ -127,13 +129,15 @@ def gemm_efficiency(rows: list[dict], accelerator, source: str = "measure gemm")
     return eff, line
 
 
-def hbm_report(rows: list[dict], accelerator) -> str:
-    """One line: the best STREAM kernel's bandwidth against the datasheet HBM bandwidth (reported only)."""
+def hbm_report(rows: list[dict], accelerator) -> tuple[float, str]:
+    """The best STREAM kernel's bandwidth as a fraction of the datasheet HBM bandwidth (capped at 1), and one
+    line saying so."""
     best = max(rows, key=lambda r: float(r["bytes_per_s"]))
     frac = float(best["bytes_per_s"]) / accelerator.hbm_bytes_per_s
-    return (f"hbm: STREAM {best['kernel']} {float(best['bytes_per_s']) / 1e9:.0f} GB/s = {frac:.1%} of "
-            f"{accelerator.name}'s datasheet {accelerator.hbm_bytes_per_s / 1e9:.0f} GB/s (reported, not written: "
-            "the memory-bound fraction is fitted to whole training steps)")
+    return min(frac, 1.0), (
+        f"hbm: STREAM {best['kernel']} {float(best['bytes_per_s']) / 1e9:.0f} GB/s = {frac:.1%} of "
+        f"{accelerator.name}'s datasheet {accelerator.hbm_bytes_per_s / 1e9:.0f} GB/s -> "
+        "compute.memory_bound_efficiency (times the fitted memory_bound_residual)")
 
 
 def is_host_loopback(sweep: NcclSweep) -> bool:
@@ -390,7 +394,7 @@ def calibrate(paths: list[str], *, cluster: str | None = None, select: str | Non
         if device[0] == "gemm":
             compute["matmul_efficiency_max"], line = gemm_efficiency(device[1], accelerator, str(path))
         else:
-            line = hbm_report(device[1], accelerator)
+            compute["memory_bound_efficiency"], line = hbm_report(device[1], accelerator)
         device_lines.append(line)
     if select:
         sweeps = [s for s in sweeps if select in s.label]

@@ -9,7 +9,7 @@ cluster (``base: dgx-h100``) and override any key, or describe a cluster fully. 
 fitted by ``tierwise calibrate`` (``fitted``) or simulated by ``tierwise simulate --emit-cluster``
 (``efficiency``); the collective model uses them in place of the catalog defaults. ``compute`` overrides
 global compute parameters with what was measured on this cluster's accelerator (``tierwise calibrate`` of a
-``measure gemm`` result: ``matmul_efficiency_max``).
+``measure gemm`` result: ``matmul_efficiency_max``; of a ``measure hbm`` result: ``memory_bound_efficiency``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ _KEYS = (
     "host_bandwidth", "scale_up_latency", "host_latency", "scale_out_latency", "scale_out_levels", "efficiency",
     "fitted", "compute", "source", "notes", "num_gpus_max",
 )
-COMPUTE_KEYS = ("matmul_efficiency_max",)
+COMPUTE_KEYS = ("matmul_efficiency_max", "memory_bound_efficiency")
 """Compute parameters a cluster file may override (measured on its accelerator)."""
 TIER_NAMES = ("scale_up", "host", "scale_out")
 

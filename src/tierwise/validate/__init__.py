@@ -72,6 +72,10 @@ def _finish(doc: dict, path, source, cross_validate) -> dict:
     cases = [c for c in all_cases if source is None or c.source_id == source]
     v = validate(cases=cases)
     doc["parameters"] = {k: v_ for k, v_ in _compute_params().items() if isinstance(v_, int | float)}
+    from tierwise.specs.compute import unmeasured
+
+    # catalog accelerators without their own large-GEMM / HBM microbenchmark, and the figure each uses instead
+    doc["compute_fallbacks"] = unmeasured()
     doc["summary"] = v.summary
     doc["rows"] = row_records(v)
     doc["worst_rows"] = [{k: r[k] for k in ("row_id", "source_id", "model", "plan", "error_pct", "dominant_term",

@@ -21,9 +21,11 @@ __all__ = ["FITTED", "fit_parameters", "cross_validate", "objective_residuals", 
            "yaml_number", "installed_parameters_path"]
 
 FITTED: dict[str, tuple[float, float]] = {
-    "matmul_efficiency_max": (0.4, 0.98),
-    "attention_efficiency": (0.1, 0.9),
-    "memory_bound_efficiency": (0.2, 1.0),
+    "matmul_residual": (0.5, 1.2),
+    "attention_efficiency_flash2": (0.05, 0.95),
+    "attention_efficiency_sdpa": (0.05, 0.95),
+    "attention_efficiency_cudnn": (0.05, 0.95),
+    "memory_bound_residual": (0.2, 1.1),
     "matmul_memory_weight": (0.0, 4.0),
     "attention_backward_ratio": (0.3, 1.0),
     "torch_op_overhead": (2e-6, 3e-5),
@@ -32,9 +34,11 @@ FITTED: dict[str, tuple[float, float]] = {
 """The fitted global parameters and their bounds (physically meaningful ranges)."""
 
 START: dict[str, float] = {
-    "matmul_efficiency_max": 0.80,
-    "attention_efficiency": 0.55,
-    "memory_bound_efficiency": 0.70,
+    "matmul_residual": 1.0,
+    "attention_efficiency_flash2": 0.7,
+    "attention_efficiency_sdpa": 0.7,
+    "attention_efficiency_cudnn": 0.75,
+    "memory_bound_residual": 0.8,
     "matmul_memory_weight": 0.5,
     "attention_backward_ratio": 0.86,
     "torch_op_overhead": 1e-5,

@@ -29,7 +29,7 @@ import numpy as np
 
 from tierwise.specs.model import ModelSpec
 
-__all__ = ["Gemm", "ModelShape", "model_shape", "attention_core_flops_per_token"]
+__all__ = ["Gemm", "ModelShape", "model_shape", "attention_core_flops_per_token", "attention_scores_per_token"]
 
 
 @dataclass(frozen=True)
@@ -177,3 +177,16 @@ def attention_core_flops_per_token(m: ModelSpec, shape: ModelShape, seq_length, 
         full_ctx, window_ctx = s, w
     ctx = (full_layers * full_ctx + m.sliding_window_layers * window_ctx) / m.num_layers
     return per_ctx * ctx
+
+
+def attention_scores_per_token(m: ModelSpec, shape: ModelShape, seq_length, causal_halving: bool = True):
+    """Unmasked attention scores per token, averaged over layers (array over plans): ``a x ctx``.
+
+    Each score costs ``2 (d_qk + d_v)`` FLOPs of the forward's two GEMMs (QK^T and PV) and one exponential of
+    the softmax (an ``exp2`` on the special-function unit after folding ``log2 e`` into the scale:
+    FlashAttention-2, Dao 2023, sec. 3.1; FA3, Shah et al. 2024, sec. 3), so this is
+    :func:`attention_core_flops_per_token` over ``2 (d_qk + d_v)``, with the same causal and sliding-window
+    context.
+    """
+    per_score = 2.0 * (shape.qk_head_dim + shape.v_head_dim)
+    return attention_core_flops_per_token(m, shape, seq_length, causal_halving) / per_score

@@ -1,0 +1,207 @@
+"""Per-accelerator compute microarchitecture and microbenchmark figures (``catalog/compute.yaml``).
+
+The estimator's compute roofline (:mod:`tierwise.estimate.step`) reads three things per accelerator:
+
+* the **large-GEMM fraction** of the dense BF16 peak a measured cuBLAS/hipBLASLt GEMM reaches (maximum
+  achievable matmul FLOPS), and the **streaming HBM fraction** of the datasheet bandwidth;
+* the **special-function (MUFU) exp2 rate**, ``SMs x clock x ex2 per clock per SM`` (CUDA C++ Programming
+  Guide, arithmetic instruction throughput table: 16 per SM per clock for exp2f on compute capability
+  5.x-10.0; H100 SXM: 132 x 1.83 GHz x 16 = 3.87e12/s, the "3.9 TFLOPS of special functions" of
+  FlashAttention-3, Shah et al. 2024 sec. 3; doubled on Blackwell Ultra);
+* a **sustained-clock factor** for a part run below the board power its figures were measured at.
+
+An accelerator without its own measurement uses another's fraction: its ``*_like`` entry, else the
+catalog accelerator of the same generation and the same dense BF16 peak (the same die: the 500 W H100
+96 GB of torchtitan uses the H100 SXM's), else the median of the measured fractions.
+:func:`unmeasured` lists which accelerators do so and what they use (docs/compute.md).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from tierwise.specs import catalog
+
+__all__ = ["ComputeProfile", "compute_profile", "compute_catalog", "unmeasured", "attention_kernel_overlap",
+           "default_attention_kernel", "ATTENTION_KERNELS", "clock_factor", "moe_kernels_per_layer",
+           "grouped_gemm_efficiency"]
+
+ATTENTION_KERNELS = ("flash2", "sdpa", "cudnn")
+"""Attention kernel families (FlashAttention-2 / Triton, PyTorch SDPA, cuDNN / FlashAttention-3 class)."""
+
+
+@functools.cache
+def compute_catalog() -> dict[str, Any]:
+    """The raw ``catalog/compute.yaml`` (cached; read-only)."""
+    text = resources.files("tierwise.specs").joinpath("catalog", "compute.yaml").read_text()
+    return catalog.load_yaml_text(text, "catalog/compute.yaml")
+
+
+@dataclass(frozen=True)
+class ComputeProfile:
+    """What the compute roofline needs of one accelerator (see the module docstring)."""
+
+    sms: int
+    clock_hz: float
+    exp2_per_clock_per_sm: int
+    gemm_fraction: float
+    gemm_from: str
+    """``measured`` or where the fraction comes from (``as h100-sxm``, ``median of measured``)."""
+    hbm_fraction: float
+    hbm_from: str
+    clock_factor: float
+    """Sustained clock under a power cap below ``rated_power_w`` over the rated clock (1 when not capped)."""
+
+    @property
+    def exp2_per_s(self) -> float:
+        """Special-function exp2 results per second: SMs x sustained clock x ex2 per clock per SM (infinite,
+        never binding, when the SM count is unknown)."""
+        if self.sms <= 0:
+            return float("inf")
+        return self.sms * self.clock_hz * self.clock_factor * self.exp2_per_clock_per_sm
+
+
+def clock_factor(power_w: float | None, rated_power_w: float | None) -> float:
+    """Sustained clock of a part capped at ``power_w`` relative to its clock at ``rated_power_w``.
+
+    Derivation: dynamic power ``P ~ C V^2 f`` and, in the DVFS range, ``V ~ f``, so ``P ~ f^3`` and a
+    power-limited part sustains ``f / f_rated = (P / P_rated)^(1/3)`` (Weste & Harris, CMOS VLSI Design,
+    sec. 5.1 dynamic power; the cube law of DVFS). A tensor-core-bound training step holds an H100 SXM at its
+    power limit, so a 500 W H100 sustains (500/700)^(1/3) = 0.894 of the 700 W part's clock. Never above 1.
+    """
+    if not power_w or not rated_power_w or power_w >= rated_power_w:
+        return 1.0
+    return float((power_w / rated_power_w) ** (1.0 / 3.0))
+
+
+def _entry_for(acc) -> tuple[str | None, dict | None]:
+    table = compute_catalog()["accelerators"]
+    if acc.name in table:
+        return acc.name, table[acc.name]
+    # same die: a catalog accelerator of the same generation and dense BF16 peak (a cluster file's variant)
+    peak = acc.peak_dense_flops_per_s.get("bf16")
+    for name in sorted(table):
+        try:
+            other = catalog.entry("accelerators", name)
+        except Exception:  # noqa: BLE001 - a compute.yaml name missing from accelerators.yaml: skip it
+            continue
+        if other.get("generation") == acc.generation and peak and \
+                abs(float(other.get("peak_dense_tflops", {}).get("bf16", 0)) * 1e12 - peak) < 1e9 and "gemm_bf16_fraction" in table[name]:
+            return name, table[name]
+    return None, None
+
+
+def _fraction(name: str | None, entry: dict | None, key: str) -> tuple[float, str]:
+    table = compute_catalog()["accelerators"]
+    measured = sorted(float(v[f"{key}_fraction"]) for v in table.values() if f"{key}_fraction" in v)
+    seen = set()
+    while entry is not None and name not in seen:
+        seen.add(name)
+        if f"{key}_fraction" in entry:
+            return float(entry[f"{key}_fraction"]), "measured" if len(seen) == 1 else f"as {name}"
+        name = entry.get(f"{key.split('_')[0]}_like")  # gemm_bf16 -> gemm_like, hbm -> hbm_like
+        entry = table.get(name) if name else None
+    return float(np.median(measured)), "median of measured"
+
+
+def compute_profile(acc) -> ComputeProfile:
+    """The :class:`ComputeProfile` of accelerator ``acc`` (:class:`~tierwise.specs.accelerator.Accelerator`).
+
+    An accelerator absent from compute.yaml (a TPU, a user's part) gets the median measured fractions, 16
+    exp2 per clock per unit and, when its SM count is unknown, an exp2 rate that never binds (infinite):
+    the attention roofline then reduces to its matmul part.
+    """
+    name, entry = _entry_for(acc)
+    gemm, gemm_from = _fraction(name, entry, "gemm_bf16")
+    hbm, hbm_from = _fraction(name, entry, "hbm")
+    if name is not None and name != acc.name:
+        gemm_from = gemm_from if gemm_from != "measured" else f"as {name}"
+        hbm_from = hbm_from if hbm_from != "measured" else f"as {name}"
+    if entry is None:
+        return ComputeProfile(sms=0, clock_hz=float("inf"), exp2_per_clock_per_sm=16, gemm_fraction=gemm,
+                              gemm_from=gemm_from, hbm_fraction=hbm, hbm_from=hbm_from, clock_factor=1.0)
+    return ComputeProfile(
+        sms=int(entry["sms"]), clock_hz=float(entry["clock_ghz"]) * 1e9,
+        exp2_per_clock_per_sm=int(entry["exp2_per_clock_per_sm"]), gemm_fraction=gemm, gemm_from=gemm_from,
+        hbm_fraction=hbm, hbm_from=hbm_from,
+        clock_factor=clock_factor(acc.power_w, entry.get("rated_power_w")),
+    )
+
+
+def unmeasured() -> list[dict[str, str]]:
+    """Catalog accelerators without their own large-GEMM or HBM measurement, and what they use instead."""
+    from tierwise.specs.accelerator import load_accelerator
+
+    out = []
+    for name in catalog.names("accelerators"):
+        p = compute_profile(load_accelerator(name))
+        if p.gemm_from != "measured" or p.hbm_from != "measured":
+            out.append({"accelerator": name, "gemm": f"{p.gemm_fraction:.3f} ({p.gemm_from})",
+                        "hbm": f"{p.hbm_fraction:.3f} ({p.hbm_from})"})
+    return out
+
+
+def default_attention_kernel(generation: str) -> str:
+    """The attention kernel family a plan that names none runs on ``generation`` (A100: FlashAttention-2;
+    Hopper and Blackwell: cuDNN / FlashAttention-3 class; anything else: SDPA)."""
+    return compute_catalog()["default_attention_kernel"].get(generation or "", "sdpa")
+
+
+def attention_kernel_overlap(kernel: str, generation: str = "") -> float:
+    """Fraction of the shorter of (matmul, exponential) time a kernel family hides behind the longer.
+
+    FA3/cuDNN-class kernels overlap softmax with the GEMMs only where the hardware has asynchronous
+    warpgroup MMA (Hopper, Blackwell); on Ampere the same family runs as FA2 does (no overlap).
+    """
+    kernels = compute_catalog()["attention_kernels"]
+    if kernel not in kernels:
+        from tierwise.errors import SpecError
+
+        raise SpecError(f"attention kernel {kernel!r} is not one of {', '.join(kernels)}")
+    if generation == "ampere":
+        return 0.0
+    return float(kernels[kernel]["overlap"])
+
+
+def moe_kernels_per_layer(dispatcher: str = "alltoall") -> tuple[int, int]:
+    """(forward, backward) kernels one MoE layer launches with ``dispatcher`` (compute.yaml moe_dispatchers)."""
+    table = compute_catalog()["moe_dispatchers"]
+    d = table.get(dispatcher, table["alltoall"])
+    return int(d["kernels_forward"]), int(d["kernels_backward"])
+
+
+def grouped_gemm_efficiency(rows, n, k, groups, sms):
+    """Useful over padded tile work of a grouped GEMM, times its wave utilization (arrays broadcast).
+
+    ``rows`` tokens per expert (M), ``n`` and ``k`` the expert GEMM's output and reduction widths,
+    ``groups`` experts on the rank, ``sms`` streaming multiprocessors; tile ``tm x tn x tk`` from
+    compute.yaml (``grouped_gemm_tile``).
+
+    * Tile quantization: every expert's rows are padded to whole tiles. Routing makes an expert's row count
+      vary from step to step, so its remainder mod ``tm`` is spread out and the expected padded rows are
+      ``M + tm/2`` once ``M > tm/2``, and a whole tile below: ``M_pad = max(tm, M + tm/2)``. The expert
+      width and ``K`` are fixed: ``N_pad = ceil(N / tn) tn``, ``K_pad = ceil(K / tk) tk``.
+    * Wave quantization: ``T = groups x (M_pad/tm) x (N_pad/tn)`` tiles run on ``sms`` SMs one tile each per
+      wave; with ``T`` varying the last wave is on average half full: utilization ``T / max(sms, T + sms/2)``
+      (``T / sms`` for a single partial wave).
+
+    The product lies in (0, 1], rises with ``M`` and with ``groups``; with ``sms`` 0 (unknown) only the tile
+    term applies.
+    """
+    g = compute_catalog()["grouped_gemm_tile"]
+    tm, tn, tk = float(g["m"]), float(g["n"]), float(g["k"])
+    rows = np.maximum(np.asarray(rows, dtype=float), 1e-9)
+    m_pad = np.maximum(tm, rows + tm / 2)
+    n_pad = np.ceil(np.asarray(n, dtype=float) / tn) * tn
+    k_pad = np.ceil(np.asarray(k, dtype=float) / tk) * tk
+    tile = rows * n * k / (m_pad * n_pad * k_pad)
+    if not sms:
+        return tile
+    tiles = np.asarray(groups, dtype=float) * (m_pad / tm) * (n_pad / tn)
+    wave = tiles / np.maximum(sms, tiles + sms / 2)
+    return tile * wave
