@@ -91,6 +91,8 @@ def render_estimate(console, doc: dict, show_model: bool = False) -> None:
         console.print(f"from the cluster file (measured), in place of the global fit: {measured}", style="dim")
     if doc["assumed"]:
         console.print(f"assumed: {', '.join(doc['assumed'])}", style="dim")
+    for warning in doc.get("warnings", []):
+        console.print(f"warning: {warning}", style="yellow")
     if show_model and doc.get("model_summary"):
         render_model(console, doc["model_summary"])
 
@@ -102,15 +104,21 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="print JSON (a list when several files are given)")] = False,
         show_model: Annotated[bool, typer.Option("--show-model", help="also list every field the model (catalog "
                                                  "name, YAML or config.json) was parsed into")] = False,
+        framework: Annotated[str | None, typer.Option(
+            "--framework", help="megatron, nemo, torchtitan, llm-foundry or deepspeed: that framework's defaults "
+                                "for the switches a scenario does not state")] = None,
     ) -> None:
         """Estimate one training step for each scenario file."""
         from tierwise.estimate.scenario import estimate_scenario, load_scenario, safe_estimate
+        from tierwise.specs.framework import check_framework
 
+        if framework is not None:
+            framework = check_framework(framework, "--framework")
         if len(scenarios) == 1:
-            doc = estimate_scenario(load_scenario(scenarios[0]))
+            doc = estimate_scenario(load_scenario(scenarios[0], framework))
             emit(doc, as_json, lambda console: render_estimate(console, doc, show_model))
             return
-        docs = [safe_estimate(path) for path in scenarios]
+        docs = [safe_estimate(path, framework) for path in scenarios]
 
         def render(console):
             for doc in docs:
