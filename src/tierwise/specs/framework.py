@@ -74,12 +74,13 @@ def framework_for_text(text: str) -> str:
     """A calibration row's free-text framework column (``Megatron-LM (2021)``, ``NeMo 24.07``,
     ``torchtitan``, ``llm-foundry``, ``DeepSpeed``) as a :data:`FRAMEWORKS` name; "" when none fits."""
     low = text.lower()
-    for key, name in (("nemo", "nemo"), ("megatron-bridge", "nemo"), ("torchtitan", "torchtitan"),
-                      ("llm-foundry", "llm-foundry"), ("composer", "llm-foundry"), ("mosaic", "llm-foundry"),
-                      ("deepspeed", "deepspeed"), ("megatron", "megatron")):
-        if key in low:
-            return name
-    return ""
+    found = [(low.find(key), name) for key, name in (
+        ("nemo", "nemo"), ("megatron-bridge", "nemo"), ("torchtitan", "torchtitan"), ("llm-foundry", "llm-foundry"),
+        ("composer", "llm-foundry"), ("mosaic", "llm-foundry"), ("deepspeed", "deepspeed"), ("megatron", "megatron"))
+        if key in low]
+    # the name written first is the framework ("Megatron-LM (+DeepSpeed ZeRO-3 for ZeRO rows)" is Megatron's code);
+    # NeMo is named before the Megatron-Core it runs on
+    return min(found)[1] if found else ""
 
 
 def framework_defaults(framework: str, *, generation: str = "", moe: bool = False,

@@ -20,7 +20,8 @@ from tierwise.specs.model import ModelSpec, load_model, model_from_mapping
 from tierwise.specs.plan import Plan, plan_from_mapping, validate_plan_batch
 from tierwise.validate import rules
 
-__all__ = ["Case", "case_from_row", "GRAND_TETON_H100_96GB", "cluster_for_row", "borrow_parallelism"]
+__all__ = ["Case", "case_from_row", "GRAND_TETON_H100_96GB", "cluster_for_row", "borrow_parallelism",
+           "stack_for_row"]
 
 GRAND_TETON_H100_96GB = {
     "name": "grand-teton-h100-96gb",
@@ -65,6 +66,15 @@ class Case:
     plan: Plan | None = None
     filled: list[str] = field(default_factory=list)
     skip: str = ""
+    stack: str = ""
+    """Software stack: framework and era (:func:`stack_for_row`)."""
+    generation: str = ""
+    """Accelerator generation of the row's hardware (``ampere``, ``hopper``, ...; "" when unmapped)."""
+
+    @property
+    def group(self) -> str:
+        """The leave-one-(hardware x stack)-out group: ``generation/stack``."""
+        return f"{self.generation or 'unmapped'}/{self.stack}"
 
     @property
     def used(self) -> bool:
@@ -338,6 +348,11 @@ def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str], gener
         data["tp_comm_overlap"] = True
     if "torchtitan" in framework:
         data["order"] = "tp-cp-dp-pp"
+    if "mp mode default" in framework:
+        # FSDP MixedPrecision DEFAULT (Composer): bf16 parameters, fp32 gradient reduction and buffers
+        data["grad_reduce_dtype"] = "fp32"
+    elif "mp mode pure" in framework:
+        data["grad_reduce_dtype"] = "bf16"
     if "compile" in framework:
         data["fused_elementwise"] = True  # torch.compile fuses the elementwise ops the eager default would not
     # the framework's own defaults (fusions, cross-entropy, gradient-reduce dtype, ZeRO-2 semantics, attention
@@ -429,6 +444,29 @@ def check_row_numbers(row: dict[str, str]) -> None:
             check_float(value, key, minimum=0.0, min_open=True, maximum=top, error=SpecError, sep="=", where=where)
 
 
+def stack_for_row(row: dict[str, str]) -> str:
+    """The row's software stack: the framework (:func:`tierwise.specs.framework.framework_for_text`) and its
+    era, from the ``framework`` column's version or year, else the first year in ``source``:
+    ``megatron-lm-2021``, ``megatron-lm-2022``, ``megatron-core-r0.8``, ``nemo-24.07``, ``torchtitan-2024``,
+    ``llm-foundry``. Megatron-LM 2021 rows whose ZeRO column names DeepSpeed ran DeepSpeed's ZeRO-3
+    (``deepspeed-2021``): a different data-parallel implementation on the same cluster."""
+    text = row.get("framework", "")
+    low = text.lower()
+    name = framework_for_text(text) or "unknown"
+    if "deepspeed" in row.get("zero_fsdp", "").lower():
+        name = "deepspeed"
+    elif name == "megatron":
+        name = "megatron-core" if "core" in low and "nemo" not in low else "megatron-lm"
+    version = re.search(r"\br?(\d+\.\d+)(?:\.\d+)?\b", text)
+    year = re.search(r"\b(20\d\d)\b", text) or re.search(r"\b(20\d\d)\b", row.get("source", ""))
+    if version and name in ("megatron-core", "nemo"):
+        return f"{name}-{'r' if name == 'megatron-core' else ''}{version.group(1)}"
+    if not year:
+        m = re.search(r"_(\d\d)\d\d$", row.get("source_id", ""))  # torchtitan_2412: Dec 2024
+        return f"{name}-20{m.group(1)}" if m else name
+    return f"{name}-{year.group(1)}"
+
+
 def case_from_row(row: dict[str, str]) -> Case:
     """Map one dataset row; a row that cannot be mapped comes back with ``skip`` set to the reason.
 
@@ -438,12 +476,13 @@ def case_from_row(row: dict[str, str]) -> Case:
     n = _int(row, "num_gpus") or 0
     case = Case(row_id=row["row_id"], source_id=row["source_id"], model_label=row["model_name"],
                 hardware=row["hardware_id"], num_gpus=n, confidence=row["confidence"].lower() or "unknown",
-                rule=rule)
+                rule=rule, stack=stack_for_row(row))
     try:
         key, note = cluster_for_row(row)
         if not key:
             raise _Skip(f"hardware {row['hardware_id']!r} not mapped to a cluster")
         case.cluster = _cluster(key)
+        case.generation = case.cluster.accelerator.generation
         if note:
             case.filled.append(note)
         case.model, case.model_source = model_for_row(row, case.filled)
