@@ -164,6 +164,8 @@ def _assumed_numerics(plan: Plan, scenario: Scenario | None) -> list[str]:
     expert_dp = plan.tp * plan.cp * plan.dp // max(plan.etp * plan.ep, 1)
     if plan.dp * plan.cp <= 1 and expert_dp <= 1:
         return []
+    if plan.grad_reduce_dtype != "fp32":
+        return []  # the plan's grad_reduce_dtype (stated, or in assumed) says it
     dtype = {4.0: "fp32", 2.0: "bf16"}.get(gb, f"{gb:g}-byte")
     return [f"gradient reduction in {dtype} (grad_bytes={gb:g}: Megatron-Core and FSDP reduce bf16 training's "
             "gradients in fp32)"]

@@ -58,9 +58,9 @@ import numpy as np
 from tierwise.collectives.model import collective_cost as _collective_cost
 from tierwise.hierarchy import TIER_ORDER, GroupHops, GroupSpan, group_hops, group_span, pair_span
 from tierwise.specs.cluster import Cluster
+from tierwise.specs.framework import GRAD_REDUCE_DTYPES, ZERO2_SYNC
 from tierwise.specs.model import ModelSpec
 from tierwise.specs.parameters import load_parameters
-from tierwise.specs.framework import GRAD_REDUCE_DTYPES, ZERO2_SYNC
 from tierwise.specs.plan import PRECISION, ZERO3_GATHER, PlanBatch, Recompute, stage_layout
 from tierwise.units import parse_bytes
 from tierwise.workload.flops import Gemm, ModelShape, attention_core_flops_per_token, model_shape

@@ -113,7 +113,7 @@ def framework_defaults(framework: str, *, generation: str = "", moe: bool = Fals
     if framework == "torchtitan":
         return {
             "fused_elementwise": (False, "torchtitan without --compile: eager PyTorch elementwise kernels"),
-            "fused_cross_entropy": (False, "torchtitan: F.cross_entropy"),
+            "fused_cross_entropy": (False, "torchtitan calls F.cross_entropy"),
             "tp_comm_overlap": (False, "torchtitan: async TP is opt-in"),
             "zero_stage": (3, "torchtitan: FSDP2 fully_shard"),
             "zero3_gather": ("per-parameter", "FSDP2: per-parameter shards"),

@@ -37,8 +37,13 @@ from tierwise.errors import PlanError, SpecError
 from tierwise.files import short_repr
 from tierwise.limits import MAX_BATCH, MAX_GPUS, MAX_LAYERS, MAX_SEQ
 from tierwise.specs._mapping import check_keys, get_bool, get_int, require_mapping
-from tierwise.specs.framework import (ATTENTION_KERNELS, GRAD_REDUCE_DTYPES, ZERO2_SYNC, check_framework,
-                                      framework_defaults)
+from tierwise.specs.framework import (
+    ATTENTION_KERNELS,
+    GRAD_REDUCE_DTYPES,
+    ZERO2_SYNC,
+    check_framework,
+    framework_defaults,
+)
 
 __all__ = ["Plan", "PlanBatch", "plan_from_mapping", "MEGATRON_ALIASES", "LAYERS_PER_CHUNK", "validate_plan_batch",
            "valid_plan_mask", "ep_overlap_allowed", "RECOMPUTE", "Recompute", "PRECISION", "ORDERS", "SCHEDULES",
@@ -251,7 +256,8 @@ def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "
     def default_of(key: str, fallback):
         """The framework's default for ``key`` (noted with its reason) or tierwise's ``fallback``."""
         if key in fw_defaults:
-            return fw_defaults[key][0], f" ({framework}: {fw_defaults[key][1]})"
+            reason = fw_defaults[key][1]
+            return fw_defaults[key][0], f" ({reason if reason.lower().startswith(framework) else framework + ': ' + reason})"
         return fallback, ""
 
     def opt_int(key: str, default: int, minimum: int = 1, maximum: int = MAX_GPUS) -> int:

@@ -171,6 +171,7 @@ def row_records(v: Validation) -> list[dict]:
         rec = {
             "row_id": c.row_id, "source_id": c.source_id, "model": c.model_label, "model_source": c.model_source,
             "hardware": c.hardware, "cluster": c.cluster.name if c.cluster else None, "num_gpus": c.num_gpus,
+            "generation": c.generation or None, "stack": c.stack, "group": c.group,
             "plan": plan_label(c), "confidence": c.confidence, "scored": bool(v.scored[i]),
             "flop_rule": c.rule.key, "flop_rule_label": c.rule.label, "flop_rule_pinned": c.rule.pinned,
             "metric": c.metric, "filled": list(c.filled), "skipped": c.skip or None,
