@@ -87,7 +87,7 @@ def predict(cases: Sequence[Case], params: Mapping[str, float] | None = None) ->
         est = estimate(first.model, first.cluster, batch[1], params=params)
         pred[idx] = est.tokens_per_s_per_gpu
         for t in _TERMS:
-            if t.startswith("memory_"):
+            if t in ("memory_fits", "memory_per_gpu_bytes"):
                 terms[t][idx] = est.memory["fits" if t == "memory_fits" else "per_gpu_bytes"]
             else:
                 terms[t][idx] = getattr(est, t)
