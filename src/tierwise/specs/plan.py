@@ -524,6 +524,11 @@ def stage_layout(num_layers: int, b: PlanBatch):
     pp = b.pp.astype(np.int64)
     chunks = pp * b.vpp
     nf, nl = b.first_stage_layers > 0, b.last_stage_layers > 0
+    if not (np.any(L % chunks) or nf.any() or nl.any() or b.layout_explicit.any() or b.embedding_in_split.any()
+            or b.loss_in_split.any()):
+        # every plan splits evenly (the planner's usual batch): rules 0 and 4 only, a fifth of the work
+        per = L // pp
+        return per, per, np.where(pp <= 2, 0, per), np.where(pp == 1, 0, 4)
     left = np.maximum(pp - nf - nl, 1)
     rest = L - np.where(nf, b.first_stage_layers, 0) - np.where(nl, b.last_stage_layers, 0)
     share = -(-np.maximum(rest, 0) // left)
