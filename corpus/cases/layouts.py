@@ -32,6 +32,9 @@ CASES: list[Case] = [
          files={"s.yaml": _scenario("")}, stderr_has=["--framework", "jax"]),
     Case(id="layouts/framework-disagree", argv=["estimate", "s.yaml", "--framework", "nemo"],
          files={"s.yaml": _scenario("", "framework: torchtitan\n")}, stderr_has=["nemo", "torchtitan"]),
+    Case(id="layouts/plan-framework-unknown",
+         argv=["plan", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "8", "--framework", "jax"],
+         stderr_has=["--framework", "jax"]),
     Case(id="layouts/attention-kernel-unknown", argv=["estimate", "s.yaml"],
          files={"s.yaml": _scenario(", attention_kernel: flash9")}, stderr_has=["attention_kernel", "flash9"]),
 ]

@@ -31,12 +31,27 @@ ZeroOpt = Annotated[str | None, typer.Option("--zero", help="ZeRO stages allowed
 EpOverlapOpt = Annotated[bool, typer.Option(
     "--ep-overlap/--no-ep-overlap",
     help="search Megatron-Core's expert all-to-all overlap (combined 1F1B) where it applies")]
-Zero3Opt = Annotated[str, typer.Option("--zero3-gather", help="how ZeRO-3 plans are implemented: flat (FSDP1), "
+FrameworkOpt = Annotated[str | None, typer.Option(
+    "--framework", help="megatron, nemo, torchtitan, llm-foundry or deepspeed: its defaults for --eager and "
+                        "--zero3-gather when they are not given")]
+Zero3Opt = Annotated[str | None, typer.Option("--zero3-gather", help="how ZeRO-3 plans are implemented: flat (FSDP1), "
                                         "per-parameter (FSDP2) or tensor-list (DeepSpeed 2021)")]
 FusedCeOpt = Annotated[bool, typer.Option("--fused-ce", help="score plans with a fused cross-entropy kernel "
                                            "(Megatron-Core cross_entropy_loss_fusion, Liger)")]
 EagerOpt = Annotated[bool, typer.Option("--eager", help="score plans as eager PyTorch (no fused kernels, no "
                                                            "torch.compile)")]
+
+
+def _framework_switches(framework: str | None, eager: bool, zero3_gather: str | None) -> tuple[bool, str]:
+    """(fused_elementwise, zero3_gather) for the search: the flags when given, else the framework's defaults
+    (tierwise.specs.framework), else fused kernels and FSDP1's flat gathers."""
+    if framework is None:
+        return not eager, zero3_gather or "flat"
+    from tierwise.specs.framework import check_framework, framework_defaults
+
+    defaults = framework_defaults(check_framework(framework, "--framework"))
+    fused = not eager and bool(defaults.get("fused_elementwise", (True, ""))[0])
+    return fused, zero3_gather or str(defaults.get("zero3_gather", ("flat", ""))[0])
 
 
 def _names(text: str | None, allowed: tuple[str, ...], what: str) -> tuple[str, ...] | None:
@@ -173,11 +188,14 @@ def register(app: typer.Typer) -> None:
         max_mbs: Annotated[int, typer.Option(help="upper bound on the micro-batch size")] = 8,
         recompute: ListOpt = None, precision: ListOpt = None,
         zero: ZeroOpt = None, objective: ObjOpt = "step_time", ep_overlap: EpOverlapOpt = True,
-        eager: EagerOpt = False, zero3_gather: Zero3Opt = "flat", fused_ce: FusedCeOpt = False,
+        eager: EagerOpt = False, zero3_gather: Zero3Opt = None, fused_ce: FusedCeOpt = False,
+        framework: FrameworkOpt = None,
         show_infeasible: Annotated[bool, typer.Option("--show-infeasible", help="list the nearest misses")] = False,
     ) -> None:
         """Search every parallel layout, fit memory, rank by the estimator, and explain the winner."""
         from tierwise.planner.answer import plan_document
+
+        fused, z3 = _framework_switches(framework, eager, zero3_gather)
 
         _check_counts(gpus=gpus, global_batch=global_batch, seq=seq, top=top, tp=tp, pp=pp, cp=cp, ep=ep, dp=dp,
                       vpp=vpp, mbs=mbs, max_tp=max_tp, max_pp=max_pp, max_cp=max_cp, max_ep=max_ep,
@@ -185,7 +203,7 @@ def register(app: typer.Typer) -> None:
         c = _constraints(tp=tp, pp=pp, cp=cp, ep=ep, dp=dp, vpp=vpp, micro_batch_size=mbs, max_tp=max_tp,
                          max_pp=max_pp, max_cp=max_cp, max_ep=max_ep, max_vpp=max_vpp, max_micro_batch_size=max_mbs,
                          recompute=recompute, precision=precision, zero=zero, ep_comm_overlap=ep_overlap,
-                         fused_elementwise=not eager, zero3_gather=zero3_gather, fused_cross_entropy=fused_ce)
+                         fused_elementwise=fused, zero3_gather=z3, fused_cross_entropy=fused_ce)
         m, cl = _load(model, cluster)
         doc = plan_document(m, cl, gpus, global_batch, seq, constraints=c, objective=objective, top=top,
                             show_infeasible=show_infeasible)
@@ -198,15 +216,17 @@ def register(app: typer.Typer) -> None:
         global_batch: BatchOpt = 1024, seq: SeqOpt = 8192, as_json: JsonOpt = False,
         recompute: ListOpt = None, precision: ListOpt = None,
         zero: ZeroOpt = None, objective: ObjOpt = "step_time", ep_overlap: EpOverlapOpt = True,
-        eager: EagerOpt = False, zero3_gather: Zero3Opt = "flat", fused_ce: FusedCeOpt = False,
+        eager: EagerOpt = False, zero3_gather: Zero3Opt = None, fused_ce: FusedCeOpt = False,
+        framework: FrameworkOpt = None,
     ) -> None:
         """Best plan at each GPU count and its efficiency against linear scaling: where adding GPUs stops paying."""
         from tierwise.planner.answer import parse_gpu_range, scale_document
 
         _check_counts(global_batch=global_batch, seq=seq)
         counts = parse_gpu_range(gpus)
+        fused, z3 = _framework_switches(framework, eager, zero3_gather)
         c = _constraints(recompute=recompute, precision=precision, zero=zero, ep_comm_overlap=ep_overlap,
-                         fused_elementwise=not eager, zero3_gather=zero3_gather, fused_cross_entropy=fused_ce)
+                         fused_elementwise=fused, zero3_gather=z3, fused_cross_entropy=fused_ce)
         m, cl = _load(model, cluster)
         doc = scale_document(m, cl, counts, global_batch, seq, constraints=c, objective=objective)
         emit(doc, as_json, lambda console: render_scale(console, doc))
