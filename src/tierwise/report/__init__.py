@@ -43,7 +43,7 @@ def figure_div(fig, div_id: str, *, first: bool) -> str:
     """One plotly figure as an HTML ``<div>``; ``first=True`` inlines plotly.js (once per page, offline)."""
     import plotly.io as pio
 
-    return pio.to_html(fig, include_plotlyjs=True if first else False, full_html=False, div_id=div_id)
+    return pio.to_html(fig, include_plotlyjs=bool(first), full_html=False, div_id=div_id)
 
 
 def table(headers: list[str], rows: list[list], *, raw: bool = False) -> str:
