@@ -262,6 +262,8 @@ def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "
 
     def opt_int(key: str, default: int, minimum: int = 1, maximum: int = MAX_GPUS) -> int:
         default, why = default_of(key, default)
+        if key == "etp" and not why:
+            why = " (Megatron-Core: expert_tensor_parallel_size = tp when unset)"
         if key not in data:
             assumed.append(f"{key}={default}{why}")
         return get_int(data, key, origin, default=default, minimum=minimum, maximum=maximum)
