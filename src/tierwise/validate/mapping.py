@@ -361,7 +361,8 @@ def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str], gener
     name = framework_for_text(row["framework"])
     plan = plan_from_mapping(data, num_gpus=n, origin=f"row {row['row_id']} plan", num_layers=model.num_layers,
                              framework=name or None, generation=generation, moe=model.moe is not None)
-    filled.extend(a for a in plan.assumed if "(" in a and any(a.startswith(k) for k in _FRAMEWORK_KEYS))
+    filled.extend(a for a in plan.assumed if "(" in a and any(a.startswith(k + "=") for k in _FRAMEWORK_KEYS)
+                  and (model.moe is not None or not a.startswith("etp=")))
     filled.extend(a for a in plan.assumed if a.startswith("pipeline stages") and "even split:" not in a
                   and not a.endswith("the even split; the slowest stage is priced"))
     validate_plan_batch(model, [plan])
