@@ -12,7 +12,7 @@ from tierwise.planner.branch_and_bound import brute_force
 from tierwise.planner.space import Constraints, build_space, space_size, stage_split, to_batch
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.model import load_model
-from tierwise.specs.plan import Plan, PlanBatch, valid_plan_mask, validate_plan_batch
+from tierwise.specs.plan import Plan, PlanBatch, stage_layout, valid_plan_mask, validate_plan_batch
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,9 @@ def test_every_structure_is_valid_and_uses_every_gpu(h100):
     assert np.all(s["tp"] * s["pp"] * s["cp"] * s["dp"] == 16384)
     assert valid_plan_mask(model, to_batch(s, 2048, 8192)).all()
     meta = (s["tp"] == 8) & (s["pp"] == 16) & (s["cp"] == 1) & (s["micro_batch_size"] == 1)
-    assert meta.any() and set(s["first_stage_layers"][meta]) == {7}
+    # the planner leaves the layout to stage_layout: Meta's 7 / 8 / 7 (Megatron-Core's embedding/loss accounting)
+    first, last, mid, _ = stage_layout(model.num_layers, to_batch(s, 2048, 8192).select(meta))
+    assert meta.any() and set(first) == {7} and set(last) == {7} and set(mid) == {8}
 
 
 def test_space_size_counts_the_enumeration(h100):

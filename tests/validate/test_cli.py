@@ -24,7 +24,9 @@ def test_json_document(capsys):
         assert r["measured_tokens_per_s_per_gpu"] > 0 and r["predicted_tokens_per_s_per_gpu"] > 0
         assert r["flop_rule"] and r["metric"]
         assert abs(sum(r["step_shares"].values()) - 1.0) < 1e-6
-    assert {s["row_id"] for s in doc["summary"]["skipped"]} == {"42", "43"}
+    assert doc["summary"]["skipped"] == [] and doc["summary"]["used"] == 125  # none refused (issue 14)
+    assert {r["group"] for r in doc["rows"]} >= {"hopper/nemo-24.07", "ampere/megatron-lm-2021"}
+    assert all(isinstance(r["memory_fits"], bool) for r in doc["rows"])
     assert doc["worst_rows"] and doc["worst_rows"][0]["dominant_term"]
     assert "attention_efficiency_cudnn" in doc["parameters"]
 
@@ -49,6 +51,25 @@ def test_html_report_is_self_contained_with_plot_data(tmp_path, capsys):
     assert "Plotly.newPlot" in text and "nemo_2407_perf" in text
     assert "Llama-2 70B" in text  # hover text / table rows
     assert '"x":[' in text.replace(" ", "")  # the scatter's data
+
+
+def test_html_has_the_group_scatter_and_table(tmp_path):
+    from tierwise.validate.report import html_report
+
+    doc = json.loads(_doc_json())
+    doc["cross_validation_groups"] = {
+        "grouping": "generation / stack", "median_of_group_medians": 6.0, "p90": 15.0, "max": 30.0,
+        "per_group": {"hopper/nemo-24.07": {"rows": 12, "median": 5.0, "p90": 13.0, "max": 15.0,
+                                            "sources": ["nemo_2407_perf"], "params_at_bounds": {"x": "lower"}}}}
+    text = html_report(doc)
+    assert "scatter-groups" in text and "hardware generation x software stack" in text
+    assert "Leave-one-(hardware x software-stack)-out" in text and "x (lower)" in text
+
+
+def _doc_json() -> str:
+    from tierwise.validate import validation_document
+
+    return json.dumps(validation_document(source="nemo_2407_perf"))
 
 
 def test_unknown_source_is_one_line_exit_2(capsys):

@@ -100,6 +100,8 @@ def render_estimate(console, doc: dict, show_model: bool = False) -> None:
         console.print(f"from the cluster file (measured), in place of the global fit: {measured}", style="dim")
     if doc["assumed"]:
         console.print(f"assumed: {', '.join(doc['assumed'])}", style="dim")
+    for warning in doc.get("warnings", []):
+        console.print(f"warning: {warning}", style="yellow")
     if show_model and doc.get("model_summary"):
         render_model(console, doc["model_summary"])
 
@@ -141,21 +143,27 @@ def register(app: typer.Typer) -> None:
         tokens: TokensOpt = None, prices: PricesOpt = None, reduce_dtype: ReduceDtypeOpt = None,
         powersgd_rank: PowerSgdOpt = 0, onebit: OneBitOpt = False, sync_every: SyncEveryOpt = 1,
         async_staleness: StalenessOpt = 0,
+        framework: Annotated[str | None, typer.Option(
+            "--framework", help="megatron, nemo, torchtitan, llm-foundry or deepspeed: that framework's defaults "
+                                "for the switches a scenario does not state")] = None,
     ) -> None:
         """Estimate one training step for each scenario file."""
         from tierwise.cli._economics import make_levers
         from tierwise.estimate.scenario import load_scenario, safe_estimate
+        from tierwise.specs.framework import check_framework
 
+        if framework is not None:
+            framework = check_framework(framework, "--framework")
         levers = make_levers(reduce_dtype, powersgd_rank, onebit, sync_every, async_staleness)
         if len(scenarios) == 1:
-            doc = _estimate_with_economics(load_scenario(scenarios[0]), levers, tokens, prices)
+            doc = _estimate_with_economics(load_scenario(scenarios[0], framework), levers, tokens, prices)
             emit(doc, as_json, lambda console: _render_all(console, doc, show_model))
             return
         if levers.active or tokens is not None or prices is not None:
             from tierwise.errors import SpecError
 
             raise SpecError("--tokens, --prices and the lever options take one scenario file; give one")
-        docs = [safe_estimate(path) for path in scenarios]
+        docs = [safe_estimate(path, framework) for path in scenarios]
 
         def render(console):
             for doc in docs:

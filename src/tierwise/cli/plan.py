@@ -40,13 +40,28 @@ ZeroOpt = Annotated[str | None, typer.Option("--zero", help="ZeRO stages allowed
 EpOverlapOpt = Annotated[bool, typer.Option(
     "--ep-overlap/--no-ep-overlap",
     help="search Megatron-Core's expert all-to-all overlap (combined 1F1B) where it applies")]
-Zero3Opt = Annotated[str, typer.Option("--zero3-gather", help="how ZeRO-3 plans are implemented: flat (FSDP1), "
+FrameworkOpt = Annotated[str | None, typer.Option(
+    "--framework", help="megatron, nemo, torchtitan, llm-foundry or deepspeed: its defaults for --eager and "
+                        "--zero3-gather when they are not given")]
+Zero3Opt = Annotated[str | None, typer.Option("--zero3-gather", help="how ZeRO-3 plans are implemented: flat (FSDP1), "
                                         "per-parameter (FSDP2) or tensor-list (DeepSpeed 2021)")]
 FusedCeOpt = Annotated[bool, typer.Option("--fused-ce", help="score plans with a fused cross-entropy kernel "
                                            "(Megatron-Core cross_entropy_loss_fusion, Liger)")]
 HtmlOpt = Annotated[str | None, typer.Option("--html", help="write a self-contained HTML report here")]
 EagerOpt = Annotated[bool, typer.Option("--eager", help="score plans as eager PyTorch (no fused kernels, no "
                                                            "torch.compile)")]
+
+
+def _framework_switches(framework: str | None, eager: bool, zero3_gather: str | None) -> tuple[bool, str]:
+    """(fused_elementwise, zero3_gather) for the search: the flags when given, else the framework's defaults
+    (tierwise.specs.framework), else fused kernels and FSDP1's flat gathers."""
+    if framework is None:
+        return not eager, zero3_gather or "flat"
+    from tierwise.specs.framework import check_framework, framework_defaults
+
+    defaults = framework_defaults(check_framework(framework, "--framework"))
+    fused = not eager and bool(defaults.get("fused_elementwise", (True, ""))[0])
+    return fused, zero3_gather or str(defaults.get("zero3_gather", ("flat", ""))[0])
 
 
 def _names(text: str | None, allowed: tuple[str, ...], what: str) -> tuple[str, ...] | None:
@@ -245,7 +260,8 @@ def register(app: typer.Typer) -> None:
         max_mbs: Annotated[int, typer.Option(help="upper bound on the micro-batch size")] = 8,
         recompute: ListOpt = None, precision: ListOpt = None,
         zero: ZeroOpt = None, objective: ObjOpt = "step_time", ep_overlap: EpOverlapOpt = True,
-        eager: EagerOpt = False, zero3_gather: Zero3Opt = "flat", fused_ce: FusedCeOpt = False,
+        eager: EagerOpt = False, zero3_gather: Zero3Opt = None, fused_ce: FusedCeOpt = False,
+        framework: FrameworkOpt = None,
         show_infeasible: Annotated[bool, typer.Option("--show-infeasible", help="list the nearest misses")] = False,
         tokens: TokensOpt = None, prices: PricesOpt = None, reduce_dtype: ReduceDtypeOpt = None,
         powersgd_rank: PowerSgdOpt = 0, onebit: OneBitOpt = False, sync_every: SyncEveryOpt = 1,
@@ -256,13 +272,15 @@ def register(app: typer.Typer) -> None:
         """Search every parallel layout, fit memory, rank by the estimator, and explain the winner."""
         from tierwise.planner.answer import plan_document
 
+        fused, z3 = _framework_switches(framework, eager, zero3_gather)
+
         _check_counts(gpus=gpus, global_batch=global_batch, seq=seq, top=top, tp=tp, pp=pp, cp=cp, ep=ep, dp=dp,
                       vpp=vpp, mbs=mbs, max_tp=max_tp, max_pp=max_pp, max_cp=max_cp, max_ep=max_ep,
                       max_vpp=max_vpp, max_mbs=max_mbs)
         c = _constraints(tp=tp, pp=pp, cp=cp, ep=ep, dp=dp, vpp=vpp, micro_batch_size=mbs, max_tp=max_tp,
                          max_pp=max_pp, max_cp=max_cp, max_ep=max_ep, max_vpp=max_vpp, max_micro_batch_size=max_mbs,
                          recompute=recompute, precision=precision, zero=zero, ep_comm_overlap=ep_overlap,
-                         fused_elementwise=not eager, zero3_gather=zero3_gather, fused_cross_entropy=fused_ce)
+                         fused_elementwise=fused, zero3_gather=z3, fused_cross_entropy=fused_ce)
         if html is not None:  # issue 19: before the work
             from tierwise.report import check_html
 
@@ -299,7 +317,8 @@ def register(app: typer.Typer) -> None:
         global_batch: BatchOpt = 1024, seq: SeqOpt = 8192, as_json: JsonOpt = False,
         recompute: ListOpt = None, precision: ListOpt = None,
         zero: ZeroOpt = None, objective: ObjOpt = "step_time", ep_overlap: EpOverlapOpt = True,
-        eager: EagerOpt = False, zero3_gather: Zero3Opt = "flat", fused_ce: FusedCeOpt = False,
+        eager: EagerOpt = False, zero3_gather: Zero3Opt = None, fused_ce: FusedCeOpt = False,
+        framework: FrameworkOpt = None,
         goodput: GoodputFlag = False, failure_rates: GoodputRatesOpt = None, node_failure_rate: GoodputNodeOpt = None,
         html: HtmlOpt = None,
     ) -> None:
@@ -308,8 +327,9 @@ def register(app: typer.Typer) -> None:
 
         _check_counts(global_batch=global_batch, seq=seq)
         counts = parse_gpu_range(gpus)
+        fused, z3 = _framework_switches(framework, eager, zero3_gather)
         c = _constraints(recompute=recompute, precision=precision, zero=zero, ep_comm_overlap=ep_overlap,
-                         fused_elementwise=not eager, zero3_gather=zero3_gather, fused_cross_entropy=fused_ce)
+                         fused_elementwise=fused, zero3_gather=z3, fused_cross_entropy=fused_ce)
         if html is not None:  # issue 19: before the work
             from tierwise.report import check_html
 

@@ -42,6 +42,19 @@ def render_validation(console, doc: dict) -> None:
     for sk in s["skipped"]:
         console.print(f"skipped row {sk['row_id']} ({sk['source_id']}): {sk['reason']}", style="dim")
     console.print("* FLOP rule not pinned by the source; filled defaults are listed per row in --json", style="dim")
+    if "cross_validation_groups" in doc:
+        g = doc["cross_validation_groups"]
+        gt = Table(title="leave-one-(hardware x software-stack)-out: refit on the other groups, predict the group")
+        for col in ("held-out group", "sources", "rows", "median", "p90", "max", "parameters at a bound"):
+            gt.add_column(col, overflow="fold")
+        for k, v in g["per_group"].items():
+            bounds = ", ".join(f"{p} ({side})" for p, side in v["params_at_bounds"].items()) or "-"
+            gt.add_row(k, ", ".join(v["sources"]), str(v["rows"]), f"{v['median']:.1f}", f"{v['p90']:.1f}",
+                       f"{v['max']:.1f}", bounds)
+        print_table(console, gt)
+        console.print(Text("held-out median of group medians ") + Text(f"{g['median_of_group_medians']:.1f}%",
+                                                                     style="bold")
+                      + Text(f", p90 over all held-out rows {g['p90']:.1f}%, max {g['max']:.1f}%"))
     if "cross_validation" in doc:
         c = doc["cross_validation"]
         cv = Table(title="leave-one-source-out (fit on the others, predict the held-out source)")
@@ -68,7 +81,8 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="print the JSON document")] = False,
         html: Annotated[str | None, typer.Option("--html", help="write a self-contained HTML report here")] = None,
         cross_validate: Annotated[bool, typer.Option("--cross-validate",
-                                                     help="leave-one-source-out: fit without each source, "
+                                                     help="leave-one-(hardware x stack)-out and leave-one-"
+                                                          "source-out: refit without each group / source, "
                                                           "predict it")] = False,
         fit: Annotated[bool, typer.Option("--fit", help="refit the global compute parameters, write them to "
                                                         "--fit-out and validate with them")] = False,

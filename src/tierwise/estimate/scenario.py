@@ -6,6 +6,12 @@
     cluster: dgx-h100            # catalog name | mapping (``base:`` + overrides) | path to a cluster YAML
     num_gpus: 1024
     plan: {tp: 8, pp: 4, global_batch_size: 1024, seq_length: 8192, recompute: selective}
+    framework: megatron          # optional: megatron | nemo | torchtitan | llm-foundry | deepspeed
+
+``framework`` sets that framework's defaults for the switches the plan does not state
+(:mod:`tierwise.specs.framework`). A recompute the plan does not state is inferred as the framework's recipes
+choose it: the cheapest (none < selective < full) that fits memory (:func:`infer_settings`). A plan that
+does not fit memory is still estimated: ``memory.fits`` is false and ``warnings`` says so.
 """
 
 from __future__ import annotations
@@ -20,13 +26,14 @@ from tierwise.files import path_exists, require_document
 from tierwise.specs import catalog
 from tierwise.specs._mapping import check_keys, get_int, require_mapping
 from tierwise.specs.cluster import Cluster, load_cluster
+from tierwise.specs.framework import check_framework
 from tierwise.specs.model import ModelSpec, load_model
 from tierwise.specs.plan import Plan, PlanBatch, plan_from_mapping, validate_plan_batch
 
-__all__ = ["Scenario", "load_scenario", "scenario_from_mapping", "estimate_scenario", "result_dict",
+__all__ = ["Scenario", "load_scenario", "scenario_from_mapping", "estimate_scenario", "result_dict", "infer_settings",
            "axis_group_ranks", "axis_group_label", "model_summary", "interference_note"]
 
-_KEYS = ("model", "cluster", "num_gpus", "plan", "name")
+_KEYS = ("model", "cluster", "num_gpus", "plan", "name", "framework")
 
 
 @dataclass(frozen=True)
@@ -46,7 +53,10 @@ def _relative_to(ref: Any, base_dir: Path | None) -> Any:
     return str(candidate) if path_exists(candidate) else ref
 
 
-def scenario_from_mapping(data: Mapping[str, Any], *, origin: str = "scenario", base_dir: Path | None = None) -> Scenario:
+def scenario_from_mapping(data: Mapping[str, Any], *, origin: str = "scenario", base_dir: Path | None = None,
+                          framework: str | None = None) -> Scenario:
+    """A scenario from its mapping; ``framework`` (the CLI's ``--framework``) is used when the file names
+    none, and must agree with it when it does."""
     data = require_mapping(data, origin)
     check_keys(data, _KEYS, origin, required=("model", "cluster", "num_gpus", "plan"))
     model_ref = _relative_to(data["model"], base_dir)
@@ -54,17 +64,26 @@ def scenario_from_mapping(data: Mapping[str, Any], *, origin: str = "scenario", 
     model = load_model(model_ref)
     cluster = load_cluster(cluster_ref)
     num_gpus = get_int(data, "num_gpus", origin)
-    plan = plan_from_mapping(data["plan"], num_gpus=num_gpus, origin=f"{origin}: plan", num_layers=model.num_layers)
+    if "framework" in data:
+        own = check_framework(data["framework"], origin)
+        if framework is not None and check_framework(framework, "--framework") != own:
+            raise ScenarioError(f"--framework {framework} and framework={own!r} in {origin} disagree; give one")
+        framework = own
+    elif framework is not None:
+        framework = check_framework(framework, "--framework")
+    plan = plan_from_mapping(data["plan"], num_gpus=num_gpus, origin=f"{origin}: plan", num_layers=model.num_layers,
+                             framework=framework, generation=cluster.accelerator.generation,
+                             moe=model.moe is not None)
     validate_plan_batch(model, [plan])
     return Scenario(model=model, cluster=cluster, num_gpus=num_gpus, plan=plan, name=str(data.get("name", "")))
 
 
-def load_scenario(path: str | Path) -> Scenario:
+def load_scenario(path: str | Path, framework: str | None = None) -> Scenario:
     p = Path(path)
     data = require_document(catalog.load_yaml_file(p, what="scenario file"), f"scenario file {str(p)!r}",
                             "it needs the keys model, cluster, num_gpus and plan, one key: value per line",
                             error=ScenarioError)
-    return scenario_from_mapping(data, origin=f"scenario {str(p)!r}", base_dir=p.parent)
+    return scenario_from_mapping(data, origin=f"scenario {str(p)!r}", base_dir=p.parent, framework=framework)
 
 
 def axis_group_ranks(plan: Any) -> dict[str, int]:
@@ -145,17 +164,56 @@ def _assumed_numerics(plan: Plan, scenario: Scenario | None) -> list[str]:
     expert_dp = plan.tp * plan.cp * plan.dp // max(plan.etp * plan.ep, 1)
     if plan.dp * plan.cp <= 1 and expert_dp <= 1:
         return []
+    if plan.grad_reduce_dtype != "fp32":
+        return []  # the plan's grad_reduce_dtype (stated, or in assumed) says it
     dtype = {4.0: "fp32", 2.0: "bf16", 1.0: "fp8"}.get(gb, f"{gb:g}-byte")
     return [f"gradient reduction in {dtype} (grad_bytes={gb:g}: Megatron-Core and FSDP reduce bf16 training's "
             "gradients in fp32)"]
 
 
-def estimate_scenario(scenario: Scenario) -> dict[str, Any]:
-    """Estimate one scenario and return the ``estimate --json`` document."""
-    from tierwise.estimate.step import estimate
+def infer_settings(model: ModelSpec, cluster: Cluster, plan: Plan) -> tuple[Plan, str]:
+    """The plan with the settings it leaves to the tool (``plan.inferred``) chosen as the frameworks' recipes
+    choose them, and the ``assumed`` line saying so ("" when nothing was inferred).
 
+    Recompute: the cheapest granularity that fits memory, none < selective < full (Megatron-Core / NeMo
+    recipes turn recompute on only when a configuration does not fit; Korthikanti et al. 2022, section 5:
+    selective first, full when it is not enough); full when none fits. One estimator call on the three.
+    """
+    from dataclasses import replace
+
+    from tierwise.estimate.step import estimate
+    from tierwise.specs.plan import RECOMPUTE
+
+    if "recompute" not in plan.inferred:
+        return plan, ""
+    candidates = [replace(plan, recompute=rc) for rc in RECOMPUTE]
+    fits = estimate(model, cluster, PlanBatch.from_plans(candidates)).memory["fits"]
+    pick = next((i for i, ok in enumerate(fits) if ok), len(RECOMPUTE) - 1)
+    why = ("the cheapest that fits memory (none < selective < full), as the frameworks' recipes choose"
+           if fits[pick] else "none of none / selective / full fits memory; the most memory-saving")
+    return replace(plan, recompute=RECOMPUTE[pick], inferred=()), f"recompute={RECOMPUTE[pick]} ({why})"
+
+
+def estimate_scenario(scenario: Scenario) -> dict[str, Any]:
+    """Estimate one scenario and return the ``estimate --json`` document.
+
+    A plan that does not fit memory is estimated all the same (published runs are evidence about the memory
+    model too): ``memory.fits`` is false and ``warnings`` carries one line naming the figures."""
+    from dataclasses import replace
+
+    from tierwise.estimate.step import estimate
+    from tierwise.units import format_bytes
+
+    plan, note = infer_settings(scenario.model, scenario.cluster, scenario.plan)
+    if note:
+        plan = replace(plan, assumed=(*plan.assumed, note))
+        scenario = replace(scenario, plan=plan)
     result = estimate(scenario.model, scenario.cluster, PlanBatch.from_plans([scenario.plan]))
     doc = result_dict(result, 0, scenario.plan, scenario)
+    mem = doc["memory"]
+    doc["warnings"] = [] if mem["fits"] else [
+        f"memory: {format_bytes(mem['per_gpu_bytes'])} per GPU on the fullest stage exceeds "
+        f"{format_bytes(mem['capacity_bytes'])}; the plan is estimated as given (fits: false)"]
     # what the model reference (catalog name, YAML, config.json) was parsed into, right after its name
     out: dict[str, Any] = {}
     for key, value in doc.items():
@@ -223,10 +281,10 @@ def result_dict(result, i: int, plan: Plan, scenario: Scenario | None = None) ->
     return doc
 
 
-def safe_estimate(path: str) -> dict[str, Any]:
+def safe_estimate(path: str, framework: str | None = None) -> dict[str, Any]:
     """Estimate one file; a user error becomes ``{"file": .., "error": ..}`` (for multi-file runs)."""
     try:
-        doc = estimate_scenario(load_scenario(path))
+        doc = estimate_scenario(load_scenario(path, framework))
     except TierwiseError as exc:
         return {"file": path, "error": str(exc)}
     doc = {"file": path, **doc}

@@ -66,9 +66,10 @@ from tierwise.specs.compute import (
     grouped_gemm_efficiency,
     moe_kernels_per_layer,
 )
+from tierwise.specs.framework import GRAD_REDUCE_DTYPES, ZERO2_SYNC
 from tierwise.specs.model import ModelSpec
 from tierwise.specs.parameters import load_parameters
-from tierwise.specs.plan import PRECISION, ZERO3_GATHER, PlanBatch, Recompute
+from tierwise.specs.plan import PRECISION, ZERO3_GATHER, PlanBatch, Recompute, stage_layout
 from tierwise.units import parse_bytes
 from tierwise.workload.flops import (
     Gemm,
@@ -392,25 +393,29 @@ def _gemm_time(gemm: Gemm, tokens, tp, etp, peak, cp_params, experts_per_rank=No
 
 
 def _stage_layers(model: ModelSpec, plans: PlanBatch):
-    """(first, middle, last) layer counts and their MoE layer counts per plan (middle = average)."""
+    """(first, middle, last) layer counts and their MoE layer counts per plan; middle is the fullest middle
+    stage (:func:`tierwise.specs.plan.stage_layout`: explicit layout, Megatron-Core's first/last and
+    embedding/loss accounting, else the (most) even split), so the slowest stage is the one priced.
+
+    MoE layers: the first stage's are the model's first ``first`` layers', the last stage's its last ``last``
+    layers'; the fullest middle stage holds its share of the middle range's MoE layers, rounded up.
+    """
     L = model.num_layers
+    first, last, mid, _ = stage_layout(L, plans)
     pp = plans.pp
-    even = L // np.maximum(pp * 1, 1)
-    first = np.where(plans.first_stage_layers > 0, plans.first_stage_layers, even)
-    last = np.where(plans.last_stage_layers > 0, plans.last_stage_layers, even)
-    last = np.where(pp == 1, first, last)
     n_mid = np.maximum(pp - 2, 0)
-    mid = np.where(n_mid > 0, (L - first - last) / np.maximum(n_mid, 1), 0.0)
-    first = np.where(pp == 1, L, first)
+    last = np.where(pp == 1, first, last)
+    first, last, mid = first.astype(float), last.astype(float), np.where(n_mid > 0, mid, 0).astype(float)
     if model.moe is None:
         none = np.zeros(first.shape)
-        return (first.astype(float), mid, last.astype(float)), (none, none, none)
+        return (first, mid, last), (none, none, none)
     cum = np.concatenate([[0], np.cumsum(np.array(model.moe_layer_mask, dtype=float))])
     moe_first = cum[np.clip(first, 0, L).astype(int)]
     moe_last = np.where(pp == 1, moe_first, cum[L] - cum[np.clip(L - last, 0, L).astype(int)])
-    moe_mid = np.where(n_mid > 0, (cum[L] - moe_first - (cum[L] - cum[np.clip(L - last, 0, L).astype(int)]))
-                       / np.maximum(n_mid, 1), 0.0)
-    return (first.astype(float), mid, last.astype(float)), (moe_first, moe_mid, moe_last)
+    mid_range = np.maximum(L - first - last, 1)
+    moe_in_mid = np.maximum(cum[L] - moe_first - np.where(pp == 1, 0.0, moe_last), 0.0)
+    moe_mid = np.where(n_mid > 0, np.minimum(mid, np.ceil(mid * moe_in_mid / mid_range - 1e-9)), 0.0)
+    return (first, mid, last), (moe_first, moe_mid, moe_last)
 
 
 def _layer_times(model, shape: ModelShape, plans: PlanBatch, tokens, peak, cparams, moe_layer: bool,
@@ -469,6 +474,10 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
     # a cluster file's measured compute parameters (tierwise calibrate of `measure gemm`) override the global
     # fit for that cluster; explicit ``params`` (the validation fit) override both
     cparams = {**_compute_params(), **cluster.compute, **(params or {})}
+    if np.any(plans.grad_reduce_dtype != GRAD_REDUCE_DTYPES.index("fp32")):
+        # gradients reduced (and held) in bf16 (plan grad_reduce_dtype): 2 bytes each, not grad_bytes
+        cparams["grad_bytes"] = np.where(plans.grad_reduce_dtype == GRAD_REDUCE_DTYPES.index("bf16"), 2.0,
+                                         cparams["grad_bytes"])
     shape = model_shape(model)
     P = _derive(plans)
     C = _layer_compute(model, shape, cluster.accelerator, plans, P, cparams)
@@ -936,6 +945,18 @@ def _dp_exposed(plans: PlanBatch, P: Derived, pipe: Pipeline, grad_t, gather_t, 
                      + (gather_t + grad_t) * per_layer)
     time = np.where(z3, z3_per_mb * m, grad_t + gather_t)
     exposed = np.where(z3, z3_exposed_mb * m, grad_exposed + gather_exposed)
+    # ZeRO-2 under gradient accumulation (plan zero2_sync, tierwise.specs.framework.ZERO2_SYNC): DeepSpeed
+    # reduce-scatters every micro-batch's gradients behind that micro-batch's backward (weights gathered once
+    # per step); FSDP SHARD_GRAD_OP without no_sync also re-gathers the weights before every forward
+    z2_reduce = (plans.zero_stage == 2) & (plans.zero2_sync != ZERO2_SYNC.index("per-step"))
+    if np.any(z2_reduce):
+        fsdp = plans.zero2_sync == ZERO2_SYNC.index("fsdp-per-microbatch")
+        grad_mb_exposed = np.where(plans.overlap_grad_reduce,
+                                   np.maximum(grad_t - bwd_last_mb, 0.0) + grad_t * last_bucket, grad_t)
+        z2_time = m * grad_t + np.where(fsdp, m, 1.0) * gather_t
+        z2_exposed = m * grad_mb_exposed + np.where(fsdp, m * np.maximum(gather_t - pipe.fwd, 0.0), gather_exposed)
+        time = np.where(z2_reduce, z2_time, time)
+        exposed = np.where(z2_reduce, z2_exposed, exposed)
     exposed = exposed + cparams.get("overlap_interference", 0.0) * np.maximum(time - exposed, 0.0)
     return time, exposed
 
@@ -991,7 +1012,11 @@ def _data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, P: Deriv
     # kernels on the compute stream, or (FSDP1's cast and divide) on a side stream whose kernels wait for the
     # SMs the backward GEMMs fill, so they are charged in full, at the memory-bound rate
     copy_bytes = _shard_copy_bytes(plans.zero3_gather, wb, gb, regather)
-    shard_copy_s = np.where(z3 & (gather_group > 1), m * total_params_local * copy_bytes / hbm, 0.0)
+    # FSDP ZeRO-2 (SHARD_GRAD_OP) without no_sync pays its implementation's passes every micro-batch too; its
+    # weights are not resharded after the forward, so the backward does not gather (and copy) them again
+    z2_fsdp = (zero == 2) & (plans.zero2_sync == ZERO2_SYNC.index("fsdp-per-microbatch"))
+    copy_bytes = np.where(z2_fsdp, _shard_copy_bytes(plans.zero3_gather, wb, gb, 0.0), copy_bytes)
+    shard_copy_s = np.where((z3 | z2_fsdp) & (gather_group > 1), m * total_params_local * copy_bytes / hbm, 0.0)
     # optimizer step (memory bound), sharded under ZeRO >= 1
     opt_params = np.where(zero >= 1, dense_params / np.maximum(np.where(hsdp, shard, dp_group), 1)
                           + expert_params / edp, total_params_local)
@@ -1081,7 +1106,7 @@ def _shard_copy_bytes(mode, wb: float, gb: float, regather) -> np.ndarray:
     * ``tensor-list`` (DeepSpeed 2021): its per-rank copies are counted as launch time (``torch_op_overhead``),
       not here.
     """
-    flat = 2.0 * wb + (wb + gb if gb != wb else 0.0) + 2.0 * gb
+    flat = 2.0 * wb + np.where(np.not_equal(gb, wb), wb + gb, 0.0) + 2.0 * gb
     per_param = 2.0 * wb * (1.0 + regather) + wb + gb
     return np.select([mode == ZERO3_GATHER.index("flat"), mode == ZERO3_GATHER.index("per-parameter")],
                      [flat, per_param], 0.0)
@@ -1128,11 +1153,11 @@ def _stage_params(shape: ModelShape, layers, moe_layers, tp, ep, etp, first, las
 
 def _memory(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derived, S: StageCompute, D: DataParallel,
             cparams):
-    """Bytes per GPU on the fullest of the first and last stage (see :mod:`tierwise.workload.memory`).
+    """Bytes per GPU on the fullest stage (see :mod:`tierwise.workload.memory`).
 
     The first stage holds the embedding and the most in-flight activations, the last the LM head and the
-    fp32 logits. With an even split middle stages hold no more than the first (an uneven split that gives a
-    middle stage more layers than the first is not checked). The breakdown is the fullest stage's.
+    fp32 logits. When an uneven split gives the middle stages more layers than the first, the second stage
+    (``pp - 1`` micro-batches in flight in 1F1B) is checked too. The breakdown is the fullest stage's.
     Reads tokens per micro-batch, sequence parallelism, recompute and micro-batches from ``P``, each stage's
     layers and MoE layers from ``S``, and parameters per GPU and the sharding groups from ``D``.
     """
@@ -1153,7 +1178,7 @@ def _memory(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derived, S: 
                if model.moe is not None else dense_act)
     overhead = parse_bytes(cparams["memory_overhead"])
 
-    def stage(params, layers, moe_layers, last):
+    def stage(params, layers, moe_layers, last, in_flight=in_flight):
         dense_params, expert_params = params
         weights = (sharded(dense_params, dense_shard, 3) + sharded(expert_params, edp, 3)) * (wb + fp8_extra)
         grads = (sharded(dense_params, dense_shard, 2) + sharded(expert_params, edp, 2)) * gb
@@ -1172,7 +1197,15 @@ def _memory(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derived, S: 
     first = stage(D.stage_params[0], S.layers[0], S.moe[0], plans.pp == 1)
     last = stage(D.stage_params[1], S.layers[1], S.moe[1], np.ones(len(plans), bool))
     fullest = first[0] >= last[0]
-    total, weights, grads, optimizer, activations = (np.where(fullest, a, b) for a, b in zip(first, last, strict=True))
+    parts = [np.where(fullest, a, b) for a, b in zip(first, last, strict=True)]
+    if np.any(S.mid_exists & (S.layers[2] > S.layers[0])):
+        # an uneven split can give a middle stage more layers than the first: the second stage (the fullest
+        # middle one in 1F1B, which holds pp - 1 micro-batches at its peak) is checked too
+        held_mid = in_flight * np.minimum(m, np.maximum(plans.pp - 1, 1)) / np.maximum(np.minimum(m, plans.pp), 1)
+        mid = stage(D.stage_params[2], S.layers[2], S.moe[2], np.zeros(len(plans), bool), held_mid)
+        take = S.mid_exists & (mid[0] > parts[0])
+        parts = [np.where(take, a, b) for a, b in zip(mid, parts, strict=True)]
+    total, weights, grads, optimizer, activations = parts
     capacity = cluster.accelerator.hbm_capacity_bytes
     return {
         "per_gpu_bytes": total,

@@ -19,11 +19,12 @@ planner adds only choices of its own:
 
 * degrees divide ``num_gpus`` (``tp x pp x cp x dp = num_gpus``), ``pp <= num_layers``;
 * context parallelism keeps at least ``min_cp_tokens`` (1,024) tokens per rank unless ``cp`` is fixed;
-* when ``pp`` does not divide the layers, the first and last stages get fewer layers than the middle
-  ones (the layout Meta used for Llama 3 405B, 126 layers on 16 stages: "we reduce one Transformer layer
-  each from the first and the last stages", Llama 3 paper arXiv:2407.21783 section 3.3.2);
-* interleaving ``vpp`` must divide the layers of every (middle) stage; the shorter first and last stages
-  of an uneven split are not checked (the estimator splits them evenly enough for its bubble model);
+* any ``pp`` and ``vpp`` (at least one layer per virtual stage): the stage layout is
+  :func:`tierwise.specs.plan.stage_layout`'s (Megatron-Core's embedding/loss accounting when
+  ``num_layers + 2`` divides ``pp x vpp``, the layout Meta used for Llama 3 405B, 126 layers on 16 stages:
+  "we reduce one Transformer layer each from the first and the last stages", arXiv:2407.21783 section
+  3.3.2; else the most even split), and the estimator prices the fullest stage, so the search prefers even
+  splits by cost, not by rule;
 * MoE: ``etp`` is 1 or ``tp`` (Megatron-Core's two common choices); dense models have ``etp = tp``;
 * a plan with no data-parallel group at all (``dp x cp = 1`` and one expert-data-parallel replica) keeps
   only its lowest allowed ZeRO stage: the stages differ only in how they shard over that group;
@@ -235,22 +236,21 @@ def _structures(model, num_gpus: int, seq_length: int, c: Constraints) -> Table:
 
 
 def _add_stage_split(model, table: Table) -> Table:
-    splits = {int(p): stage_split(model.num_layers, int(p)) for p in np.unique(table["pp"])}
-    table["first_stage_layers"] = np.array([splits[int(p)][0] for p in table["pp"]], dtype=np.int64)
-    table["last_stage_layers"] = np.array([splits[int(p)][1] for p in table["pp"]], dtype=np.int64)
-    return _take(table, table["first_stage_layers"] >= 0)
+    """Stage layouts are left to :func:`tierwise.specs.plan.stage_layout` (Megatron-Core's rules, else the most
+    even split): every pp is allowed, and the estimator prices each plan's fullest stage, so an uneven split
+    costs what its slowest stage costs."""
+    table["first_stage_layers"] = np.zeros(len(table["pp"]), dtype=np.int64)
+    table["last_stage_layers"] = np.zeros(len(table["pp"]), dtype=np.int64)
+    return table
 
 
 def _add_vpp(model, table: Table, global_batch_size: int, c: Constraints) -> Table:
     vpps = [c.vpp] if c.vpp is not None else list(range(1, c.max_vpp + 1))
     table = _cross(table, "vpp", np.asarray(vpps, dtype=np.int64))
     v, pp = table["vpp"], table["pp"]
-    first, last = table["first_stage_layers"], table["last_stage_layers"]
-    uneven = first > 0
-    middle = np.where(uneven, (model.num_layers - first - last) // np.maximum(pp - 2, 1), model.num_layers // pp)
-    divides = np.where(uneven, (middle % v == 0) & ((pp > 2) | (v == 1)), (model.num_layers // pp) % v == 0)
+    # every virtual stage holds at least one layer; the layers need not divide pp x vpp (stage_layout)
     m = global_batch_size // (table["micro_batch_size"] * table["dp"])
-    ok = (v == 1) | ((pp > 1) & divides & (m % pp == 0))
+    ok = (v == 1) | ((pp > 1) & (pp * v <= model.num_layers) & (m % pp == 0))
     return _take(table, ok)
 
 

@@ -9,8 +9,19 @@ batch of one. Plan keys and defaults (issue 2 "Contracts"):
 (true), ``precision`` (bf16), ``tp_comm_overlap`` (false), ``ep_comm_overlap`` (false), ``fused_elementwise`` (true),
 ``fused_cross_entropy`` (false), ``overlap_grad_reduce`` and
 ``overlap_param_gather`` (true), ``schedule`` (1f1b; interleaved when vpp > 1), ``order`` (tp-cp-dp-pp),
-``first_stage_layers`` / ``last_stage_layers`` (even split), ``zero3_gather`` (flat). Every default applied is
-listed in ``assumed``.
+``first_stage_layers`` / ``last_stage_layers`` (derived: :func:`stage_layout`), ``zero3_gather`` (flat),
+``grad_reduce_dtype`` (fp32), ``zero2_sync`` (per-step), ``attention_kernel`` (by framework and accelerator).
+A ``framework`` (:mod:`tierwise.specs.framework`) changes the defaults of the switches to that framework's.
+Every default applied is listed in ``assumed``.
+
+Pipeline stage layout (:func:`stage_layout`, Megatron-Core ``transformer_block.get_num_layers_to_build`` and
+``pipeline_parallel_layer_layout.py``), in order of precedence: an explicit ``pipeline_layout`` (layers per
+virtual stage in model order, virtual stage ``i`` on pipeline rank ``i mod pp``, or per physical stage);
+``first_stage_layers`` / ``last_stage_layers`` (Megatron's ``decoder_first_pipeline_num_layers`` /
+``decoder_last_pipeline_num_layers``: the other stages share the rest); Megatron-Core's embedding / loss
+accounting (``account_for_embedding_in_pipeline_split``, ``account_for_loss_in_pipeline_split``: each counts
+as a layer, so the first and last stages carry one fewer), stated, or chosen when ``num_layers`` does not
+divide ``pp x vpp`` but ``num_layers + 2`` does; else the even split, or the most even one. Never refused.
 """
 
 from __future__ import annotations
@@ -26,10 +37,17 @@ from tierwise.errors import PlanError, SpecError
 from tierwise.files import short_repr
 from tierwise.limits import MAX_BATCH, MAX_GPUS, MAX_LAYERS, MAX_SEQ
 from tierwise.specs._mapping import check_keys, get_bool, get_int, require_mapping
+from tierwise.specs.framework import (
+    ATTENTION_KERNELS,
+    GRAD_REDUCE_DTYPES,
+    ZERO2_SYNC,
+    check_framework,
+    framework_defaults,
+)
 
 __all__ = ["Plan", "PlanBatch", "plan_from_mapping", "MEGATRON_ALIASES", "LAYERS_PER_CHUNK", "validate_plan_batch",
            "valid_plan_mask", "ep_overlap_allowed", "RECOMPUTE", "Recompute", "PRECISION", "ORDERS", "SCHEDULES",
-           "ZERO3_GATHER"]
+           "ZERO3_GATHER", "stage_layout", "layout_note", "LAYOUT_RULES"]
 
 RECOMPUTE = ("none", "selective", "full")
 
@@ -63,7 +81,9 @@ ORDERS = ("tp-cp-dp-pp", "tp-cp-pp-dp", "tp-dp-cp-pp", "cp-tp-dp-pp", "tp-pp-cp-
 _KEYS = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "global_batch_size", "seq_length",
          "sequence_parallel", "recompute", "zero_stage", "dp_shard", "reshard_after_forward", "precision",
          "tp_comm_overlap", "ep_comm_overlap", "fused_elementwise", "fused_cross_entropy", "overlap_grad_reduce", "overlap_param_gather", "schedule", "order",
-         "first_stage_layers", "last_stage_layers", "zero3_gather")
+         "first_stage_layers", "last_stage_layers", "zero3_gather", "pipeline_layout",
+         "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "grad_reduce_dtype",
+         "zero2_sync", "attention_kernel")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,9 +125,28 @@ class Plan:
     first_stage_layers: int = 0
     """Layers on the first pipeline stage (0 = even split)."""
     last_stage_layers: int = 0
+    middle_stage_layers: int = 0
+    """Layers of the fullest middle stage (0 = derived; set from an explicit ``pipeline_layout``)."""
+    layout_explicit: bool = False
+    """First / last / middle stage layers are taken as given (an explicit ``pipeline_layout``)."""
+    embedding_in_split: bool = False
+    """Megatron-Core ``account_for_embedding_in_pipeline_split``: the embedding counts as a layer."""
+    loss_in_split: bool = False
+    """Megatron-Core ``account_for_loss_in_pipeline_split``: the loss counts as a layer."""
     zero3_gather: str = "flat"
     """See :data:`ZERO3_GATHER`."""
+    grad_reduce_dtype: str = "fp32"
+    """The dtype gradients are reduced in (:data:`tierwise.specs.framework.GRAD_REDUCE_DTYPES`)."""
+    zero2_sync: str = "per-step"
+    """What ZeRO-2 does under gradient accumulation (:data:`tierwise.specs.framework.ZERO2_SYNC`)."""
+    attention_kernel: str = "flash2"
+    """Attention kernel family (:data:`tierwise.specs.framework.ATTENTION_KERNELS`)."""
+    framework: str = ""
+    """The framework whose defaults filled unstated switches ("" = tierwise's own defaults)."""
     assumed: tuple[str, ...] = ()
+    inferred: tuple[str, ...] = ()
+    """Keys the user did not state that the estimate chooses (``recompute``: the cheapest that fits memory,
+    :func:`tierwise.estimate.scenario.infer_settings`)."""
 
     @property
     def num_gpus(self) -> int:
@@ -118,7 +157,7 @@ class Plan:
         return self.global_batch_size // (self.micro_batch_size * self.dp)
 
     def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "assumed"}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("assumed", "inferred")}
 
 
 def _choice(data: Mapping[str, Any], key: str, choices: Sequence[str], default: str, origin: str) -> str:
@@ -137,6 +176,13 @@ MEGATRON_ALIASES = {
     "context_parallel_size": "cp",
     "expert_model_parallel_size": "ep",
     "recompute_granularity": "recompute",
+    "expert_tensor_parallel_size": "etp",
+    "virtual_pipeline_model_parallel_size": "vpp",
+    "decoder_first_pipeline_num_layers": "first_stage_layers",
+    "decoder_last_pipeline_num_layers": "last_stage_layers",
+    "num_layers_in_first_pipeline_stage": "first_stage_layers",
+    "num_layers_in_last_pipeline_stage": "last_stage_layers",
+    "pipeline_model_parallel_layout": "pipeline_layout",
 }
 """Megatron-LM / NeMo long names accepted in a plan mapping for the short keys (same meaning, same values)."""
 LAYERS_PER_CHUNK = "num_layers_per_virtual_pipeline_stage"
@@ -180,21 +226,46 @@ def _resolve_aliases(data: Mapping[str, Any], origin: str, num_layers: int | Non
 
 
 def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "plan",
-                      num_layers: int | None = None) -> Plan:
+                      num_layers: int | None = None, framework: str | None = None, generation: str = "",
+                      moe: bool = False) -> Plan:
     """Validate the plan's own keys and fill defaults (model-dependent checks: :func:`validate_plan_batch`).
 
     Megatron/NeMo long names (:data:`MEGATRON_ALIASES`, :data:`LAYERS_PER_CHUNK`) are accepted for the short
-    keys; ``num_layers`` (the model's) is needed to turn layers per virtual stage into ``vpp``.
+    keys; ``num_layers`` (the model's) is needed to turn layers per virtual stage into ``vpp`` and to check
+    an explicit ``pipeline_layout``. ``framework`` (a scenario's, or the plan's own ``framework`` key) sets
+    that framework's defaults (:func:`tierwise.specs.framework.framework_defaults`; ``generation``: the
+    accelerator's, ``moe``: the model has experts); each default applied is listed in ``assumed``.
     """
     data = require_mapping(data, origin)
-    check_keys(data, (*_KEYS, *MEGATRON_ALIASES, LAYERS_PER_CHUNK), origin)
+    check_keys(data, (*_KEYS, *MEGATRON_ALIASES, LAYERS_PER_CHUNK, "framework"), origin)
     data = _resolve_aliases(data, origin, num_layers)
-    check_keys(data, _KEYS, origin, required=("global_batch_size", "seq_length"))
+    check_keys(data, (*_KEYS, "framework"), origin, required=("global_batch_size", "seq_length"))
     assumed: list[str] = []
+    if "framework" in data:
+        own = check_framework(data["framework"], origin)
+        if framework is not None and own != framework:
+            raise SpecError(f"framework={own!r} in {origin} and the scenario's framework={framework!r} disagree; "
+                            "give only one of them")
+        framework = own
+    fw_defaults: dict[str, tuple[object, str]] = {}
+    if framework:
+        tp_given = data.get("tp", 1)
+        fw_defaults = framework_defaults(framework, generation=generation, moe=moe,
+                                         tp=tp_given if isinstance(tp_given, int) else 1)
+
+    def default_of(key: str, fallback):
+        """The framework's default for ``key`` (noted with its reason) or tierwise's ``fallback``."""
+        if key in fw_defaults:
+            reason = fw_defaults[key][1]
+            return fw_defaults[key][0], f" ({reason if reason.lower().startswith(framework) else framework + ': ' + reason})"
+        return fallback, ""
 
     def opt_int(key: str, default: int, minimum: int = 1, maximum: int = MAX_GPUS) -> int:
+        default, why = default_of(key, default)
+        if key == "etp" and not why:
+            why = " (Megatron-Core: expert_tensor_parallel_size = tp when unset)"
         if key not in data:
-            assumed.append(f"{key}={default}")
+            assumed.append(f"{key}={default}{why}")
         return get_int(data, key, origin, default=default, minimum=minimum, maximum=maximum)
 
     tp, pp, cp = opt_int("tp", 1), opt_int("pp", 1), opt_int("cp", 1)
@@ -217,48 +288,109 @@ def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "
     ep = opt_int("ep", 1)
     etp = opt_int("etp", tp)
     vpp = opt_int("vpp", 1, maximum=MAX_LAYERS)
+    inferred: list[str] = []
     mbs = opt_int("micro_batch_size", 1, maximum=MAX_BATCH)
     gbs = get_int(data, "global_batch_size", origin, maximum=MAX_BATCH)
     seq = get_int(data, "seq_length", origin, maximum=MAX_SEQ)
     if "sequence_parallel" not in data:
         assumed.append(f"sequence_parallel={tp > 1}")
     sp = get_bool(data, "sequence_parallel", origin, default=tp > 1)
-    for key, default in (("recompute", "none"), ("precision", "bf16"), ("order", "tp-cp-dp-pp"),
-                         ("zero3_gather", "flat")):
+    choices: dict[str, str] = {}
+    for key, options, fallback in (("recompute", RECOMPUTE, "none"), ("precision", PRECISION, "bf16"),
+                                   ("order", ORDERS, "tp-cp-dp-pp"), ("zero3_gather", ZERO3_GATHER, "flat"),
+                                   ("grad_reduce_dtype", GRAD_REDUCE_DTYPES, "fp32"),
+                                   ("zero2_sync", ZERO2_SYNC, "per-step"),
+                                   ("attention_kernel", ATTENTION_KERNELS,
+                                    "cudnn" if generation.lower() in ("hopper", "blackwell", "rubin") else "flash2")):
+        default, why = default_of(key, fallback)
         if key not in data:
-            assumed.append(f"{key}={default}")
-    recompute = _choice(data, "recompute", RECOMPUTE, "none", origin)
-    precision = _choice(data, "precision", PRECISION, "bf16", origin)
-    order = _choice(data, "order", ORDERS, "tp-cp-dp-pp", origin)
-    zero3_gather = _choice(data, "zero3_gather", ZERO3_GATHER, "flat", origin)
+            if key == "recompute":
+                inferred.append("recompute")  # the cheapest that fits memory, chosen by the estimate
+            else:
+                assumed.append(f"{key}={default}{why}")
+        choices[key] = _choice(data, key, options, default, origin)
     zero = opt_int("zero_stage", 1, minimum=0, maximum=3)
+    if zero < 2 and "zero3_gather" not in data and choices["zero3_gather"] != "flat":
+        # the framework's sharded-data-parallel implementation only matters when parameters are sharded
+        assumed[:] = [a for a in assumed if not a.startswith("zero3_gather=")]
+        choices["zero3_gather"] = "flat"
     dp_shard = opt_int("dp_shard", dp)
     default_schedule = "interleaved" if vpp > 1 else "1f1b"
     if "schedule" not in data:
         assumed.append(f"schedule={default_schedule}")
     schedule = _choice(data, "schedule", SCHEDULES, default_schedule, origin)
     bools = {}
-    for key, default in (("reshard_after_forward", True), ("tp_comm_overlap", False), ("ep_comm_overlap", False),
-                         ("fused_elementwise", True), ("fused_cross_entropy", False),
-                         ("overlap_grad_reduce", True), ("overlap_param_gather", True)):
+    for key, fallback in (("reshard_after_forward", True), ("tp_comm_overlap", False), ("ep_comm_overlap", False),
+                          ("fused_elementwise", True), ("fused_cross_entropy", False),
+                          ("overlap_grad_reduce", True), ("overlap_param_gather", True)):
+        default, why = default_of(key, fallback)
         if key not in data:
-            assumed.append(f"{key}={str(default).lower()}")
+            assumed.append(f"{key}={str(default).lower()}{why}")
         bools[key] = get_bool(data, key, origin, default=default)
+    layout = _layout_fields(data, pp, vpp, num_layers, origin)
+    plan = Plan(tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, etp=etp, vpp=vpp, micro_batch_size=mbs, global_batch_size=gbs,
+                seq_length=seq, sequence_parallel=sp, zero_stage=zero, dp_shard=dp_shard, schedule=schedule,
+                framework=framework or "", **choices, **layout, **bools)
+    if num_layers is not None and pp > 1:
+        assumed.append(layout_note(num_layers, plan))
+    from dataclasses import replace
+
+    return replace(plan, assumed=tuple(assumed), inferred=tuple(inferred))
+
+
+def _layout_fields(data: Mapping[str, Any], pp: int, vpp: int, num_layers: int | None, origin: str) -> dict:
+    """The plan's stage-layout fields from ``pipeline_layout``, ``first_stage_layers`` / ``last_stage_layers``
+    and the Megatron-Core embedding / loss accounting switches (checked, one line naming the bad value)."""
     first = get_int(data, "first_stage_layers", origin, default=0, minimum=0, maximum=MAX_LAYERS)
     last = get_int(data, "last_stage_layers", origin, default=0, minimum=0, maximum=MAX_LAYERS)
-    return Plan(tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, etp=etp, vpp=vpp, micro_batch_size=mbs, global_batch_size=gbs,
-                seq_length=seq, sequence_parallel=sp, recompute=recompute, zero_stage=zero, dp_shard=dp_shard,
-                precision=precision, schedule=schedule, order=order, first_stage_layers=first,
-                last_stage_layers=last, zero3_gather=zero3_gather, assumed=tuple(assumed), **bools)
+    emb = get_bool(data, "account_for_embedding_in_pipeline_split", origin, default=False)
+    loss = get_bool(data, "account_for_loss_in_pipeline_split", origin, default=False)
+    out = {"first_stage_layers": first, "last_stage_layers": last, "embedding_in_split": emb,
+           "loss_in_split": loss}
+    if "pipeline_layout" not in data:
+        if num_layers is not None and (first or last):
+            rest = num_layers - first - last
+            left = pp - (1 if first else 0) - (1 if last else 0)
+            if rest < 0 or (left <= 0 and rest != 0):
+                raise PlanError(f"first_stage_layers={first}, last_stage_layers={last} with pp={pp} leave {rest} "
+                                f"layers of num_layers={num_layers} for {max(left, 0)} other stages; the stages "
+                                f"must hold exactly {num_layers} layers")
+        return out
+    raw = data["pipeline_layout"]
+    if not isinstance(raw, list) or not raw:
+        raise SpecError(f"pipeline_layout={short_repr(raw)} in {origin}; give a list of layer counts, one per "
+                        f"(virtual) pipeline stage, e.g. [7, 8, 8, 7]")
+    counts = []
+    for i, v in enumerate(raw):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0 or v > MAX_LAYERS:
+            raise SpecError(f"pipeline_layout[{i}]={short_repr(v)} in {origin}; each entry is a count of layers "
+                            f"(an integer 0..{MAX_LAYERS})")
+        counts.append(v)
+    if first or last or emb or loss:
+        raise SpecError(f"pipeline_layout in {origin} is given with first_stage_layers / last_stage_layers / "
+                        "account_for_*_in_pipeline_split; give only the layout")
+    if len(counts) not in (pp, pp * vpp):
+        raise SpecError(f"pipeline_layout has {len(counts)} entries in {origin}; give pp = {pp} (one per stage) "
+                        f"or pp x vpp = {pp * vpp} (one per virtual stage)")
+    if num_layers is not None and sum(counts) != num_layers:
+        raise SpecError(f"pipeline_layout={short_repr(raw)} sums to {sum(counts)} layers in {origin}, but the model "
+                        f"has num_layers={num_layers}; the stages must hold every layer once")
+    # Megatron-Core PipelineParallelLayerLayout: virtual stages in model order, virtual stage i on rank i mod pp
+    physical = [sum(counts[r::pp]) for r in range(pp)]
+    out.update(first_stage_layers=physical[0], last_stage_layers=physical[-1],
+               middle_stage_layers=max(physical[1:-1], default=0), layout_explicit=True)
+    return out
 
 
 _INT_FIELDS = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "global_batch_size", "seq_length",
-               "zero_stage", "dp_shard", "first_stage_layers", "last_stage_layers")
+               "zero_stage", "dp_shard", "first_stage_layers", "last_stage_layers", "middle_stage_layers")
 _BOOL_FIELDS = ("sequence_parallel", "reshard_after_forward", "tp_comm_overlap", "ep_comm_overlap", "fused_elementwise",
                 "fused_cross_entropy",
-                "overlap_grad_reduce", "overlap_param_gather")
+                "overlap_grad_reduce", "overlap_param_gather", "layout_explicit", "embedding_in_split",
+                "loss_in_split")
 _CODE_FIELDS = {"recompute": RECOMPUTE, "precision": PRECISION, "schedule": SCHEDULES, "order": ORDERS,
-                "zero3_gather": ZERO3_GATHER}
+                "zero3_gather": ZERO3_GATHER, "grad_reduce_dtype": GRAD_REDUCE_DTYPES, "zero2_sync": ZERO2_SYNC,
+                "attention_kernel": ATTENTION_KERNELS}
 
 
 @dataclass
@@ -281,6 +413,7 @@ class PlanBatch:
     dp_shard: np.ndarray
     first_stage_layers: np.ndarray
     last_stage_layers: np.ndarray
+    middle_stage_layers: np.ndarray
     sequence_parallel: np.ndarray
     reshard_after_forward: np.ndarray
     tp_comm_overlap: np.ndarray
@@ -289,11 +422,17 @@ class PlanBatch:
     fused_cross_entropy: np.ndarray
     overlap_grad_reduce: np.ndarray
     overlap_param_gather: np.ndarray
+    layout_explicit: np.ndarray
+    embedding_in_split: np.ndarray
+    loss_in_split: np.ndarray
     recompute: np.ndarray
     precision: np.ndarray
     schedule: np.ndarray
     order: np.ndarray
     zero3_gather: np.ndarray
+    grad_reduce_dtype: np.ndarray
+    zero2_sync: np.ndarray
+    attention_kernel: np.ndarray
 
     def __len__(self) -> int:
         return int(self.tp.shape[0])
@@ -358,22 +497,98 @@ def _tp_choices(model) -> str:
 # mask) paired with the one-line message for a single plan (validate_plan_batch)
 
 
+LAYOUT_RULES = ("single", "explicit", "first/last", "embedding/loss", "even", "most-even")
+"""How :func:`stage_layout` chose a plan's stages (codes are indices)."""
+
+
+def stage_layout(num_layers: int, b: PlanBatch):
+    """(first, last, fullest middle) physical stage layers and the rule used (index into :data:`LAYOUT_RULES`)
+    for every plan of ``b``, vectorized. Megatron-Core ``transformer_block.get_num_layers_to_build``:
+
+    1. ``layout_explicit``: the counts of an explicit ``pipeline_layout`` (``pipeline_parallel_layer_layout.py``).
+    2. ``first_stage_layers`` / ``last_stage_layers`` (``num_layers_in_first/last_pipeline_stage``): the other
+       stages share the rest; Megatron asserts they divide it, here the most even share (ceil) is priced.
+    3. ``embedding_in_split`` / ``loss_in_split`` stated, or neither stated and ``L % (pp vpp) != 0`` but
+       ``(L + 2) % (pp vpp) == 0``: the embedding and the loss each count as a layer, every stage holds
+       ``(L + e + l) / pp`` and the first (last) builds one layer fewer.
+    4. ``L % (pp vpp) == 0``: ``L / pp`` on every stage (the even split).
+    5. Otherwise the most even split: ``L = q pp + r``; the ``r`` stages with ``q + 1`` layers are middle
+       ones where there are enough (the first stage next, the last, which carries the loss, last of all).
+       Not a Megatron rule (Megatron refuses), torchtitan's ``pipeline_parallel_layers_per_stage`` style.
+
+    >>> b = PlanBatch.from_arrays(pp=[7, 4, 4, 1], vpp=[1, 4, 1, 1])
+    >>> [tuple(int(x[i]) for x in stage_layout(96, b)) for i in range(3)]  # 96 layers on 7 stages
+    [(13, 13, 14, 3), (24, 24, 24, 4), (24, 24, 24, 4)]
+    >>> [tuple(int(x[i]) for x in stage_layout(62, b)) for i in range(2)]  # 62 on 7; 62 on 4 x 4 virtual
+    [(9, 8, 9, 5), (15, 15, 16, 3)]
+    """
+    L = num_layers
+    pp = b.pp.astype(np.int64)
+    chunks = pp * b.vpp
+    nf, nl = b.first_stage_layers > 0, b.last_stage_layers > 0
+    if not (np.any(L % chunks) or nf.any() or nl.any() or b.layout_explicit.any() or b.embedding_in_split.any()
+            or b.loss_in_split.any()):
+        # every plan splits evenly (the planner's usual batch): rules 0 and 4 only, a fifth of the work
+        per = L // pp
+        return per, per, np.where(pp <= 2, 0, per), np.where(pp == 1, 0, 4)
+    left = np.maximum(pp - nf - nl, 1)
+    rest = L - np.where(nf, b.first_stage_layers, 0) - np.where(nl, b.last_stage_layers, 0)
+    share = -(-np.maximum(rest, 0) // left)
+    fl_first = np.where(nf, b.first_stage_layers, share)
+    fl_last = np.where(nl, b.last_stage_layers, share)
+    stated_el = b.embedding_in_split | b.loss_in_split
+    auto_el = ~stated_el & (L % chunks != 0) & ((L + 2) % chunks == 0)
+    e = np.where(auto_el, 1, b.embedding_in_split.astype(np.int64))
+    l_ = np.where(auto_el, 1, b.loss_in_split.astype(np.int64))
+    per = -(-(L + e + l_) // pp)
+    q, r = L // pp, L % pp
+    even_first = np.where(r > np.maximum(pp - 2, 0), q + 1, q)
+    even_last = np.where((r > pp - 1) | ((pp == 2) & (r > 1)), q + 1, q)
+    mid_even = -(-L // pp)
+    rule = np.select([pp == 1, b.layout_explicit, nf | nl, stated_el | auto_el, L % chunks == 0],
+                     [0, 1, 2, 3, 4], 5)
+    first = np.select([pp == 1, b.layout_explicit, nf | nl, stated_el | auto_el],
+                      [L, b.first_stage_layers, fl_first, per - e], even_first)
+    last = np.select([pp == 1, b.layout_explicit, nf | nl, stated_el | auto_el],
+                     [L, b.last_stage_layers, fl_last, per - l_], even_last)
+    mid = np.select([pp <= 2, b.layout_explicit, nf | nl, stated_el | auto_el], [0, b.middle_stage_layers, share, per],
+                    mid_even)
+    return first, last, mid, rule
+
+
+def layout_note(num_layers: int, plan: Plan) -> str:
+    """The ``assumed`` line naming the stage layout of one plan and the rule that chose it."""
+    first, last, mid, rule = (int(x[0]) for x in stage_layout(num_layers, PlanBatch.from_plans([plan])))
+    stages = f"{first}/{mid}/{last}" if plan.pp > 2 else f"{first}/{last}"
+    what = "first/middle (fullest)/last" if plan.pp > 2 else "first/last"
+    why = {
+        1: "the explicit pipeline_layout",
+        2: "first_stage_layers/last_stage_layers given (Megatron decoder_first/last_pipeline_num_layers), the "
+           "other stages share the rest",
+        3: "Megatron-Core account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split"
+           + (" (stated)" if plan.embedding_in_split or plan.loss_in_split else
+              f": num_layers={num_layers} does not divide pp x vpp = {plan.pp * plan.vpp} but num_layers + 2 does")
+           + ", the embedding and loss each count as a layer",
+        4: "the even split",
+        5: f"the most even split: num_layers={num_layers} and num_layers + 2 do not divide pp x vpp = "
+           f"{plan.pp * plan.vpp}",
+    }[rule]
+    return f"pipeline stages {stages} layers ({what}): {why}; the slowest stage is priced"
+
+
 def _stage_split_bad(model, b: PlanBatch) -> np.ndarray:
-    uneven = (b.first_stage_layers > 0) | (b.last_stage_layers > 0)
-    rest = model.num_layers - b.first_stage_layers - b.last_stage_layers
-    middle = b.pp - (b.first_stage_layers > 0) - (b.last_stage_layers > 0)
-    bad_uneven = (rest < 0) | ((middle > 0) & (rest % np.maximum(middle, 1) != 0)) | ((middle == 0) & (rest != 0))
-    return np.where(uneven, bad_uneven, model.num_layers % (b.pp * b.vpp) != 0)
+    nf, nl = b.first_stage_layers > 0, b.last_stage_layers > 0
+    rest = model.num_layers - np.where(nf, b.first_stage_layers, 0) - np.where(nl, b.last_stage_layers, 0)
+    left = b.pp - nf - nl
+    given = (nf | nl) & ~b.layout_explicit
+    return given & ((rest < 0) | ((left <= 0) & (rest != 0)) | (b.pp == 1))
 
 
 def _stage_split_message(model, plan: Plan) -> str:
-    if plan.first_stage_layers or plan.last_stage_layers:
-        rest = model.num_layers - plan.first_stage_layers - plan.last_stage_layers
-        middle = plan.pp - (1 if plan.first_stage_layers else 0) - (1 if plan.last_stage_layers else 0)
-        return (f"first_stage_layers={plan.first_stage_layers}, last_stage_layers={plan.last_stage_layers} leave "
-                f"{rest} layers for {middle} middle stages; they must divide evenly")
-    return (f"num_layers={model.num_layers} is not divisible by pp x vpp = {plan.pp} x {plan.vpp}; choose pp x vpp "
-            f"dividing {model.num_layers} or set first_stage_layers/last_stage_layers")
+    rest = model.num_layers - plan.first_stage_layers - plan.last_stage_layers
+    return (f"first_stage_layers={plan.first_stage_layers}, last_stage_layers={plan.last_stage_layers} with "
+            f"pp={plan.pp} leave {rest} of num_layers={model.num_layers} for the other stages; the stages must "
+            "hold every layer exactly once")
 
 
 def _experts(model) -> int:
@@ -434,9 +649,9 @@ _RULES: tuple[tuple[Any, Any], ...] = (
      lambda m, p: f"the interleaved schedule needs the number of micro-batches ({p.num_microbatches}) to be a "
                   f"multiple of pp={p.pp}; change global_batch_size or micro_batch_size"),
     *_EP_OVERLAP_RULES,
-    (lambda m, b: (b.zero3_gather != ZERO3_GATHER.index("flat")) & (b.zero_stage != 3),
-     lambda m, p: f"zero3_gather={p.zero3_gather!r} describes ZeRO-3 parameter gathers but zero_stage={p.zero_stage}; "
-                  "set zero_stage: 3 or drop zero3_gather"),
+    (lambda m, b: (b.zero3_gather != ZERO3_GATHER.index("flat")) & (b.zero_stage < 2),
+     lambda m, p: f"zero3_gather={p.zero3_gather!r} describes FSDP / ZeRO parameter gathers but "
+                  f"zero_stage={p.zero_stage}; set zero_stage: 3 (or 2), or drop zero3_gather"),
     (lambda m, b: b.dp % b.dp_shard != 0,
      lambda m, p: f"dp_shard={p.dp_shard} must divide dp={p.dp} (HSDP shards within replicas)"),
     (lambda m, b: (b.dp_shard != b.dp) & (b.zero_stage == 0),

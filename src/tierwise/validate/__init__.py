@@ -24,7 +24,8 @@ def validation_document(path: str | Path | None = None, *, source: str | None = 
     ``fit`` refits the global compute parameters on the dataset's high/medium-confidence rows (all sources,
     even when ``source`` narrows the report), writes a parameters file to ``fit_out`` (required: the
     installed ``catalog/parameters.yaml`` is never written) and validates with it; ``cross_validate`` adds
-    leave-one-source-out figures.
+    leave-one-(hardware x software-stack)-out figures (``cross_validation_groups``, the headline) and
+    leave-one-source-out ones (``cross_validation``).
     """
     if fit:
         from tierwise.atomic import check_writable
@@ -82,6 +83,9 @@ def _finish(doc: dict, path, source, cross_validate) -> dict:
                                             "dominant_share")} for r in worst_rows(v)]
     if cross_validate:
         from tierwise.validate.fit import cross_validate as loso
+        from tierwise.validate.fit import cross_validate_groups
 
+        # the headline: leave-one-(hardware x software-stack)-out; leave-one-source-out is secondary
+        doc["cross_validation_groups"] = cross_validate_groups(all_cases)
         doc["cross_validation"] = loso(all_cases)
     return doc

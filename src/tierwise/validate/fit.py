@@ -17,7 +17,8 @@ from tierwise.estimate.step import _compute_params, comm_memo
 from tierwise.validate.mapping import Case
 from tierwise.validate.run import SCORED_CONFIDENCE, predict
 
-__all__ = ["FITTED", "fit_parameters", "cross_validate", "objective_residuals", "write_parameters", "check_fitted",
+__all__ = ["FITTED", "fit_parameters", "cross_validate", "cross_validate_groups", "group_folds", "params_at_bounds",
+           "objective_residuals", "write_parameters", "check_fitted",
            "yaml_number", "installed_parameters_path"]
 
 FITTED: dict[str, tuple[float, float]] = {
@@ -154,6 +155,92 @@ def cross_validate(cases: Sequence[Case], workers: int | None = None) -> dict:
     medians = [v["median"] for v in out.values()]
     return {"per_source": out, "median_of_source_medians": float(np.median(medians)),
             "overall_median": float(np.median(np.concatenate([r[2] for r in results])))}
+
+
+def group_folds(cases: Sequence[Case]) -> list[tuple[str, list[int], list[int]]]:
+    """Leave-one-(hardware x stack)-out folds: ``(group, training indices, held-out scored indices)`` for each
+    group (:attr:`~tierwise.validate.mapping.Case.group`) with scored rows. Every mapped row is in exactly one
+    group; a fold trains on the rows of every other group only."""
+    scored = _scored(cases)
+    groups = sorted({c.group for c in cases if c.used})
+    out = []
+    for g in groups:
+        test = [i for i, c in enumerate(cases) if c.group == g and scored[i]]
+        if test:
+            out.append((g, [i for i, c in enumerate(cases) if c.group != g], test))
+    return out
+
+
+def params_at_bounds(params: dict[str, float], rel: float = 1e-3) -> dict[str, str]:
+    """Fitted parameters within ``rel`` of their bound's range from a bound of :data:`FITTED`: ``lower`` or
+    ``upper`` (a parameter pinned at a bound is the fit saying the model's structure lacks something)."""
+    out = {}
+    for name, value in params.items():
+        if name not in FITTED:
+            continue
+        lo, hi = FITTED[name]
+        if value <= lo + rel * (hi - lo):
+            out[name] = "lower"
+        elif value >= hi - rel * (hi - lo):
+            out[name] = "upper"
+    return out
+
+
+def _group_fold(fold: tuple[str, list[int], list[int]]) -> tuple[str, dict, np.ndarray]:
+    """One leave-one-(hardware x stack)-out fold: fit on its training rows, predict its held-out rows."""
+    group, train_idx, test_idx = fold
+    cases = _FOLD_CASES
+    params, _ = fit_parameters([cases[i] for i in train_idx])
+    test = [cases[i] for i in test_idx]
+    with comm_memo():
+        pred, _ = predict(test, {**_compute_params(), **params})
+    meas = np.array([c.measured_tokens_per_s_per_gpu for c in test])
+    return group, params, np.abs(pred - meas) / meas * 100.0
+
+
+def _run_folds(fn, folds, workers: int | None, cases: Sequence[Case]):
+    """``fn`` over ``folds`` in forked worker processes where the platform forks, else one after another."""
+    import multiprocessing
+    import os
+
+    global _FOLD_CASES
+    _FOLD_CASES = list(cases)
+    workers = min(workers or os.cpu_count() or 1, len(folds))
+    try:
+        if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+            with multiprocessing.get_context("fork").Pool(workers) as pool:
+                return pool.map(fn, folds)
+        return [fn(f) for f in folds]
+    finally:
+        _FOLD_CASES = ()
+
+
+def cross_validate_groups(cases: Sequence[Case], workers: int | None = None) -> dict:
+    """Leave-one-(hardware x software-stack)-out: for each group (accelerator generation / stack,
+    :func:`tierwise.validate.mapping.stack_for_row`), refit the global parameters on every other group and
+    predict the held-out group's scored rows. The headline of ``tierwise validate`` (docs/validation.md):
+    unlike leave-one-source-out, no fold trains on rows of its own hardware and software era."""
+    folds = group_folds(cases)
+    results = _run_folds(_group_fold, folds, workers, cases)
+    per_group = {}
+    for (group, _, test_idx), (_, params, err) in zip(folds, results, strict=True):
+        per_group[group] = {
+            "rows": int(err.size), "median": float(np.median(err)), "p90": float(np.percentile(err, 90)),
+            "max": float(np.max(err)), "sources": sorted({cases[i].source_id for i in test_idx}),
+            "row_ids": [cases[i].row_id for i in test_idx], "params": params,
+            "params_at_bounds": params_at_bounds(params),
+        }
+    every = np.concatenate([r[2] for r in results]) if results else np.array([])
+    medians = [v["median"] for v in per_group.values()]
+    return {
+        "grouping": "accelerator generation / software stack (framework and era), docs/validation.md",
+        "per_group": per_group,
+        "median_of_group_medians": float(np.median(medians)) if medians else float("nan"),
+        "p90": float(np.percentile(every, 90)) if every.size else float("nan"),
+        "overall_median": float(np.median(every)) if every.size else float("nan"),
+        "max": float(np.max(every)) if every.size else float("nan"),
+        "params_at_bounds": {g: v["params_at_bounds"] for g, v in per_group.items()},
+    }
 
 
 def installed_parameters_path() -> str:

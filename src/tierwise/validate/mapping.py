@@ -15,11 +15,13 @@ from tierwise.errors import SpecError, TierwiseError
 from tierwise.limits import MAX_BATCH, MAX_DIM, MAX_GPUS, MAX_LAYERS, MAX_SEQ, check_float, check_int
 from tierwise.specs import catalog
 from tierwise.specs.cluster import Cluster, load_cluster
+from tierwise.specs.framework import framework_for_text
 from tierwise.specs.model import ModelSpec, load_model, model_from_mapping
 from tierwise.specs.plan import Plan, plan_from_mapping, validate_plan_batch
 from tierwise.validate import rules
 
-__all__ = ["Case", "case_from_row", "GRAND_TETON_H100_96GB", "cluster_for_row"]
+__all__ = ["Case", "case_from_row", "GRAND_TETON_H100_96GB", "cluster_for_row", "borrow_parallelism",
+           "stack_for_row"]
 
 GRAND_TETON_H100_96GB = {
     "name": "grand-teton-h100-96gb",
@@ -64,6 +66,15 @@ class Case:
     plan: Plan | None = None
     filled: list[str] = field(default_factory=list)
     skip: str = ""
+    stack: str = ""
+    """Software stack: framework and era (:func:`stack_for_row`)."""
+    generation: str = ""
+    """Accelerator generation of the row's hardware (``ampere``, ``hopper``, ...; "" when unmapped)."""
+
+    @property
+    def group(self) -> str:
+        """The leave-one-(hardware x stack)-out group: ``generation/stack``."""
+        return f"{self.generation or 'unmapped'}/{self.stack}"
 
     @property
     def used(self) -> bool:
@@ -204,7 +215,11 @@ def _recompute(row: dict[str, str], filled: list[str]) -> str:
     if "assumes recompute" in text:
         filled.append("recompute=full (Narayanan 2021 sec. 5: runs use activation recomputation; Eq. 3 counts it)")
         return "full"
-    filled.append("recompute=none (Megatron-Core/NeMo default: no recompute)")
+    # a published run's configuration that does not list recompute ran the framework's default (Megatron-Core
+    # recompute_granularity None, NeMo recipes likewise); the rows record what ran, so the memory model's
+    # verdict is reported beside them (row_records: memory_fits), not used to change the plan
+    filled.append("recompute=none (not listed by the source: Megatron-Core/NeMo default recompute_granularity "
+                  "None)")
     return "none"
 
 
@@ -238,7 +253,35 @@ def _vpp(row: dict[str, str], layers: int, pp: int, filled: list[str]) -> tuple[
     return 1, ""
 
 
-def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str]) -> Plan:
+def borrow_parallelism(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Rows that do not state TP / PP take them from a row of the same source with the same model dimensions
+    that does (a strong-scaling series of the model a weak-scaling table configures), when those degrees
+    divide the row's GPU count; the borrowed values and their row are named in ``notes`` and, through
+    :func:`plan_for_row`, in the case's ``filled``. Other rows are returned unchanged."""
+    dims = ("source_id", "num_layers", "hidden_size", "num_attention_heads")
+    out = []
+    for row in rows:
+        n = _int(row, "num_gpus")
+        if _int(row, "tp") is not None and _int(row, "pp") is not None or n is None:
+            out.append(row)
+            continue
+        donor = next((d for d in rows if all(d[k] == row[k] for k in dims) and _int(d, "tp") and _int(d, "pp")
+                      and n % (_int(d, "tp") * _int(d, "pp")) == 0), None)
+        if donor is None:
+            out.append(row)
+            continue
+        new = dict(row)
+        for key in ("tp", "pp", "cp", "vpp", "micro_batch_size", "sequence_parallel", "activation_recompute",
+                    "zero_fsdp"):
+            if not new.get(key):
+                new[key] = donor[key]
+        new["_borrowed"] = (f"tp={donor['tp']}, pp={donor['pp']} and the unstated settings from row "
+                            f"{donor['row_id']} (same source and model dimensions; this row does not state them)")
+        out.append(new)
+    return out
+
+
+def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str], generation: str = "") -> Plan:
     """The row's parallel plan, with documented defaults filled (and listed in ``filled``)."""
     n = _int(row, "num_gpus")
     tp, pp = _int(row, "tp"), _int(row, "pp")
@@ -252,6 +295,8 @@ def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str]) -> Pl
     if seq is None or gbs is None:
         raise _Skip("seq_length or global_batch_size not given")
     dp = n // (tp * pp * cp)
+    if row.get("_borrowed"):
+        filled.append(row["_borrowed"])
     framework = row["framework"].lower()
     data: dict[str, object] = {"tp": tp, "pp": pp, "cp": cp, "dp": dp, "global_batch_size": gbs, "seq_length": seq}
     mbs = _int(row, "micro_batch_size")
@@ -265,7 +310,9 @@ def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str]) -> Pl
             mbs = 1
             filled.append("micro_batch=1 (Megatron default)")
     data["micro_batch_size"] = mbs
-    data["recompute"] = _recompute(row, filled)
+    recompute = _recompute(row, filled)
+    if recompute:
+        data["recompute"] = recompute
     sp = row["sequence_parallel"].lower()
     notes = (row["notes"] + " " + framework).lower()
     if sp.startswith("y"):
@@ -299,28 +346,31 @@ def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str]) -> Pl
         data["tp_comm_overlap"] = True
     if "asynctp" in notes:
         data["tp_comm_overlap"] = True
-    if pp > 1 and model.num_layers % (pp * vpp):
-        rest_mid = pp - 2
-        mid = -(-model.num_layers // pp)
-        edge = model.num_layers - rest_mid * mid
-        if edge >= 2 and rest_mid >= 0:
-            data["first_stage_layers"] = edge // 2
-            data["last_stage_layers"] = edge - edge // 2
-            filled.append(f"stages {edge // 2}/{mid}/{edge - edge // 2} layers (first/middle/last; uneven split)")
     if "torchtitan" in framework:
         data["order"] = "tp-cp-dp-pp"
-    if ("torchtitan" in framework or "llm-foundry" in framework) and "compile" not in framework:
-        # eager PyTorch (no torch.compile); Megatron-LM, Megatron-Core and NeMo run fused kernels
-        data["fused_elementwise"] = False
-    # no source states a fused cross-entropy kernel: Megatron-LM and Megatron-Core default to the unfused
-    # vocab_parallel_cross_entropy (cross_entropy_loss_fusion = False), torchtitan and llm-foundry call
-    # torch.nn.functional.cross_entropy on fp32 logits
-    data["fused_cross_entropy"] = False
-    filled.append("fused_cross_entropy=false (framework default: Megatron's unfused vocab-parallel cross-entropy, "
-                  "PyTorch's F.cross_entropy)")
-    plan = plan_from_mapping(data, num_gpus=n, origin=f"row {row['row_id']} plan")
+    if "mp mode default" in framework:
+        # FSDP MixedPrecision DEFAULT (Composer): bf16 parameters, fp32 gradient reduction and buffers
+        data["grad_reduce_dtype"] = "fp32"
+    elif "mp mode pure" in framework:
+        data["grad_reduce_dtype"] = "bf16"
+    if "compile" in framework:
+        data["fused_elementwise"] = True  # torch.compile fuses the elementwise ops the eager default would not
+    # the framework's own defaults (fusions, cross-entropy, gradient-reduce dtype, ZeRO-2 semantics, attention
+    # kernel, expert TP) come from one place, tierwise.specs.framework, and are listed in `filled`; the
+    # pipeline stage layout from tierwise.specs.plan.stage_layout (never refused)
+    name = framework_for_text(row["framework"])
+    plan = plan_from_mapping(data, num_gpus=n, origin=f"row {row['row_id']} plan", num_layers=model.num_layers,
+                             framework=name or None, generation=generation, moe=model.moe is not None)
+    filled.extend(a for a in plan.assumed if "(" in a and any(a.startswith(k + "=") for k in _FRAMEWORK_KEYS)
+                  and (model.moe is not None or not a.startswith("etp=")))
+    filled.extend(a for a in plan.assumed if a.startswith("pipeline stages") and "even split:" not in a
+                  and not a.endswith("the even split; the slowest stage is priced"))
     validate_plan_batch(model, [plan])
     return plan
+
+
+_FRAMEWORK_KEYS = ("fused_elementwise", "fused_cross_entropy", "tp_comm_overlap", "grad_reduce_dtype", "zero2_sync",
+                   "attention_kernel", "etp", "zero3_gather")
 
 
 # ------------------------------------------------------------------------------------------------ metric
@@ -395,6 +445,29 @@ def check_row_numbers(row: dict[str, str]) -> None:
             check_float(value, key, minimum=0.0, min_open=True, maximum=top, error=SpecError, sep="=", where=where)
 
 
+def stack_for_row(row: dict[str, str]) -> str:
+    """The row's software stack: the framework (:func:`tierwise.specs.framework.framework_for_text`) and its
+    era, from the ``framework`` column's version or year, else the first year in ``source``:
+    ``megatron-lm-2021``, ``megatron-lm-2022``, ``megatron-core-r0.8``, ``nemo-24.07``, ``torchtitan-2024``,
+    ``llm-foundry``. Megatron-LM 2021 rows whose ZeRO column names DeepSpeed ran DeepSpeed's ZeRO-3
+    (``deepspeed-2021``): a different data-parallel implementation on the same cluster."""
+    text = row.get("framework", "")
+    low = text.lower()
+    name = framework_for_text(text) or "unknown"
+    if "deepspeed" in row.get("zero_fsdp", "").lower():
+        name = "deepspeed"
+    elif name == "megatron":
+        name = "megatron-core" if "core" in low and "nemo" not in low else "megatron-lm"
+    version = re.search(r"\br?(\d+\.\d+)(?:\.\d+)?\b", text)
+    year = re.search(r"\b(20\d\d)\b", text) or re.search(r"\b(20\d\d)\b", row.get("source", ""))
+    if version and name in ("megatron-core", "nemo"):
+        return f"{name}-{'r' if name == 'megatron-core' else ''}{version.group(1)}"
+    if not year:
+        m = re.search(r"_(\d\d)\d\d$", row.get("source_id", ""))  # torchtitan_2412: Dec 2024
+        return f"{name}-20{m.group(1)}" if m else name
+    return f"{name}-{year.group(1)}"
+
+
 def case_from_row(row: dict[str, str]) -> Case:
     """Map one dataset row; a row that cannot be mapped comes back with ``skip`` set to the reason.
 
@@ -404,16 +477,22 @@ def case_from_row(row: dict[str, str]) -> Case:
     n = _int(row, "num_gpus") or 0
     case = Case(row_id=row["row_id"], source_id=row["source_id"], model_label=row["model_name"],
                 hardware=row["hardware_id"], num_gpus=n, confidence=row["confidence"].lower() or "unknown",
-                rule=rule)
+                rule=rule, stack=stack_for_row(row))
     try:
         key, note = cluster_for_row(row)
         if not key:
             raise _Skip(f"hardware {row['hardware_id']!r} not mapped to a cluster")
         case.cluster = _cluster(key)
+        case.generation = case.cluster.accelerator.generation
         if note:
             case.filled.append(note)
         case.model, case.model_source = model_for_row(row, case.filled)
-        case.plan = plan_for_row(row, case.model, case.filled)
+        case.plan = plan_for_row(row, case.model, case.filled, case.cluster.accelerator.generation)
+        if case.plan.inferred:
+            from tierwise.estimate.scenario import infer_settings
+
+            case.plan, note = infer_settings(case.model, case.cluster, case.plan)
+            case.filled.append(note)
         case.measured_tokens_per_s_per_gpu, case.metric = measured_tokens(row, rule, case.model)
     except _Skip as exc:
         case.skip = str(exc)

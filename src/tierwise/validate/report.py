@@ -7,7 +7,8 @@ import html
 import json
 from pathlib import Path
 
-from tierwise.report import require_plotly
+from tierwise.report import figure_div, require_plotly
+from tierwise.report import table as _report_table
 
 __all__ = ["html_report", "write_html", "require_plotly"]
 
@@ -46,6 +47,7 @@ def html_report(doc: dict) -> str:
     fig.update_layout(title="Measured vs predicted tokens/s per GPU", xaxis={"type": "log", "title": "measured"},
                       yaxis={"type": "log", "title": "predicted"}, height=640, width=900)
     plot = pio.to_html(fig, include_plotlyjs=True, full_html=False, div_id="scatter")
+    plot += _group_scatter(rows, lo, hi)
 
     s = doc["summary"]
     src_rows = [[html.escape(k), str(v["rows"]), str(v["skipped"]), _fmt(v["median"]), _fmt(v["mean"]), _fmt(v["p90"]),
@@ -76,6 +78,7 @@ def html_report(doc: dict) -> str:
               + _table(["held-out source", "rows", "median |err| %", "p90", "max"], cv_rows)
               + f"<p>Median of held-out medians: {c['median_of_source_medians']:.1f}%; median over all held-out "
                 f"rows: {c['overall_median']:.1f}%.</p>")
+    cv = _groups_section(doc.get("cross_validation_groups")) + cv
     worst = ""
     if doc.get("worst_rows"):
         worst = "<h2>Worst rows and the term that dominates them</h2>" + _table(
@@ -99,6 +102,40 @@ p90 {o["p90"]:.1f}%, max {o["max"]:.1f}%.</p>
 <h2>Global compute parameters used</h2><pre>{params}</pre>
 </body></html>
 """
+
+
+def _group_scatter(rows: list[dict], lo: float, hi: float) -> str:
+    """Measured vs predicted, one colour per hardware x software-stack group (the cross-validation's folds)."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for group in sorted({r.get("group") or "?" for r in rows}):
+        sel = [r for r in rows if (r.get("group") or "?") == group]
+        fig.add_trace(go.Scatter(
+            x=[r["measured_tokens_per_s_per_gpu"] for r in sel], y=[r["predicted_tokens_per_s_per_gpu"] for r in sel],
+            mode="markers", name=group, hoverinfo="text",
+            text=[f"row {r['row_id']} ({r['source_id']}): {r['model']}, {r['plan']}, error {r['error_pct']:+.1f}%"
+                  for r in sel]))
+    fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="y = x",
+                             line={"color": "gray", "width": 1}))
+    fig.update_layout(title="Measured vs predicted, by hardware generation x software stack",
+                      xaxis={"type": "log", "title": "measured"}, yaxis={"type": "log", "title": "predicted"},
+                      height=640, width=900)
+    return figure_div(fig, "scatter-groups", first=False)
+
+
+def _groups_section(g: dict | None) -> str:
+    """The leave-one-(hardware x stack)-out table, when the document has it."""
+    if not g:
+        return ""
+    rows = [[k, ", ".join(v["sources"]), v["rows"], _fmt(v["median"]), _fmt(v["p90"]), _fmt(v["max"]),
+             ", ".join(f"{p} ({side})" for p, side in v["params_at_bounds"].items()) or "-"]
+            for k, v in g["per_group"].items()]
+    return ("<h2>Leave-one-(hardware x software-stack)-out cross-validation (headline)</h2>"
+            + _report_table(["held-out group", "sources", "rows", "median |err| %", "p90", "max",
+                             "fitted parameters at a bound"], rows)
+            + f"<p>Median of held-out group medians: {g['median_of_group_medians']:.1f}%; p90 over all held-out "
+              f"rows: {g['p90']:.1f}%; max {g['max']:.1f}%. Groups: {html.escape(g['grouping'])}.</p>")
 
 
 def write_html(doc: dict, path: str | Path) -> str:

@@ -17,7 +17,7 @@ import numpy as np
 from tierwise.estimate.step import estimate
 from tierwise.specs.plan import PlanBatch
 from tierwise.validate.dataset import DatasetError, load_rows
-from tierwise.validate.mapping import Case, case_from_row
+from tierwise.validate.mapping import Case, borrow_parallelism, case_from_row
 
 __all__ = ["Validation", "load_cases", "predict", "validate", "summarize", "SCORED_CONFIDENCE"]
 
@@ -60,11 +60,11 @@ def load_cases(path: str | Path | None = None, source: str | None = None) -> lis
             raise DatasetError(f"unknown source {source!r}{did_you_mean(source, known)}; the dataset has "
                                f"{', '.join(known)}")
         rows = [r for r in rows if r["source_id"] == source]
-    return [case_from_row(r) for r in rows]
+    return [case_from_row(r) for r in borrow_parallelism(rows)]
 
 
 _TERMS = ("compute_s", "attention_s", "memory_bound_s", "recompute_s", "bubble_s", "exposed_comm_s", "optimizer_s",
-          "shard_copy_s", "step_time_s")
+          "shard_copy_s", "step_time_s", "memory_fits", "memory_per_gpu_bytes")
 
 
 _BATCHES: dict[tuple, tuple] = {}
@@ -87,7 +87,10 @@ def predict(cases: Sequence[Case], params: Mapping[str, float] | None = None) ->
         est = estimate(first.model, first.cluster, batch[1], params=params)
         pred[idx] = est.tokens_per_s_per_gpu
         for t in _TERMS:
-            terms[t][idx] = getattr(est, t)
+            if t in ("memory_fits", "memory_per_gpu_bytes"):
+                terms[t][idx] = est.memory["fits" if t == "memory_fits" else "per_gpu_bytes"]
+            else:
+                terms[t][idx] = getattr(est, t)
     return pred, terms
 
 
@@ -121,6 +124,14 @@ def summarize(cases: Sequence[Case], error_pct: np.ndarray) -> dict:
     }
 
 
+def memory_misfits(v: Validation) -> list[str]:
+    """Row ids of published runs the memory model says would not fit (they are predicted all the same)."""
+    fits = v.terms.get("memory_fits")
+    if fits is None:
+        return []
+    return [c.row_id for i, c in enumerate(v.cases) if c.used and fits[i] == 0]
+
+
 def validate(path: str | Path | None = None, source: str | None = None,
              params: Mapping[str, float] | None = None, cases: Sequence[Case] | None = None) -> Validation:
     """Map, predict and summarize a dataset (the shipped one by default)."""
@@ -128,6 +139,7 @@ def validate(path: str | Path | None = None, source: str | None = None,
     pred, terms = predict(cases, params)
     v = Validation(cases=cases, predicted=pred, terms=terms, params=params)
     v.summary = summarize(cases, v.error_pct)
+    v.summary["memory_does_not_fit"] = memory_misfits(v)
     return v
 
 
@@ -159,11 +171,12 @@ def row_records(v: Validation) -> list[dict]:
         rec = {
             "row_id": c.row_id, "source_id": c.source_id, "model": c.model_label, "model_source": c.model_source,
             "hardware": c.hardware, "cluster": c.cluster.name if c.cluster else None, "num_gpus": c.num_gpus,
+            "generation": c.generation or None, "stack": c.stack, "group": c.group,
             "plan": plan_label(c), "confidence": c.confidence, "scored": bool(v.scored[i]),
             "flop_rule": c.rule.key, "flop_rule_label": c.rule.label, "flop_rule_pinned": c.rule.pinned,
             "metric": c.metric, "filled": list(c.filled), "skipped": c.skip or None,
             "measured_tokens_per_s_per_gpu": None, "predicted_tokens_per_s_per_gpu": None, "error_pct": None,
-            "step_shares": None,
+            "step_shares": None, "memory_fits": None,
         }
         if c.used:
             step = v.terms["step_time_s"][i]
@@ -180,6 +193,9 @@ def row_records(v: Validation) -> list[dict]:
                 "error_pct": float(err[i]),
                 "step_time_s": float(step),
                 "step_shares": shares,
+                # the published run ran; a "does not fit" here is evidence about the memory model, not a refusal
+                "memory_fits": bool(v.terms["memory_fits"][i]),
+                "memory_per_gpu_bytes": float(v.terms["memory_per_gpu_bytes"][i]),
             })
         out.append(rec)
     return out

@@ -1,0 +1,145 @@
+"""What each training framework does by default: the one place that knows it.
+
+A scenario (or a calibration row) names its ``framework``; :func:`framework_defaults` gives the plan switches
+that framework sets when the user does not state them, each with the reason, so that
+:func:`tierwise.specs.plan.plan_from_mapping` fills them and lists them under ``assumed``. The switches are
+the plan's (docs/architecture.md, "Software choices are plan switches"); this module only chooses values.
+
+Sources, per framework:
+
+* ``megatron`` (Megatron-LM / Megatron-Core): fused kernels through Transformer Engine
+  (``bias_activation_fusion``, ``persist_layer_norm``); ``cross_entropy_loss_fusion`` defaults to False
+  (``transformer_config.py``); ``--tp-comm-overlap`` off unless asked (``arguments.py``); bf16 training
+  reduces gradients in fp32 (``arguments.py``: bf16 sets ``accumulate_allreduce_grads_in_fp32``); the
+  distributed optimizer reduce-scatters the gradients once per step, at the end of the accumulation
+  (``distributed/param_and_grad_buffer.py``, ``finish_grad_sync``); expert TP = TP when unset
+  (``expert_tensor_parallel_size`` defaults to ``tensor_model_parallel_size``, ``parallel_state.py``);
+  attention through Transformer Engine's ``DotProductAttention``, the cuDNN fused-attention backend on
+  Hopper and later, FlashAttention-2 on Ampere.
+* ``nemo`` (NeMo 2 / Megatron-Bridge recipes): as Megatron-Core, except that the MoE recipes set
+  ``expert_tensor_parallel_size: 1`` and the performance recipes turn ``tp_comm_overlap`` on
+  (``CommOverlapConfig``); ``grad_reduce_in_fp32: True`` (``bf16_mixed``).
+* ``torchtitan``: eager elementwise kernels unless ``--compile`` (``fused_elementwise`` false), FSDP2
+  ``fully_shard`` (ZeRO-3, per-parameter shards) with ``reduce_dtype=float32``
+  (``mixed_precision_reduce``), ``F.scaled_dot_product_attention`` (PyTorch SDPA, FlashAttention-2 backend),
+  ``F.cross_entropy``; gradient accumulation without ``set_requires_gradient_sync(False)``, so a ZeRO-2
+  (``reshard_after_forward=False``) run reduce-scatters and re-gathers every micro-batch.
+* ``llm-foundry`` (Composer + PyTorch FSDP1): FSDP ``FULL_SHARD`` with ``FlatParameter`` (ZeRO-3, ``flat``),
+  ``mixed_precision: PURE`` (bf16 reduce), FlashAttention-2 (``attn_impl: flash``), eager elementwise
+  kernels; ``SHARD_GRAD_OP`` (ZeRO-2) reduce-scatters and re-gathers every micro-batch and pays FSDP1's
+  flat-buffer passes.
+* ``deepspeed``: ZeRO-2 reduce-scatters the gradients of every micro-batch's backward
+  (``stage_1_and_2.py``, ``reduce_ipg_grads`` per backward) and gathers the weights once per step;
+  ``communication_data_type`` defaults to the model's dtype (bf16); FlashAttention-2; fused kernels
+  are not assumed (eager PyTorch model code).
+"""
+
+from __future__ import annotations
+
+from tierwise.errors import SpecError
+from tierwise.files import short_repr
+
+__all__ = ["FRAMEWORKS", "ATTENTION_KERNELS", "GRAD_REDUCE_DTYPES", "ZERO2_SYNC", "framework_defaults",
+           "check_framework", "framework_for_text"]
+
+FRAMEWORKS = ("megatron", "nemo", "torchtitan", "llm-foundry", "deepspeed")
+ATTENTION_KERNELS = ("flash2", "sdpa", "cudnn", "flash3", "triton")
+"""Attention kernel families: FlashAttention-2 (and Triton ports), PyTorch SDPA (its FlashAttention-2
+backend), cuDNN fused attention / FlashAttention-3 (Hopper and later). Priced by the compute model."""
+GRAD_REDUCE_DTYPES = ("fp32", "bf16")
+ZERO2_SYNC = ("per-step", "reduce-per-microbatch", "fsdp-per-microbatch")
+"""What ZeRO-2 does under gradient accumulation:
+
+* ``per-step``: Megatron-Core's distributed optimizer (and FSDP under ``no_sync()`` /
+  ``set_requires_gradient_sync(False)``): one reduce-scatter of the accumulated gradients and one
+  all-gather of the updated weights per step.
+* ``reduce-per-microbatch``: DeepSpeed ZeRO-2: the gradients are reduce-scattered during every
+  micro-batch's backward; the weights are gathered once, after the optimizer step.
+* ``fsdp-per-microbatch``: FSDP ``SHARD_GRAD_OP`` (FSDP2 ``reshard_after_forward=False``) without
+  ``no_sync``: every micro-batch reduce-scatters its gradients and re-gathers the weights (they are
+  resharded after each backward), and pays the implementation's buffer passes (``zero3_gather``)."""
+
+_HOPPER_OR_LATER = ("hopper", "blackwell", "rubin")
+
+
+def check_framework(value, origin: str) -> str:
+    """The framework name, lower case; anything else is a one-line error naming it and the choices."""
+    text = value.lower() if isinstance(value, str) else None
+    if text not in FRAMEWORKS:
+        raise SpecError(f"framework={short_repr(value)} in {origin}; choose one of {', '.join(FRAMEWORKS)}")
+    return text
+
+
+def framework_for_text(text: str) -> str:
+    """A calibration row's free-text framework column (``Megatron-LM (2021)``, ``NeMo 24.07``,
+    ``torchtitan``, ``llm-foundry``, ``DeepSpeed``) as a :data:`FRAMEWORKS` name; "" when none fits."""
+    low = text.lower()
+    found = [(low.find(key), name) for key, name in (
+        ("nemo", "nemo"), ("megatron-bridge", "nemo"), ("torchtitan", "torchtitan"), ("llm-foundry", "llm-foundry"),
+        ("composer", "llm-foundry"), ("mosaic", "llm-foundry"), ("deepspeed", "deepspeed"), ("megatron", "megatron"))
+        if key in low]
+    # the name written first is the framework ("Megatron-LM (+DeepSpeed ZeRO-3 for ZeRO rows)" is Megatron's code);
+    # NeMo is named before the Megatron-Core it runs on
+    return min(found)[1] if found else ""
+
+
+def framework_defaults(framework: str, *, generation: str = "", moe: bool = False,
+                       tp: int = 1) -> dict[str, tuple[object, str]]:
+    """``{plan key: (value, why)}`` that ``framework`` sets when a plan does not state the key.
+
+    ``generation`` is the accelerator's (``ampere``, ``hopper``, ``blackwell``; "" when unknown): the
+    attention kernel family depends on it. ``moe`` and ``tp`` give the expert-TP default.
+    """
+    hopper = generation.lower() in _HOPPER_OR_LATER
+    if framework in ("megatron", "nemo"):
+        kernel = ("cudnn", "Transformer Engine DotProductAttention, cuDNN fused attention on Hopper and later") \
+            if hopper or not generation else ("flash2", "Transformer Engine on Ampere: FlashAttention-2 backend")
+        out: dict[str, tuple[object, str]] = {
+            "fused_elementwise": (True, f"{framework}: Transformer Engine / apex fused kernels"),
+            "fused_cross_entropy": (False, "Megatron-Core cross_entropy_loss_fusion defaults to False"),
+            "tp_comm_overlap": (framework == "nemo" and tp > 1,
+                                "NeMo performance recipes turn tp_comm_overlap on" if framework == "nemo"
+                                else "Megatron-LM --tp-comm-overlap is off unless given"),
+            "grad_reduce_dtype": ("fp32", "bf16 training reduces gradients in fp32 (Megatron-LM arguments.py "
+                                          "accumulate_allreduce_grads_in_fp32; NeMo grad_reduce_in_fp32)"),
+            "zero2_sync": ("per-step", "the distributed optimizer reduce-scatters once per step"),
+            "attention_kernel": kernel,
+        }
+        if moe:
+            out["etp"] = ((tp, "Megatron-Core: expert_tensor_parallel_size = tensor_model_parallel_size when "
+                               "unset") if framework == "megatron"
+                          else (1, "NeMo / Megatron-Bridge MoE recipes set expert_tensor_parallel_size 1"))
+        return out
+    if framework == "torchtitan":
+        return {
+            "fused_elementwise": (False, "torchtitan without --compile: eager PyTorch elementwise kernels"),
+            "fused_cross_entropy": (False, "torchtitan calls F.cross_entropy"),
+            "tp_comm_overlap": (False, "torchtitan: async TP is opt-in"),
+            "zero_stage": (3, "torchtitan: FSDP2 fully_shard"),
+            "zero3_gather": ("per-parameter", "FSDP2: per-parameter shards"),
+            "grad_reduce_dtype": ("fp32", "torchtitan mixed_precision_reduce = float32"),
+            "zero2_sync": ("fsdp-per-microbatch", "torchtitan accumulates without set_requires_gradient_sync(False)"),
+            "attention_kernel": ("sdpa", "torchtitan: F.scaled_dot_product_attention (FlashAttention-2 backend)"),
+            **({"etp": (1, "torchtitan: expert weights not tensor-parallel unless asked")} if moe else {}),
+        }
+    if framework == "llm-foundry":
+        return {
+            "fused_elementwise": (False, "llm-foundry: eager PyTorch elementwise kernels"),
+            "fused_cross_entropy": (False, "llm-foundry: F.cross_entropy"),
+            "tp_comm_overlap": (False, "llm-foundry: no TP overlap"),
+            "zero_stage": (3, "llm-foundry: FSDP FULL_SHARD"),
+            "zero3_gather": ("flat", "FSDP1 FlatParameter"),
+            "grad_reduce_dtype": ("bf16", "llm-foundry mixed_precision: PURE reduces in bf16"),
+            "zero2_sync": ("fsdp-per-microbatch", "FSDP SHARD_GRAD_OP without no_sync"),
+            "attention_kernel": ("flash2", "llm-foundry attn_impl: flash (FlashAttention-2)"),
+        }
+    if framework == "deepspeed":
+        return {
+            "fused_elementwise": (False, "DeepSpeed: eager PyTorch model code"),
+            "fused_cross_entropy": (False, "DeepSpeed: F.cross_entropy"),
+            "tp_comm_overlap": (False, "DeepSpeed: no TP overlap"),
+            "grad_reduce_dtype": ("bf16", "DeepSpeed communication_data_type defaults to the model dtype"),
+            "zero2_sync": ("reduce-per-microbatch", "DeepSpeed ZeRO-2 reduces every micro-batch's gradients"),
+            "attention_kernel": ("flash2", "FlashAttention-2"),
+        }
+    raise SpecError(f"framework={framework!r}; choose one of {', '.join(FRAMEWORKS)}")
