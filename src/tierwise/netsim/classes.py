@@ -154,11 +154,8 @@ def class_problem(fab: Fabric, alive: np.ndarray, *, routing: str, seed: int, li
     """The path-class instance of a direct all-to-all among GPUs ``alive`` (see the module docstring)."""
     fam = fab.family
     tb = fab.tables
-    if fam == "dragonfly":
-        pass
-    elif fam in ("fat-tree", "rail-optimized", "nvl72") and len(tb.get("trees", [])) == 1:
-        pass
-    else:
+    single_tree = fam in ("fat-tree", "rail-optimized", "nvl72") and len(tb.get("trees", [])) == 1
+    if fam != "dragonfly" and not single_tree:
         raise NotAggregated(f"the {fam} fabric")
     if fab.scale_up not in ("nvswitch", "none"):
         raise NotAggregated(f"a {fab.scale_up} scale-up domain")
@@ -166,7 +163,8 @@ def class_problem(fab: Fabric, alive: np.ndarray, *, routing: str, seed: int, li
     n = R.size
     nic = nics[R]
     up, down = nic_access(fab)
-    if (nic < 0).any() or not link_ok[fab.link_tier >= 2].all() or not (link_ok[up[nic]] & link_ok[down[nic]]).all():
+    if ((nic < 0).any() or (nic != fab.gpu_nic[R]).any() or not link_ok[fab.link_tier >= 2].all()
+            or not (link_ok[up[nic]] & link_ok[down[nic]]).all()):
         raise NotAggregated("failed links or NICs")
     dom_size = fab.domain_size if fab.scale_up != "none" else 1
     su = fab.scale_up == "nvswitch" and dom_size > 1
@@ -328,6 +326,13 @@ def class_problem(fab: Fabric, alive: np.ndarray, *, routing: str, seed: int, li
     else:
         link_map, fcap = np.arange(fab.num_links), link_cap
     A, link_flows = bld.finish(link_map, fcap.size, lump_cap.ravel())
+    # a lump's links carry equal shares of its flows (its GPUs / NICs are alike)
+    per_link = (np.asarray(A[fcap.size:].sum(axis=1)).ravel() / np.maximum(lump_links.ravel(), 1)).reshape(C, 4)
+    link_flows[up[un]] = per_link[cls[first], 0]
+    link_flows[down[un]] = per_link[cls[first], 1]
+    if su:
+        link_flows[tb["gpu_up"][R]] = per_link[cls, 2]
+        link_flows[tb["gpu_down"][R]] = per_link[cls, 3]
     expected = float(n) * (n - 1)
     if abs(total_flows - expected) > 1e-6 * expected:
         raise AssertionError(f"path classes hold {total_flows} flows, expected {expected}")

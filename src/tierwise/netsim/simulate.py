@@ -317,7 +317,7 @@ def simulate(fab: Fabric, kind: str, size_bytes: float, *, algorithm: str = "aut
     if failures.any and compare_healthy:
         healthy = simulate(fab, kind, size_bytes, algorithm=algorithm, num_ranks=n, routing=routing, seed=seed,
                            stages=stages, shift=shift, max_events=max_events, compare_healthy=False,
-                           per_flow=per_flow)
+                           per_flow=method == "per flow")  # the healthy run by the same method
         out["healthy_time_s"] = healthy["time_s"]
         out["degradation"] = time_s / healthy["time_s"] if healthy["time_s"] else None
     return out
