@@ -77,24 +77,27 @@ class ClassProblem:
     """True for intra-domain (scale-up) units."""
     unit_lat_mean: np.ndarray
     unit_lat_max: np.ndarray
+    unit_paths: np.ndarray
+    """Paths per flow (k for UGAL's Valiant split, else 1): the per-flow mean latency counts paths."""
     link_flows: np.ndarray
     """Flows offered to every directed link (sampled under ECMP), for the link-load distribution."""
     num_flows: int
 
 
 def _multinomial_rows(rng, n: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """Row-wise Multinomial(n[i], p[i, :]) by sequential conditional binomials (p rows sum to 1)."""
+    """Row i: Multinomial(n[i], p) (numpy's vectorised multinomial; one probability vector for all rows)."""
     n = np.asarray(n, dtype=np.int64)
-    rows, k = p.shape
-    out = np.zeros((rows, k), dtype=np.int64)
-    left = n.copy()
-    mass = np.ones(rows)
-    for i in range(k - 1):
-        q = np.clip(np.divide(p[:, i], mass, out=np.zeros(rows), where=mass > 0), 0.0, 1.0)
-        out[:, i] = rng.binomial(left, q)
-        left -= out[:, i]
-        mass = mass - p[:, i]
-    out[:, k - 1] = left
+    return rng.multinomial(n, p) if n.size else np.zeros((0, p.size), dtype=np.int64)
+
+
+def _uniform_counts(rng, n: np.ndarray, count: np.ndarray, width: int) -> np.ndarray:
+    """Row i: Multinomial(n[i], uniform over its first ``count[i]`` of ``width`` choices (count 0 as 1))."""
+    n = np.asarray(n, dtype=np.int64)
+    count = np.maximum(np.asarray(count), 1)
+    out = np.zeros((n.size, width), dtype=np.int64)
+    for c in np.unique(count):
+        rows = np.nonzero(count == c)[0]
+        out[rows, :c] = rng.multinomial(n[rows], np.full(int(c), 1.0 / c))
     return out
 
 
@@ -286,6 +289,7 @@ def class_problem(fab: Fabric, alive: np.ndarray, *, routing: str, seed: int, li
     N_bb = np.zeros((B, B))
     np.add.at(N_bb, cbundle, N_cb)
     b1, b2 = np.nonzero(N_bb > 0.5)
+    valiant = None
     if b1.size:
         uid_bb = np.full((B, B), -1, dtype=np.int64)
         uid_bb[b1, b2] = bld.new_units(N_bb[b1, b2], local=False)
@@ -306,7 +310,7 @@ def class_problem(fab: Fabric, alive: np.ndarray, *, routing: str, seed: int, li
         N_be = np.zeros((B, num_edges))
         np.add.at(N_be, (slice(None), cedge), N_bc)
         if fam == "dragonfly":
-            _dragonfly_hops(fab, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, csize, cedge, cbundle, Dcsr,
+            valiant = _dragonfly_hops(fab, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, csize, cedge, cbundle, Dcsr,
                             flows_tot, bld, routing, n)
         else:
             _tree_hops(tree, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, flows_tot)
@@ -326,6 +330,9 @@ def class_problem(fab: Fabric, alive: np.ndarray, *, routing: str, seed: int, li
     else:
         link_map, fcap = np.arange(fab.num_links), link_cap
     A, link_flows = bld.finish(link_map, fcap.size, lump_cap.ravel())
+    unit_paths = np.ones(num_units)
+    if valiant is not None:
+        unit_paths[valiant[0]] = valiant[1]
     # a lump's links carry equal shares of its flows (its GPUs / NICs are alike)
     per_link = (np.asarray(A[fcap.size:].sum(axis=1)).ravel() / np.maximum(lump_links.ravel(), 1)).reshape(C, 4)
     link_flows[up[un]] = per_link[cls[first], 0]
@@ -340,7 +347,7 @@ def class_problem(fab: Fabric, alive: np.ndarray, *, routing: str, seed: int, li
                         lump_kind=np.tile(np.arange(4), C), lump_edge=np.repeat(fab.link_dst[lump_rep[:, 0]], 4),
                         lump_links=lump_links.ravel(),
                         unit_flows=np.concatenate(bld.flows), unit_local=np.concatenate(bld.local),
-                        unit_lat_mean=lat_mean, unit_lat_max=lat_max, link_flows=link_flows,
+                        unit_lat_mean=lat_mean, unit_lat_max=lat_max, unit_paths=unit_paths, link_flows=link_flows,
                         num_flows=int(expected))
 
 
@@ -352,7 +359,7 @@ def _tree_hops(tree, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, flows_tot):
     if tiers == 2:
         # bundles are leaves: a flow picks spine a uniformly; leaf_up[l1, a] and spine_down[a, l2]
         N = N_bb[b1, b2]
-        cnt = _multinomial_rows(rng, N.astype(np.int64), np.full((N.size, u), 1.0 / u))
+        cnt = _multinomial_rows(rng, N.astype(np.int64), np.full(u, 1.0 / u))
         uu = uid_bb[b1, b2][:, None]
         a = np.arange(u)[None, :]
         hop(uu, tree["leaf_up"][b1[:, None], a], cnt, flows_tot)
@@ -371,7 +378,7 @@ def _tree_hops(tree, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, flows_tot):
     rows_u = np.repeat(unit_idx, k)
     rows_l = starts[b1][rows_u] + (np.arange(int(k.sum())) - np.repeat(np.cumsum(k) - k, k))
     n1 = N_eb[rows_l, b2[rows_u]].astype(np.int64)
-    c1 = _multinomial_rows(rng, n1, np.full((n1.size, u), 1.0 / u))
+    c1 = _multinomial_rows(rng, n1, np.full(u, 1.0 / u))
     uid = uid_bb[b1, b2]
     a = np.arange(u)[None, :]
     hop(uid[rows_u][:, None], tree["leaf_up"][rows_l[:, None], a], c1, flows_tot)
@@ -383,7 +390,7 @@ def _tree_hops(tree, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, flows_tot):
         ui = np.nonzero(inter)[0]
         ru = np.repeat(ui, u)
         ra = np.tile(np.arange(u), ui.size)
-        c2 = _multinomial_rows(rng, Na[ru, ra], np.full((ru.size, half), 1.0 / half))
+        c2 = _multinomial_rows(rng, Na[ru, ra], np.full(half, 1.0 / half))
         j = np.arange(half)[None, :]
         hop(uid[ru][:, None], tree["agg_up"][b1[ru][:, None], ra[:, None], j], c2, flows_tot)
         hop(uid[ru][:, None], tree["core_down"][ra[:, None], j // trunk, b2[ru][:, None], j % trunk], c2, flows_tot)
@@ -393,7 +400,7 @@ def _tree_hops(tree, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, flows_tot):
     rows_u2 = np.repeat(unit_idx, k2)
     rows_l2 = starts[b2][rows_u2] + (np.arange(int(k2.sum())) - np.repeat(np.cumsum(k2) - k2, k2))
     n3 = N_be[b1[rows_u2], rows_l2].astype(np.int64)
-    c3 = _multinomial_rows(rng, n3, np.full((n3.size, u), 1.0 / u))
+    c3 = _multinomial_rows(rng, n3, np.full(u, 1.0 / u))
     hop(uid[rows_u2][:, None], tree["agg_down"][b2[rows_u2][:, None], a, (rows_l2 % half)[:, None]], c3, flows_tot)
 
 
@@ -402,6 +409,7 @@ def _dragonfly_hops(fab, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, csize, cedg
     """local -> global -> local hops of every group-pair unit (module docstring)."""
     tb = fab.tables
     a, g, base = tb["a"], tb["groups"], tb["router_base"]
+    nonmin = np.zeros((g, g), dtype=bool)
     if routing == "adaptive" and g >= 3:
         # UGAL's decision (routing.dragonfly_ugal): minimal unless a pair's flows per global link exceed
         # twice the average; pairs' flows count every ordered GPU pair across the two groups
@@ -410,8 +418,7 @@ def _dragonfly_hops(fab, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, csize, cedg
         np.fill_diagonal(flows, 0.0)
         links = np.maximum(tb["glob_count"], 1)
         l_avg = flows.sum() / tb["glob_count"].sum()
-        if (flows / links > 2 * l_avg).any():
-            raise NotAggregated("UGAL sends some group pairs non-minimally (Valiant paths)")
+        nonmin = flows / links > 2 * l_avg
     same = b1 == b2
     uid = uid_bb[b1, b2]
     # same group, different routers: one local hop, flows per router pair
@@ -424,17 +431,20 @@ def _dragonfly_hops(fab, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, csize, cedg
         X = csize[i] * csize[j] - (np.asarray(Dcsr[i, j]).ravel() if i.size else 0.0)
         gg = cbundle[i]
         hop(uid_bb[gg, gg], tb["local"][gg, cedge[i] % a, cedge[j] % a], X, flows_tot)
-    x = np.nonzero(~same)[0]
+    v = np.nonzero(~same & nonmin[b1, b2])[0]
+    valiant = None
+    if v.size:
+        valiant = (uid[v], _valiant_hops(fab, rng, hop, uid[v], b1[v], b2[v], N_eb, N_be, flows_tot))
+    x = np.nonzero(~same & ~nonmin[b1, b2])[0]
     if not x.size:
-        return
+        return valiant
     G1, G2 = b1[x], b2[x]
     M = tb["glob"].shape[2]
     cnt = np.maximum(tb["glob_count"][G1, G2], 1)
-    pm = (np.arange(M)[None, :] < cnt[:, None]) / cnt[:, None]
     # first hop: per (unit, source router) a global link m uniform; local link to that link's router
     ru = np.repeat(np.arange(x.size), a)
     rr = G1[ru] * a + np.tile(np.arange(a), x.size)
-    c1 = _multinomial_rows(rng, N_eb[rr, G2[ru]].astype(np.int64), pm[ru])
+    c1 = _uniform_counts(rng, N_eb[rr, G2[ru]], cnt[ru], M)
     glink = tb["glob"][G1[:, None], G2[:, None], np.arange(M)[None, :]]
     gsafe = np.maximum(glink, 0)
     r1 = fab.link_src[gsafe] - base
@@ -447,7 +457,80 @@ def _dragonfly_hops(fab, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, csize, cedg
     # last hop: per (unit, destination router), global link m uniform; local link from its far router
     rd = np.repeat(np.arange(x.size), a)
     rt = G2[rd] * a + np.tile(np.arange(a), x.size)
-    c3 = _multinomial_rows(rng, N_be[G1[rd], rt].astype(np.int64), pm[rd])
+    c3 = _uniform_counts(rng, N_be[G1[rd], rt], cnt[rd], M)
     far = r2[rd]
     loc3 = np.where(far != rt[:, None], tb["local"][G2[rd][:, None], far % a, rt[:, None] % a], -1)
     hop(uid[x][rd][:, None], loc3, c3, flows_tot)
+    return valiant
+
+
+def _valiant_hops(fab, rng, hop, U, G1, G2, N_eb, N_be, flows_tot, num_valiant: int = 4):
+    """UGAL's non-minimal group pairs (routing.dragonfly_ugal): each flow splits evenly over ``k`` Valiant
+    paths through the intermediate groups at ``k`` consecutive hashed offsets among the ``g - 2`` others;
+    a path takes a hashed global link to the intermediate group and another onward. Drawn like the minimal
+    hops: per (unit, source router) the flows' first offsets, then per offset the first global link; per
+    (unit, intermediate group, first link) the second; per (unit, destination router) offsets and second
+    links again for the last local hop. Each sub-path carries 1/k of its flow (as per flow)."""
+    tb = fab.tables
+    a, g, base = tb["a"], tb["groups"], tb["router_base"]
+    K = g - 2
+    k = min(num_valiant, K)
+    M = tb["glob"].shape[2]
+    nu = U.size
+    o = np.arange(K)[None, :]
+    lo, hi = np.minimum(G1, G2)[:, None], np.maximum(G1, G2)[:, None]
+    mid = o + (o >= lo)
+    gi = mid + (mid >= hi)  # (units, K) intermediate group of each offset
+
+    def window(c0):  # flows whose k-offset window covers each offset
+        return sum(np.roll(c0, j, axis=1) for j in range(k))
+
+    glob, gc = tb["glob"], tb["glob_count"]
+    # source side: per (unit, router) offsets, then per (unit, router, offset) the first global link
+    ru = np.repeat(np.arange(nu), a)
+    rr = G1[ru] * a + np.tile(np.arange(a), nu)
+    F = window(_multinomial_rows(rng, N_eb[rr, G2[ru]].astype(np.int64), np.full(K, 1.0 / K)))
+    ro = np.repeat(np.arange(ru.size), K)
+    oo = np.tile(np.arange(K), ru.size)
+    gmid = gi[ru[ro], oo]
+    c1 = _uniform_counts(rng, F[ro, oo], gc[G1[ru[ro]], gmid], M)
+    l1 = glob[G1[ru[ro]][:, None], gmid[:, None], np.arange(M)[None, :]]
+    r1 = fab.link_src[np.maximum(l1, 0)] - base
+    src = rr[ro][:, None]
+    loc = np.where(r1 != src, tb["local"][G1[ru[ro]][:, None], src % a, r1 % a], -1)
+    hop(U[ru[ro]][:, None], loc, c1 / k, flows_tot)
+    T = np.zeros((nu, K, M), dtype=np.int64)
+    np.add.at(T, (ru[ro], oo), c1)
+    uu = np.repeat(np.arange(nu), K)
+    ko = np.tile(np.arange(K), nu)
+    g1l = glob[G1[uu][:, None], gi[uu, ko][:, None], np.arange(M)[None, :]]
+    hop(U[uu][:, None], g1l, T[uu, ko] / k, flows_tot)
+    # intermediate group: per (unit, offset, first link) the second global link
+    rows = np.repeat(np.arange(nu * K), M)
+    m1 = np.tile(np.arange(M), nu * K)
+    u3, o3 = uu[rows], ko[rows]
+    g3 = gi[u3, o3]
+    c2 = _uniform_counts(rng, T[u3, o3, m1], gc[g3, G2[u3]], M)
+    r2 = fab.link_dst[np.maximum(g1l[rows, m1], 0)] - base
+    l2 = glob[g3[:, None], G2[u3][:, None], np.arange(M)[None, :]]
+    r3 = fab.link_src[np.maximum(l2, 0)] - base
+    loc = np.where(r2[:, None] != r3, tb["local"][g3[:, None], r2[:, None] % a, r3 % a], -1)
+    hop(U[u3][:, None], loc, c2 / k, flows_tot)
+    S2 = np.zeros((nu, K, M), dtype=np.int64)
+    np.add.at(S2, (u3, o3), c2)
+    hop(U[uu][:, None], glob[gi[uu, ko][:, None], G2[uu][:, None], np.arange(M)[None, :]], S2[uu, ko] / k,
+        flows_tot)
+    # destination side: per (unit, router) offsets, then the second global link, then the local hop
+    rd = np.repeat(np.arange(nu), a)
+    rt = G2[rd] * a + np.tile(np.arange(a), nu)
+    F = window(_multinomial_rows(rng, N_be[G1[rd], rt].astype(np.int64), np.full(K, 1.0 / K)))
+    ro = np.repeat(np.arange(rd.size), K)
+    oo = np.tile(np.arange(K), rd.size)
+    gmid = gi[rd[ro], oo]
+    c3 = _uniform_counts(rng, F[ro, oo], gc[gmid, G2[rd[ro]]], M)
+    l2 = glob[gmid[:, None], G2[rd[ro]][:, None], np.arange(M)[None, :]]
+    r4 = fab.link_dst[np.maximum(l2, 0)] - base
+    dst = rt[ro][:, None]
+    loc = np.where(r4 != dst, tb["local"][G2[rd[ro]][:, None], r4 % a, dst % a], -1)
+    hop(U[rd[ro]][:, None], loc, c3 / k, flows_tot)
+    return k

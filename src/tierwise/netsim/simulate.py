@@ -149,7 +149,7 @@ def _run_classes(fab: Fabric, prob, flow_bytes: float, max_events: int) -> _Phas
     with np.errstate(divide="ignore", invalid="ignore"):
         util = np.where(prob.cap > 0, load / prob.cap, 0.0)
     loc = prob.unit_local
-    w = prob.unit_flows
+    w = prob.unit_flows * prob.unit_paths
     lat_in = [float((prob.unit_lat_mean[loc] * w[loc]).sum() / w[loc].sum())] if loc.any() else []
     lat_out = [float((prob.unit_lat_mean[~loc] * w[~loc]).sum() / w[~loc].sum())] if (~loc).any() else []
 
