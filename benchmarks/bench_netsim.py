@@ -6,7 +6,8 @@ All-to-all (issue 19): ``tierwise simulate all-to-all ... --json`` as a child pr
 build, simulation and JSON output together), on a 3-tier fat tree (radix 64; radix 128 for 131,072 GPUs,
 beyond radix 64's 65,536) and a radix-64 dragonfly, adaptive and ECMP, at 1,024 / 4,096 / 16,384 /
 131,072 GPUs: median wall time of ``--repeats`` runs (one run at 131,072) and the child's peak RSS
-(``os.wait4`` rusage). Targets: 16,384 GPUs <= 10 s and <= 4 GiB, 131,072 GPUs <= 120 s. The load average
+(``os.wait4`` rusage), with the child's CPU seconds (user + system), which the shared machine's load
+inflates less than the wall time. Targets: 16,384 GPUs <= 10 s and <= 4 GiB, 131,072 GPUs <= 120 s. The load average
 is printed before and after, since the dev machine is shared.
 
 Cases (targets from the issue):
@@ -59,8 +60,8 @@ def run(topo: dict, sim: dict) -> dict:
 A2A_SIZES = (1024, 4096, 16384, 131072)
 
 
-def _cli_run(args: list[str]) -> tuple[float, float, dict]:
-    """(wall s, peak RSS MiB, JSON) of one ``python -m tierwise ...`` child process."""
+def _cli_run(args: list[str]) -> tuple[float, float, dict, float]:
+    """(wall s, peak RSS MiB, JSON, CPU s) of one ``python -m tierwise ...`` child process."""
     import json
     import subprocess
     import sys
@@ -75,13 +76,13 @@ def _cli_run(args: list[str]) -> tuple[float, float, dict]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:
         raise SystemExit(f"{' '.join(args)} failed: {err.decode()[-400:]}")
-    return wall, usage.ru_maxrss / 2**10, json.loads(out)
+    return wall, usage.ru_maxrss / 2**10, json.loads(out), usage.ru_utime + usage.ru_stime
 
 
 def all_to_all(repeats: int, quick: bool) -> None:
     print(f"load average before: {os.getloadavg()}")
-    print(f"{'all-to-all case':44s} {'median s':>9s} {'runs':>5s} {'peak RSS MiB':>12s} {'sim/analytic':>12s} "
-          f"{'method':>13s}")
+    print(f"{'all-to-all case':44s} {'median s':>9s} {'CPU s':>6s} {'runs':>5s} {'peak RSS MiB':>12s} "
+          f"{'sim/analytic':>12s} {'method':>13s}")
     for gpus in A2A_SIZES:
         if quick and gpus > 20000:
             continue
@@ -93,7 +94,8 @@ def all_to_all(repeats: int, quick: bool) -> None:
                 runs = [_cli_run(args) for _ in range(repeats if gpus <= 20000 else 1)]
                 r = runs[-1][2]
                 name = f"{family} r{radix} {gpus} GPUs {routing}"
-                print(f"{name:44s} {statistics.median(x[0] for x in runs):9.2f} {len(runs):5d} "
+                print(f"{name:44s} {statistics.median(x[0] for x in runs):9.2f} "
+                      f"{statistics.median(x[3] for x in runs):6.2f} {len(runs):5d} "
                       f"{max(x[1] for x in runs):12.0f} {r['time_s'] / r['analytic_time_s']:12.4f} "
                       f"{r['method']:>13s}", flush=True)
     print(f"load average after: {os.getloadavg()}")
