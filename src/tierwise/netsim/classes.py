@@ -129,26 +129,30 @@ class _Builder:
         self.local.append(np.full(flows.size, local))
         return ids
 
-    def add(self, unit, res, flows, *, link: bool):
-        """Entries; ``link`` True: ``res`` are fabric link ids (their latency is a hop's), else lump ids."""
-        unit, res, flows = np.broadcast_arrays(np.asarray(unit), np.asarray(res), np.asarray(flows, dtype=float))
-        keep = (flows > 0) & (res >= 0)
-        unit, res, flows = unit[keep].ravel(), res[keep].ravel(), flows[keep].ravel()
-        self.u.append(unit)
-        self.r.append(res if link else -1 - res)
-        self.w.append(flows)
+    def add(self, unit, res, flows, *, link: bool, filtered: bool = False):
+        """Entries; ``link`` True: ``res`` are fabric link ids, else lump ids (stored as ``-1 - id``)."""
+        if not filtered:
+            unit, res, flows = np.broadcast_arrays(np.asarray(unit), np.asarray(res), np.asarray(flows, dtype=float))
+            keep = (flows > 0) & (res >= 0)
+            unit, res, flows = unit[keep], res[keep], flows[keep]
+        self.u.append(np.asarray(unit, dtype=np.int32))
+        self.r.append(np.asarray(res if link else -1 - res, dtype=np.int32))
+        self.w.append(np.asarray(flows, dtype=float))
 
     def finish(self, link_map: np.ndarray, num_fabric: int, lump_cap: np.ndarray):
         from scipy import sparse
 
-        units = np.concatenate(self.u) if self.u else np.zeros(0, dtype=np.int64)
-        res = np.concatenate(self.r) if self.r else np.zeros(0, dtype=np.int64)
+        units = np.concatenate(self.u) if self.u else np.zeros(0, dtype=np.int32)
+        self.u = None
+        res = np.concatenate(self.r) if self.r else np.zeros(0, dtype=np.int32)
+        self.r = None
         w = np.concatenate(self.w) if self.w else np.zeros(0)
+        self.w = None
         is_link = res >= 0
         link_flows = np.bincount(res[is_link], weights=w[is_link], minlength=self.num_links)
-        rid = np.where(is_link, link_map[np.maximum(res, 0)], num_fabric + (-1 - res))
-        A = sparse.csr_matrix((w, (rid, units)), shape=(num_fabric + lump_cap.size, self.next_unit))
-        A.sum_duplicates()
+        rid = np.where(is_link, link_map.astype(np.int32)[np.maximum(res, 0)], num_fabric + (-1 - res))
+        del res, is_link
+        A = sparse.coo_matrix((w, (rid, units)), shape=(num_fabric + lump_cap.size, self.next_unit)).tocsr()
         return A, link_flows
 
 
@@ -223,15 +227,26 @@ def class_problem(fab: Fabric, alive: np.ndarray, *, routing: str, seed: int, li
 
     bld = _Builder(fab.num_links)
     pending = []  # (units, lat_mean contribution, lat_max contribution)
+    pending_hops = []  # (per-unit mean, per-unit max) of one hop
+
+    lat_values = np.unique(fab.link_lat)
 
     def hop(units, links, flows, unit_flows_total):
         """Add one hop's entries and its latency to the units' path latency."""
         units, links, flows = np.broadcast_arrays(np.asarray(units), np.asarray(links), np.asarray(flows, dtype=float))
         keep = (flows > 0) & (links >= 0)
-        u, lk, f = units[keep].ravel(), links[keep].ravel(), flows[keep].ravel()
-        bld.add(u, lk, f, link=True)
+        u, lk, f = units[keep], links[keep], flows[keep]
+        bld.add(u, lk, f, link=True, filtered=True)
         lat = fab.link_lat[lk]
-        pending.append((u, lat * f / unit_flows_total[u], lat))
+        num = unit_flows_total.size
+        mean = np.bincount(u, weights=lat * f, minlength=num) / np.maximum(unit_flows_total, 1e-300)
+        mx = np.zeros(num)
+        if lat_values.size == 1:
+            mx[u] = lat_values[0]
+        else:
+            for v in lat_values:  # ascending: the largest latency a unit's hop has wins
+                mx[u[lat == v]] = v
+        pending_hops.append((mean, mx))
 
     # --- intra-domain flows: per pair of classes sharing domains -------------------------------------------
     from scipy import sparse
@@ -325,6 +340,9 @@ def class_problem(fab: Fabric, alive: np.ndarray, *, routing: str, seed: int, li
         hop_max = np.zeros(num_units)
         np.maximum.at(hop_max, u, mx)
         lat_max += hop_max
+    for m, mx in pending_hops:
+        lat_mean[: m.size] += m
+        lat_max[: mx.size] += mx
     if routing == "adaptive":
         link_map, fcap = fab.link_group, fab.group_capacity(link_cap)
     else:
