@@ -49,7 +49,7 @@ class _PhaseResult:
 
 def _resources(fab: Fabric, paths: np.ndarray, link_cap: np.ndarray, routing: str):
     if routing == "adaptive":
-        res = np.where(paths >= 0, fab.link_group[np.maximum(paths, 0)], -1)
+        res = np.where(paths >= 0, fab.link_group.astype(np.int32)[np.maximum(paths, 0)], np.int32(-1))
         return res, fab.group_capacity(link_cap)
     return paths, link_cap
 
