@@ -15,6 +15,10 @@ _FABRICS = {
     "fat-tree r32 2-tier 512": dict(family="fat-tree", gpus=512, radix=32, tiers=2),
     "fat-tree r16 3-tier 3:1 512": dict(family="fat-tree", gpus=512, radix=16, tiers=3, oversubscription=3),
     "rail-optimized r32 3-tier 512": dict(family="rail-optimized", gpus=512, radix=32, tiers=3),
+    "nvl72 r16 288 (72-GPU domains across leaves)": dict(family="nvl72", gpus=288, gpus_per_node=4, radix=16,
+                                                         tiers=3),
+    "fat-tree r16 3-tier 256, 4 NICs per 8 GPUs": dict(family="fat-tree", gpus=256, radix=16, tiers=3,
+                                                       nics_per_node=4),
     "dragonfly r8 72 (9 groups, one global link per pair)": dict(family="dragonfly", gpus=72, gpus_per_node=2,
                                                                  radix=8),
 }
