@@ -45,16 +45,17 @@ CASES = [
      dict(kind="all-reduce", algorithm="hierarchical", routing="ecmp"), 120.0),
     ("ring all-reduce 131072 GPUs r128 3-tier adaptive", dict(gpus=131072, radix=128, tiers=3),
      dict(kind="all-reduce", algorithm="ring", routing="adaptive"), 120.0),
-    ("all-to-all 1024 GPUs r64 3-tier adaptive", dict(gpus=1024, radix=64, tiers=3),
-     dict(kind="all-to-all", algorithm="direct", routing="adaptive"), 10.0),
-    ("all-to-all 1024 GPUs r64 3-tier ecmp", dict(gpus=1024, radix=64, tiers=3),
-     dict(kind="all-to-all", algorithm="direct", routing="ecmp"), 10.0),
+    ("all-to-all 1024 GPUs r64 3-tier adaptive per flow", dict(gpus=1024, radix=64, tiers=3),
+     dict(kind="all-to-all", algorithm="direct", routing="adaptive", per_flow=True), 10.0),
+    ("all-to-all 1024 GPUs r64 3-tier ecmp per flow", dict(gpus=1024, radix=64, tiers=3),
+     dict(kind="all-to-all", algorithm="direct", routing="ecmp", per_flow=True), 10.0),
 ]
 
 
 def run(topo: dict, sim: dict) -> dict:
     fab = build_fabric(TopologySpec(family="fat-tree", **topo))
-    return simulate(fab, sim["kind"], 1e9, algorithm=sim["algorithm"], routing=sim["routing"])
+    return simulate(fab, sim["kind"], 1e9, algorithm=sim["algorithm"], routing=sim["routing"],
+                    per_flow=sim.get("per_flow", False))
 
 
 A2A_SIZES = (1024, 4096, 16384, 131072)
