@@ -34,10 +34,11 @@ either way); ``tests/netsim/test_classes.py`` bounds both effects against the pe
 Dragonfly (minimal routing; UGAL keeps minimal paths for uniform traffic on a balanced dragonfly, Kim et
 al. ISCA 2008 section 4.2): a flow from router ``r`` of group ``G`` to group ``H`` hashes one of the
 ``glob_count[G, H]`` global links, crossing the local link from ``r`` to that link's router first and from
-the far router to the destination router last; counts are drawn the same way. Where UGAL would go
-non-minimal, or the fabric or routing is one this module does not model (failures, rail-only PXN, a
-switchless mesh, a torus), :func:`class_problem` raises :class:`NotAggregated` and the caller simulates per
-flow.
+the far router to the destination router last; counts are drawn the same way. Group pairs UGAL sends
+non-minimally (:func:`tierwise.netsim.routing.dragonfly_ugal`) split over Valiant paths, drawn likewise
+(:func:`_valiant_hops`). Where the fabric or routing is one this module does not model (failures that
+reroute or fail over, rail-only PXN, a switchless mesh, a torus), :func:`class_problem` raises
+:class:`NotAggregated` and the caller simulates per flow.
 """
 
 from __future__ import annotations
