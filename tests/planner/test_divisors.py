@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from tierwise.planner.space import _divisors
 
 
 def _naive(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    """Every d in 1..n with n % d == 0 (the O(n) definition, as numpy array arithmetic for speed)."""
+    d = np.arange(1, n + 1)
+    return d[n % d == 0].tolist()
 
 
 def test_matches_the_naive_form_up_to_10000():
