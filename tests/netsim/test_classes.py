@@ -135,3 +135,16 @@ def test_per_flow_where_classes_do_not_model_the_fabric():
     big = build_fabric(TopologySpec(family="rail-only", gpus=2048, radix=64))
     with pytest.raises(TopologyError, match=r"path classes do not model the rail-only fabric\); use --ranks <= 1024"):
         simulate(big, "all-to-all", 1e8)
+
+
+def test_cli_runs_2048_ranks_on_classes_and_per_flow_on_request(capsys):
+    import json
+
+    from tierwise.cli import main
+
+    assert main(["simulate", "all-to-all", "--gpus", "2048", "--radix", "64", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["method"] == "path classes" and r["num_ranks_simulated"] == 2048
+    assert r["time_s"] == pytest.approx(r["analytic_time_s"], rel=0.01)
+    assert main(["simulate", "all-to-all", "--gpus", "64", "--radix", "16", "--per-flow", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["method"] == "per flow"
