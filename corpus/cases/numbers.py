@@ -115,7 +115,8 @@ _family("simulate-permutation-", _PERM, "--shift", ("zero", "2p64"))
 CASES.append(Case(id="numbers/simulate-permutation-shift-multiple-of-ranks", argv=[*_PERM, "--shift", "128"],
                   stderr_has=["--shift"]))
 CASES.append(Case(id="numbers/simulate-all-to-all-too-many-flows",
-                  argv=["simulate", "all-to-all", "--gpus", "4096", "--radix", "64", "--size", "1MB"],
+                  argv=["simulate", "all-to-all", "--topology", "rail-only", "--gpus", "2048", "--radix", "64",
+                        "--size", "1MB"],  # path classes (issue 19) lift the limit elsewhere; rail-only is per flow
                   stderr_has=["--ranks <= 1024"], timeout_s=60))
 for _i, _v in enumerate(("-1MB", "0B", "1e400GB", "2PiB")):
     CASES.append(Case(id=f"numbers/simulate-size-{_i}", argv=[*_SIM[:-2], "--size", _v], stderr_has=["--size"]))

@@ -116,6 +116,8 @@ def register(app: typer.Typer) -> None:
         stages: int = typer.Option(4, "--stages", help="pipeline stages (pattern pipeline)"),
         shift: int = typer.Option(None, "--shift", help="permutation r -> r+SHIFT instead of random"),
         seed: int = typer.Option(1, "--seed", help="seed of ECMP hashing, permutations and failures"),
+        per_flow: bool = typer.Option(False, "--per-flow", help="all-to-all: one flow per GPU pair (<= 1,024 "
+                                      "ranks) instead of path classes"),
         emit_cluster: str = typer.Option(None, "--emit-cluster", help="write a cluster YAML with the simulated "
                                          "scale-out efficiency"),
         cluster: str = typer.Option("dgx-h100", "--cluster", help="catalog cluster the emitted YAML starts from "
@@ -161,7 +163,7 @@ def register(app: typer.Typer) -> None:
         with progress(f"simulating {pattern}"):
             fab = build_fabric(spec)
             result = simulate(fab, kind, size_bytes, algorithm=algorithm, num_ranks=ranks, routing=routing,
-                              seed=seed, stages=stages, shift=shift,
+                              seed=seed, stages=stages, shift=shift, per_flow=per_flow,
                               failures=Failures(links=fail_links, switches=fail_switches, domains=fail_domains))
         from tierwise.netsim.compare import simulate_ring_notes
 
@@ -230,6 +232,7 @@ def _render_sim(con, r: dict) -> None:
     t.add_row("time", format_time(r["time_s"]))
     t.add_row("analytic (alpha-beta, same fabric)", format_time(r["analytic_time_s"]))
     t.add_row("algbw / busbw", f"{format_bandwidth(r['algbw_bytes_per_s'])} / {format_bandwidth(r['busbw_bytes_per_s'])}")
+    t.add_row("method", r.get("method", "per flow"))
     if "healthy_time_s" in r:
         t.add_row("healthy fabric", f"{format_time(r['healthy_time_s'])} (x{r['degradation']:.3f})")
     for kind, names in r.get("failures", {}).get("failed_parts", {}).items():

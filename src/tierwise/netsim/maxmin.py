@@ -44,17 +44,21 @@ def _gather(indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return offsets + np.arange(total)
 
 
-def max_min_rates(A, capacity: np.ndarray, active: np.ndarray | None = None, rel_tol: float = 1e-9) -> np.ndarray:
+def max_min_rates(A, capacity: np.ndarray, active: np.ndarray | None = None, rel_tol: float = 1e-9,
+                  AT=None) -> np.ndarray:
     """Max-min fair rate of each unit (column of ``A``); a unit that crosses no resource gets ``inf``.
 
     A resource of capacity 0 crossed by a unit gives it rate 0 (callers report it unreachable). Units
     with ``active`` False are ignored (rate 0). Resources whose shares lie within ``rel_tol`` of the
     smallest saturate in the same round (each unit then gets the smallest share among the batch's
-    resources it crosses, which never over-fills a resource).
+    resources it crosses, which never over-fills a resource). ``AT`` is ``A.T`` as CSR when the caller
+    already has it (the event-driven loop solves the same ``A`` many times).
     """
     num_res, num_units = A.shape
     A = A.tocsr()
-    AT = A.T.tocsr()
+    if AT is None:
+        AT = A.T.tocsr()
+    stamp = np.empty(num_units, dtype=np.int64)  # duplicate removal by last-writer-wins, O(k) not a sort
     if active is None:
         active = np.ones(num_units, dtype=bool)
     frozen = ~active
@@ -83,7 +87,9 @@ def max_min_rates(A, capacity: np.ndarray, active: np.ndarray | None = None, rel
         if units.size == 0:
             continue
         np.minimum.at(unit_rate, units, shares)
-        units = np.unique(units)
+        pos_k = np.arange(units.size)
+        stamp[units] = pos_k
+        units = units[stamp[units] == pos_k]
         rate[units] = unit_rate[units]
         frozen[units] = True
         where = _gather(AT.indptr, units)

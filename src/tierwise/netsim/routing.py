@@ -182,7 +182,7 @@ def route(fab: Fabric, src: np.ndarray, dst: np.ndarray, *, seed: int = 1,
     local = (src // dom == dst // dom) & (src != dst) & (dom > 1)
     body_width = 6 if fab.family != "torus" else max(1, sum(k // 2 for k in fab.tables["dims"]))
     width = 2 + body_width
-    paths = np.full((n, width), -1, dtype=np.int64)
+    paths = np.full((n, width), -1, dtype=np.int32)  # link ids fit int32: half the bytes of int64 paths
     ok = np.ones(n, dtype=bool)
     if local.any():
         su = _scale_up_path(fab, src[local], dst[local])
@@ -194,7 +194,7 @@ def route(fab: Fabric, src: np.ndarray, dst: np.ndarray, *, seed: int = 1,
         ok[far[dead]] = False
         far, s_nic, t_nic = far[~dead], s_nic[~dead], t_nic[~dead]
         s_gpu = src[far]
-        head = np.full((far.size, 2), -1, dtype=np.int64)
+        head = np.full((far.size, 2), -1, dtype=np.int32)
         if fab.family == "rail-only":
             tree = fab.tables["nic_tree"]
             other = tree[s_nic] != tree[t_nic]
@@ -209,7 +209,7 @@ def route(fab: Fabric, src: np.ndarray, dst: np.ndarray, *, seed: int = 1,
                 s_nic = s_nic.copy()
                 s_nic[other] = rail_nic
         todo = np.arange(far.size)
-        body = np.full((far.size, body_width), -1, dtype=np.int64)
+        body = np.full((far.size, body_width), -1, dtype=np.int32)
         for salt in range(16):
             hops = _fabric_hops(fab, s_nic[todo], t_nic[todo], s_gpu[todo], dst[far[todo]], seed, salt)
             body[todo, : hops.shape[1]] = hops
@@ -287,7 +287,7 @@ def _valiant_paths(fab, s_nic, t_nic, gs, gi, gt, h, width):
     def local(x, y, grp):
         return np.where(x != y, tb["local"][grp, x % a, y % a], -1)
 
-    out = np.full((s_nic.size, max(width, 7)), -1, dtype=np.int64)
+    out = np.full((s_nic.size, max(width, 7)), -1, dtype=np.int32)
     cols = [up[s_nic], local(rs, r1, gs), g1, local(r2, r3, gi), g2, local(r4, rt, gt), down[t_nic]]
     for i, c in enumerate(cols):
         out[:, i] = c

@@ -27,7 +27,8 @@ from tierwise.netsim.routing import effective_nics, route
 from tierwise.topology.graph import LINK_TIER_NAMES, Fabric
 
 MAX_ALL_TO_ALL_RANKS = 1024
-"""An all-to-all of n ranks is n (n - 1) flows: 1,024 ranks (1 M flows) take seconds, 4,096 minutes and 10 GB."""
+"""Per flow, an all-to-all of n ranks is n (n - 1) flows: 1,024 ranks (1 M flows) take seconds, 4,096 minutes
+and 10 GB; path classes (:mod:`.classes`) have no such limit."""
 
 __all__ = ["simulate", "KINDS"]
 
@@ -42,11 +43,13 @@ class _PhaseResult:
     cap: np.ndarray
     lat_in: list
     lat_out: list
+    describe: object = None
+    """Name of a resource id when it is not a link or group (path classes' lumped endpoint links)."""
 
 
 def _resources(fab: Fabric, paths: np.ndarray, link_cap: np.ndarray, routing: str):
     if routing == "adaptive":
-        res = np.where(paths >= 0, fab.link_group[np.maximum(paths, 0)], -1)
+        res = np.where(paths >= 0, fab.link_group.astype(np.int32)[np.maximum(paths, 0)], np.int32(-1))
         return res, fab.group_capacity(link_cap)
     return paths, link_cap
 
@@ -111,10 +114,11 @@ def _direct(A, cap, size, max_events):
     t = 0.0
     first_load = None
     A = A.tocsr()
+    AT = A.T.tocsr()
     for _ in range(max_events):
         if not active.any():
             break
-        rate = max_min_rates(A, cap, active=active, rel_tol=1e-3)
+        rate = max_min_rates(A, cap, active=active, rel_tol=1e-3, AT=AT)
         if first_load is None:
             first_load = A @ np.where(active & np.isfinite(rate), rate, 0.0)
         r = rate[active]
@@ -135,6 +139,31 @@ def _direct(A, cap, size, max_events):
         if active.any():
             t += float((remaining[active] / rate[active]).max())
     return t, (first_load if first_load is not None else np.zeros(cap.size))
+
+
+def _run_classes(fab: Fabric, prob, flow_bytes: float, max_events: int) -> _PhaseResult:
+    """A direct all-to-all's phase from its path classes (:mod:`.classes`): same event-driven sharing."""
+    size = np.full(prob.unit_flows.size, float(flow_bytes))
+    time_s, load = _direct(prob.A, prob.cap, size, max_events)
+    time_s += float(prob.unit_lat_max.max()) if prob.unit_lat_max.size else 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        util = np.where(prob.cap > 0, load / prob.cap, 0.0)
+    loc = prob.unit_local
+    w = prob.unit_flows * prob.unit_paths
+    lat_in = [float((prob.unit_lat_mean[loc] * w[loc]).sum() / w[loc].sum())] if loc.any() else []
+    lat_out = [float((prob.unit_lat_mean[~loc] * w[~loc]).sum() / w[~loc].sum())] if (~loc).any() else []
+
+    def describe(res_id: int, routing: str) -> str:
+        if res_id < prob.num_fabric:
+            return _describe(fab, res_id, routing)
+        k = res_id - prob.num_fabric
+        from tierwise.netsim.classes import LUMP_KINDS
+
+        members = int(prob.lump_links[k])
+        return (f"{LUMP_KINDS[int(prob.lump_kind[k])]} links of {_node_name(fab, int(prob.lump_edge[k]))}'s "
+                f"GPUs ({members} links loaded alike)")
+
+    return _PhaseResult("all-to-all", time_s, util, prob.cap, lat_in, lat_out, describe)
 
 
 def _describe(fab: Fabric, res_id: int, routing: str) -> str:
@@ -184,8 +213,12 @@ def _node_name(fab: Fabric, node: int) -> str:
 
 def simulate(fab: Fabric, kind: str, size_bytes: float, *, algorithm: str = "auto", num_ranks: int | None = None,
              routing: str = "adaptive", seed: int = 1, failures: Failures | None = None, stages: int = 4, shift: int | None = None,
-             max_events: int = 8, compare_healthy: bool = True) -> dict:
-    """Simulate; returns a JSON-ready dict (time_s, algbw/busbw, analytic_time_s, bottleneck_links, ...)."""
+             max_events: int = 8, compare_healthy: bool = True, per_flow: bool = False) -> dict:
+    """Simulate; returns a JSON-ready dict (time_s, algbw/busbw, analytic_time_s, bottleneck_links, ...).
+
+    A direct all-to-all runs on path classes (:mod:`.classes`) where they model the fabric, else (or with
+    ``per_flow``) one flow per GPU pair, up to ``MAX_ALL_TO_ALL_RANKS`` ranks; ``method`` says which ran.
+    """
     from tierwise.errors import TopologyError
 
     if kind not in KINDS:
@@ -197,9 +230,6 @@ def simulate(fab: Fabric, kind: str, size_bytes: float, *, algorithm: str = "aut
     n = fab.num_gpus if num_ranks is None else int(num_ranks)
     if not 2 <= n <= fab.num_gpus:
         raise TopologyError(f"--ranks {n} must be between 2 and the fabric's {fab.num_gpus} GPUs")
-    if kind == "all-to-all" and n > MAX_ALL_TO_ALL_RANKS:
-        raise TopologyError(f"an all-to-all of {n} ranks is {n * (n - 1):,} flows, more than the simulator finishes "
-                            f"in minutes; use --ranks <= {MAX_ALL_TO_ALL_RANKS} (a subset of the fabric's GPUs)")
     if kind == "pipeline" and not 2 <= stages <= n:
         raise TopologyError(f"--stages {stages} is out of range; use 2 <= --stages <= {n} (the ranks simulated)")
     if kind == "permutation" and shift is not None and shift % n == 0:
@@ -215,7 +245,25 @@ def simulate(fab: Fabric, kind: str, size_bytes: float, *, algorithm: str = "aut
     if spans:
         unreachable |= set(np.nonzero(nics[:n] < 0)[0].tolist())
     link_cap = fab.link_cap * link_ok
-    for _ in range(4):
+    method, results = "per flow", None
+    if kind == "all-to-all" and algorithm == "direct":
+        from tierwise.netsim.classes import NotAggregated, class_problem
+
+        alive = np.setdiff1d(ranks, np.fromiter(unreachable, dtype=np.int64, count=len(unreachable)))
+        why = "--per-flow asks for it"
+        if not per_flow and alive.size >= 2:
+            try:
+                prob = class_problem(fab, alive, routing=routing, seed=seed, link_ok=link_ok, nics=nics,
+                                     link_cap=link_cap)
+                results = [_run_classes(fab, prob, size_bytes / alive.size, max_events)]
+                method = "path classes"
+            except NotAggregated as e:
+                why = f"path classes do not model {e}"
+        if results is None and n > MAX_ALL_TO_ALL_RANKS:
+            raise TopologyError(f"an all-to-all of {n} ranks is {n * (n - 1):,} flows, more than the per-flow "
+                                f"simulator finishes in minutes ({why}); use --ranks <= {MAX_ALL_TO_ALL_RANKS} "
+                                f"(a subset of the fabric's GPUs)")
+    for _ in range(4 if results is None else 0):
         alive = np.setdiff1d(ranks, np.fromiter(unreachable, dtype=np.int64, count=len(unreachable)))
         phases = collective_phases(kind, algorithm, alive, fab.domain_size if fab.scale_up != "none" else 1,
                                    size_bytes, seed=seed, stages=stages, shift=shift)
@@ -234,7 +282,8 @@ def simulate(fab: Fabric, kind: str, size_bytes: float, *, algorithm: str = "aut
         if not newly:
             break
         unreachable |= newly
-    results = [_run_phase(fab, ph, p, r, c, max_events) for ph, p, r, c in routed]
+    if results is None:
+        results = [_run_phase(fab, ph, p, r, c, max_events) for ph, p, r, c in routed]
     time_s = sum(r.time_s for r in results)
     n_alive = int(alive.size)
     dom = fab.domain_size if fab.scale_up != "none" else 1
@@ -246,6 +295,7 @@ def simulate(fab: Fabric, kind: str, size_bytes: float, *, algorithm: str = "aut
         "pattern": kind,
         "algorithm": algorithm,
         "routing": routing,
+        "method": method,
         "seed": seed,
         "shift": shift,
         "size_bytes": float(size_bytes),
@@ -267,7 +317,8 @@ def simulate(fab: Fabric, kind: str, size_bytes: float, *, algorithm: str = "aut
     out["link_utilization"] = _utilization_histogram(results)  # issue 19: the simulate --html histogram
     if failures.any and compare_healthy:
         healthy = simulate(fab, kind, size_bytes, algorithm=algorithm, num_ranks=n, routing=routing, seed=seed,
-                           stages=stages, shift=shift, max_events=max_events, compare_healthy=False)
+                           stages=stages, shift=shift, max_events=max_events, compare_healthy=False,
+                           per_flow=method == "per flow")  # the healthy run by the same method
         out["healthy_time_s"] = healthy["time_s"]
         out["degradation"] = time_s / healthy["time_s"] if healthy["time_s"] else None
     return out
@@ -284,7 +335,8 @@ def _bottlenecks(fab: Fabric, results: list[_PhaseResult], routing: str, top: in
     util = worst.utilization
     order = np.argsort(-util)[:top]
     saturated = int((util >= 0.999).sum())
-    return [{"link": _describe(fab, int(i), routing), "utilization": float(util[i]), "phase": worst.name,
+    name = worst.describe or (lambda i, r: _describe(fab, i, r))
+    return [{"link": name(int(i), routing), "utilization": float(util[i]), "phase": worst.name,
              "saturated_in_phase": saturated} for i in order if util[i] > 0]
 
 

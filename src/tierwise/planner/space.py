@@ -138,7 +138,17 @@ class Space:
 
 
 def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    """Divisors of ``n >= 1`` in increasing order: trial division up to sqrt(n), each hit d giving the pair
+    (d, n // d), so O(sqrt n) steps (n = 131,072 GPUs: 362 steps, not 131,072)."""
+    small, large = [], []
+    d = 1
+    while d * d <= n:
+        if n % d == 0:
+            small.append(d)
+            if d * d != n:
+                large.append(n // d)
+        d += 1
+    return small + large[::-1]
 
 
 def _cross(table: Table, name: str, values) -> Table:

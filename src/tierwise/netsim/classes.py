@@ -1,0 +1,555 @@
+"""All-to-all by path classes: n (n - 1) flows as a few thousand weighted units (issue 19).
+
+Why it is exact where the fabric is symmetric. Max-min fair rates are unique (Bertsekas & Gallager,
+*Data Networks*, section 6.5.2), so a permutation of the GPUs that maps the instance onto itself (same
+flows, same demands, resources mapped onto resources of equal capacity) maps the allocation onto itself:
+flows in one orbit get equal rates, and resources in one orbit carry equal loads. Progressive filling on
+the quotient -- one unit per class of flows with ``A[r, u]`` = the class's crossings of the links in
+resource class ``r``, one resource per class of links with their summed capacity -- then sees, at every
+step, the per-link share ``residual_r / load_r`` of the original (numerator and denominator both scale
+with the number of links in the class), so it freezes the same flows at the same rates; the event-driven
+re-sharing of :func:`tierwise.netsim.simulate._direct` keeps that invariant because flows of one class
+finish together. Here:
+
+* **endpoint classes**: the alive GPUs behind one edge switch (fat-tree leaf or dragonfly router) with the
+  same number of alive GPUs in their scale-up domain and on their NIC; their NIC up-links, NIC down-links
+  and scale-up links are each lumped into one resource of summed capacity;
+* **units**: the intra-domain flows of each pair of endpoint classes; the cross-domain flows inside one
+  edge switch; and the cross-switch flows of each pair of *bundles* (fat-tree pods for 3 tiers, leaves for
+  2 tiers, dragonfly groups), moving in lock step as one unit with their crossings of every link.
+
+With adaptive routing a fat tree's fabric resources are per-leaf and per-pod link groups, the same for all
+flows of a unit, so on a full, healthy fabric (every leaf and pod alike) the answer is the per-flow one.
+Under **ECMP** each flow hashes its own next hops (RFC 2992), so flows of a unit cross different links;
+at 16K GPUs a leaf pair's 1,024 flows spread over 1,024 different 3-tier paths, so no aggregation can keep
+each flow's path. We keep each *link's* flow count instead: a hash of independent (source, destination)
+pairs picks each next hop uniformly, so the count on a link is a sum of independent uniform choices, and
+we draw those counts hop by hop -- Multinomial(flows of the unit leaving leaf l, uplinks) for the leaf's
+uplinks, then each uplink's flows Multinomial over the next hop's choices and over destination leaves in
+proportion to their flows. Every link's count has the per-flow distribution (Binomial(n, 1/u)); the
+coupling between a flow's first and last hop is dropped. Flows of a unit then share one rate, limited by
+the unit's hottest link (per flow, the hot link's flows are the slow ones and set the completion time
+either way); ``tests/netsim/test_classes.py`` bounds both effects against the per-flow simulation.
+
+Dragonfly (minimal routing; UGAL keeps minimal paths for uniform traffic on a balanced dragonfly, Kim et
+al. ISCA 2008 section 4.2): a flow from router ``r`` of group ``G`` to group ``H`` hashes one of the
+``glob_count[G, H]`` global links, crossing the local link from ``r`` to that link's router first and from
+the far router to the destination router last; counts are drawn the same way. Group pairs UGAL sends
+non-minimally (:func:`tierwise.netsim.routing.dragonfly_ugal`) split over Valiant paths, drawn likewise
+(:func:`_valiant_hops`). Where the fabric or routing is one this module does not model (failures that
+reroute or fail over, rail-only PXN, a switchless mesh, a torus), :func:`class_problem` raises
+:class:`NotAggregated` and the caller simulates per flow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tierwise.netsim.routing import nic_access
+from tierwise.topology.graph import Fabric
+
+__all__ = ["ClassProblem", "NotAggregated", "class_problem", "LUMP_KINDS"]
+
+LUMP_KINDS = ("access up", "access down", "scale-up up", "scale-up down")
+
+
+class NotAggregated(Exception):
+    """The fabric or routing is outside what path classes model; the reason is the message."""
+
+
+@dataclass
+class ClassProblem:
+    """A max-min instance over units (classes of flows) and resources (links or groups, then lumps)."""
+
+    A: object
+    """resources x units (scipy CSR): flows of the unit crossing the resource (lumps: summed over links)."""
+    cap: np.ndarray
+    num_fabric: int
+    """Resources ``[0, num_fabric)`` are fabric links (ECMP) or link groups (adaptive); the rest are lumps."""
+    lump_kind: np.ndarray
+    lump_edge: np.ndarray
+    """Edge switch (graph node id) of the lump's class."""
+    lump_links: np.ndarray
+    """Links lumped together."""
+    unit_flows: np.ndarray
+    unit_local: np.ndarray
+    """True for intra-domain (scale-up) units."""
+    unit_lat_mean: np.ndarray
+    unit_lat_max: np.ndarray
+    unit_paths: np.ndarray
+    """Paths per flow (k for UGAL's Valiant split, else 1): the per-flow mean latency counts paths."""
+    link_flows: np.ndarray
+    """Flows offered to every directed link (sampled under ECMP), for the link-load distribution."""
+    num_flows: int
+
+
+def _multinomial_rows(rng, n: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Row i: Multinomial(n[i], p) (numpy's vectorised multinomial; one probability vector for all rows)."""
+    n = np.asarray(n, dtype=np.int64)
+    return rng.multinomial(n, p) if n.size else np.zeros((0, p.size), dtype=np.int64)
+
+
+def _uniform_counts(rng, n: np.ndarray, count: np.ndarray, width: int) -> np.ndarray:
+    """Row i: Multinomial(n[i], uniform over its first ``count[i]`` of ``width`` choices (count 0 as 1))."""
+    n = np.asarray(n, dtype=np.int64)
+    count = np.maximum(np.asarray(count), 1)
+    out = np.zeros((n.size, width), dtype=np.int64)
+    for c in np.unique(count):
+        rows = np.nonzero(count == c)[0]
+        out[rows, :c] = rng.multinomial(n[rows], np.full(int(c), 1.0 / c))
+    return out
+
+
+def _pairs_within(labels_sorted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """All ordered index pairs (i, j), i == j included, of positions sharing a label (labels sorted)."""
+    if labels_sorted.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    starts = np.r_[0, np.nonzero(np.diff(labels_sorted))[0] + 1]
+    k = np.diff(np.r_[starts, labels_sorted.size])
+    sq = k * k
+    g = np.repeat(np.arange(k.size), sq)
+    r = np.arange(int(sq.sum())) - np.repeat(np.cumsum(sq) - sq, sq)
+    return starts[g] + r // k[g], starts[g] + r % k[g]
+
+
+class _Builder:
+    """Accumulates (unit, link-or-lump, flows) entries."""
+
+    def __init__(self, num_links: int):
+        self.u, self.r, self.w = [], [], []
+        self.num_links = num_links
+        self.flows, self.local = [], []
+        self.next_unit = 0
+
+    def new_units(self, flows: np.ndarray, local: bool) -> np.ndarray:
+        ids = np.arange(self.next_unit, self.next_unit + flows.size)
+        self.next_unit += flows.size
+        self.flows.append(np.asarray(flows, dtype=float))
+        self.local.append(np.full(flows.size, local))
+        return ids
+
+    def add(self, unit, res, flows, *, link: bool, filtered: bool = False):
+        """Entries; ``link`` True: ``res`` are fabric link ids, else lump ids (stored as ``-1 - id``)."""
+        if not filtered:
+            unit, res, flows = np.broadcast_arrays(np.asarray(unit), np.asarray(res), np.asarray(flows, dtype=float))
+            keep = (flows > 0) & (res >= 0)
+            unit, res, flows = unit[keep], res[keep], flows[keep]
+        self.u.append(np.asarray(unit, dtype=np.int32))
+        self.r.append(np.asarray(res if link else -1 - res, dtype=np.int32))
+        self.w.append(np.asarray(flows, dtype=float))
+
+    def finish(self, link_map: np.ndarray, num_fabric: int, lump_cap: np.ndarray):
+        from scipy import sparse
+
+        units = np.concatenate(self.u) if self.u else np.zeros(0, dtype=np.int32)
+        self.u = None
+        res = np.concatenate(self.r) if self.r else np.zeros(0, dtype=np.int32)
+        self.r = None
+        w = np.concatenate(self.w) if self.w else np.zeros(0)
+        self.w = None
+        is_link = res >= 0
+        link_flows = np.bincount(res[is_link], weights=w[is_link], minlength=self.num_links)
+        rid = np.where(is_link, link_map.astype(np.int32)[np.maximum(res, 0)], num_fabric + (-1 - res))
+        del res, is_link
+        A = sparse.coo_matrix((w, (rid, units)), shape=(num_fabric + lump_cap.size, self.next_unit)).tocsr()
+        return A, link_flows
+
+
+def class_problem(fab: Fabric, alive: np.ndarray, *, routing: str, seed: int, link_ok: np.ndarray,
+                  nics: np.ndarray, link_cap: np.ndarray) -> ClassProblem:
+    """The path-class instance of a direct all-to-all among GPUs ``alive`` (see the module docstring)."""
+    fam = fab.family
+    tb = fab.tables
+    single_tree = fam in ("fat-tree", "rail-optimized", "nvl72") and len(tb.get("trees", [])) == 1
+    if fam != "dragonfly" and not single_tree:
+        raise NotAggregated(f"the {fam} fabric")
+    if fab.scale_up not in ("nvswitch", "none"):
+        raise NotAggregated(f"a {fab.scale_up} scale-up domain")
+    R = np.sort(np.asarray(alive, dtype=np.int64))
+    n = R.size
+    nic = nics[R]
+    up, down = nic_access(fab)
+    if ((nic < 0).any() or (nic != fab.gpu_nic[R]).any() or not link_ok[fab.link_tier >= 2].all()
+            or not (link_ok[up[nic]] & link_ok[down[nic]]).all()):
+        raise NotAggregated("failed links or NICs")
+    dom_size = fab.domain_size if fab.scale_up != "none" else 1
+    su = fab.scale_up == "nvswitch" and dom_size > 1
+    if su and not (link_ok[tb["gpu_up"][R]] & link_ok[tb["gpu_down"][R]]).all():
+        raise NotAggregated("failed scale-up links")
+    rng = np.random.default_rng([int(seed), 19])
+
+    # --- endpoint classes -----------------------------------------------------------------------------
+    if fam == "dragonfly":
+        edge = tb["nic_router"][nic]
+        a_df = tb["a"]
+        bundle_of = lambda e: e // a_df  # noqa: E731
+        num_edges = tb["groups"] * a_df
+    else:
+        tree = tb["trees"][0]
+        edge = tree["nic_leaf"][nic]
+        tiers = tree["tiers"]
+        half = tree["k"] // 2
+        bundle_of = (lambda e: e // half) if tiers == 3 else (lambda e: e)  # noqa: E731
+        num_edges = tree["num_leaves"]
+        if tiers == 1:
+            bundle_of = lambda e: np.zeros_like(e)  # noqa: E731
+    dom = R // dom_size
+    dcount = np.bincount(dom)[dom]
+    ncount = np.bincount(nic)[nic]
+    keys, cls = np.unique(np.stack([edge, dcount, ncount], axis=1), axis=0, return_inverse=True)
+    cls = cls.ravel()
+    C = keys.shape[0]
+    cedge = keys[:, 0]
+    cbundle = bundle_of(cedge)
+    B = int(cbundle.max()) + 1
+    csize = np.bincount(cls, minlength=C).astype(float)
+
+    # lumped endpoint resources: 4 per class (access up, access down, scale-up up, scale-up down)
+    un, first = np.unique(nic, return_index=True)
+    lump_cap = np.zeros((C, 4))
+    lump_links = np.zeros((C, 4), dtype=np.int64)
+    lump_cap[:, 0] = np.bincount(cls[first], weights=link_cap[up[un]], minlength=C)
+    lump_cap[:, 1] = np.bincount(cls[first], weights=link_cap[down[un]], minlength=C)
+    lump_links[:, 0] = lump_links[:, 1] = np.bincount(cls[first], minlength=C)
+    lump_rep = np.zeros((C, 4), dtype=np.int64)
+    lump_rep[cls[first], 0] = up[un]
+    lump_rep[cls[first], 1] = down[un]
+    if su:
+        lump_cap[:, 2] = np.bincount(cls, weights=link_cap[tb["gpu_up"][R]], minlength=C)
+        lump_cap[:, 3] = np.bincount(cls, weights=link_cap[tb["gpu_down"][R]], minlength=C)
+        lump_links[:, 2] = lump_links[:, 3] = csize
+        lump_rep[cls, 2] = tb["gpu_up"][R]
+        lump_rep[cls, 3] = tb["gpu_down"][R]
+
+    def lump(c, kind):
+        return 4 * np.asarray(c) + kind
+
+    bld = _Builder(fab.num_links)
+    pending = []  # (units, lat_mean contribution, lat_max contribution)
+    pending_hops = []  # (per-unit mean, per-unit max) of one hop
+
+    lat_values = np.unique(fab.link_lat)
+
+    def hop(units, links, flows, unit_flows_total):
+        """Add one hop's entries and its latency to the units' path latency."""
+        units, links, flows = np.broadcast_arrays(np.asarray(units), np.asarray(links), np.asarray(flows, dtype=float))
+        keep = (flows > 0) & (links >= 0)
+        u, lk, f = units[keep], links[keep], flows[keep]
+        bld.add(u, lk, f, link=True, filtered=True)
+        lat = fab.link_lat[lk]
+        num = unit_flows_total.size
+        mean = np.bincount(u, weights=lat * f, minlength=num) / np.maximum(unit_flows_total, 1e-300)
+        mx = np.zeros(num)
+        if lat_values.size == 1:
+            mx[u] = lat_values[0]
+        else:
+            for v in lat_values:  # ascending: the largest latency a unit's hop has wins
+                mx[u[lat == v]] = v
+        pending_hops.append((mean, mx))
+
+    # --- intra-domain flows: per pair of classes sharing domains -------------------------------------------
+    from scipy import sparse
+
+    dom_idx = np.unique(dom, return_inverse=True)[1].ravel()
+    M = sparse.csr_matrix((np.ones(n), (dom_idx, cls)), shape=(int(dom_idx.max()) + 1, C))
+    D = (M.T @ M).tocsr() - sparse.diags(csize)
+    D = D.tocoo()
+    keepD = D.data > 0.5
+    d1, d2, dv = D.row[keepD], D.col[keepD], D.data[keepD]
+    total_flows = 0.0
+    if su and dv.size:
+        uid = bld.new_units(dv, local=True)
+        bld.add(uid, lump(d1, 2), dv, link=False)
+        bld.add(uid, lump(d2, 3), dv, link=False)
+        pending.append((uid, fab.link_lat[lump_rep[d1, 2]] + fab.link_lat[lump_rep[d2, 3]],
+                        fab.link_lat[lump_rep[d1, 2]] + fab.link_lat[lump_rep[d2, 3]]))
+        total_flows += dv.sum()
+    Dcsr = sparse.csr_matrix((dv, (d1, d2)), shape=(C, C)) if dv.size else sparse.csr_matrix((C, C))
+
+    def dlook(i, j):
+        return np.asarray(Dcsr[i, j]).ravel() if i.size else np.zeros(0)
+
+    # --- cross-domain flows inside one edge switch: one unit per edge -------------------------------------
+    order = np.argsort(cedge, kind="stable")
+    i, j = _pairs_within(cedge[order])
+    i, j = order[i], order[j]
+    X = csize[i] * csize[j] - np.where(i == j, csize[i], 0.0) - dlook(i, j)
+    X = np.maximum(X, 0.0)
+    ue, e_inv = np.unique(cedge[i], return_inverse=True)
+    per_edge = np.bincount(e_inv, weights=X, minlength=ue.size)
+    has = per_edge > 0
+    if has.any():
+        uid_of_edge = np.full(ue.size, -1, dtype=np.int64)
+        uid_of_edge[has] = bld.new_units(per_edge[has], local=False)
+        uu = uid_of_edge[e_inv]
+        bld.add(uu, lump(i, 0), X, link=False)
+        bld.add(uu, lump(j, 1), X, link=False)
+        lat = fab.link_lat[lump_rep[i, 0]] + fab.link_lat[lump_rep[j, 1]]
+        pending.append((uu[X > 0], (lat * X / np.maximum(per_edge[e_inv], 1))[X > 0], lat[X > 0]))
+        total_flows += X.sum()
+
+    # --- cross-switch flows: one unit per pair of bundles ----------------------------------------------
+    esize = np.bincount(cedge, weights=csize, minlength=num_edges)
+    bsize = np.bincount(cbundle, weights=csize, minlength=B)
+    # N_cb[c, b]: flows from class c to GPUs of bundle b behind other edge switches, minus intra-domain ones
+    N_cb = csize[:, None] * (bsize[None, :] - np.where(cbundle[:, None] == np.arange(B)[None, :],
+                                                       esize[cedge][:, None], 0.0))
+    N_bc = csize[None, :] * (bsize[:, None] - np.where(cbundle[None, :] == np.arange(B)[:, None],
+                                                       esize[cedge][None, :], 0.0))
+    cross = cedge[d1] != cedge[d2]
+    if cross.any():
+        np.subtract.at(N_cb, (d1[cross], cbundle[d2[cross]]), dv[cross])
+        np.subtract.at(N_bc, (cbundle[d1[cross]], d2[cross]), dv[cross])
+    N_bb = np.zeros((B, B))
+    np.add.at(N_bb, cbundle, N_cb)
+    b1, b2 = np.nonzero(N_bb > 0.5)
+    valiant = None
+    if b1.size:
+        uid_bb = np.full((B, B), -1, dtype=np.int64)
+        uid_bb[b1, b2] = bld.new_units(N_bb[b1, b2], local=False)
+        flows_tot = np.zeros(bld.next_unit)
+        flows_tot[uid_bb[b1, b2]] = N_bb[b1, b2]
+        # endpoint lumps
+        cc, bb = np.nonzero(N_cb > 0)
+        uu = uid_bb[cbundle[cc], bb]
+        bld.add(uu, lump(cc, 0), N_cb[cc, bb], link=False)
+        pending.append((uu, fab.link_lat[lump_rep[cc, 0]] * N_cb[cc, bb] / flows_tot[uu], fab.link_lat[lump_rep[cc, 0]]))
+        bb, cc = np.nonzero(N_bc > 0)
+        uu = uid_bb[bb, cbundle[cc]]
+        bld.add(uu, lump(cc, 1), N_bc[bb, cc], link=False)
+        pending.append((uu, fab.link_lat[lump_rep[cc, 1]] * N_bc[bb, cc] / flows_tot[uu], fab.link_lat[lump_rep[cc, 1]]))
+        # edge-level marginals
+        N_eb = np.zeros((num_edges, B))
+        np.add.at(N_eb, cedge, N_cb)
+        N_be = np.zeros((B, num_edges))
+        np.add.at(N_be, (slice(None), cedge), N_bc)
+        if fam == "dragonfly":
+            valiant = _dragonfly_hops(fab, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, csize, cedge, cbundle, Dcsr,
+                            flows_tot, bld, routing, n)
+        else:
+            _tree_hops(tree, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, flows_tot)
+        total_flows += N_bb[b1, b2].sum()
+
+    # --- assemble ---------------------------------------------------------------------------------------
+    num_units = bld.next_unit
+    lat_mean = np.zeros(num_units)
+    lat_max = np.zeros(num_units)
+    for u, m, mx in pending:
+        lat_mean += np.bincount(u, weights=m, minlength=num_units)
+        hop_max = np.zeros(num_units)
+        np.maximum.at(hop_max, u, mx)
+        lat_max += hop_max
+    for m, mx in pending_hops:
+        lat_mean[: m.size] += m
+        lat_max[: mx.size] += mx
+    if routing == "adaptive":
+        link_map, fcap = fab.link_group, fab.group_capacity(link_cap)
+    else:
+        link_map, fcap = np.arange(fab.num_links), link_cap
+    A, link_flows = bld.finish(link_map, fcap.size, lump_cap.ravel())
+    unit_paths = np.ones(num_units)
+    if valiant is not None:
+        unit_paths[valiant[0]] = valiant[1]
+    # a lump's links carry equal shares of its flows (its GPUs / NICs are alike)
+    per_link = (np.asarray(A[fcap.size:].sum(axis=1)).ravel() / np.maximum(lump_links.ravel(), 1)).reshape(C, 4)
+    link_flows[up[un]] = per_link[cls[first], 0]
+    link_flows[down[un]] = per_link[cls[first], 1]
+    if su:
+        link_flows[tb["gpu_up"][R]] = per_link[cls, 2]
+        link_flows[tb["gpu_down"][R]] = per_link[cls, 3]
+    expected = float(n) * (n - 1)
+    if abs(total_flows - expected) > 1e-6 * expected:
+        raise AssertionError(f"path classes hold {total_flows} flows, expected {expected}")
+    return ClassProblem(A=A, cap=np.r_[fcap, lump_cap.ravel()], num_fabric=fcap.size,
+                        lump_kind=np.tile(np.arange(4), C), lump_edge=np.repeat(fab.link_dst[lump_rep[:, 0]], 4),
+                        lump_links=lump_links.ravel(),
+                        unit_flows=np.concatenate(bld.flows), unit_local=np.concatenate(bld.local),
+                        unit_lat_mean=lat_mean, unit_lat_max=lat_max, unit_paths=unit_paths, link_flows=link_flows,
+                        num_flows=int(expected))
+
+
+def _tree_hops(tree, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, flows_tot):
+    """Leaf -> (agg -> core -> agg) -> leaf hops of every bundle-pair unit (module docstring)."""
+    tiers, u = tree["tiers"], tree["u"]
+    if tiers == 1:
+        return
+    if tiers == 2:
+        # bundles are leaves: a flow picks spine a uniformly; leaf_up[l1, a] and spine_down[a, l2]
+        N = N_bb[b1, b2]
+        cnt = _multinomial_rows(rng, N.astype(np.int64), np.full(u, 1.0 / u))
+        uu = uid_bb[b1, b2][:, None]
+        a = np.arange(u)[None, :]
+        hop(uu, tree["leaf_up"][b1[:, None], a], cnt, flows_tot)
+        hop(uu, tree["spine_down"][a, b2[:, None]], cnt, flows_tot)
+        return
+    half, trunk = tree["k"] // 2, tree["trunk"]
+    L = tree["num_leaves"]
+    leaves_of = np.arange(L)
+    # first hop: per (unit, source leaf), uplink a uniform
+    pod = leaves_of // half
+    # all (unit, leaf of the source pod) rows at once
+    unit_idx = np.arange(b1.size)
+    per_pod = np.bincount(pod, minlength=int(pod.max()) + 1)
+    starts = np.r_[0, np.cumsum(per_pod)[:-1]]
+    k = per_pod[b1]
+    rows_u = np.repeat(unit_idx, k)
+    rows_l = starts[b1][rows_u] + (np.arange(int(k.sum())) - np.repeat(np.cumsum(k) - k, k))
+    n1 = N_eb[rows_l, b2[rows_u]].astype(np.int64)
+    c1 = _multinomial_rows(rng, n1, np.full(u, 1.0 / u))
+    uid = uid_bb[b1, b2]
+    a = np.arange(u)[None, :]
+    hop(uid[rows_u][:, None], tree["leaf_up"][rows_l[:, None], a], c1, flows_tot)
+    Na = np.zeros((b1.size, u), dtype=np.int64)
+    np.add.at(Na, rows_u, c1)
+    inter = b1 != b2
+    if inter.any():
+        # aggregation uplink j uniform: agg_up[P1, a, j] and core_down[a, j // trunk, P2, j % trunk]
+        ui = np.nonzero(inter)[0]
+        ru = np.repeat(ui, u)
+        ra = np.tile(np.arange(u), ui.size)
+        c2 = _multinomial_rows(rng, Na[ru, ra], np.full(half, 1.0 / half))
+        j = np.arange(half)[None, :]
+        hop(uid[ru][:, None], tree["agg_up"][b1[ru][:, None], ra[:, None], j], c2, flows_tot)
+        hop(uid[ru][:, None], tree["core_down"][ra[:, None], j // trunk, b2[ru][:, None], j % trunk], c2, flows_tot)
+    # last hop: per (unit, destination leaf), downlink from aggregation switch a uniform (so a leaf's
+    # downlink group receives exactly its flows, as per flow)
+    k2 = per_pod[b2]
+    rows_u2 = np.repeat(unit_idx, k2)
+    rows_l2 = starts[b2][rows_u2] + (np.arange(int(k2.sum())) - np.repeat(np.cumsum(k2) - k2, k2))
+    n3 = N_be[b1[rows_u2], rows_l2].astype(np.int64)
+    c3 = _multinomial_rows(rng, n3, np.full(u, 1.0 / u))
+    hop(uid[rows_u2][:, None], tree["agg_down"][b2[rows_u2][:, None], a, (rows_l2 % half)[:, None]], c3, flows_tot)
+
+
+def _dragonfly_hops(fab, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, csize, cedge, cbundle, Dcsr, flows_tot,
+                    bld, routing, n):
+    """local -> global -> local hops of every group-pair unit (module docstring)."""
+    tb = fab.tables
+    a, g, base = tb["a"], tb["groups"], tb["router_base"]
+    nonmin = np.zeros((g, g), dtype=bool)
+    if routing == "adaptive" and g >= 3:
+        # UGAL's decision (routing.dragonfly_ugal): minimal unless a pair's flows per global link exceed
+        # twice the average; pairs' flows count every ordered GPU pair across the two groups
+        gsz = np.bincount(cbundle, weights=csize, minlength=g)
+        flows = np.outer(gsz, gsz)
+        np.fill_diagonal(flows, 0.0)
+        links = np.maximum(tb["glob_count"], 1)
+        l_avg = flows.sum() / tb["glob_count"].sum()
+        nonmin = flows / links > 2 * l_avg
+    same = b1 == b2
+    uid = uid_bb[b1, b2]
+    # same group, different routers: one local hop, flows per router pair
+    if same.any():
+        order = np.argsort(cbundle, kind="stable")
+        i, j = _pairs_within(cbundle[order])
+        i, j = order[i], order[j]
+        diff = cedge[i] != cedge[j]
+        i, j = i[diff], j[diff]
+        X = csize[i] * csize[j] - (np.asarray(Dcsr[i, j]).ravel() if i.size else 0.0)
+        gg = cbundle[i]
+        hop(uid_bb[gg, gg], tb["local"][gg, cedge[i] % a, cedge[j] % a], X, flows_tot)
+    v = np.nonzero(~same & nonmin[b1, b2])[0]
+    valiant = None
+    if v.size:
+        valiant = (uid[v], _valiant_hops(fab, rng, hop, uid[v], b1[v], b2[v], N_eb, N_be, flows_tot))
+    x = np.nonzero(~same & ~nonmin[b1, b2])[0]
+    if not x.size:
+        return valiant
+    G1, G2 = b1[x], b2[x]
+    M = tb["glob"].shape[2]
+    cnt = np.maximum(tb["glob_count"][G1, G2], 1)
+    # first hop: per (unit, source router) a global link m uniform; local link to that link's router
+    ru = np.repeat(np.arange(x.size), a)
+    rr = G1[ru] * a + np.tile(np.arange(a), x.size)
+    c1 = _uniform_counts(rng, N_eb[rr, G2[ru]], cnt[ru], M)
+    glink = tb["glob"][G1[:, None], G2[:, None], np.arange(M)[None, :]]
+    gsafe = np.maximum(glink, 0)
+    r1 = fab.link_src[gsafe] - base
+    r2 = fab.link_dst[gsafe] - base
+    loc1 = np.where(r1[ru] != rr[:, None], tb["local"][G1[ru][:, None], rr[:, None] % a, r1[ru] % a], -1)
+    hop(uid[x][ru][:, None], loc1, c1, flows_tot)
+    Nm = np.zeros((x.size, M), dtype=np.int64)
+    np.add.at(Nm, ru, c1)
+    hop(uid[x][:, None], glink, Nm, flows_tot)
+    # last hop: per (unit, destination router), global link m uniform; local link from its far router
+    rd = np.repeat(np.arange(x.size), a)
+    rt = G2[rd] * a + np.tile(np.arange(a), x.size)
+    c3 = _uniform_counts(rng, N_be[G1[rd], rt], cnt[rd], M)
+    far = r2[rd]
+    loc3 = np.where(far != rt[:, None], tb["local"][G2[rd][:, None], far % a, rt[:, None] % a], -1)
+    hop(uid[x][rd][:, None], loc3, c3, flows_tot)
+    return valiant
+
+
+def _valiant_hops(fab, rng, hop, U, G1, G2, N_eb, N_be, flows_tot, num_valiant: int = 4):
+    """UGAL's non-minimal group pairs (routing.dragonfly_ugal): each flow splits evenly over ``k`` Valiant
+    paths through the intermediate groups at ``k`` consecutive hashed offsets among the ``g - 2`` others;
+    a path takes a hashed global link to the intermediate group and another onward. Drawn like the minimal
+    hops: per (unit, source router) the flows' first offsets, then per offset the first global link; per
+    (unit, intermediate group, first link) the second; per (unit, destination router) offsets and second
+    links again for the last local hop. Each sub-path carries 1/k of its flow (as per flow)."""
+    tb = fab.tables
+    a, g, base = tb["a"], tb["groups"], tb["router_base"]
+    K = g - 2
+    k = min(num_valiant, K)
+    M = tb["glob"].shape[2]
+    nu = U.size
+    o = np.arange(K)[None, :]
+    lo, hi = np.minimum(G1, G2)[:, None], np.maximum(G1, G2)[:, None]
+    mid = o + (o >= lo)
+    gi = mid + (mid >= hi)  # (units, K) intermediate group of each offset
+
+    def window(c0):  # flows whose k-offset window covers each offset
+        return sum(np.roll(c0, j, axis=1) for j in range(k))
+
+    glob, gc = tb["glob"], tb["glob_count"]
+    # source side: per (unit, router) offsets, then per (unit, router, offset) the first global link
+    ru = np.repeat(np.arange(nu), a)
+    rr = G1[ru] * a + np.tile(np.arange(a), nu)
+    F = window(_multinomial_rows(rng, N_eb[rr, G2[ru]].astype(np.int64), np.full(K, 1.0 / K)))
+    ro = np.repeat(np.arange(ru.size), K)
+    oo = np.tile(np.arange(K), ru.size)
+    gmid = gi[ru[ro], oo]
+    c1 = _uniform_counts(rng, F[ro, oo], gc[G1[ru[ro]], gmid], M)
+    l1 = glob[G1[ru[ro]][:, None], gmid[:, None], np.arange(M)[None, :]]
+    r1 = fab.link_src[np.maximum(l1, 0)] - base
+    src = rr[ro][:, None]
+    loc = np.where(r1 != src, tb["local"][G1[ru[ro]][:, None], src % a, r1 % a], -1)
+    hop(U[ru[ro]][:, None], loc, c1 / k, flows_tot)
+    T = np.zeros((nu, K, M), dtype=np.int64)
+    np.add.at(T, (ru[ro], oo), c1)
+    uu = np.repeat(np.arange(nu), K)
+    ko = np.tile(np.arange(K), nu)
+    g1l = glob[G1[uu][:, None], gi[uu, ko][:, None], np.arange(M)[None, :]]
+    hop(U[uu][:, None], g1l, T[uu, ko] / k, flows_tot)
+    # intermediate group: per (unit, offset, first link) the second global link
+    rows = np.repeat(np.arange(nu * K), M)
+    m1 = np.tile(np.arange(M), nu * K)
+    u3, o3 = uu[rows], ko[rows]
+    g3 = gi[u3, o3]
+    c2 = _uniform_counts(rng, T[u3, o3, m1], gc[g3, G2[u3]], M)
+    r2 = fab.link_dst[np.maximum(g1l[rows, m1], 0)] - base
+    l2 = glob[g3[:, None], G2[u3][:, None], np.arange(M)[None, :]]
+    r3 = fab.link_src[np.maximum(l2, 0)] - base
+    loc = np.where(r2[:, None] != r3, tb["local"][g3[:, None], r2[:, None] % a, r3 % a], -1)
+    hop(U[u3][:, None], loc, c2 / k, flows_tot)
+    S2 = np.zeros((nu, K, M), dtype=np.int64)
+    np.add.at(S2, (u3, o3), c2)
+    hop(U[uu][:, None], glob[gi[uu, ko][:, None], G2[uu][:, None], np.arange(M)[None, :]], S2[uu, ko] / k,
+        flows_tot)
+    # destination side: per (unit, router) offsets, then the second global link, then the local hop
+    rd = np.repeat(np.arange(nu), a)
+    rt = G2[rd] * a + np.tile(np.arange(a), nu)
+    F = window(_multinomial_rows(rng, N_be[G1[rd], rt].astype(np.int64), np.full(K, 1.0 / K)))
+    ro = np.repeat(np.arange(rd.size), K)
+    oo = np.tile(np.arange(K), rd.size)
+    gmid = gi[rd[ro], oo]
+    c3 = _uniform_counts(rng, F[ro, oo], gc[gmid, G2[rd[ro]]], M)
+    l2 = glob[gmid[:, None], G2[rd[ro]][:, None], np.arange(M)[None, :]]
+    r4 = fab.link_dst[np.maximum(l2, 0)] - base
+    dst = rt[ro][:, None]
+    loc = np.where(r4 != dst, tb["local"][G2[rd[ro]][:, None], r4 % a, dst % a], -1)
+    hop(U[rd[ro]][:, None], loc, c3 / k, flows_tot)
+    return k
