@@ -35,7 +35,7 @@ def _rows(folder, cases, layout, iters, repeats):
     """Median over ``repeats`` sweeps of each case's median (interleaved so load drifts hit all alike)."""
     runs = [run_sweep(folder, cases, layout=layout, iters=iters) for _ in range(repeats)]
     rows = []
-    for i, case in enumerate(cases):
+    for i in range(len(cases)):
         values = [run[i]["measured_s"] for run in runs]
         rows.append({**runs[0][i], "measured_s": statistics.median(values), "repeats_s": values})
     return predict_rows(folder, rows)

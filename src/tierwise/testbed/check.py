@@ -10,7 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from tierwise.testbed.schedule import OPS, analytic_time, figures_from_cluster, simulated_time, testbed_fabric
-from tierwise.testbed.spec import CLUSTER_FILE, RESULTS_FILE, TestbedError, load_state, node_of_rank, spec_from_state
+from tierwise.testbed.spec import (
+    CLUSTER_FILE,
+    RESULTS_FILE,
+    TestbedError,
+    load_state,
+    node_of_rank,
+    spec_from_state,
+)
 
 __all__ = ["check", "default_cases", "predict_rows", "DEFAULT_SIZES"]
 

@@ -23,6 +23,7 @@ Deleting a namespace deletes the veth ends and bridges in it (a veth pair dies w
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import statistics
@@ -74,13 +75,10 @@ def down(name: str) -> list[str]:
     """Delete testbed ``name``'s namespaces (and with them its veths, bridges and qdiscs); return them."""
     removed = []
     for ns in list_namespaces(name):
-        _sh("ip", "netns", "pids", ns, check=False)
         pids = _sh("ip", "netns", "pids", ns, check=False).stdout.split()
         for pid in pids:  # processes still inside (a rank left by a killed run): only those, by id
-            try:
+            with contextlib.suppress(ProcessLookupError, ValueError):
                 os.kill(int(pid), 9)
-            except (ProcessLookupError, ValueError):
-                pass
         _sh("ip", "netns", "del", ns, check=False)
         removed.append(ns)
     return removed

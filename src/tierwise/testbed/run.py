@@ -18,8 +18,17 @@ import time
 from pathlib import Path
 
 from tierwise.testbed import net
-from tierwise.testbed.spec import (CLUSTER_FILE, RESULTS_FILE, STATE_FILE, TestbedError, TestbedSpec, dumps,
-                                   load_state, node_of_rank, spec_from_state)
+from tierwise.testbed.spec import (
+    CLUSTER_FILE,
+    RESULTS_FILE,
+    STATE_FILE,
+    TestbedError,
+    TestbedSpec,
+    dumps,
+    load_state,
+    node_of_rank,
+    spec_from_state,
+)
 
 __all__ = ["bring_up", "take_down", "cluster_mapping", "run_sweep", "run_ddp", "launch_ranks"]
 
@@ -119,8 +128,8 @@ def launch_ranks(spec: TestbedSpec, layout: str, module_args: list[str], timeout
             env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": "0",
                    "MASTER_ADDR": master, "MASTER_PORT": port, "GLOO_SOCKET_IFNAME": "eth0",
                    "OMP_NUM_THREADS": "1"}
-            err = tempfile.TemporaryFile()
-            out = tempfile.TemporaryFile()
+            err = tempfile.TemporaryFile()  # noqa: SIM115 (closed in the finally below)
+            out = tempfile.TemporaryFile()  # noqa: SIM115
             logs.append((out, err))
             procs.append(subprocess.Popen(net.ns_python(ns, module_args[0], *module_args[1:]), env=env,
                                           stdout=out, stderr=err))

@@ -36,10 +36,14 @@ _NAME = re.compile(r"^[a-z0-9]{1,8}$")
 class TestbedError(MeasureError):
     """A testbed that cannot be built or used: bad values, no root, no iproute2, no testbed up."""
 
+    __test__ = False  # not a pytest class despite the name
+
 
 @dataclass(frozen=True, kw_only=True)
 class TestbedSpec:
     """One emulated cluster."""
+
+    __test__ = False
 
     name: str = "tb"
     """Namespaces are ``twtb-<name>-...``; two testbeds with different names coexist."""
