@@ -80,8 +80,18 @@ def down(name: str) -> list[str]:
             with contextlib.suppress(ProcessLookupError, ValueError):
                 os.kill(int(pid), 9)
         _sh("ip", "netns", "del", ns, check=False)
+        _unlink_half_made(ns)
         removed.append(ns)
     return removed
+
+
+def _unlink_half_made(ns: str) -> None:
+    """A namespace whose ``ip netns add`` was killed part way (Ctrl-C under load) is a file in /run/netns
+    that is not a mount; ``ip netns del`` refuses it (it cannot unmount it), so unlink it (ours only)."""
+    path = os.path.join("/run/netns", ns)
+    if ns.startswith(PREFIX) and os.path.lexists(path) and not os.path.ismount(path):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def netem_available() -> bool:
@@ -189,7 +199,7 @@ def _pair(server: tuple[str, list[str]], client: tuple[str, list[str]]) -> tuple
 def probe(spec: TestbedSpec, repeats: int = 3) -> dict:
     """Measure what the cluster file records: loopback rate and latency inside node 0, the link's latency
     (and its payload rate, for the report) between nodes 0 and 1, the host memory copy rate; medians of
-    ``repeats`` (each a fresh connection)."""
+    ``repeats`` (each a fresh connection), except the loopback rate: the best of them."""
     n0 = spec.namespaces[0]
     ip0 = spec.node_ip(0)
     lo_rate, lo_rtt, link_rtt, link_rate = [], [], [], []
@@ -209,9 +219,12 @@ def probe(spec: TestbedSpec, repeats: int = 3) -> dict:
                                    (n1, ["stream-send", ip0, str(port + 3), str(nbytes)]))[0])
     mem = subprocess.run(ns_python(n0, "tierwise.testbed.probe", "memcopy", str(64 << 20)), capture_output=True,
                          text=True, timeout=120)
+    if mem.returncode != 0:
+        raise TestbedError(f"memory probe failed: {mem.stderr.strip().splitlines()[-1:]}")
     med = statistics.median
-    out = {"loopback_bytes_per_s": med(lo_rate), "loopback_latency_s": med(lo_rtt) / 2,
-           "memory_bytes_per_s": float(mem.stdout.strip()) if mem.returncode == 0 else None,
+    # the loopback rate is the best of the repeats: a shared host's other work only ever lowers it
+    out = {"loopback_bytes_per_s": max(lo_rate), "loopback_latency_s": med(lo_rtt) / 2,
+           "memory_bytes_per_s": float(mem.stdout.strip()),
            "link_latency_s": med(link_rtt) / 2 if link_rtt else None,
            "link_payload_bytes_per_s_measured": med(link_rate) if link_rate else None,
            "link_payload_bytes_per_s_expected": spec.link_bytes_per_s * PAYLOAD_FRACTION}
