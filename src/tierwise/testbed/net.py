@@ -12,8 +12,10 @@ Layout (``N`` nodes, every object inside a namespace the testbed owns, nothing i
 
 tbf parameters: ``rate`` as given; ``burst`` (the bucket) ``max(64 KiB, rate x 1 ms)`` so one 64 KiB GSO
 segment passes without being split and the shaper's timer need not fire more than about once a
-millisecond; ``limit`` (the queue, bytes) ``max(1 MiB, rate x 20 ms)`` so a few TCP windows queue instead of
-being dropped. tbf's ``latency`` parameter is the same queue limit expressed in time, never a delay: no
+millisecond; ``limit`` (the queue, bytes) ``max(4 MiB, rate x 0.5 s)``: deep enough that the flows of a
+collective converging on one link queue instead of being dropped, as on a lossless (IB, RoCE with PFC)
+fabric, which is what the fluid models assume. With a 20 ms queue an all-to-all through a 4:1 uplink lost
+3-5% of its packets and TCP's recovery made it 1.4-3x slower than predicted (docs/testbed.md). tbf's ``latency`` parameter is the same queue limit expressed in time, never a delay: no
 delay is added. Added delay needs ``netem``; where the kernel lacks it the requested latency is reported
 ``not emulated`` and every prediction uses the latency measured on the link.
 
@@ -110,7 +112,7 @@ def netem_available() -> bool:
 def tbf_args(rate_bytes_per_s: float) -> list[str]:
     """``tc qdisc ... tbf`` arguments for one end of a link (module docstring: why these sizes)."""
     burst = max(64 * 1024, int(rate_bytes_per_s * 1e-3))
-    limit = max(1 << 20, int(rate_bytes_per_s * 20e-3))
+    limit = max(4 << 20, int(rate_bytes_per_s * 0.5))
     return ["tbf", "rate", f"{int(rate_bytes_per_s * 8)}bit", "burst", str(burst), "limit", str(limit)]
 
 
