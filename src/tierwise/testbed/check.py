@@ -48,6 +48,7 @@ def predict_rows(directory: str, rows: list[dict]) -> list[dict]:
         out.append({"op": row["op"], "algorithm": row["algorithm"], "size_bytes": row["size_bytes"],
                     "layout": layout, "measured_s": row["measured_s"], "min_s": row.get("min_s"),
                     "analytic_s": analytic, "simulated_s": simulated,
+                    "load_average": row.get("load_average"),
                     "measured_over_analytic": row["measured_s"] / analytic,
                     "simulated_over_analytic": simulated / analytic})
     return out

@@ -82,7 +82,8 @@ def run_case(case: dict, job: dict, rank: int, world: int, nodes: list[list[int]
     dist.all_reduce(times, op=dist.ReduceOp.MAX)
     values = times.tolist()
     return {**case, "measured_s": statistics.median(values), "min_s": min(values), "times_s": values,
-            "wrong": int(wrong.item()), "num_ranks": world, "iters": job["iters"]}
+            "wrong": int(wrong.item()), "num_ranks": world, "iters": job["iters"],
+            "load_average": os.getloadavg()[0]}  # the host's 1-minute load: other work shares the cores
 
 
 def main(path: str) -> None:
