@@ -21,7 +21,7 @@ from tierwise.testbed.spec import (
 
 __all__ = ["check", "default_cases", "predict_rows", "DEFAULT_SIZES"]
 
-DEFAULT_SIZES = tuple(64 * 1024 * 4**k for k in range(5))
+DEFAULT_SIZES = tuple(64 * 1024 * 4**k for k in range(6))
 """64 KiB, 256 KiB, 1 MiB, 4 MiB, 16 MiB, 64 MiB."""
 
 

@@ -118,7 +118,8 @@ def tbf_args(rate_bytes_per_s: float) -> list[str]:
 
 def _shape(ns: str, dev: str, rate: float, delay_s: float | None) -> None:
     _sh("tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", "handle", "1:", *tbf_args(rate))
-    if delay_s:  # netem below tbf: the delay is added after shaping, never through tbf's latency
+    if delay_s:  # netem below tbf: the delay is added after shaping, never through tbf's latency (not run
+        # on this project's machines, whose kernel has no netem)
         _sh("tc", "-n", ns, "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "netem",
             "delay", f"{delay_s * 1e6:.0f}us")
 
