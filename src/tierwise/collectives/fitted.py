@@ -23,9 +23,7 @@ A size outside every regime's range (fitted sweeps start at 0 and leave the last
 hand-written file has one) takes the nearest regime: the first below the ranges, the last above.
 
 The shared-host (host-copy) model, whose two parameters per regime ``tierwise calibrate`` fits
-(:mod:`tierwise.measure.hostcopy`):
-
-Shared-host cost model of gloo collectives (all ranks on one host, TCP loopback): copy work and steps.
+(:mod:`tierwise.measure.hostcopy`): copy work and steps of gloo collectives with all ranks on one host.
 
 Why a second model. On one host there are no per-rank links: gloo's TCP transport over loopback moves
 every byte with two CPU memory copies, user -> kernel on the sender (``send``/``writev`` copies the user
@@ -33,7 +31,7 @@ buffer into socket buffers) and kernel -> user on the receiver (``recv``/``read`
 socket buffers over without a further copy of the data. A reduction reads two operands and writes one.
 The cost of a collective is therefore the memory traffic (bytes read + bytes written) of the busiest
 rank's CPU, plus a latency per sequential algorithm step, not nccl-tests' bus bytes over a link bandwidth
-(:mod:`tierwise.measure.fit`; docs/measure.md "gloo calibration on this machine")::
+(:mod:`tierwise.measure.fit`)::
 
     t(op, S, n) = step_latency_s x latency_steps(op, n) + copy_s_per_byte x ring_work_bytes(op, S, n)
                   + memory_s_per_byte x outside_copy_bytes(op, S, n)
@@ -47,12 +45,10 @@ the all-reduce does not do and so cannot price. Those copies run at the host's m
 ``memory_s_per_byte`` is *measured*, not fitted, by the host memory probe of ``tierwise measure
 collective`` (:func:`tierwise.measure.bench._host_memory_probe`: a streaming ``copy_`` of buffers 4x the
 last-level cache on every rank at once, before every round) and recorded on every row as
-``host_memory_s_per_byte``. The DRAM rate, not a warm cache's, because the socket path streams the payload
-through the shared cache between the copies (``benchmarks/bench_gloo_anatomy.py``, docs/measure.md
-"Anatomy": inside the all-gather its two copies cost 0.8-4.2x the same copies timed alone at the swept
-size, which stay cache-resident below 8 MiB). A result without the measured rate (recorded before the
-probe existed) prices the outside copies at ``copy_s_per_byte`` like every other byte (the first version
-of this model, ``copy_s_per_byte x copy_work_bytes``), and ``tierwise calibrate`` says so.
+``host_memory_s_per_byte``: the DRAM rate, not a warm cache's, because the socket path streams the payload
+through the shared cache between the copies. Without a measured rate, the outside copies are priced at
+``copy_s_per_byte`` like every other byte. The measurements behind these choices, and the history of the
+model, are in docs/measure.md ("gloo calibration on this machine").
 
 The time assumes each rank has a core of its own
 (``n`` <= cores) so that ranks copy in parallel and the busiest rank sets the time; at ``n`` = 2 every op

@@ -8,12 +8,8 @@ calibrated tier uses; this module fits its two parameters per size regime on an 
     t(op, S, n) = step_latency_s x latency_steps(op, n) + copy_s_per_byte x ring_work_bytes(op, S, n)
                   + memory_s_per_byte x outside_copy_bytes(op, S, n)
 
-Why not split the ring's work too (socket bytes at one fitted rate, the reduction at the memory rate)?
-It was tried (docs/measure.md): the ring's time beyond its exchanges is small and noisy, and pricing
-the reduction at the memory rate moves the rest onto the socket bytes, which then over-predicts the
-broadcast (a one-way stream measured 0.80-1.03x one exchange of the same bytes per rank) at 4-16 MiB by up
-to 67%, beyond 25% on 6 of 8 sweeps. The form above leaves the broadcast's prediction as it was (it has no
-outside copy).
+Why this form and not others that were tried (measurement history): docs/measure.md, "gloo calibration on
+this machine".
 """
 
 from __future__ import annotations

@@ -1,0 +1,126 @@
+"""Small measurements run inside the namespaces (``python -m tierwise.testbed.probe MODE ...``).
+
+* ``stream-recv HOST PORT BYTES`` / ``stream-send HOST PORT BYTES``: one TCP stream of ``BYTES``; the receiver
+  prints the rate from its first byte to its last (bytes/s), the sender waits for the receiver's ack;
+* ``pong HOST PORT N`` / ``ping HOST PORT N``: N one-byte round trips with TCP_NODELAY; the client prints the
+  median round trip (s); a collective's step pays a one-way trip, RTT / 2;
+* ``memcopy BYTES``: the median of 5 ``numpy.copyto`` of a BYTES buffer, printed as read+write bytes/s
+  (the rate of the copies torch and gloo make outside their algorithms, :mod:`tierwise.collectives.fitted`).
+
+Every mode prints one number on stdout and exits 0, so the caller reads it without parsing prose.
+"""
+
+from __future__ import annotations
+
+import socket
+import statistics
+import sys
+import time
+
+_CHUNK = 1 << 20
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind((host, port))
+    srv.listen(1)
+    srv.settimeout(30)
+    conn, _ = srv.accept()
+    srv.close()
+    conn.settimeout(60)
+    return conn
+
+
+def _connect(host: str, port: int) -> socket.socket:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return socket.create_connection((host, port), timeout=60)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
+def stream_recv(host: str, port: int, nbytes: int) -> float:
+    conn = _listen(host, port)
+    buf = bytearray(_CHUNK)
+    got, start = 0, None
+    while got < nbytes:
+        k = conn.recv_into(buf)
+        if k == 0:
+            raise SystemExit("stream ended early")
+        if start is None:
+            start = time.perf_counter()
+            got += k
+            first = k
+            continue
+        got += k
+    elapsed = time.perf_counter() - start
+    conn.sendall(b"k")
+    conn.close()
+    return (got - first) / elapsed
+
+
+def stream_send(host: str, port: int, nbytes: int) -> float:
+    conn = _connect(host, port)
+    data = bytes(_CHUNK)
+    start = time.perf_counter()
+    sent = 0
+    while sent < nbytes:
+        k = min(_CHUNK, nbytes - sent)
+        conn.sendall(data[:k])
+        sent += k
+    conn.recv(1)
+    conn.close()
+    return nbytes / (time.perf_counter() - start)
+
+
+def pong(host: str, port: int, count: int) -> float:
+    conn = _listen(host, port)
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    for _ in range(count):
+        conn.sendall(conn.recv(1))
+    conn.close()
+    return 0.0
+
+
+def ping(host: str, port: int, count: int) -> float:
+    conn = _connect(host, port)
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    rtts = []
+    for _ in range(count):
+        t0 = time.perf_counter()
+        conn.sendall(b"p")
+        conn.recv(1)
+        rtts.append(time.perf_counter() - t0)
+    conn.close()
+    return statistics.median(rtts)
+
+
+def memcopy(nbytes: int) -> float:
+    import numpy as np
+
+    src = np.ones(nbytes // 8)
+    dst = np.empty_like(src)
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        np.copyto(dst, src)
+        times.append(time.perf_counter() - t0)
+    return 2.0 * src.nbytes / statistics.median(times)
+
+
+def main(argv: list[str]) -> None:
+    mode, *args = argv
+    if mode == "memcopy":
+        print(repr(memcopy(int(args[0]))))
+        return
+    host, port, n = args[0], int(args[1]), int(args[2])
+    fn = {"stream-recv": stream_recv, "stream-send": stream_send, "pong": pong, "ping": ping}[mode]
+    print(repr(fn(host, port, n)))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
