@@ -43,7 +43,7 @@ def _root(
     """How to carve up a model over a cluster's interconnect tiers, and how fast it will run."""
 
 # one module per command group; each defines register(app)
-_COMMAND_MODULES = ("catalog", "tiers", "collective", "estimate", "plan", "validate", "topo", "measure")
+_COMMAND_MODULES = ("catalog", "tiers", "collective", "estimate", "plan", "validate", "topo", "measure", "serve")
 
 
 def _register_all() -> None:
