@@ -214,3 +214,57 @@ def register(app: typer.Typer) -> None:
         cfg = _config(scenario_file, flags)
         doc = serve_plan_document(cfg, max_tp=max_tp, modes=modes, top=top)
         emit(doc, as_json, lambda console: render_plan(console, doc))
+
+
+def render_serving_validation(console, doc: dict) -> None:
+    """Rich view of ``validate --serving --json``: the per-row table, then the summaries."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=f"tierwise validate --serving: {doc['dataset']}")
+    for col in ("row", "source", "model", "hardware", "GPUs", "plan", "metric", "measured", "predicted", "error"):
+        table.add_column(col, overflow="fold")
+    for r in doc["rows"]:
+        if r["skipped"]:
+            continue
+        mark = "" if r["scored"] else " (not scored)"
+        table.add_row(r["row_id"], r["source_id"], r["model"][:22], r["hardware"][:18], r["num_gpus"],
+                      r.get("plan", ""), r["metric"], f"{r['measured']:,.1f}", f"{r['predicted']:,.1f}",
+                      f"{r['error_pct']:+.1f}%{mark}")
+    print_table(console, table)
+    s = doc["summary"]
+    summ = Table(title="absolute % error, scored rows (high and medium confidence)")
+    for col in ("rows", "count", "median", "mean", "p90", "max"):
+        summ.add_column(col)
+    for name in ("throughput", "latency"):
+        v = s[name]
+        summ.add_row(name, str(v["rows"]), *("-" if v[x] is None else f"{v[x]:.1f}"
+                                             for x in ("median", "mean", "p90", "max")))
+    for k, v in s["per_source"].items():
+        summ.add_row(f"source {k}", str(v["rows"]), *("-" if v[x] is None else f"{v[x]:.1f}"
+                                                      for x in ("median", "mean", "p90", "max")))
+    print_table(console, summ)
+    console.print(Text(f"rows used {s['used']} of {s['rows']}"))
+    for sk in s["skipped"]:
+        console.print(f"skipped row {sk['row_id']} ({sk['source_id']}): {sk['reason']}", style="dim")
+
+
+def validate_serving(dataset, source, as_json: bool, html, training_only: bool) -> None:
+    """``validate --serving``: called by the ``validate`` command."""
+    from tierwise.errors import OutputError
+    from tierwise.serve.validate import serving_validation_document
+
+    if training_only:
+        raise OutputError("--cross-validate, --fit and --fit-out are for training runs; drop them with --serving")
+    if html is not None:
+        from tierwise.atomic import check_writable
+        from tierwise.report import require_plotly
+
+        require_plotly()
+        check_writable(html, "--html")
+    doc = serving_validation_document(dataset, source=source)
+    if html is not None:
+        from tierwise.report.serve import validation_page
+
+        doc["html"] = validation_page(doc, html)
+    emit(doc, as_json, lambda console: render_serving_validation(console, doc))
