@@ -7,6 +7,7 @@ Nothing here is specific to one row, source or system of the serving set.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from tierwise.specs.parameters import load_parameters
@@ -27,8 +28,12 @@ class ServingParameters:
     """Global parameters of :mod:`tierwise.serve` (one value each, for every model and part)."""
 
     matmul_efficiency: float
-    """Fraction of the dense peak a large GEMM reaches: the training model's ``compute.matmul_efficiency_max``
-    (catalog/parameters.yaml), used for prefill and the decode step's GEMMs."""
+    """Fraction of the dense peak the serving GEMMs reach (prefill and the decode step). Fitted on the serving
+    set's offline throughput rows (0.5, grid 0.5 / 0.65 / 0.764, docs/serving.md); the training model's
+    ``compute.matmul_efficiency_max`` (0.764, read here as ``training_matmul_efficiency``) is a BF16 training
+    figure, and serving runs FP8/FP4 GEMMs whose fraction of their (2x, 4x) peak is lower."""
+    training_matmul_efficiency: float = 0.0
+    """The training model's ``compute.matmul_efficiency_max``, reported beside the serving value."""
     attention_efficiency: float
     """Fraction of the BF16 dense peak the attention core reaches in prefill. The training value
     (``compute.attention_efficiency`` = 0.17) was fitted on FlashAttention-2-era training kernels with their
@@ -65,14 +70,20 @@ class ServingParameters:
     engines capture the decode step in CUDA graphs (TensorRT-LLM, vLLM ``--enforce-eager`` off)."""
 
 
+_OVERRIDES: dict[str, float] = {}
+"""Values set by a fit in progress (``serve/validate.py`` fit helper); empty in normal use."""
+
+
 def serving_parameters() -> ServingParameters:
     """The parameters in force: the training compute block (as the estimator reads it today) plus the
     serving values above."""
     compute = load_parameters().compute
-    return ServingParameters(
-        matmul_efficiency=float(compute["matmul_efficiency_max"]),
+    base = ServingParameters(
+        matmul_efficiency=0.5,
+        training_matmul_efficiency=float(compute["matmul_efficiency_max"]),
         attention_efficiency=0.5,
         attention_half_seq_tokens=float(compute.get("attention_half_seq_tokens", 240)),
-        decode_hbm_efficiency=0.80,
-        step_overhead_s=2.0e-3,
+        decode_hbm_efficiency=0.70,
+        step_overhead_s=10.0e-3,
     )
+    return dataclasses.replace(base, **_OVERRIDES) if _OVERRIDES else base
