@@ -8,13 +8,6 @@ import typer
 
 from tierwise.cli._output import emit, kv_table, print_table
 
-_FLAGS = {}
-
-
-def _opt(*names, help: str):  # noqa: A002
-    return typer.Option(*names, help=help)
-
-
 def _config(scenario_file, flags: dict):
     """A :class:`ServeConfig` from a scenario file, updated by the flags given."""
     from tierwise.errors import ScenarioError
@@ -22,11 +15,14 @@ def _config(scenario_file, flags: dict):
 
     given = {k: v for k, v in flags.items() if v is not None}
     if scenario_file is not None:
-        from tierwise.files import load_yaml, require_document
+        from tierwise.files import load_yaml, read_user_text, require_document
 
-        data = require_document(load_yaml(scenario_file, what="scenario"), scenario_file, "scenario")
-        cfg = config_from_mapping({**data, **given}, f"scenario {scenario_file!r}")
-        return cfg
+        where = f"scenario file {scenario_file!r}"
+        text = read_user_text(scenario_file, what="scenario file", error=ScenarioError)
+        data = require_document(load_yaml(text, where, error=ScenarioError), where,
+                                "write a mapping with model, cluster, num_gpus, input_len, output_len, ...",
+                                error=ScenarioError)
+        return config_from_mapping({**data, **given}, where)
     if "model" not in given or "cluster" not in given:
         raise ScenarioError("give a SCENARIO.yaml or --model M --cluster C (with --gpus N or --prefill-gpus P "
                             "--decode-gpus D)")
@@ -160,7 +156,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Serve a model: TTFT, TPOT, tokens/s, KV cache and the KV transfer between prefill and decode pools."""
         from tierwise.atomic import check_writable
-        from tierwise.serve.api import compare_attention as compare, serve_estimate
+        from tierwise.serve.api import compare_attention as compare
+        from tierwise.serve.api import serve_estimate
 
         if html is not None:
             from tierwise.report import require_plotly

@@ -28,7 +28,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tierwise.serve.kv import kv_bytes_per_token, kv_fraction_per_gpu, weight_bytes_per_gpu, workspace_bytes_per_gpu
+from tierwise.serve.kv import (
+    kv_bytes_per_token,
+    kv_fraction_per_gpu,
+    weight_bytes_per_gpu,
+    workspace_bytes_per_gpu,
+)
 from tierwise.serve.params import ServingParameters
 from tierwise.serve.phases import decode_step_time, prefill_time
 from tierwise.serve.transfer import exposed_transfer, kv_transfer_time
