@@ -31,7 +31,7 @@ def _config(scenario_file, flags: dict):
 
 def _flags(model, cluster, gpus, tp, ep, precision, kv_precision, input_len, output_len, scenario, rate, ttft_slo,
            tpot_slo, batch, batching, kv_reservation, prefill_gpus, decode_gpus, prefill_tp, decode_tp, decode_ep,
-           kv_link, kv_whole) -> dict:
+           kv_link, kv_whole, max_batch=None) -> dict:
     from tierwise.errors import ScenarioError
 
     b = None
@@ -51,7 +51,7 @@ def _flags(model, cluster, gpus, tp, ep, precision, kv_precision, input_len, out
             "rate": rate, "ttft_slo": ttft_slo, "tpot_slo": tpot_slo, "batch": b, "batching": batching,
             "kv_reservation": kv_reservation, "prefill_gpus": prefill_gpus, "decode_gpus": decode_gpus,
             "prefill_tp": prefill_tp, "decode_tp": decode_tp, "decode_ep": decode_ep, "kv_link": kv_link,
-            "kv_streamed": False if kv_whole else None}
+            "kv_streamed": False if kv_whole else None, "max_batch": max_batch}
 
 
 def render_serve(console, doc: dict) -> None:
@@ -140,6 +140,8 @@ def register(app: typer.Typer) -> None:
         tpot_slo: Annotated[float | None, typer.Option("--tpot-slo", help="p99 TPOT bound, seconds")] = None,
         batch: Annotated[str | None, typer.Option("--batch", help="sequences per instance, or auto")] = None,
         batching: Annotated[str | None, typer.Option("--batching", help="inflight or static")] = None,
+        max_batch: Annotated[int | None, typer.Option("--max-batch", help="scheduler cap for --batch auto "
+                                                                          "(default 2048)")] = None,
         kv_reservation: Annotated[str | None, typer.Option("--kv-reservation", help="paged or full")] = None,
         prefill_gpus: Annotated[int | None, typer.Option("--prefill-gpus", help="disaggregated: prefill pool")] = None,
         decode_gpus: Annotated[int | None, typer.Option("--decode-gpus", help="disaggregated: decode pool")] = None,
@@ -166,7 +168,7 @@ def register(app: typer.Typer) -> None:
             check_writable(html, "--html")
         flags = _flags(model, cluster, gpus, tp, ep, precision, kv_precision, input_len, output_len, scenario, rate,
                        ttft_slo, tpot_slo, batch, batching, kv_reservation, prefill_gpus, decode_gpus, prefill_tp,
-                       decode_tp, decode_ep, kv_link, kv_whole)
+                       decode_tp, decode_ep, kv_link, kv_whole, max_batch)
         cfg = _config(scenario_file, flags)
         doc = serve_estimate(cfg)
         if compare_attention:

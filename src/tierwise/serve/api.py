@@ -54,6 +54,9 @@ class ServeConfig:
     decode_ep: int | None = None
     kv_link: str = "auto"
     kv_streamed: bool = True
+    max_batch: int | None = None
+    """Scheduler cap on sequences per instance for ``batch`` auto (None: params ``max_batch``, TensorRT-LLM's
+    default 2048; vLLM's ``max_num_seqs`` default is 256)."""
 
 
 def _choice(value, name: str, options) -> str:
@@ -91,6 +94,8 @@ def _check(cfg: ServeConfig) -> None:
     check_int(cfg.input_len, "--input-len", maximum=MAX_TOKENS, error=ScenarioError)
     check_int(cfg.output_len, "--output-len", maximum=MAX_TOKENS, error=ScenarioError)
     check_int(cfg.batch, "--batch", minimum=0, maximum=1_000_000, error=ScenarioError, hint=" (0 = auto)")
+    if cfg.max_batch is not None:
+        check_int(cfg.max_batch, "--max-batch", maximum=1_000_000, error=ScenarioError)
     if cfg.rate is not None:
         check_float(cfg.rate, "--rate", minimum=0.0, min_open=True, maximum=MAX_RATE, error=ScenarioError,
                     hint=" (requests/s)")
@@ -119,6 +124,8 @@ def _resolve(cfg: ServeConfig):
     _check(cfg)
     model, cluster = load_model(cfg.model), load_cluster(cfg.cluster)
     params = serving_parameters()
+    if cfg.max_batch is not None:
+        params = dataclasses.replace(params, max_batch=cfg.max_batch)
     assumed: list[str] = []
     kvp = cfg.kv_precision
     if kvp is None:

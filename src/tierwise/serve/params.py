@@ -32,6 +32,14 @@ class ServingParameters:
     set's offline throughput rows (0.5, grid 0.5 / 0.65 / 0.764, docs/serving.md); the training model's
     ``compute.matmul_efficiency_max`` (0.764, read here as ``training_matmul_efficiency``) is a BF16 training
     figure, and serving runs FP8/FP4 GEMMs whose fraction of their (2x, 4x) peak is lower."""
+    gemm_memory_overlap_loss: float = 0.0
+    """How much of a weight GEMM's HBM read is not hidden behind its math in serving steps: the step's GEMM time
+    is ``max(t_math, t_read) + loss x min(t_math, t_read)`` (0: the ideal max roofline; 1: the additive
+    roofline, Williams et al. 2009). Fitted on the serving set's throughput rows (docs/serving.md)."""
+    fp4_efficiency_ratio: float = 1.0
+    """FP4 GEMMs reach this fraction of the efficiency FP8 GEMMs reach against their own (2x) peak (NVFP4's
+    per-16-element block scales are applied in the MMA pipeline; the analogue of the training model's
+    ``fp8_efficiency_ratio``). Fitted on the serving set's FP4 rows (docs/serving.md)."""
     training_matmul_efficiency: float = 0.0
     """The training model's ``compute.matmul_efficiency_max``, reported beside the serving value."""
     attention_efficiency: float
@@ -83,7 +91,8 @@ def serving_parameters() -> ServingParameters:
         training_matmul_efficiency=float(compute["matmul_efficiency_max"]),
         attention_efficiency=0.5,
         attention_half_seq_tokens=float(compute.get("attention_half_seq_tokens", 240)),
-        decode_hbm_efficiency=0.70,
-        step_overhead_s=10.0e-3,
+        decode_hbm_efficiency=0.75,
+        step_overhead_s=12.0e-3,
+        fp4_efficiency_ratio=0.7,
     )
     return dataclasses.replace(base, **_OVERRIDES) if _OVERRIDES else base

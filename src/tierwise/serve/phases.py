@@ -12,7 +12,7 @@ Shoeybi et al. 2019, sec. 3); EP: a dispatch and a combine all-to-all of ``T k h
 Lepikhin et al. 2020, sec. 2.2), each priced by :func:`tierwise.collectives.model.collective_cost` on the tiers
 the group spans (:func:`tierwise.hierarchy.group_span`).
 
-Decode step of ``B`` sequences with mean context ``c`` (memory-bound): ``t = max(W_read(B) / HBM', F_lin / (tp P eff_mm)) + max(B c kv_gpu /
+Decode step of ``B`` sequences with mean context ``c`` (memory-bound): ``t = max(W_read(B) / HBM', F_lin / (tp P eff_mm)) [+ loss x min(...)] + max(B c kv_gpu /
 HBM', F_att / (tp P_bf16 eff_att)) + t_TP + t_EP + t_overhead`` (the GEMMs and the attention kernel run one
 after the other, each on its own roofline; ``HBM' = HBM x eff_hbm``); weights are read once per step and shared by
 the batch, the KV cache once per sequence (Pope et al. 2022, "Efficiently Scaling Transformer Inference",
@@ -36,9 +36,13 @@ from tierwise.workload.flops import attention_core_flops_per_token, model_shape
 __all__ = ["linear_flops_per_token", "prefill_time", "decode_step_time", "comm_time", "peak_flops"]
 
 
-def peak_flops(cluster: Cluster, precision: str) -> float:
-    """Dense peak FLOP/s of the part at the weight precision (FP4 weights run FP4 GEMMs on Blackwell)."""
-    return cluster.accelerator.peak_flops_per_s(precision)
+def peak_flops(cluster: Cluster, precision: str, params: ServingParameters | None = None) -> float:
+    """Dense peak FLOP/s of the part at the weight precision (FP4 weights run FP4 GEMMs on Blackwell), scaled
+    for FP4 by ``fp4_efficiency_ratio`` (the GEMM efficiency is applied on top by the callers)."""
+    peak = cluster.accelerator.peak_flops_per_s(precision)
+    if precision == "fp4" and params is not None:
+        peak *= params.fp4_efficiency_ratio
+    return peak
 
 
 def linear_flops_per_token(model: ModelSpec) -> float:
@@ -98,7 +102,7 @@ def prefill_time(model: ModelSpec, cluster: Cluster, precision: str, tp, ep, inp
     n = np.asarray(num_requests, dtype=float)
     s = np.asarray(input_len, dtype=float)
     tokens = n * s
-    peak = peak_flops(cluster, precision)
+    peak = peak_flops(cluster, precision, params)
     bf16 = cluster.accelerator.peak_flops_per_s("bf16")
     lin = linear_flops_per_token(model) * tokens / (tp * peak * params.matmul_efficiency)
     # causal: a query at position i sees i keys, s/2 on average
@@ -110,7 +114,7 @@ def prefill_time(model: ModelSpec, cluster: Cluster, precision: str, tp, ep, inp
     memory = weight_bytes_per_gpu(model, precision, tp, ep) / (cluster.accelerator.hbm_bytes_per_s
                                                                 * params.decode_hbm_efficiency)
     comm = comm_time(model, cluster, tp.astype(np.int64), ep, tokens, precision)
-    total = np.maximum(compute, memory) + comm
+    total = np.maximum(compute, memory) + params.gemm_memory_overlap_loss * np.minimum(compute, memory) + comm
     return {"compute_s": compute + 0 * total, "memory_s": memory + 0 * total, "comm_s": comm + 0 * total,
             "total_s": total}
 
@@ -135,7 +139,7 @@ def decode_step_time(model: ModelSpec, cluster: Cluster, precision: str, kv_byte
     w_read = weight_bytes_read_per_step(model, precision, tp, ep, batch + pt)
     kv_read = batch * ctx * kv_gpu
     memory = (w_read + kv_read) / hbm
-    peak = peak_flops(cluster, precision)
+    peak = peak_flops(cluster, precision, params)
     bf16 = acc.peak_flops_per_s("bf16")
     lin = linear_flops_per_token(model) * (batch + pt) / (tp * peak * params.matmul_efficiency)
     att_decode = _attn_flops_per_token(model, ctx) * batch / (tp * bf16 * params.attention_efficiency)
@@ -144,7 +148,7 @@ def decode_step_time(model: ModelSpec, cluster: Cluster, precision: str, kv_byte
     att_prefill = _attn_flops_per_token(model, pc / 2.0) * pt / (tp * bf16 * eff_pf)
     compute = lin + att_decode + att_prefill
     # the GEMMs and the attention kernel run one after the other: each is its own roofline
-    gemm_t = np.maximum(w_read / hbm, lin)
+    gemm_t = np.maximum(w_read / hbm, lin) + params.gemm_memory_overlap_loss * np.minimum(w_read / hbm, lin)
     attn_t = np.maximum(kv_read / hbm, att_decode) + att_prefill
     comm = comm_time(model, cluster, tp.astype(np.int64), ep, batch + pt, precision)
     overhead = params.step_overhead_s + 0 * memory

@@ -126,6 +126,11 @@ def _case(row: dict[str, str]):
     if "trtllm-bench" in scen or "tensorrt-llm (aug 2024)" in row["software"].lower():
         kw["kv_reservation"] = "full"
         filled.append("KV reserved for input + output on admission (TensorRT-LLM GUARANTEED_NO_EVICT default)")
+    soft = row["software"].lower()
+    if "vllm" in soft and "mlperf" not in scen and "vllm-based" not in soft:
+        # vLLM's engine defaults: kv_cache_dtype "auto" (the model's dtype, 16-bit) and max_num_seqs 256
+        kw["kv_precision"], kw["max_batch"] = "bf16", 256
+        filled.append("vLLM defaults: 16-bit KV cache (kv_cache_dtype auto), max_num_seqs 256")
     if "static batch" in scen or "isolated phase" in scen or "light load" in scen:
         kw["batching"] = "static"
         kw["batch"] = _int(row["batch_or_concurrency"]) or 1
@@ -138,7 +143,7 @@ def _predict(kw: dict, metric: str):
     from tierwise.serve.api import ServeConfig, serve_estimate
 
     keys = ("model", "cluster", "precision", "num_gpus", "tp", "input_len", "output_len", "scenario", "batching",
-            "kv_reservation", "batch", "ttft_slo", "tpot_slo")
+            "kv_reservation", "batch", "ttft_slo", "tpot_slo", "kv_precision", "max_batch")
     cfg = ServeConfig(**{k: kw[k] for k in keys if k in kw})
     doc = serve_estimate(cfg)
     if metric == "output_tokens_per_s_total":
