@@ -129,3 +129,5 @@ def test_bad_degree_is_one_line_error():
         serve_estimate(_cfg(tp=3))
     with pytest.raises(ScenarioError, match="--ep 2 needs a mixture-of-experts"):
         serve_estimate(_cfg(ep=2))
+    with pytest.raises(ScenarioError, match="do not fit one scale-up domain"):
+        serve_estimate(_cfg(num_gpus=None, tp=None, prefill_gpus=8, decode_gpus=8, kv_link="scale_up"))

@@ -161,6 +161,10 @@ def _resolve(cfg: ServeConfig):
             raise ScenarioError(f"--gpus {cfg.num_gpus} is not --prefill-gpus {pg} + --decode-gpus {dg}; "
                                 "drop --gpus or make them add up")
         link = cfg.kv_link
+        if link == "scale_up" and pg + dg > cluster.scale_up_domain:
+            raise ScenarioError(f"--kv-link scale_up: the pools ({pg} + {dg} GPUs) do not fit one scale-up domain of "
+                                f"{cluster.scale_up_domain} on {cluster.name}; use scale_out, host or tcp, or "
+                                "smaller pools")
         if link == "auto":
             from tierwise.serve.transfer import pick_kv_link
 

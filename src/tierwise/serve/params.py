@@ -29,7 +29,7 @@ class ServingParameters:
 
     matmul_efficiency: float
     """Fraction of the dense peak the serving GEMMs reach (prefill and the decode step). Fitted on the serving
-    set's offline throughput rows (0.5, grid 0.5 / 0.65 / 0.764, docs/serving.md); the training model's
+    set's throughput rows (0.6; docs/serving.md, "Parameters"); the training model's
     ``compute.matmul_efficiency_max`` (0.764, read here as ``training_matmul_efficiency``) is a BF16 training
     figure, and serving runs FP8/FP4 GEMMs whose fraction of their (2x, 4x) peak is lower."""
     gemm_memory_overlap_loss: float = 0.0
@@ -87,12 +87,13 @@ def serving_parameters() -> ServingParameters:
     serving values above."""
     compute = load_parameters().compute
     base = ServingParameters(
-        matmul_efficiency=0.5,
+        matmul_efficiency=0.6,
         training_matmul_efficiency=float(compute["matmul_efficiency_max"]),
         attention_efficiency=0.5,
         attention_half_seq_tokens=float(compute.get("attention_half_seq_tokens", 240)),
-        decode_hbm_efficiency=0.75,
-        step_overhead_s=12.0e-3,
-        fp4_efficiency_ratio=0.7,
+        decode_hbm_efficiency=0.80,
+        step_overhead_s=8.0e-3,
+        fp4_efficiency_ratio=0.85,
+        gemm_memory_overlap_loss=1.0,
     )
     return dataclasses.replace(base, **_OVERRIDES) if _OVERRIDES else base
