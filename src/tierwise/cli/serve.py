@@ -8,6 +8,7 @@ import typer
 
 from tierwise.cli._output import emit, kv_table, print_table
 
+
 def _config(scenario_file, flags: dict):
     """A :class:`ServeConfig` from a scenario file, updated by the flags given."""
     from tierwise.errors import ScenarioError
