@@ -16,7 +16,9 @@ for option, values in (("--input-len", ("0", "-1", "nan", "abc", str(2**63))),
                        ("--tpot-slo", ("0", "nan")),
                        ("--batch", ("0", "-3", "abc", "nan")),
                        ("--tp", ("0", "3", "-1")),
-                       ("--gpus", ("0", str(2**31)))):
+                       ("--gpus", ("0", str(2**31))),
+                       ("--beams", ("0", "65")),
+                       ("--max-batch", ("0", "-2"))):
     for v in values:
         argv = [*_BASE, option, v] if option != "--gpus" else ["serve", "--model", "llama3.1-8b", "--cluster",
                                                                  "dgx-h100", "--gpus", v]

@@ -131,3 +131,11 @@ def test_bad_degree_is_one_line_error():
         serve_estimate(_cfg(ep=2))
     with pytest.raises(ScenarioError, match="do not fit one scale-up domain"):
         serve_estimate(_cfg(num_gpus=None, tp=None, prefill_gpus=8, decode_gpus=8, kv_link="scale_up"))
+
+
+def test_beam_search_decodes_more_sequences_per_output_token():
+    one = serve_estimate(_cfg(model="gpt-j-6b", num_gpus=1, tp=1, input_len=512, output_len=69, batch=64))
+    four = serve_estimate(_cfg(model="gpt-j-6b", num_gpus=1, tp=1, input_len=512, output_len=69, batch=64, beams=4))
+    assert four["tpot_s"] > one["tpot_s"]
+    assert four["output_tokens_per_s"] < one["output_tokens_per_s"]
+    assert four["max_concurrency"] < one["max_concurrency"]

@@ -32,7 +32,7 @@ def _config(scenario_file, flags: dict):
 
 def _flags(model, cluster, gpus, tp, ep, precision, kv_precision, input_len, output_len, scenario, rate, ttft_slo,
            tpot_slo, batch, batching, kv_reservation, prefill_gpus, decode_gpus, prefill_tp, decode_tp, decode_ep,
-           kv_link, kv_whole, max_batch=None) -> dict:
+           kv_link, kv_whole, max_batch=None, beams=None) -> dict:
     from tierwise.errors import ScenarioError
 
     b = None
@@ -52,7 +52,7 @@ def _flags(model, cluster, gpus, tp, ep, precision, kv_precision, input_len, out
             "rate": rate, "ttft_slo": ttft_slo, "tpot_slo": tpot_slo, "batch": b, "batching": batching,
             "kv_reservation": kv_reservation, "prefill_gpus": prefill_gpus, "decode_gpus": decode_gpus,
             "prefill_tp": prefill_tp, "decode_tp": decode_tp, "decode_ep": decode_ep, "kv_link": kv_link,
-            "kv_streamed": False if kv_whole else None, "max_batch": max_batch}
+            "kv_streamed": False if kv_whole else None, "max_batch": max_batch, "beams": beams}
 
 
 def render_serve(console, doc: dict) -> None:
@@ -141,6 +141,7 @@ def register(app: typer.Typer) -> None:
         tpot_slo: Annotated[float | None, typer.Option("--tpot-slo", help="p99 TPOT bound, seconds")] = None,
         batch: Annotated[str | None, typer.Option("--batch", help="sequences per instance, or auto")] = None,
         batching: Annotated[str | None, typer.Option("--batching", help="inflight or static")] = None,
+        beams: Annotated[int | None, typer.Option("--beams", help="beam-search width (default 1)")] = None,
         max_batch: Annotated[int | None, typer.Option("--max-batch", help="scheduler cap for --batch auto "
                                                                           "(default 2048)")] = None,
         kv_reservation: Annotated[str | None, typer.Option("--kv-reservation", help="paged or full")] = None,
@@ -169,7 +170,7 @@ def register(app: typer.Typer) -> None:
             check_writable(html, "--html")
         flags = _flags(model, cluster, gpus, tp, ep, precision, kv_precision, input_len, output_len, scenario, rate,
                        ttft_slo, tpot_slo, batch, batching, kv_reservation, prefill_gpus, decode_gpus, prefill_tp,
-                       decode_tp, decode_ep, kv_link, kv_whole, max_batch)
+                       decode_tp, decode_ep, kv_link, kv_whole, max_batch, beams)
         cfg = _config(scenario_file, flags)
         doc = serve_estimate(cfg)
         if compare_attention:

@@ -54,6 +54,8 @@ class ServeConfig:
     decode_ep: int | None = None
     kv_link: str = "auto"
     kv_streamed: bool = True
+    beams: int = 1
+    """Beam-search width (sequences decoded per request; one output counted)."""
     max_batch: int | None = None
     """Scheduler cap on sequences per instance for ``batch`` auto (None: params ``max_batch``, TensorRT-LLM's
     default 2048; vLLM's ``max_num_seqs`` default is 256)."""
@@ -94,6 +96,7 @@ def _check(cfg: ServeConfig) -> None:
     check_int(cfg.input_len, "--input-len", maximum=MAX_TOKENS, error=ScenarioError)
     check_int(cfg.output_len, "--output-len", maximum=MAX_TOKENS, error=ScenarioError)
     check_int(cfg.batch, "--batch", minimum=0, maximum=1_000_000, error=ScenarioError, hint=" (0 = auto)")
+    check_int(cfg.beams, "--beams", maximum=64, error=ScenarioError)
     if cfg.max_batch is not None:
         check_int(cfg.max_batch, "--max-batch", maximum=1_000_000, error=ScenarioError)
     if cfg.rate is not None:
@@ -199,6 +202,7 @@ def _resolve(cfg: ServeConfig):
     w = Workload(model=model, cluster=cluster, precision=cfg.precision, kv_precision=kvp, input_len=cfg.input_len,
                  output_len=cfg.output_len, scenario=cfg.scenario, rate=cfg.rate, ttft_slo_s=ttft, tpot_slo_s=tpot,
                  batching=cfg.batching, kv_streamed=cfg.kv_streamed, kv_reservation=cfg.kv_reservation,
+                 beams=cfg.beams,
                  params=params)
     d = Deployments(disagg=np.array([disagg]), prefill_gpus=np.array([pg]), prefill_tp=np.array([ptp]),
                     decode_gpus=np.array([dg]), decode_tp=np.array([dtp]), decode_ep=np.array([dep]),
@@ -228,7 +232,7 @@ def serve_estimate(cfg: ServeConfig) -> dict:
     disagg = bool(d.disagg[0])
     ptp, dtp, dep = int(d.prefill_tp[0]), int(d.decode_tp[0]), int(d.decode_ep[0])
     pf = prefill_time(w.model, w.cluster, w.precision, ptp, min(dep, ptp), w.input_len, w.params)
-    step = decode_step_time(w.model, w.cluster, w.precision, w.kv_bytes_per_token, dtp, dep, r["batch"],
+    step = decode_step_time(w.model, w.cluster, w.precision, w.kv_bytes_per_token, dtp, dep, r["batch"] * w.beams,
                             w.mean_context, w.params)
     kvb = w.kv_bytes_per_token
     doc = {

@@ -68,6 +68,9 @@ class Workload:
     """``inflight`` (continuous batching, chunked prefill) or ``static`` (a batch prefilled, then decoded to the
     end together: ``benchmark_latency``-style runs)."""
     kv_streamed: bool = True
+    beams: int = 1
+    """Beam-search width: each request decodes ``beams`` sequences that share its prompt's KV cache and
+    return one output (MLPerf's GPT-J rule: 4 beams). Output tokens count once per request."""
     kv_reservation: str = "paged"
     """How the scheduler admits a request: ``paged`` (blocks allocated as tokens arrive, so a sequence holds
     the prompt plus half its output on average: vLLM, TensorRT-LLM ``MAX_UTILIZATION``) or ``full`` (the whole
@@ -108,7 +111,8 @@ def _capacity(w: Workload, tp, ep):
     free = (acc.hbm_capacity_bytes * w.params.memory_utilization - weight_bytes_per_gpu(w.model, w.precision, tp, ep)
             - workspace_bytes_per_gpu(w.model, tp, w.params))
     cache = np.maximum(free, 0.0)
-    held = w.mean_context if w.kv_reservation == "paged" else float(w.input_len + w.output_len)
+    gen = w.beams * (w.output_len / 2.0 if w.kv_reservation == "paged" else float(w.output_len))
+    held = w.input_len + gen
     per_seq = w.kv_bytes_per_token * kv_fraction_per_gpu(w.model, tp) * held
     return cache, np.floor(cache / per_seq), free > 0
 
@@ -131,13 +135,14 @@ def _largest(ok_fn, lo, hi):
 
 def _mixed_step(w: Workload, tp, ep, batch):
     o = w.output_len
-    return decode_step_time(w.model, w.cluster, w.precision, w.kv_bytes_per_token, tp, ep, batch, w.mean_context,
-                            w.params, prefill_tokens=batch * w.input_len / o, prefill_context=w.input_len)
+    return decode_step_time(w.model, w.cluster, w.precision, w.kv_bytes_per_token, tp, ep, batch * w.beams,
+                            w.mean_context, w.params, prefill_tokens=batch * w.input_len / o,
+                            prefill_context=w.input_len)
 
 
 def _pure_step(w: Workload, tp, ep, batch):
-    return decode_step_time(w.model, w.cluster, w.precision, w.kv_bytes_per_token, tp, ep, batch, w.mean_context,
-                            w.params)
+    return decode_step_time(w.model, w.cluster, w.precision, w.kv_bytes_per_token, tp, ep, batch * w.beams,
+                            w.mean_context, w.params)
 
 
 def _queue_wait(lam, service):

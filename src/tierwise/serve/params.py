@@ -91,8 +91,8 @@ def serving_parameters() -> ServingParameters:
         training_matmul_efficiency=float(compute["matmul_efficiency_max"]),
         attention_efficiency=0.5,
         attention_half_seq_tokens=float(compute.get("attention_half_seq_tokens", 240)),
-        decode_hbm_efficiency=0.80,
-        step_overhead_s=8.0e-3,
+        decode_hbm_efficiency=0.90,
+        step_overhead_s=12.0e-3,
         fp4_efficiency_ratio=0.85,
         gemm_memory_overlap_loss=1.0,
     )
