@@ -139,3 +139,19 @@ def test_beam_search_decodes_more_sequences_per_output_token():
     assert four["tpot_s"] > one["tpot_s"]
     assert four["output_tokens_per_s"] < one["output_tokens_per_s"]
     assert four["max_concurrency"] < one["max_concurrency"]
+
+
+def test_tabulated_collectives_match_the_collective_model():
+    """comm_time reads collective times off a quarter-octave table; it must agree with collective_cost."""
+    from tierwise.collectives.model import collective_cost
+    from tierwise.hierarchy import group_span
+    from tierwise.serve.phases import _collective
+    from tierwise.specs.cluster import load_cluster
+
+    c = load_cluster("gb200-nvl72")
+    tokens = np.array([1, 3, 17, 100, 777, 5000, 33333.0])
+    for kind in ("all-reduce", "all-to-all"):
+        for g in (2, 8, 16):
+            got = _collective(c, kind, np.full(tokens.shape, g), tokens, 16384.0)
+            want = collective_cost(kind, tokens * 16384.0, group_span(c, np.full(tokens.shape, g), 1), c).time_s
+            assert np.allclose(got, want, rtol=5e-3)

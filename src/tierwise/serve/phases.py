@@ -63,6 +63,36 @@ def _attn_flops_per_token(model: ModelSpec, context) -> np.ndarray:
                                           causal_halving=False) * model.num_layers
 
 
+_CURVES: dict = {}
+_GRID_TOKENS = 2.0 ** np.arange(0, 24.25, 0.25)
+"""Token counts at which each collective's time is tabulated: 1 to 2^24, four points per octave."""
+
+
+def _curve(cluster: Cluster, kind: str, group: int, bytes_per_token: float) -> np.ndarray:
+    """Time of ``kind`` over ``group`` consecutive ranks at every :data:`_GRID_TOKENS` (one vectorized
+    :func:`collective_cost` call per geometry, kept for the process: the planner's bisections query the same
+    few geometries hundreds of times)."""
+    key = (id(cluster), cluster.name, kind, group, bytes_per_token, id(load_parameters()))
+    if key not in _CURVES:
+        size = _GRID_TOKENS * bytes_per_token
+        span = group_span(cluster, np.full(size.shape, group), 1)
+        _CURVES[key] = collective_cost(kind, size, span, cluster).time_s
+    return _CURVES[key]
+
+
+def _collective(cluster: Cluster, kind: str, group, tokens, bytes_per_token: float) -> np.ndarray:
+    """Seconds of ``kind`` over groups of ``group`` ranks moving ``tokens x bytes_per_token`` bytes, read off the
+    tabulated curve (linear between grid points: the collective model is a minimum of affine lines in the size,
+    so the chord of a quarter octave is within a fraction of a percent of it)."""
+    out = np.zeros(np.shape(tokens))
+    for g in np.unique(group):
+        if g <= 1:
+            continue
+        sel = group == g
+        out = np.where(sel, np.interp(tokens, _GRID_TOKENS, _curve(cluster, kind, int(g), bytes_per_token)), out)
+    return out
+
+
 def comm_time(model: ModelSpec, cluster: Cluster, tp, ep, tokens, weight_precision: str) -> np.ndarray:
     """TP all-reduces and EP all-to-alls of one forward over ``tokens`` tokens on one instance (seconds).
 
@@ -76,17 +106,15 @@ def comm_time(model: ModelSpec, cluster: Cluster, tp, ep, tokens, weight_precisi
     h = model.hidden_size
     out = np.zeros(tp.shape)
     if np.any(tp > 1):
-        span = group_span(cluster, tp, 1)
-        ar = collective_cost("all-reduce", tokens * h * 2.0, span, cluster).time_s
+        ar = _collective(cluster, "all-reduce", tp, tokens, h * 2.0)
         ar = np.where(tp > 1, np.maximum(ar - launch, 0.0), 0.0)
         # one after attention, one after the MLP (or the MoE combine) per layer
         out = out + 2.0 * model.num_layers * ar
     if model.moe is not None and np.any(ep > 1):
-        span = group_span(cluster, ep, 1)
         dispatch_b = 1.0 if weight_precision in ("fp8", "fp4") else 2.0  # FP8 dispatch with FP8 weights
         k = model.moe.top_k
-        a2a_d = collective_cost("all-to-all", tokens * k * h * dispatch_b, span, cluster).time_s
-        a2a_c = collective_cost("all-to-all", tokens * k * h * 2.0, span, cluster).time_s
+        a2a_d = _collective(cluster, "all-to-all", ep, tokens, k * h * dispatch_b)
+        a2a_c = _collective(cluster, "all-to-all", ep, tokens, k * h * 2.0)
         a2a = np.where(ep > 1, np.maximum(a2a_d - launch, 0) + np.maximum(a2a_c - launch, 0), 0.0)
         out = out + model.num_moe_layers * a2a
     return out
