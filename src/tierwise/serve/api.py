@@ -142,7 +142,8 @@ def _resolve(cfg: ServeConfig):
     if cfg.scenario == "interactive" and tpot is None:
         tpot = 0.04
         ttft = 0.45 if ttft is None else ttft
-        assumed.append("SLOs p99 TTFT 450 ms, TPOT 40 ms (MLPerf Inference Llama-2-70B Interactive)")
+        assumed.append("SLOs p99 TTFT 450 ms, TPOT 40 ms (MLPerf Inference llama2-70b-interactive, "
+                       "mlcommons/inference language/llama2-70b/README.md)")
     disagg = cfg.prefill_gpus is not None or cfg.decode_gpus is not None
     if disagg:
         if cfg.prefill_gpus is None or cfg.decode_gpus is None:
