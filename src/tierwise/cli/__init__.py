@@ -44,7 +44,7 @@ def _root(
 
 # one module per command group; each defines register(app)
 _COMMAND_MODULES = ("catalog", "tiers", "collective", "estimate", "plan", "validate", "topo", "measure", "design",
-                    "goodput", "sweep", "testbed")
+                    "goodput", "serve", "sweep", "testbed")
 
 
 def _register_all() -> None:

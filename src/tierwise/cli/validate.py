@@ -89,8 +89,15 @@ def register(app: typer.Typer) -> None:
         fit_out: Annotated[str | None, typer.Option("--fit-out", help="parameters file --fit writes (use it with "
                                                     "TIERWISE_PARAMETERS=FILE; the installed one is never "
                                                     "written)")] = None,
+        serving: Annotated[bool, typer.Option("--serving", help="the serving model against the shipped serving "
+                                                               "set (inference-runs.csv)")] = False,
     ) -> None:
         """Estimate every published training run of a dataset and compare with the measurement."""
+        if serving:
+            from tierwise.cli.serve import validate_serving
+
+            validate_serving(dataset, source, as_json, html, cross_validate or fit or fit_out is not None)
+            return
         from tierwise.atomic import check_writable
         from tierwise.errors import OutputError
         from tierwise.validate import validation_document

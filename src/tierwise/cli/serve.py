@@ -1,0 +1,271 @@
+"""``tierwise serve`` and ``tierwise serve-plan``: inference (prefill, decode, KV transfer) on the same tiers."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from tierwise.cli._output import emit, kv_table, print_table
+
+
+def _config(scenario_file, flags: dict):
+    """A :class:`ServeConfig` from a scenario file, updated by the flags given."""
+    from tierwise.errors import ScenarioError
+    from tierwise.serve.api import ServeConfig, config_from_mapping
+
+    given = {k: v for k, v in flags.items() if v is not None}
+    if scenario_file is not None:
+        from tierwise.files import load_yaml, read_user_text, require_document
+
+        where = f"scenario file {scenario_file!r}"
+        text = read_user_text(scenario_file, what="scenario file", error=ScenarioError)
+        data = require_document(load_yaml(text, where, error=ScenarioError), where,
+                                "write a mapping with model, cluster, num_gpus, input_len, output_len, ...",
+                                error=ScenarioError)
+        return config_from_mapping({**data, **given}, where)
+    if "model" not in given or "cluster" not in given:
+        raise ScenarioError("give a SCENARIO.yaml or --model M --cluster C (with --gpus N or --prefill-gpus P "
+                            "--decode-gpus D)")
+    return ServeConfig(**given)
+
+
+def _flags(model, cluster, gpus, tp, ep, precision, kv_precision, input_len, output_len, scenario, rate, ttft_slo,
+           tpot_slo, batch, batching, kv_reservation, prefill_gpus, decode_gpus, prefill_tp, decode_tp, decode_ep,
+           kv_link, kv_whole, max_batch=None, beams=None) -> dict:
+    from tierwise.errors import ScenarioError
+
+    b = None
+    if batch is not None:
+        if batch == "auto":
+            b = 0
+        else:
+            try:
+                b = int(batch)
+            except ValueError:
+                raise ScenarioError(f"--batch {batch[:40]!r} is not a whole number or 'auto'; use --batch 256 or "
+                                    "--batch auto") from None
+            if b < 1:
+                raise ScenarioError(f"--batch {batch[:40]} must be at least 1 (or 'auto')")
+    return {"model": model, "cluster": cluster, "num_gpus": gpus, "tp": tp, "ep": ep, "precision": precision,
+            "kv_precision": kv_precision, "input_len": input_len, "output_len": output_len, "scenario": scenario,
+            "rate": rate, "ttft_slo": ttft_slo, "tpot_slo": tpot_slo, "batch": b, "batching": batching,
+            "kv_reservation": kv_reservation, "prefill_gpus": prefill_gpus, "decode_gpus": decode_gpus,
+            "prefill_tp": prefill_tp, "decode_tp": decode_tp, "decode_ep": decode_ep, "kv_link": kv_link,
+            "kv_streamed": False if kv_whole else None, "max_batch": max_batch, "beams": beams}
+
+
+def render_serve(console, doc: dict) -> None:
+    """Rich view of one ``serve --json`` document."""
+    from tierwise.units import format_bytes, format_time
+
+    dep = doc["deployment"]
+    if doc["mode"] == "disaggregated":
+        shape = (f"prefill {dep['prefill_gpus']} GPUs (tp {dep['prefill_tp']}) + decode {dep['decode_gpus']} GPUs "
+                 f"(tp {dep['decode_tp']}, ep {dep['decode_ep']})")
+    else:
+        shape = f"{dep['instances']} x tp {dep['tp']} (ep {dep['ep']})"
+    t = kv_table(f"{doc['model']} on {doc['num_gpus']} x {doc['cluster']}: {doc['mode']}, {shape}, {doc['scenario']}, "
+                 f"{doc['precision']} weights, {doc['kv_precision']} KV, {doc['input_len']}/{doc['output_len']} tokens")
+    t.add_row("output tokens/s (per GPU)", f"{doc['output_tokens_per_s']:,.0f} ({doc['output_tokens_per_s_per_gpu']:,.1f})")
+    t.add_row("TTFT / TPOT (mean)", f"{format_time(doc['ttft_s'])} / {format_time(doc['tpot_s'])}")
+    t.add_row("TTFT / TPOT (p99)", f"{format_time(doc['ttft_p99_s'])} / {format_time(doc['tpot_p99_s'])}")
+    t.add_row("batch per instance", f"{doc['batch']:,.0f}")
+    t.add_row("KV bytes per token (attention)", f"{doc['kv_bytes_per_token']:,.0f} B ({doc['attention']})")
+    t.add_row("KV bytes per request", format_bytes(doc["kv_bytes_per_request"]))
+    t.add_row("KV cache per GPU (weights per GPU)", f"{format_bytes(doc['kv_cache_bytes_per_gpu'])} "
+                                                     f"({format_bytes(doc['weight_bytes_per_gpu'])})")
+    t.add_row("max concurrency (all instances)", f"{doc['max_concurrency']:,}")
+    t.add_row("prefill / decode bound", f"{doc['prefill_bound']} / {doc['decode_bound']}")
+    if doc["kv_transfer_tier"] is not None:
+        t.add_row("KV transfer (tier)", f"{format_time(doc['kv_transfer_s'])} over {doc['kv_transfer_tier']}, "
+                                        f"{format_time(doc['kv_transfer_exposed_s'])} exposed "
+                                        f"({'streamed by layer' if doc['kv_transfer_streamed'] else 'whole'})")
+        t.add_row("KV bandwidth a prefill node needs", f"{doc['kv_bandwidth_needed_per_prefill_node_bytes_per_s'] / 1e9:,.2f} GB/s")
+    t.add_row("fits / meets SLO", f"{doc['fits']} / {doc['meets_slo']}")
+    for a in doc["assumed"]:
+        t.add_row("assumed", a)
+    print_table(console, t)
+
+
+def render_compare(console, doc: dict) -> None:
+    from rich.table import Table
+
+    table = Table(title="attention variants side by side (same deployment)")
+    for col in ("model", "attention", "KV heads", "KV B/token", "KV B/token/GPU", "KV per request", "max concurrency",
+                "batch", "tok/s/GPU", "TPOT", "KV transfer"):
+        table.add_column(col)
+    for r in doc["compare_attention"]:
+        table.add_row(r["model"], r["attention"], str(r["kv_heads"]), f"{r['kv_bytes_per_token']:,.0f}",
+                      f"{r['kv_bytes_per_token_per_gpu']:,.0f}", f"{r['kv_bytes_per_request'] / 1e6:,.1f} MB",
+                      f"{r['max_concurrency']:,}", f"{r['batch']:,.0f}", f"{r['output_tokens_per_s_per_gpu']:,.1f}",
+                      f"{r['tpot_s'] * 1e3:.1f} ms",
+                      "-" if r["kv_transfer_tier"] is None else f"{r['kv_transfer_s'] * 1e3:.2f} ms ({r['kv_transfer_tier']})")
+    print_table(console, table)
+
+
+def render_plan(console, doc: dict) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"serve-plan: {doc['model']} on {doc['num_gpus']} x {doc['cluster']} ({doc['candidates']} "
+                        f"candidates, {doc['feasible']} feasible, {doc['search_s'] * 1e3:.0f} ms)")
+    for col in ("mode", "prefill", "decode", "batch", "tok/s/GPU", "TTFT p99", "TPOT p99", "KV link", "bound"):
+        table.add_column(col)
+    for b in doc["best"]:
+        pre = "-" if b["prefill_gpus"] is None else f"{b['prefill_gpus']} (tp {b['prefill_tp']})"
+        table.add_row(b["mode"], pre, f"{b['decode_gpus']} (tp {b['decode_tp']} ep {b['decode_ep']})",
+                      f"{b['batch']:,.0f}", f"{b['output_tokens_per_s_per_gpu']:,.1f}", f"{b['ttft_p99_s'] * 1e3:,.0f} ms",
+                      f"{b['tpot_p99_s'] * 1e3:,.1f} ms", b["kv_transfer_tier"] or "-",
+                      f"{b['prefill_bound']} / {b['decode_bound']}")
+    print_table(console, table)
+    for a in doc["assumed"]:
+        console.print(f"assumed: {a}", style="dim")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("serve")
+    def serve_cmd(
+        scenario_file: Annotated[str | None, typer.Argument(help="scenario YAML (keys as the flags)")] = None,
+        model: Annotated[str | None, typer.Option("--model", help="catalog model name")] = None,
+        cluster: Annotated[str | None, typer.Option("--cluster", help="catalog cluster name")] = None,
+        gpus: Annotated[int | None, typer.Option("--gpus", help="GPUs (aggregated)")] = None,
+        tp: Annotated[int | None, typer.Option("--tp", help="tensor-parallel degree")] = None,
+        ep: Annotated[int | None, typer.Option("--ep", help="expert-parallel degree (divides tp)")] = None,
+        precision: Annotated[str | None, typer.Option("--precision", help="bf16, fp8 or fp4 weights")] = None,
+        kv_precision: Annotated[str | None, typer.Option("--kv-precision", help="bf16 or fp8 KV cache")] = None,
+        input_len: Annotated[int | None, typer.Option("--input-len", help="prompt tokens")] = None,
+        output_len: Annotated[int | None, typer.Option("--output-len", help="generated tokens")] = None,
+        scenario: Annotated[str | None, typer.Option("--scenario", help="offline, server or interactive")] = None,
+        rate: Annotated[float | None, typer.Option("--rate", help="server arrivals, requests/s")] = None,
+        ttft_slo: Annotated[float | None, typer.Option("--ttft-slo", help="p99 TTFT bound, seconds")] = None,
+        tpot_slo: Annotated[float | None, typer.Option("--tpot-slo", help="p99 TPOT bound, seconds")] = None,
+        batch: Annotated[str | None, typer.Option("--batch", help="sequences per instance, or auto")] = None,
+        batching: Annotated[str | None, typer.Option("--batching", help="inflight or static")] = None,
+        beams: Annotated[int | None, typer.Option("--beams", help="beam-search width (default 1)")] = None,
+        max_batch: Annotated[int | None, typer.Option("--max-batch", help="scheduler cap for --batch auto "
+                                                                          "(default 2048)")] = None,
+        kv_reservation: Annotated[str | None, typer.Option("--kv-reservation", help="paged or full")] = None,
+        prefill_gpus: Annotated[int | None, typer.Option("--prefill-gpus", help="disaggregated: prefill pool")] = None,
+        decode_gpus: Annotated[int | None, typer.Option("--decode-gpus", help="disaggregated: decode pool")] = None,
+        prefill_tp: Annotated[int | None, typer.Option("--prefill-tp", help="TP of a prefill instance")] = None,
+        decode_tp: Annotated[int | None, typer.Option("--decode-tp", help="TP of a decode instance")] = None,
+        decode_ep: Annotated[int | None, typer.Option("--decode-ep", help="EP of a decode instance")] = None,
+        kv_link: Annotated[str | None, typer.Option("--kv-link", help="auto, scale_up, scale_out, host or tcp")] = None,
+        kv_whole: Annotated[bool, typer.Option("--kv-whole", help="send the KV cache after prefill, not layer by "
+                                                                  "layer")] = False,
+        compare_attention: Annotated[bool, typer.Option("--compare-attention",
+                                                        help="the model's attention beside its MHA equivalent")] = False,
+        as_json: Annotated[bool, typer.Option("--json", help="print the JSON document")] = False,
+        html: Annotated[str | None, typer.Option("--html", help="write a self-contained HTML page here")] = None,
+    ) -> None:
+        """Serve a model: TTFT, TPOT, tokens/s, KV cache and the KV transfer between prefill and decode pools."""
+        from tierwise.atomic import check_writable
+        from tierwise.serve.api import compare_attention as compare
+        from tierwise.serve.api import serve_estimate
+
+        if html is not None:
+            from tierwise.report import require_plotly
+
+            require_plotly()
+            check_writable(html, "--html")
+        flags = _flags(model, cluster, gpus, tp, ep, precision, kv_precision, input_len, output_len, scenario, rate,
+                       ttft_slo, tpot_slo, batch, batching, kv_reservation, prefill_gpus, decode_gpus, prefill_tp,
+                       decode_tp, decode_ep, kv_link, kv_whole, max_batch, beams)
+        cfg = _config(scenario_file, flags)
+        doc = serve_estimate(cfg)
+        if compare_attention:
+            doc.update(compare(cfg))
+        if html is not None:
+            from tierwise.report.serve import serve_page
+
+            doc["html"] = serve_page(doc, html)
+
+        def render(console):
+            render_serve(console, doc)
+            if compare_attention:
+                render_compare(console, doc)
+
+        emit(doc, as_json, render)
+
+    @app.command("serve-plan")
+    def serve_plan_cmd(
+        scenario_file: Annotated[str | None, typer.Argument(help="scenario YAML (keys as the flags)")] = None,
+        model: Annotated[str | None, typer.Option("--model", help="catalog model name")] = None,
+        cluster: Annotated[str | None, typer.Option("--cluster", help="catalog cluster name")] = None,
+        gpus: Annotated[int | None, typer.Option("--gpus", help="GPUs to split")] = None,
+        precision: Annotated[str | None, typer.Option("--precision", help="bf16, fp8 or fp4 weights")] = None,
+        kv_precision: Annotated[str | None, typer.Option("--kv-precision", help="bf16 or fp8 KV cache")] = None,
+        input_len: Annotated[int | None, typer.Option("--input-len", help="prompt tokens")] = None,
+        output_len: Annotated[int | None, typer.Option("--output-len", help="generated tokens")] = None,
+        scenario: Annotated[str | None, typer.Option("--scenario", help="offline, server or interactive")] = None,
+        rate: Annotated[float | None, typer.Option("--rate", help="server arrivals, requests/s")] = None,
+        ttft_slo: Annotated[float | None, typer.Option("--ttft-slo", help="p99 TTFT bound, seconds")] = None,
+        tpot_slo: Annotated[float | None, typer.Option("--tpot-slo", help="p99 TPOT bound, seconds")] = None,
+        kv_link: Annotated[str | None, typer.Option("--kv-link", help="auto, scale_up, scale_out, host or tcp")] = None,
+        max_tp: Annotated[int, typer.Option("--max-tp", help="largest TP degree searched")] = 8,
+        modes: Annotated[str, typer.Option("--modes", help="both, aggregated or disaggregated")] = "both",
+        top: Annotated[int, typer.Option("--top", help="deployments listed")] = 10,
+        as_json: Annotated[bool, typer.Option("--json", help="print the JSON document")] = False,
+    ) -> None:
+        """Search the prefill/decode split, TP/EP per pool and batch for the most output tokens/s per GPU."""
+        from tierwise.serve.api import serve_plan_document
+
+        flags = _flags(model, cluster, gpus, None, None, precision, kv_precision, input_len, output_len, scenario,
+                       rate, ttft_slo, tpot_slo, None, None, None, None, None, None, None, None, kv_link, False)
+        cfg = _config(scenario_file, flags)
+        doc = serve_plan_document(cfg, max_tp=max_tp, modes=modes, top=top)
+        emit(doc, as_json, lambda console: render_plan(console, doc))
+
+
+def render_serving_validation(console, doc: dict) -> None:
+    """Rich view of ``validate --serving --json``: the per-row table, then the summaries."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=f"tierwise validate --serving: {doc['dataset']}")
+    for col in ("row", "source", "model", "hardware", "GPUs", "plan", "metric", "measured", "predicted", "error"):
+        table.add_column(col, overflow="fold")
+    for r in doc["rows"]:
+        if r["skipped"]:
+            continue
+        mark = "" if r["scored"] else " (not scored)"
+        table.add_row(r["row_id"], r["source_id"], r["model"][:22], r["hardware"][:18], r["num_gpus"],
+                      r.get("plan", ""), r["metric"], f"{r['measured']:,.1f}", f"{r['predicted']:,.1f}",
+                      f"{r['error_pct']:+.1f}%{mark}")
+    print_table(console, table)
+    s = doc["summary"]
+    summ = Table(title="absolute % error, scored rows (high and medium confidence)")
+    for col in ("rows", "count", "median", "mean", "p90", "max"):
+        summ.add_column(col)
+    for name in ("throughput", "latency"):
+        v = s[name]
+        summ.add_row(name, str(v["rows"]), *("-" if v[x] is None else f"{v[x]:.1f}"
+                                             for x in ("median", "mean", "p90", "max")))
+    for k, v in s["per_source"].items():
+        summ.add_row(f"source {k}", str(v["rows"]), *("-" if v[x] is None else f"{v[x]:.1f}"
+                                                      for x in ("median", "mean", "p90", "max")))
+    print_table(console, summ)
+    console.print(Text(f"rows used {s['used']} of {s['rows']}"))
+    for sk in s["skipped"]:
+        console.print(f"skipped row {sk['row_id']} ({sk['source_id']}): {sk['reason']}", style="dim")
+
+
+def validate_serving(dataset, source, as_json: bool, html, training_only: bool) -> None:
+    """``validate --serving``: called by the ``validate`` command."""
+    from tierwise.errors import OutputError
+    from tierwise.serve.validate import serving_validation_document
+
+    if training_only:
+        raise OutputError("--cross-validate, --fit and --fit-out are for training runs; drop them with --serving")
+    if html is not None:
+        from tierwise.atomic import check_writable
+        from tierwise.report import require_plotly
+
+        require_plotly()
+        check_writable(html, "--html")
+    doc = serving_validation_document(dataset, source=source)
+    if html is not None:
+        from tierwise.report.serve import validation_page
+
+        doc["html"] = validation_page(doc, html)
+    emit(doc, as_json, lambda console: render_serving_validation(console, doc))

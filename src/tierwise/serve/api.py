@@ -1,0 +1,322 @@
+"""One serving question: :class:`ServeConfig` (from flags or a scenario file) -> the ``serve --json`` document.
+
+Stable JSON keys: ``output_tokens_per_s``, ``output_tokens_per_s_per_gpu``, ``ttft_s``, ``tpot_s``, ``batch``,
+``kv_bytes_per_token``, ``kv_cache_bytes_per_gpu``, ``max_concurrency``, ``prefill_bound``, ``decode_bound``,
+``kv_transfer_s``, ``kv_transfer_tier`` (null when aggregated), and ``assumed`` (every default the tool chose).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tierwise.errors import ScenarioError
+from tierwise.limits import check_float, check_int
+
+__all__ = ["ServeConfig", "serve_estimate", "config_from_mapping", "compare_attention", "PRECISIONS",
+           "KV_PRECISIONS"]
+
+PRECISIONS = ("bf16", "fp8", "fp4")
+KV_PRECISIONS = ("bf16", "fp8")
+MAX_TOKENS = 10_000_000
+MAX_RATE = 1e7
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServeConfig:
+    """A serving deployment and its workload, as the user gave it (None = the tool chooses; see ``assumed``)."""
+
+    model: Any
+    cluster: Any
+    num_gpus: int | None = None
+    tp: int | None = None
+    ep: int | None = None
+    precision: str = "bf16"
+    kv_precision: str | None = None
+    input_len: int = 1024
+    output_len: int = 256
+    scenario: str = "offline"
+    rate: float | None = None
+    ttft_slo: float | None = None
+    tpot_slo: float | None = None
+    batch: int = 0
+    """0 = auto."""
+    batching: str = "inflight"
+    kv_reservation: str = "paged"
+    prefill_gpus: int | None = None
+    decode_gpus: int | None = None
+    prefill_tp: int | None = None
+    decode_tp: int | None = None
+    decode_ep: int | None = None
+    kv_link: str = "auto"
+    kv_streamed: bool = True
+    beams: int = 1
+    """Beam-search width (sequences decoded per request; one output counted)."""
+    max_batch: int | None = None
+    """Scheduler cap on sequences per instance for ``batch`` auto (None: params ``max_batch``, TensorRT-LLM's
+    default 2048; vLLM's ``max_num_seqs`` default is 256)."""
+
+
+def _choice(value, name: str, options) -> str:
+    if value not in options:
+        raise ScenarioError(f"{name} {value!r}; use one of {', '.join(options)}")
+    return value
+
+
+def config_from_mapping(data: Mapping[str, Any], where: str) -> ServeConfig:
+    """A scenario file's mapping (keys = :class:`ServeConfig` fields) -> :class:`ServeConfig`."""
+    fields = [f.name for f in dataclasses.fields(ServeConfig)]
+    for key in data:
+        if key not in fields:
+            from tierwise.errors import did_you_mean
+
+            raise ScenarioError(f"unknown key {str(key)[:60]!r} in {where}{did_you_mean(str(key)[:60], fields)}; "
+                                f"valid keys: {', '.join(fields)}")
+    for key in ("model", "cluster"):
+        if key not in data:
+            raise ScenarioError(f"{where} is missing {key}; add it (a catalog name or a mapping)")
+    return ServeConfig(**dict(data))
+
+
+def _check(cfg: ServeConfig) -> None:
+    _choice(cfg.precision, "--precision", PRECISIONS)
+    if cfg.kv_precision is not None:
+        _choice(cfg.kv_precision, "--kv-precision", KV_PRECISIONS)
+    from tierwise.serve.engine import SCENARIOS
+    from tierwise.serve.transfer import KV_LINKS
+
+    _choice(cfg.scenario, "--scenario", SCENARIOS)
+    _choice(cfg.kv_link, "--kv-link", KV_LINKS)
+    _choice(cfg.batching, "--batching", ("inflight", "static"))
+    _choice(cfg.kv_reservation, "--kv-reservation", ("paged", "full"))
+    check_int(cfg.input_len, "--input-len", maximum=MAX_TOKENS, error=ScenarioError)
+    check_int(cfg.output_len, "--output-len", maximum=MAX_TOKENS, error=ScenarioError)
+    check_int(cfg.batch, "--batch", minimum=0, maximum=1_000_000, error=ScenarioError, hint=" (0 = auto)")
+    check_int(cfg.beams, "--beams", maximum=64, error=ScenarioError)
+    if cfg.max_batch is not None:
+        check_int(cfg.max_batch, "--max-batch", maximum=1_000_000, error=ScenarioError)
+    if cfg.rate is not None:
+        check_float(cfg.rate, "--rate", minimum=0.0, min_open=True, maximum=MAX_RATE, error=ScenarioError,
+                    hint=" (requests/s)")
+    for name, v in (("--ttft-slo", cfg.ttft_slo), ("--tpot-slo", cfg.tpot_slo)):
+        if v is not None:
+            check_float(v, name, minimum=0.0, min_open=True, maximum=1e5, error=ScenarioError, hint=" (seconds)")
+    for name in ("num_gpus", "tp", "ep", "prefill_gpus", "decode_gpus", "prefill_tp", "decode_tp", "decode_ep"):
+        v = getattr(cfg, name)
+        if v is not None:
+            check_int(v, "--" + name.replace("_", "-"), error=ScenarioError)
+
+
+def _divides(a: int, b: int, what: str, of: str) -> None:
+    if b % a:
+        divs = [d for d in range(1, b + 1) if b % d == 0]
+        raise ScenarioError(f"{what}={a} does not divide {of}={b}; use {what} in {{{', '.join(map(str, divs[:12]))}}}")
+
+
+def _resolve(cfg: ServeConfig):
+    """Load the specs, fill the defaults (recorded in ``assumed``), check the degrees."""
+    from tierwise.serve.kv import weight_bytes_per_gpu
+    from tierwise.serve.params import serving_parameters
+    from tierwise.specs.cluster import load_cluster
+    from tierwise.specs.model import load_model
+
+    _check(cfg)
+    model, cluster = load_model(cfg.model), load_cluster(cfg.cluster)
+    params = serving_parameters()
+    if cfg.max_batch is not None:
+        params = dataclasses.replace(params, max_batch=cfg.max_batch)
+    assumed: list[str] = []
+    kvp = cfg.kv_precision
+    if kvp is None:
+        kvp = "bf16" if cfg.precision == "bf16" else "fp8"
+        assumed.append(f"kv_precision {kvp} (bf16 for bf16 weights, fp8 for fp8/fp4 weights)")
+    cluster.accelerator.peak_flops_per_s(cfg.precision)  # a clear error for fp4 on a part without it
+    ttft, tpot = cfg.ttft_slo, cfg.tpot_slo
+    if cfg.scenario == "server" and ttft is None and tpot is None:
+        ttft, tpot = 2.0, 0.2
+        assumed.append("SLOs p99 TTFT 2 s, TPOT 200 ms (MLPerf Inference Llama-2-70B Server)")
+    if cfg.scenario == "interactive" and tpot is None:
+        tpot = 0.04
+        ttft = 0.45 if ttft is None else ttft
+        assumed.append("SLOs p99 TTFT 450 ms, TPOT 40 ms (MLPerf Inference llama2-70b-interactive, "
+                       "mlcommons/inference language/llama2-70b/README.md)")
+    disagg = cfg.prefill_gpus is not None or cfg.decode_gpus is not None
+    if disagg:
+        if cfg.prefill_gpus is None or cfg.decode_gpus is None:
+            raise ScenarioError("disaggregated serving needs both --prefill-gpus and --decode-gpus")
+        pg, dg = cfg.prefill_gpus, cfg.decode_gpus
+        ptp = cfg.prefill_tp or cfg.tp
+        dtp = cfg.decode_tp or cfg.tp
+        dep = cfg.decode_ep or cfg.ep or 1
+        if ptp is None:
+            ptp = _smallest_tp(model, cluster, cfg.precision, pg)
+            assumed.append(f"prefill_tp {ptp} (the smallest that holds the weights)")
+        if dtp is None:
+            dtp = _smallest_tp(model, cluster, cfg.precision, dg)
+            assumed.append(f"decode_tp {dtp} (the smallest that holds the weights)")
+        _divides(ptp, pg, "--prefill-tp", "--prefill-gpus")
+        _divides(dtp, dg, "--decode-tp", "--decode-gpus")
+        _divides(dep, dtp, "--decode-ep", "--decode-tp")
+        if cfg.num_gpus is not None and cfg.num_gpus != pg + dg:
+            raise ScenarioError(f"--gpus {cfg.num_gpus} is not --prefill-gpus {pg} + --decode-gpus {dg}; "
+                                "drop --gpus or make them add up")
+        link = cfg.kv_link
+        if link == "scale_up" and pg + dg > cluster.scale_up_domain:
+            raise ScenarioError(f"--kv-link scale_up: the pools ({pg} + {dg} GPUs) do not fit one scale-up domain of "
+                                f"{cluster.scale_up_domain} on {cluster.name}; use scale_out, host or tcp, or "
+                                "smaller pools")
+        if link == "auto":
+            from tierwise.serve.transfer import pick_kv_link
+
+            link = str(pick_kv_link(cluster, pg, dg))
+            assumed.append(f"kv_link {link} (pools on consecutive GPUs: "
+                           f"{'one' if link == 'scale_up' else 'more than one'} scale-up domain)")
+    else:
+        gpus = cfg.num_gpus
+        if gpus is None:
+            raise ScenarioError("give --gpus N (aggregated) or --prefill-gpus P --decode-gpus D (disaggregated)")
+        tp = cfg.tp
+        if tp is None:
+            tp = _smallest_tp(model, cluster, cfg.precision, gpus)
+            assumed.append(f"tp {tp} (the smallest power of two that holds the weights)")
+        _divides(tp, gpus, "--tp", "--gpus")
+        dep = cfg.ep or 1
+        _divides(dep, tp, "--ep", "--tp")
+        pg = dg = gpus
+        ptp = dtp = tp
+        link = None
+    if model.moe is None and dep > 1:
+        raise ScenarioError(f"--ep {dep} needs a mixture-of-experts model; {model.name} is dense (use --ep 1)")
+    if model.moe is not None and model.moe.num_experts % dep:
+        _divides(dep, model.moe.num_experts, "--ep", "num_experts")
+    if weight_bytes_per_gpu(model, cfg.precision, dtp, dep) > cluster.accelerator.hbm_capacity_bytes:
+        pass  # reported as fits: false with the numbers
+    if cfg.batch == 0:
+        assumed.append(f"batch auto (the largest that fits the KV cache, at most {params.max_batch}, within the "
+                       "TPOT SLO when one is set)")
+    from tierwise.serve.engine import Deployments, Workload
+
+    w = Workload(model=model, cluster=cluster, precision=cfg.precision, kv_precision=kvp, input_len=cfg.input_len,
+                 output_len=cfg.output_len, scenario=cfg.scenario, rate=cfg.rate, ttft_slo_s=ttft, tpot_slo_s=tpot,
+                 batching=cfg.batching, kv_streamed=cfg.kv_streamed, kv_reservation=cfg.kv_reservation,
+                 beams=cfg.beams,
+                 params=params)
+    d = Deployments(disagg=np.array([disagg]), prefill_gpus=np.array([pg]), prefill_tp=np.array([ptp]),
+                    decode_gpus=np.array([dg]), decode_tp=np.array([dtp]), decode_ep=np.array([dep]),
+                    batch=np.array([cfg.batch]), kv_link=np.array([link], dtype=object))
+    return w, d, assumed
+
+
+def _smallest_tp(model, cluster, precision: str, gpus: int) -> int:
+    from tierwise.serve.kv import weight_bytes_per_gpu
+
+    tp = 1
+    while tp <= gpus:
+        if gpus % tp == 0 and weight_bytes_per_gpu(model, precision, tp, 1) < 0.8 * cluster.accelerator.hbm_capacity_bytes:
+            return tp
+        tp *= 2
+    return max(t for t in range(1, gpus + 1) if gpus % t == 0 and (t & (t - 1)) == 0)
+
+
+def serve_estimate(cfg: ServeConfig) -> dict:
+    """The ``serve --json`` document for one deployment (module docstring for the stable keys)."""
+    from tierwise.serve.engine import evaluate
+    from tierwise.serve.kv import attention_kind, kv_fraction_per_gpu, weight_bytes_per_gpu
+    from tierwise.serve.phases import decode_step_time, prefill_time
+
+    w, d, assumed = _resolve(cfg)
+    r = {k: v[0] for k, v in evaluate(w, d).items()}
+    disagg = bool(d.disagg[0])
+    ptp, dtp, dep = int(d.prefill_tp[0]), int(d.decode_tp[0]), int(d.decode_ep[0])
+    pf = prefill_time(w.model, w.cluster, w.precision, ptp, min(dep, ptp), w.input_len, w.params)
+    step = decode_step_time(w.model, w.cluster, w.precision, w.kv_bytes_per_token, dtp, dep, r["batch"] * w.beams,
+                            w.mean_context, w.params)
+    kvb = w.kv_bytes_per_token
+    doc = {
+        "model": w.model.name, "cluster": w.cluster.name, "mode": "disaggregated" if disagg else "aggregated",
+        "scenario": w.scenario, "precision": w.precision, "kv_precision": w.kv_precision,
+        "input_len": w.input_len, "output_len": w.output_len, "num_gpus": int(r["num_gpus"]),
+        "deployment": ({"prefill_gpus": int(d.prefill_gpus[0]), "prefill_tp": ptp, "decode_gpus": int(d.decode_gpus[0]),
+                        "decode_tp": dtp, "decode_ep": dep} if disagg else {"tp": dtp, "ep": dep,
+                                                                          "instances": int(d.decode_gpus[0]) // dtp}),
+        "output_tokens_per_s": float(r["output_tokens_per_s"]),
+        "output_tokens_per_s_per_gpu": float(r["output_tokens_per_s_per_gpu"]),
+        "ttft_s": float(r["ttft_s"]), "tpot_s": float(r["tpot_s"]),
+        "ttft_p99_s": float(r["ttft_p99_s"]), "tpot_p99_s": float(r["tpot_p99_s"]),
+        "batch": float(r["batch"]),
+        "kv_bytes_per_token": kvb, "kv_bytes_per_request": kvb * w.input_len,
+        "kv_bytes_per_token_per_gpu": float(kvb * kv_fraction_per_gpu(w.model, dtp)),
+        "attention": attention_kind(w.model),
+        "kv_cache_bytes_per_gpu": float(r["kv_cache_bytes_per_gpu"]),
+        "weight_bytes_per_gpu": float(weight_bytes_per_gpu(w.model, w.precision, dtp, dep)),
+        "max_concurrency": int(r["max_concurrency"]),
+        "fits": bool(r["fits"]), "meets_slo": bool(r["meets_slo"]),
+        "slo": {"ttft_s": w.ttft_slo_s, "tpot_s": w.tpot_slo_s},
+        "rate": w.rate,
+        "prefill_bound": str(r["prefill_bound"]), "decode_bound": str(r["decode_bound"]),
+        "kv_transfer_s": float(r["kv_transfer_s"]),
+        "kv_transfer_exposed_s": float(r["kv_transfer_exposed_s"]),
+        "kv_transfer_tier": None if not disagg else str(r["kv_transfer_tier"]),
+        "kv_transfer_streamed": w.kv_streamed if disagg else None,
+        "kv_bandwidth_needed_per_prefill_node_bytes_per_s": float(r["kv_bandwidth_needed_per_prefill_node_bytes_per_s"]),
+        "kv_link_bytes_per_s_per_gpu": float(r["kv_link_bytes_per_s_per_gpu"]) if disagg else None,
+        "phases": {
+            "prefill_s": float(pf["total_s"]), "prefill_compute_s": float(pf["compute_s"]),
+            "prefill_comm_s": float(pf["comm_s"]),
+            "decode_step_s": float(step["total_s"]), "decode_memory_s": float(step["memory_s"]),
+            "decode_compute_s": float(step["compute_s"]), "decode_comm_s": float(step["comm_s"]),
+            "decode_overhead_s": float(step["overhead_s"]),
+        },
+        "assumed": assumed,
+    }
+    return doc
+
+
+def compare_attention(cfg: ServeConfig) -> dict:
+    """The same deployment with the model's own attention and with its MHA equivalent (and, for an MLA model,
+    with GQA of 8 KV heads): KV bytes per token, per request, max concurrency and throughput side by side."""
+    from tierwise.serve.kv import attention_kind, mha_equivalent
+    from tierwise.specs.model import load_model
+
+    model = load_model(cfg.model)
+    variants = [model, mha_equivalent(model)]
+    if model.mla is not None:
+        variants.insert(1, dataclasses.replace(mha_equivalent(model), name=model.name + "-gqa8", num_kv_heads=8))
+    elif attention_kind(model) == "mha":
+        variants = [model]
+    rows = []
+    for m in variants:
+        doc = serve_estimate(dataclasses.replace(cfg, model=m))
+        rows.append({"model": m.name, "attention": attention_kind(m), "kv_heads": m.num_kv_heads,
+                     **{k: doc[k] for k in ("kv_bytes_per_token", "kv_bytes_per_request", "kv_bytes_per_token_per_gpu",
+                                            "kv_cache_bytes_per_gpu", "max_concurrency", "batch",
+                                            "output_tokens_per_s_per_gpu", "tpot_s", "kv_transfer_s",
+                                            "kv_transfer_tier")}})
+    return {"compare_attention": rows}
+
+
+def serve_plan_document(cfg: ServeConfig, *, max_tp: int = 8, modes: str = "both", top: int = 10) -> dict:
+    """The ``serve-plan --json`` document: the best deployments of ``cfg.num_gpus`` GPUs under the SLOs."""
+    import time
+
+    from tierwise.serve.plan import serve_plan
+
+    if cfg.num_gpus is None:
+        raise ScenarioError("serve-plan needs --gpus N (the GPUs to split between prefill and decode)")
+    check_int(cfg.num_gpus, "--gpus", error=ScenarioError)
+    check_int(max_tp, "--max-tp", maximum=1024, error=ScenarioError)
+    check_int(top, "--top", maximum=1000, error=ScenarioError)
+    _choice(modes, "--modes", ("both", "aggregated", "disaggregated"))
+    w, _, assumed = _resolve(dataclasses.replace(cfg, tp=1, ep=1, prefill_gpus=None, decode_gpus=None))
+    assumed = [a for a in assumed if not a.startswith("tp ")]
+    start = time.perf_counter()
+    result = serve_plan(w, cfg.num_gpus, max_tp=max_tp, kv_link=cfg.kv_link, top=top, modes=modes)
+    elapsed = time.perf_counter() - start
+    return {"model": w.model.name, "cluster": w.cluster.name, "num_gpus": cfg.num_gpus, "scenario": w.scenario,
+            "precision": w.precision, "kv_precision": w.kv_precision, "input_len": w.input_len,
+            "output_len": w.output_len, "slo": {"ttft_s": w.ttft_slo_s, "tpot_s": w.tpot_slo_s},
+            "search_s": elapsed, **result, "assumed": assumed}

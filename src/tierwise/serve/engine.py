@@ -1,0 +1,364 @@
+"""Serving scenarios on arrays of deployments: aggregated (prefill mixed into decode) and disaggregated
+(a prefill pool, a decode pool and the KV transfer between them), offline, server and interactive.
+
+``Deployments`` is a struct of arrays (one entry per candidate); :func:`evaluate` returns a dict of arrays.
+``serve`` evaluates one deployment, ``serve-plan`` thousands; both run this code.
+
+Scenarios:
+
+* ``offline``: all requests queued; the batch is the largest that fits the KV cache (and the scheduler's
+  ``max_batch``), or the largest whose TPOT meets ``tpot_slo`` when one is given.
+* ``interactive``: the same search with a tight TPOT SLO (default 40 ms, TTFT 450 ms: MLPerf Inference's
+  interactive Llama-2-70B bounds).
+* ``server``: Poisson arrivals at ``rate`` requests/s. Decode concurrency from Little's law ``B = lambda_i
+  (TTFT + O TPOT)`` (solved by fixed-point iteration); requests in flight in an M/G/inf system are Poisson,
+  so the p99 batch is ``B + 2.326 sqrt(B)`` (normal tail) and p99 TPOT is the step time at that batch.
+  Prefill is an M/D/1 queue per instance (service ``t_p``, load ``rho = lambda_i t_p``): mean wait
+  ``rho t_p / (2 (1 - rho))`` (Pollaczek-Khinchine), tail ``P(W > t) ~ rho exp(-t rho / W_mean)`` (Kingman's
+  heavy-traffic exponential approximation, Kingman 1962), so ``W_99 = (W_mean / rho) ln(100 rho)``. Without a
+  rate, the largest rate whose p99 TTFT and TPOT meet the SLOs (MLPerf's Server rule; defaults 2 s / 200 ms).
+
+Aggregated in-flight batching: each step decodes ``B`` sequences and prefills the prompts of the requests
+that replace finished ones, ``B I / O`` tokens on average (chunked prefill); the step reads the weights once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tierwise.serve.kv import (
+    kv_bytes_per_token,
+    kv_fraction_per_gpu,
+    weight_bytes_per_gpu,
+    workspace_bytes_per_gpu,
+)
+from tierwise.serve.params import ServingParameters
+from tierwise.serve.phases import decode_step_time, prefill_time
+from tierwise.serve.transfer import exposed_transfer, kv_transfer_time
+from tierwise.specs.cluster import Cluster
+from tierwise.specs.model import ModelSpec
+
+__all__ = ["Workload", "Deployments", "evaluate", "SCENARIOS", "Z99"]
+
+SCENARIOS = ("offline", "server", "interactive")
+Z99 = 2.326
+"""The standard normal's 99th percentile."""
+_ITER = 24
+
+
+@dataclass(frozen=True, kw_only=True)
+class Workload:
+    """What is served: the model on the cluster, the request shape, the scenario and its SLOs."""
+
+    model: ModelSpec
+    cluster: Cluster
+    precision: str
+    """Weight (GEMM) precision: bf16, fp8 or fp4."""
+    kv_precision: str
+    input_len: int
+    output_len: int
+    scenario: str
+    rate: float | None = None
+    """Server arrivals, requests/s for the whole deployment (None: the largest rate meeting the SLOs)."""
+    ttft_slo_s: float | None = None
+    tpot_slo_s: float | None = None
+    batching: str = "inflight"
+    """``inflight`` (continuous batching, chunked prefill) or ``static`` (a batch prefilled, then decoded to the
+    end together: ``benchmark_latency``-style runs)."""
+    kv_streamed: bool = True
+    beams: int = 1
+    """Beam-search width: each request decodes ``beams`` sequences that share its prompt's KV cache and
+    return one output (MLPerf's GPT-J rule: 4 beams). Output tokens count once per request."""
+    kv_reservation: str = "paged"
+    """How the scheduler admits a request: ``paged`` (blocks allocated as tokens arrive, so a sequence holds
+    the prompt plus half its output on average: vLLM, TensorRT-LLM ``MAX_UTILIZATION``) or ``full`` (the whole
+    ``I + O`` reserved on admission: TensorRT-LLM's default ``GUARANTEED_NO_EVICT`` capacity scheduler)."""
+    params: ServingParameters
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        return kv_bytes_per_token(self.model, self.kv_precision)
+
+    @property
+    def mean_context(self) -> float:
+        """Mean tokens in a decoding sequence's cache: the prompt plus half the output."""
+        return self.input_len + self.output_len / 2.0
+
+
+@dataclass(frozen=True)
+class Deployments:
+    """Candidates as arrays of one length. Aggregated: ``disagg`` False, the decode fields describe the one
+    pool (``prefill_*`` ignored). ``batch`` 0 = auto."""
+
+    disagg: np.ndarray
+    prefill_gpus: np.ndarray
+    prefill_tp: np.ndarray
+    decode_gpus: np.ndarray
+    decode_tp: np.ndarray
+    decode_ep: np.ndarray
+    batch: np.ndarray
+    kv_link: np.ndarray = field(default_factory=lambda: np.array([], dtype=object))
+
+    def __len__(self) -> int:
+        return len(self.decode_gpus)
+
+
+def _capacity(w: Workload, tp, ep):
+    """(KV cache bytes per GPU, max concurrent sequences per instance) after weights and workspace."""
+    acc = w.cluster.accelerator
+    free = (acc.hbm_capacity_bytes * w.params.memory_utilization - weight_bytes_per_gpu(w.model, w.precision, tp, ep)
+            - workspace_bytes_per_gpu(w.model, tp, w.params))
+    cache = np.maximum(free, 0.0)
+    gen = w.beams * (w.output_len / 2.0 if w.kv_reservation == "paged" else float(w.output_len))
+    held = w.input_len + gen
+    per_seq = w.kv_bytes_per_token * kv_fraction_per_gpu(w.model, tp) * held
+    return cache, np.floor(cache / per_seq), free > 0
+
+
+def _largest(ok_fn, lo, hi):
+    """Largest integer b in [lo, hi] with ok_fn(b) true (monotone: true below a threshold), vectorized;
+    ``lo`` where even ``lo`` fails (the caller checks)."""
+    lo = np.asarray(lo, dtype=float).copy()
+    hi = np.asarray(hi, dtype=float).copy()
+    good = ok_fn(hi)
+    out = np.where(good, hi, lo)
+    a, b = lo, hi
+    for _ in range(13):
+        mid = np.floor((a + b) / 2)
+        ok = ok_fn(mid)
+        a = np.where(ok, mid, a)
+        b = np.where(ok, b, mid)
+    return np.where(good, out, a)
+
+
+def _mixed_step(w: Workload, tp, ep, batch):
+    o = w.output_len
+    return decode_step_time(w.model, w.cluster, w.precision, w.kv_bytes_per_token, tp, ep, batch * w.beams,
+                            w.mean_context, w.params, prefill_tokens=batch * w.input_len / o,
+                            prefill_context=w.input_len)
+
+
+def _pure_step(w: Workload, tp, ep, batch):
+    return decode_step_time(w.model, w.cluster, w.precision, w.kv_bytes_per_token, tp, ep, batch * w.beams,
+                            w.mean_context, w.params)
+
+
+def _queue_wait(lam, service):
+    """M/D/1 mean and p99 waiting time (module docstring); inf at or past saturation."""
+    rho = lam * service
+    sat = rho >= 1.0
+    r = np.minimum(rho, 0.999999)
+    mean = r * service / (2.0 * (1.0 - r))
+    p99 = np.where(r > 0.01, mean / np.maximum(r, 1e-12) * np.log(np.maximum(100.0 * r, 1.0)), 0.0)
+    return np.where(sat, np.inf, mean), np.where(sat, np.inf, p99)
+
+
+def evaluate(w: Workload, d: Deployments) -> dict[str, np.ndarray]:
+    """Every deployment of ``d`` under workload ``w`` (module docstring); arrays keyed like the JSON document."""
+    out_a = _aggregated(w, d) if np.any(~d.disagg) else None
+    out_d = _disaggregated(w, d) if np.any(d.disagg) else None
+    if out_d is None:
+        return out_a
+    if out_a is None:
+        return out_d
+    return {k: np.where(d.disagg, out_d[k], out_a[k]) for k in out_a}
+
+
+def _batch_limit(w: Workload, d: Deployments, max_conc):
+    cap = np.minimum(max_conc, w.params.max_batch)
+    return np.where(d.batch > 0, d.batch, np.maximum(cap, 1))
+
+
+def _aggregated(w: Workload, d: Deployments) -> dict[str, np.ndarray]:
+    tp, ep, gpus = d.decode_tp, d.decode_ep, d.decode_gpus
+    inst = gpus // tp
+    cache, max_conc, fits = _capacity(w, tp, ep)
+    limit = _batch_limit(w, d, max_conc)
+    pf = prefill_time(w.model, w.cluster, w.precision, tp, ep, w.input_len, w.params)
+    o = w.output_len
+    if w.batching == "static":
+        batch = limit
+        step = _pure_step(w, tp, ep, batch)
+        pfb = prefill_time(w.model, w.cluster, w.precision, tp, ep, w.input_len, w.params, num_requests=batch)
+        total = pfb["total_s"] + o * step["total_s"]
+        tps = inst * batch * o / total
+        ttft, tpot = pfb["total_s"], step["total_s"]
+        ttft99, tpot99 = ttft, tpot
+        dbound = step["bound"]
+    elif w.scenario == "server":
+        batch, tps, ttft, tpot, ttft99, tpot99, step = _server_agg(w, d, tp, ep, inst, limit, pf)
+        dbound = step["bound"]
+    else:
+        def tpot_ok(b):
+            s = _mixed_step(w, tp, ep, b)["total_s"]
+            ok = np.ones(s.shape, dtype=bool)
+            if w.tpot_slo_s is not None:
+                ok &= s <= w.tpot_slo_s
+            if w.ttft_slo_s is not None:
+                ok &= pf["total_s"] + s <= w.ttft_slo_s
+            return ok
+
+        auto = d.batch <= 0
+        batch = np.where(auto, _largest(tpot_ok, np.ones(len(d)), limit) if np.any(auto) else limit, limit)
+        step = _mixed_step(w, tp, ep, batch)
+        tpot = step["total_s"]
+        tps = inst * batch / tpot
+        ttft = pf["total_s"] + tpot
+        ttft99, tpot99 = ttft, tpot
+        dbound = np.where(auto & (batch >= max_conc) & (max_conc < w.params.max_batch), "kv_capacity",
+                          step["bound"])
+    meets = _meets(w, ttft99, tpot99) & fits & (batch <= np.maximum(max_conc, 0))
+    zeros = np.zeros(len(d))
+    return _result(w, d, tps, gpus, ttft, tpot, ttft99, tpot99, batch, cache, max_conc * inst, fits, meets,
+                   np.where(pf["compute_s"] >= pf["memory_s"], "compute", "memory"), dbound, zeros, zeros,
+                   np.full(len(d), None, dtype=object), zeros, zeros)
+
+
+def _server_agg(w: Workload, d: Deployments, tp, ep, inst, limit, pf):
+    o, i = w.output_len, w.input_len
+
+    def at_rate(lam_total):
+        lam = lam_total / inst
+        b = np.maximum(lam * o * 0.05, 1.0)
+        for _ in range(_ITER):
+            s = _mixed_step(w, tp, ep, b)["total_s"]
+            b = np.minimum(0.5 * b + 0.5 * np.maximum(lam * (pf["total_s"] + o * s), 1e-9), 4 * limit + 1)
+        step = _mixed_step(w, tp, ep, b)
+        b99 = b + Z99 * np.sqrt(b)
+        tpot99 = _mixed_step(w, tp, ep, b99)["total_s"]
+        wait, wait99 = _queue_wait(lam, pf["compute_s"] + pf["comm_s"])
+        ttft = pf["total_s"] + step["total_s"] + wait
+        ttft99 = pf["total_s"] + tpot99 + wait99
+        # capacity: the steady state needs the batch to fit and the decode to keep up with arrivals
+        ok = (b <= limit) & (lam * o * step["total_s"] <= b * (1 + 1e-6))
+        return b, ttft, step, ttft99, tpot99, ok
+
+    if w.rate is not None:
+        lam = np.full(len(d), float(w.rate))
+    else:
+        cap = inst * limit / _mixed_step(w, tp, ep, limit)["total_s"] / o
+        lo, hi = np.zeros(len(d)), cap
+        for _ in range(_ITER):
+            mid = (lo + hi) / 2
+            b, ttft, step, ttft99, tpot99, ok = at_rate(mid)
+            ok &= _meets(w, ttft99, tpot99)
+            lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
+        lam = np.maximum(lo, 1e-9)
+    b, ttft, step, ttft99, tpot99, ok = at_rate(lam)
+    tps = np.where(ok, lam * o, 0.0)
+    del i
+    return b, tps, ttft, step["total_s"], ttft99, tpot99, step
+
+
+def _meets(w: Workload, ttft99, tpot99):
+    ok = np.isfinite(ttft99) & np.isfinite(tpot99)
+    if w.ttft_slo_s is not None:
+        ok &= ttft99 <= w.ttft_slo_s * (1 + 1e-9)
+    if w.tpot_slo_s is not None:
+        ok &= tpot99 <= w.tpot_slo_s * (1 + 1e-9)
+    return ok
+
+
+def _disaggregated(w: Workload, d: Deployments) -> dict[str, np.ndarray]:
+    i, o, L = w.input_len, w.output_len, w.model.num_layers
+    tpp, tpd, epd = d.prefill_tp, d.decode_tp, d.decode_ep
+    n_p, n_d = d.prefill_gpus // tpp, d.decode_gpus // tpd
+    epp = np.minimum(epd, tpp)
+    # prefill: one prompt for TTFT; a batch of prompts filling the workspace for throughput
+    single = prefill_time(w.model, w.cluster, w.precision, tpp, epp, i, w.params)
+    nreq = max(1.0, np.floor(w.params.workspace_tokens / i))
+    batched = prefill_time(w.model, w.cluster, w.precision, tpp, epp, i, w.params, num_requests=nreq)
+    _, _, fits_p = _capacity(w, tpp, epp)
+    # KV transfer of one request: each prefill rank sends its share over its own link
+    bytes_req = w.kv_bytes_per_token * i
+    xfer = np.zeros(len(d))
+    links = np.asarray(d.kv_link, dtype=object)
+    for link in sorted(set(links[d.disagg].tolist())):
+        sel = d.disagg & (links == link)
+        xfer = np.where(sel, kv_transfer_time(w.cluster, link, bytes_req / tpp, w.params), xfer)
+    exposed = exposed_transfer(xfer, single["total_s"], L, w.kv_streamed)
+    prefill_rate = n_p * np.minimum(nreq / batched["total_s"], 1.0 / np.maximum(xfer, 1e-12))  # requests/s
+    link_bound = xfer > single["total_s"]
+    # decode pool
+    cache, max_conc, fits_d = _capacity(w, tpd, epd)
+    limit = _batch_limit(w, d, max_conc)
+    if w.scenario == "server":
+        batch, tps, ttft, tpot, ttft99, tpot99 = _server_disagg(w, d, n_p, n_d, single, exposed, prefill_rate,
+                                                                limit)
+        step = _pure_step(w, tpd, epd, batch)
+    else:
+        def ok_fn(b):
+            s = _pure_step(w, tpd, epd, b)["total_s"]
+            return s <= w.tpot_slo_s if w.tpot_slo_s is not None else np.ones(s.shape, dtype=bool)
+
+        auto = d.batch <= 0
+        batch = np.where(auto, _largest(ok_fn, np.ones(len(d)), limit) if np.any(auto) else limit, limit)
+        step = _pure_step(w, tpd, epd, batch)
+        tpot = step["total_s"]
+        decode_tps = n_d * batch / tpot
+        tps = np.minimum(prefill_rate * o, decode_tps)
+        ttft = single["total_s"] + exposed
+        ttft99, tpot99 = ttft, tpot
+    fits = fits_p & fits_d
+    meets = _meets(w, ttft99, tpot99) & fits & (batch <= np.maximum(max_conc, 0))
+    pbound = np.where(link_bound, "link", np.where(single["compute_s"] >= single["memory_s"], "compute", "memory"))
+    dbound = np.where(prefill_rate * o < n_d * batch / step["total_s"], "prefill_pool", step["bound"])
+    need = prefill_rate / np.maximum(n_p, 1) * bytes_req / tpp * w.cluster.gpus_per_node
+    return _result(w, d, tps, d.prefill_gpus + d.decode_gpus, ttft, tpot, ttft99, tpot99, batch, cache,
+                   max_conc * n_d, fits, meets, pbound, dbound, xfer, exposed, links, need,
+                   (bytes_req / tpp) / np.maximum(xfer, 1e-12))
+
+
+def _server_disagg(w, d, n_p, n_d, single, exposed, prefill_rate, limit):
+    o = w.output_len
+    tpd, epd = d.decode_tp, d.decode_ep
+
+    def at_rate(lam_total):
+        lam_d = lam_total / n_d
+        b = np.maximum(lam_d * o * 0.05, 1.0)
+        for _ in range(_ITER):
+            s = _pure_step(w, tpd, epd, b)["total_s"]
+            b = np.minimum(0.5 * b + 0.5 * lam_d * o * s, 4 * limit + 1)
+        s = _pure_step(w, tpd, epd, b)["total_s"]
+        tpot99 = _pure_step(w, tpd, epd, b + Z99 * np.sqrt(b))["total_s"]
+        # each prefill instance serves lam / n_p requests at 1 / (its rate) seconds each
+        service = n_p / np.maximum(prefill_rate, 1e-12)
+        wait, wait99 = _queue_wait(lam_total / n_p, service)
+        ttft = single["total_s"] + exposed + wait
+        ttft99 = single["total_s"] + exposed + wait99
+        ok = (b <= limit) & (lam_d * o * s <= b * (1 + 1e-6))
+        return b, s, ttft, tpot99, ttft99, ok
+
+    if w.rate is not None:
+        lam = np.full(len(d), float(w.rate))
+    else:
+        cap = np.minimum(prefill_rate, n_d * limit / _pure_step(w, tpd, epd, limit)["total_s"] / o)
+        lo, hi = np.zeros(len(d)), cap
+        for _ in range(_ITER):
+            mid = (lo + hi) / 2
+            b, s, ttft, tpot99, ttft99, ok = at_rate(mid)
+            ok &= _meets(w, ttft99, tpot99)
+            lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
+        lam = np.maximum(lo, 1e-9)
+    b, s, ttft, tpot99, ttft99, ok = at_rate(lam)
+    return b, np.where(ok, lam * o, 0.0), ttft, s, ttft99, tpot99
+
+
+def _result(w, d, tps, gpus, ttft, tpot, ttft99, tpot99, batch, cache, max_conc, fits, meets, pbound, dbound, xfer,
+            exposed, link, need, link_rate):
+    n = len(d)
+
+    def arr(x, dtype=float):
+        return np.broadcast_to(np.asarray(x, dtype=dtype), (n,)).copy()
+
+    return {
+        "output_tokens_per_s": arr(tps), "output_tokens_per_s_per_gpu": arr(tps / gpus), "ttft_s": arr(ttft),
+        "tpot_s": arr(tpot), "ttft_p99_s": arr(ttft99), "tpot_p99_s": arr(tpot99), "batch": arr(batch),
+        "kv_cache_bytes_per_gpu": arr(cache), "max_concurrency": arr(max_conc), "fits": arr(fits, bool),
+        "meets_slo": arr(meets, bool), "prefill_bound": arr(pbound, object), "decode_bound": arr(dbound, object),
+        "kv_transfer_s": arr(xfer), "kv_transfer_exposed_s": arr(exposed), "kv_transfer_tier": arr(link, object),
+        "kv_bandwidth_needed_per_prefill_node_bytes_per_s": arr(need),
+        "kv_link_bytes_per_s_per_gpu": arr(link_rate), "num_gpus": arr(gpus),
+    }

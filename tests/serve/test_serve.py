@@ -1,0 +1,157 @@
+"""Serving model: KV formulas against worked figures, invariants of the phases, the CLI documents."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tierwise.serve import ServeConfig, compare_attention, kv_bytes_per_token, serve_estimate
+from tierwise.serve.kv import kv_fraction_per_gpu, mha_equivalent
+from tierwise.specs.model import load_model
+
+KEYS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "ttft_s", "tpot_s", "batch", "kv_bytes_per_token",
+        "kv_cache_bytes_per_gpu", "max_concurrency", "prefill_bound", "decode_bound", "kv_transfer_s",
+        "kv_transfer_tier", "assumed")
+
+
+@pytest.mark.parametrize(("name", "bf16"), [("llama3.1-70b", 327_680), ("llama2-70b", 327_680),
+                                            ("llama3.1-405b", 516_096), ("llama3.1-8b", 131_072),
+                                            ("mixtral-8x7b", 131_072), ("gpt-j-6b", 458_752),
+                                            ("deepseek-v3", 70_272)])
+def test_kv_bytes_per_token_worked_figures(name, bf16):
+    m = load_model(name)
+    assert kv_bytes_per_token(m, "bf16") == bf16
+    assert kv_bytes_per_token(m, "fp8") == bf16 / 2
+
+
+def test_mooncake_40_gib_for_128k_tokens_of_llama3_70b():
+    total = 131072 * kv_bytes_per_token(load_model("llama3.1-70b"), "bf16")
+    assert total / 2**30 == pytest.approx(40.0)
+
+
+def test_mla_replicated_on_every_tp_rank_gqa_split_until_kv_heads():
+    ds, ll = load_model("deepseek-v3"), load_model("llama3.1-70b")
+    assert kv_fraction_per_gpu(ds, [1, 8, 16]).tolist() == [1.0, 1.0, 1.0]
+    assert kv_fraction_per_gpu(ll, [1, 8, 16]).tolist() == [1.0, 0.125, 0.125]
+    assert kv_bytes_per_token(mha_equivalent(ds), "bf16") == 4_997_120  # inference-notes section 2
+
+
+def _cfg(**kw):
+    base = dict(model="llama3.1-70b", cluster="dgx-h100", num_gpus=8, tp=8, precision="fp8", input_len=2000,
+                output_len=256)
+    return ServeConfig(**{**base, **kw})
+
+
+def test_document_has_stable_keys_and_assumed():
+    doc = serve_estimate(_cfg())
+    for k in KEYS:
+        assert k in doc
+    assert doc["kv_transfer_tier"] is None
+    assert any("kv_precision fp8" in a for a in doc["assumed"])
+    assert doc["kv_bytes_per_token"] == 163_840
+    json.dumps(doc)
+
+
+def test_kv_transfer_by_tier_ordered_and_adds_ttft():
+    """Disaggregated beside aggregated: NVLink < 400G RDMA < TCP, and whole transfers add to TTFT."""
+    docs = {link: serve_estimate(_cfg(num_gpus=None, tp=None, prefill_gpus=4, decode_gpus=4, prefill_tp=4,
+                                      decode_tp=4, kv_link=link, kv_streamed=False))
+            for link in ("scale_up", "scale_out", "tcp")}
+    t = [docs[k]["kv_transfer_s"] for k in ("scale_up", "scale_out", "tcp")]
+    assert t[0] < t[1] < t[2]
+    # 2,000 tokens of FP8 KV (328 MB) from 4 ranks: each sends 82 MB; over one 400G NIC (46 GB/s) ~1.8 ms
+    assert 1.2e-3 < docs["scale_out"]["kv_transfer_s"] < 2.5e-3
+    for k in docs:
+        assert docs[k]["kv_transfer_tier"] == k
+        assert docs[k]["ttft_s"] >= docs[k]["phases"]["prefill_s"] + docs[k]["kv_transfer_s"] * 0.999
+    streamed = serve_estimate(_cfg(num_gpus=None, tp=None, prefill_gpus=4, decode_gpus=4, prefill_tp=4, decode_tp=4,
+                                   kv_link="tcp"))
+    assert streamed["kv_transfer_exposed_s"] < docs["tcp"]["kv_transfer_s"]
+
+
+def test_auto_link_follows_placement():
+    rack = serve_estimate(_cfg(cluster="gb200-nvl72", num_gpus=None, tp=None, prefill_gpus=32, decode_gpus=40,
+                               prefill_tp=4, decode_tp=4))
+    nodes = serve_estimate(_cfg(num_gpus=None, tp=None, prefill_gpus=8, decode_gpus=8, prefill_tp=8, decode_tp=8))
+    assert rack["kv_transfer_tier"] == "scale_up" and nodes["kv_transfer_tier"] == "scale_out"
+
+
+def test_decode_step_grows_with_batch_and_weights_shared():
+    from tierwise.serve.params import serving_parameters
+    from tierwise.serve.phases import decode_step_time
+    from tierwise.specs.cluster import load_cluster
+
+    m, c = load_model("llama3.1-70b"), load_cluster("dgx-h100")
+    r = decode_step_time(m, c, "fp8", 163840.0, 8, 1, np.array([1, 16, 256]), 1000.0, serving_parameters())
+    t = r["total_s"]
+    assert t[0] < t[1] < t[2]
+    assert t[1] < 16 * t[0] / 4  # the weights are read once for the batch, not per sequence
+
+
+def test_moe_expert_load_grows_with_batch():
+    from tierwise.serve.kv import weight_bytes_read_per_step
+
+    m = load_model("mixtral-8x7b")
+    w = weight_bytes_read_per_step(m, "bf16", 1, 1, np.array([1, 2, 64]))
+    assert w[0] < w[1] < w[2]
+    full = weight_bytes_read_per_step(m, "bf16", 1, 1, np.array([10_000]))
+    assert w[2] == pytest.approx(full[0], rel=1e-6)
+
+
+def test_compare_attention_mla_smallest():
+    doc = compare_attention(_cfg(model="deepseek-v3", cluster="gb200-nvl72", num_gpus=8, tp=8))
+    rows = {r["attention"]: r for r in doc["compare_attention"]}
+    assert rows["mla"]["kv_bytes_per_token"] < rows["gqa"]["kv_bytes_per_token"] < rows["mha"]["kv_bytes_per_token"]
+
+
+def test_server_rate_past_capacity_gives_no_throughput():
+    low = serve_estimate(_cfg(scenario="server", rate=1.0))
+    high = serve_estimate(_cfg(scenario="server", rate=1e5))
+    assert low["meets_slo"] and low["output_tokens_per_s"] == pytest.approx(256.0)
+    assert high["output_tokens_per_s"] == 0.0
+
+
+def test_serve_plan_rack_finds_feasible():
+    from tierwise.serve.api import serve_plan_document
+
+    doc = serve_plan_document(_cfg(cluster="gb200-nvl72", num_gpus=72, tp=None, scenario="interactive"))
+    assert doc["feasible"] > 0 and doc["best"]
+    best = doc["best"][0]
+    assert best["tpot_p99_s"] <= 0.04 + 1e-9 and best["ttft_p99_s"] <= 0.45 + 1e-9
+
+
+def test_bad_degree_is_one_line_error():
+    from tierwise.errors import ScenarioError
+
+    with pytest.raises(ScenarioError, match="--tp=3 does not divide"):
+        serve_estimate(_cfg(tp=3))
+    with pytest.raises(ScenarioError, match="--ep 2 needs a mixture-of-experts"):
+        serve_estimate(_cfg(ep=2))
+    with pytest.raises(ScenarioError, match="do not fit one scale-up domain"):
+        serve_estimate(_cfg(num_gpus=None, tp=None, prefill_gpus=8, decode_gpus=8, kv_link="scale_up"))
+
+
+def test_beam_search_decodes_more_sequences_per_output_token():
+    one = serve_estimate(_cfg(model="gpt-j-6b", num_gpus=1, tp=1, input_len=512, output_len=69, batch=64))
+    four = serve_estimate(_cfg(model="gpt-j-6b", num_gpus=1, tp=1, input_len=512, output_len=69, batch=64, beams=4))
+    assert four["tpot_s"] > one["tpot_s"]
+    assert four["output_tokens_per_s"] < one["output_tokens_per_s"]
+    assert four["max_concurrency"] < one["max_concurrency"]
+
+
+def test_tabulated_collectives_match_the_collective_model():
+    """comm_time reads collective times off a quarter-octave table; it must agree with collective_cost."""
+    from tierwise.collectives.model import collective_cost
+    from tierwise.hierarchy import group_span
+    from tierwise.serve.phases import _collective
+    from tierwise.specs.cluster import load_cluster
+
+    c = load_cluster("gb200-nvl72")
+    tokens = np.array([1, 3, 17, 100, 777, 5000, 33333.0])
+    for kind in ("all-reduce", "all-to-all"):
+        for g in (2, 8, 16):
+            got = _collective(c, kind, np.full(tokens.shape, g), tokens, 16384.0)
+            want = collective_cost(kind, tokens * 16384.0, group_span(c, np.full(tokens.shape, g), 1), c).time_s
+            assert np.allclose(got, want, rtol=5e-3)

@@ -1,0 +1,22 @@
+"""``validate --serving`` on the shipped serving set: the criteria of issue 16, and the known gap as a bound."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from tierwise.cli import app
+
+
+def test_validate_serving_json_and_criteria():
+    r = CliRunner().invoke(app, ["validate", "--serving", "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    thr = doc["summary"]["throughput"]
+    assert thr["rows"] >= 40
+    assert thr["median"] <= 15.0
+    # known gap (docs/serving.md): MLPerf's tuned engines vs TensorRT-LLM's PyTorch backend and vLLM rows pull
+    # one global efficiency in opposite directions; GPT-J's prompt length is not given
+    assert 35.0 < thr["p90"] < 45.0
+    assert all(r["predicted"] is not None for r in doc["rows"] if r["metric"] == "output_tokens_per_s_total")
