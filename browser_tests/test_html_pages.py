@@ -23,6 +23,12 @@ PAGES = [
     ("scale", ["scale", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--global-batch", "256", "--gpus", "8:8192"]),
     ("simulate", ["simulate", "all-reduce", "--gpus", "256", "--radix", "32", "--fail-links", "4"]),
     ("sweep", ["sweep", "show", "{tmp}/sweep"]),
+    ("goodput", ["goodput", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "256", "--global-batch", "256",
+                 "--runs", "20"]),
+    ("serve", ["serve", "--model", "llama3.1-70b", "--cluster", "dgx-h100", "--gpus", "8", "--tp", "8",
+               "--input-len", "2000", "--output-len", "256"]),
+    ("design", ["design", "--model", "llama3.1-8b", "--gpus", "1024"]),
+    ("trend", ["trend", "--model", "llama3.1-8b", "--gpus", "1024"]),
 ]
 """(name, argv of the command that writes the page; ``--html {tmp}/NAME.html`` is appended)."""
 

@@ -151,6 +151,8 @@ def register(app: typer.Typer) -> None:
         runs: Annotated[int, typer.Option("--runs", help="Monte Carlo runs (0: analytic only)")] = 0,
         seed: Annotated[int, typer.Option("--seed", help="Monte Carlo seed")] = 0,
         tokens: Annotated[str | None, typer.Option("--tokens", help="tokens to train, for the time-to-train")] = None,
+        prices: Annotated[str | None, typer.Option("--prices", help="price/power YAML overriding the shipped "
+                                                   "topology/prices.yaml (cost and energy of the goodput)")] = None,
         as_json: JsonOpt = False,
         html: Annotated[str | None, typer.Option("--html", help="write a self-contained HTML page")] = None,
     ) -> None:
@@ -165,6 +167,9 @@ def register(app: typer.Typer) -> None:
 
             require_plotly()
             check_writable(html, "--html")
+        from tierwise.cli._economics import load_prices_checked
+
+        price_table = load_prices_checked(prices)  # a bad price file fails before the work
         opts = options_from_flags(failure_rates=failure_rates, node_failure_rate=node_failure_rate,
                                   checkpoint_interval=checkpoint_interval, checkpoint_write=checkpoint_write,
                                   storage_bandwidth=storage_bandwidth, restart_time=restart_time, spares=spares,
@@ -187,11 +192,31 @@ def register(app: typer.Typer) -> None:
             n = int(gpus)
             plan, source = _best_plan(m, cl, n, global_batch, seq, c)
         doc = goodput(m, cl, n, plan, opts, plan_source=source)
+        doc["economics"] = _goodput_economics(doc, cl, n, opts, price_table)
         if html is not None:
             from tierwise.report.goodput import goodput_page
 
             goodput_page(doc, html)
-        emit(doc, as_json, lambda console: render_goodput(console, doc))
+        emit(doc, as_json, lambda console: _render_with_economics(console, doc))
+
+
+def _goodput_economics(doc: dict, cl, n: int, opts, prices) -> dict:
+    """Cost and energy of the useful work (issue 17): :func:`tierwise.design.cost.economics` at the goodput
+    throughput, with the spare GPUs held at p99 bought and powered too (they are capex whether or not used)."""
+    from tierwise.cli._economics import economics_block
+
+    provisioned = n + int(doc["fault_domain"].get("spare_gpus_p99", 0) or 0)
+    e = economics_block(doc["goodput_tokens_per_s"], cl, provisioned, tokens=opts.tokens, prices=prices)
+    e["assumed"] = [f"priced at the goodput ({doc['goodput_tokens_per_s']:,.0f} tokens/s, ETTR {doc['ettr']:.3f}) "
+                    f"on {provisioned:,} GPUs ({n:,} in the job + spares at p99)", *e["assumed"]]
+    return e
+
+
+def _render_with_economics(console, doc: dict) -> None:
+    from tierwise.cli._economics import render_economics
+
+    render_goodput(console, doc)
+    render_economics(console, doc.get("economics"))
 
 
 # --- plan --goodput and scale --goodput: blocks the plan commands call --------------------------------------

@@ -29,9 +29,10 @@ class ServingParameters:
 
     matmul_efficiency: float
     """Fraction of the dense peak the serving GEMMs reach (prefill and the decode step). Fitted on the serving
-    set's throughput rows (0.6; docs/serving.md, "Parameters"); the training model's
-    ``compute.matmul_efficiency_max`` (0.764, read here as ``training_matmul_efficiency``) is a BF16 training
-    figure, and serving runs FP8/FP4 GEMMs whose fraction of their (2x, 4x) peak is lower."""
+    set's throughput rows (0.6; docs/serving.md, "Parameters"); the training model's large-GEMM efficiency
+    (issue 14: a measured per-accelerator fraction, e.g. H100 0.801, times the fitted global
+    ``compute.matmul_residual``, read here as ``training_matmul_efficiency``) is a BF16 training figure, and
+    serving runs FP8/FP4 GEMMs whose fraction of their (2x, 4x) peak is lower."""
     gemm_memory_overlap_loss: float = 0.0
     """How much of a weight GEMM's HBM read is not hidden behind its math in serving steps: the step's GEMM time
     is ``max(t_math, t_read) + loss x min(t_math, t_read)`` (0: the ideal max roofline; 1: the additive
@@ -41,7 +42,8 @@ class ServingParameters:
     per-16-element block scales are applied in the MMA pipeline; the analogue of the training model's
     ``fp8_efficiency_ratio``). Fitted on the serving set's FP4 rows (docs/serving.md)."""
     training_matmul_efficiency: float = 0.0
-    """The training model's ``compute.matmul_efficiency_max``, reported beside the serving value."""
+    """The training model's global large-GEMM residual ``compute.matmul_residual`` (the factor on each
+    accelerator's measured large-GEMM fraction, catalog/compute.yaml), reported beside the serving value."""
     attention_efficiency: float
     """Fraction of the BF16 dense peak the attention core reaches in prefill. The training value
     (``compute.attention_efficiency`` = 0.17) was fitted on FlashAttention-2-era training kernels with their
@@ -88,7 +90,7 @@ def serving_parameters() -> ServingParameters:
     compute = load_parameters().compute
     base = ServingParameters(
         matmul_efficiency=0.6,
-        training_matmul_efficiency=float(compute["matmul_efficiency_max"]),
+        training_matmul_efficiency=float(compute["matmul_residual"]),
         attention_efficiency=0.5,
         attention_half_seq_tokens=float(compute.get("attention_half_seq_tokens", 240)),
         decode_hbm_efficiency=0.90,
