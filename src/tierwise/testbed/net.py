@@ -75,15 +75,19 @@ def list_namespaces(name: str | None = None) -> list[str]:
 
 def down(name: str) -> list[str]:
     """Delete testbed ``name``'s namespaces (and with them its veths, bridges and qdiscs); return them."""
-    removed = []
-    for ns in list_namespaces(name):
-        pids = _sh("ip", "netns", "pids", ns, check=False).stdout.split()
-        for pid in pids:  # processes still inside (a rank left by a killed run): only those, by id
-            with contextlib.suppress(ProcessLookupError, ValueError):
-                os.kill(int(pid), 9)
-        _sh("ip", "netns", "del", ns, check=False)
-        _unlink_half_made(ns)
-        removed.append(ns)
+    removed: list[str] = []
+    for _ in range(2):  # a second pass for one made while the first ran (an up interrupted part way)
+        left = [ns for ns in list_namespaces(name) if ns not in removed]
+        for ns in left:
+            pids = _sh("ip", "netns", "pids", ns, check=False).stdout.split()
+            for pid in pids:  # processes still inside (a rank left by a killed run): only those, by id
+                with contextlib.suppress(ProcessLookupError, ValueError):
+                    os.kill(int(pid), 9)
+            _sh("ip", "netns", "del", ns, check=False)
+            _unlink_half_made(ns)
+            removed.append(ns)
+        if not left:
+            break
     return removed
 
 

@@ -73,8 +73,8 @@ def bring_up(spec: TestbedSpec, directory: str) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     for name in (STATE_FILE, CLUSTER_FILE):
         check_writable(folder / name, "--dir")
-    created = net.up(spec)
-    try:
+    try:  # from the first namespace on: a Ctrl-C anywhere in up, the probes or the writes removes all of it
+        created = net.up(spec)
         probes = net.probe(spec)
         mapping = cluster_mapping(spec, probes)
         from tierwise.specs.cluster import cluster_from_mapping
