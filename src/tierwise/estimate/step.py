@@ -80,7 +80,7 @@ from tierwise.workload.flops import (
 from tierwise.workload.memory import activation_bytes_per_token_per_layer, in_flight_microbatches
 from tierwise.workload.traffic import axis_strides, layer_traffic
 
-__all__ = ["estimate", "StepEstimates", "AXES", "TIERS", "memory_bound_bytes_per_s"]
+__all__ = ["estimate", "StepEstimates", "AXES", "TIERS", "memory_bound_bytes_per_s", "resolved_attention_kernel"]
 
 AXES = ("tp", "cp", "ep", "pp", "dp")
 TIERS = TIER_ORDER
@@ -591,7 +591,7 @@ def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P: Derived, 
         # host side: the dispatcher copies the tokens-per-expert counts to the host to size the all-to-all, so
         # the CPU cannot run ahead of the GPU into the MoE block; its kernels then start at the CPU's launch
         # pace, and the block costs max(GPU time, kernels x torch_op_overhead), forward and backward
-        kf, kb = moe_kernels_per_layer("alltoall")
+        kf, kb = _dispatcher_kernels(plans)
         op = cparams["torch_op_overhead"]
         gpu_moe = moe_lin_t + permute
         moe_host_extra = np.maximum(kf * op - gpu_moe, 0.0) + np.maximum(kb * op - 2.0 * gpu_moe, 0.0)
@@ -635,6 +635,19 @@ def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P: Derived, 
     )
 
 
+def _dispatcher_kernels(plans: PlanBatch):
+    """(forward, backward) kernels per MoE layer of each plan's ``moe_dispatcher`` (compute.yaml
+    moe_dispatchers, :func:`tierwise.specs.compute.moe_kernels_per_layer`); a batch without the field: all-to-all."""
+    from tierwise.specs.framework import MOE_DISPATCHERS
+
+    raw = getattr(plans, "moe_dispatcher", None)
+    if raw is None:
+        kf, kb = moe_kernels_per_layer("alltoall")
+        return np.full(len(plans), float(kf)), np.full(len(plans), float(kb))
+    table = np.array([moe_kernels_per_layer(d) for d in MOE_DISPATCHERS], dtype=float)
+    return table[np.asarray(raw, dtype=np.int64), 0], table[np.asarray(raw, dtype=np.int64), 1]
+
+
 def _per_accelerator(cparams, prof):
     """``cparams`` with the absolute large-GEMM and memory-bound efficiencies of this accelerator.
 
@@ -665,29 +678,38 @@ def _overlapped(t_mm, t_exp, overlap):
     return np.maximum(t_mm, t_exp) + (1.0 - overlap) * np.minimum(t_mm, t_exp)
 
 
+_KERNEL_FAMILY = {"flash3": "cudnn", "triton": "flash2"}
+"""Plan kernel names priced as another family: FlashAttention-3 is of the cuDNN fused-attention class
+(warp-specialised, softmax overlapped with the GEMMs; Shah et al. 2024 sec. 3), Triton flash attention has
+FlashAttention-2's structure (compute.yaml attention_kernels)."""
+
+
+def resolved_attention_kernel(name: str, generation: str) -> str:
+    """The kernel family a plan's ``attention_kernel`` is priced as on ``generation``: ``auto`` (or a name the
+    compute model does not know) is the generation's default (:func:`tierwise.specs.compute.
+    default_attention_kernel`), ``flash3`` / ``triton`` their families (:data:`_KERNEL_FAMILY`)."""
+    name = _KERNEL_FAMILY.get(name, name)
+    return name if name in ATTENTION_KERNELS else default_attention_kernel(generation)
+
+
 def _attention_kernels(plans: PlanBatch, generation: str, cparams):
     """(matmul efficiency, overlap) arrays of each plan's attention kernel family.
 
-    The family is the plan's ``attention_kernel`` where the plan has that field (codes into
-    ``tierwise.specs.plan.ATTENTION_KERNEL`` or names; empty or unknown: the default), else the default for
-    the accelerator's generation (:func:`tierwise.specs.compute.default_attention_kernel`). Each family's
-    efficiency is the global ``attention_efficiency_<family>`` (one fitted value per family).
+    The family is the plan's ``attention_kernel`` (codes into :data:`tierwise.specs.framework.ATTENTION_KERNELS`)
+    through :func:`resolved_attention_kernel`; a batch without the field uses the accelerator generation's
+    default. Each family's efficiency is the global ``attention_efficiency_<family>`` (one fitted value per
+    family); the few distinct codes are resolved once, so the batch stays vectorized.
     """
+    from tierwise.specs.framework import ATTENTION_KERNELS as PLAN_KERNELS
+
     n = len(plans)
-    default = default_attention_kernel(generation)
     raw = getattr(plans, "attention_kernel", None)
     if raw is None:
-        kinds, inverse = np.array([default]), np.zeros(n, dtype=np.int64)
+        kinds, inverse = [default_attention_kernel(generation)], np.zeros(n, dtype=np.int64)
     else:
         codes, inverse = np.unique(np.asarray(raw), return_inverse=True)
-        from tierwise.specs import plan as plan_mod
-
-        names = getattr(plan_mod, "ATTENTION_KERNEL", ATTENTION_KERNELS)
-        kinds = []
-        for c in codes:
-            name = names[int(c)] if np.issubdtype(np.asarray(c).dtype, np.integer) and 0 <= int(c) < len(names) else c
-            kinds.append(name if name in ATTENTION_KERNELS else default)
-        kinds = np.array(kinds)
+        kinds = [resolved_attention_kernel(PLAN_KERNELS[int(c)] if 0 <= int(c) < len(PLAN_KERNELS) else "auto",
+                                           generation) for c in codes]
     eff = np.array([cparams[f"attention_efficiency_{k}"] for k in kinds])[inverse]
     overlap = np.array([attention_kernel_overlap(k, generation) for k in kinds])[inverse]
     return eff, overlap
