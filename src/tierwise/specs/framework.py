@@ -79,8 +79,20 @@ def check_framework(value, origin: str) -> str:
 
 def framework_for_text(text: str) -> str:
     """A calibration row's free-text framework column (``Megatron-LM (2021)``, ``NeMo 24.07``,
-    ``torchtitan``, ``llm-foundry``, ``DeepSpeed``) as a :data:`FRAMEWORKS` name; "" when none fits."""
+    ``torchtitan``, ``llm-foundry``, ``DeepSpeed``) as a :data:`FRAMEWORKS` name; "" when none fits.
+
+    ``Megatron-DeepSpeed`` is ``deepspeed`` (DeepSpeed's engine runs the data parallelism); ``NeMo Automodel``
+    (PyTorch FSDP2 + Transformer Engine) is ``torchtitan``, the FSDP2 framework whose data-parallel semantics
+    it shares (docs/validation.md); the Pai-Megatron-Patch, FlagScale and FlagPerf Megatron-Core rows are
+    ``megatron``."""
     low = text.lower()
+    if "megatron-deepspeed" in low:
+        return "deepspeed"  # Megatron's model code (TP) under DeepSpeed's engine: DeepSpeed's ZeRO and gradient sync
+    if "automodel" in low:
+        # NeMo Automodel: PyTorch FSDP2 fully_shard data parallelism, torchtitan's semantics (per-parameter shards,
+        # fp32 reduce, re-gather per micro-batch); its Transformer Engine attention and fused kernels are set by
+        # the row (validate/mapping.py), not by this name
+        return "torchtitan"
     found = [(low.find(key), name) for key, name in (
         ("nemo", "nemo"), ("megatron-bridge", "nemo"), ("torchtitan", "torchtitan"), ("llm-foundry", "llm-foundry"),
         ("composer", "llm-foundry"), ("mosaic", "llm-foundry"), ("deepspeed", "deepspeed"), ("megatron", "megatron"))
@@ -120,6 +132,9 @@ def framework_defaults(framework: str, *, generation: str = "", moe: bool = Fals
             out["etp"] = ((tp, "Megatron-Core: expert_tensor_parallel_size = tensor_model_parallel_size when "
                                "unset") if framework == "megatron"
                           else (1, "NeMo / Megatron-Bridge MoE recipes set expert_tensor_parallel_size 1"))
+            out["moe_dispatcher"] = (("allgather", "Megatron-Core --moe-token-dispatcher-type defaults to allgather "
+                                                   "(arguments.py)") if framework == "megatron"
+                                     else ("alltoall", "NeMo MoE recipes set moe_token_dispatcher_type alltoall"))
         return out
     if framework == "torchtitan":
         return {
