@@ -635,6 +635,40 @@ def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P: Derived, 
     )
 
 
+def _deepep_node_dedup(model, plans: PlanBatch, span):
+    """Fraction of the EP all-to-all's bytes a DeepEP dispatcher moves when the EP group spans several
+    scale-up domains (1 otherwise, and for the other dispatchers).
+
+    DeepEP's normal (high-throughput) kernels send a token once over RDMA to each *domain* that holds at least
+    one of its experts, and forward it over NVLink inside that domain (DeepSeek-V3 report, arXiv:2412.19437,
+    sec. 3.2.2: "each token ... first transmitted via IB to the GPUs with the same in-node index on its target
+    nodes ... then forwarded via NVLink"; DeepEP README, "normal kernels ... NVLink and RDMA forwarding"). The
+    all-to-all record counts one copy per routed expert (``top_k`` per token). Derivation: with ``E`` experts
+    spread evenly over ``m`` domains and ``k`` experts drawn without replacement per token (uniform routing),
+    a token reaches a given other domain with probability ``1 - C(E - E/m, k) / C(E, k)``, so it crosses the
+    scale-out tier ``(m - 1) (1 - C(E - E/m, k) / C(E, k))`` times against ``k (m - 1) / m`` copies without
+    deduplication; the ratio scales the priced all-to-all (whose time the scale-out tier sets once the group
+    leaves a domain; the NVLink forwarding runs at the scale-up rate beside it and is not added).
+    """
+    from tierwise.specs.framework import MOE_DISPATCHERS
+
+    raw = getattr(plans, "moe_dispatcher", None)
+    m = np.asarray(span.num_domains, dtype=float)
+    if raw is None or model.moe is None:
+        return np.ones(len(plans))
+    deepep = (np.asarray(raw) == MOE_DISPATCHERS.index("deepep")) & (m > 1)
+    if not np.any(deepep):
+        return np.ones(len(plans))
+    E, k = float(model.moe.num_experts), int(model.moe.top_k)
+    m = np.maximum(m, 1.0)
+    miss = np.ones(len(plans))
+    for i in range(k):  # C(E - E/m, k) / C(E, k) = prod_i (E - E/m - i) / (E - i)
+        miss = miss * np.clip((E - E / m - i) / (E - i), 0.0, None)
+    distinct = (m - 1.0) * (1.0 - miss)
+    copies = k * (m - 1.0) / m
+    return np.where(deepep, np.minimum(distinct / np.maximum(copies, 1e-12), 1.0), 1.0)
+
+
 def _dispatcher_kernels(plans: PlanBatch):
     """(forward, backward) kernels per MoE layer of each plan's ``moe_dispatcher`` (compute.yaml
     moe_dispatchers, :func:`tierwise.specs.compute.moe_kernels_per_layer`); a batch without the field: all-to-all."""
@@ -790,6 +824,8 @@ def _layer_comm(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derived,
     ep_span = _span(cluster, plans.ep, P.etp.astype(np.int64))
     if traffic["ep"] and np.any(plans.ep > 1):
         ep_layer_t, ep_layer_bytes, (a2a,) = _price(traffic["ep"], ep_span, cluster, n)
+        dedup = _deepep_node_dedup(model, plans, ep_span)
+        ep_layer_t, ep_layer_bytes, a2a = ep_layer_t * dedup, ep_layer_bytes * dedup, a2a * dedup
         # combined 1F1B (Megatron-Core --overlap-moe-expert-parallel-comm, after DeepSeek-V3's DualPipe,
         # arXiv:2412.19437 section 3.2.1): a micro-batch's forward dispatch + combine run behind the adjacent
         # micro-batch's backward of the layer (2 x forward), its backward pair behind the adjacent forward; what
