@@ -16,7 +16,8 @@ Switching a term off means (each by patching one function for the run, nothing i
 * ``MoE model``: MoE rows mapped as dense models (issue 14's integration defect 2);
 * ``tile quantization``: grouped-GEMM efficiency 1 whatever the rows per expert and expert width;
 * ``launch-bound``: no host launch floor of MoE layers;
-* ``imbalance``: ``moe_load_imbalance`` 1.
+* ``imbalance``: ``moe_load_imbalance`` 1;
+* ``DeepEP node dedup``: DeepEP's dispatch priced as a plain all-to-all across scale-up domains.
 
 Run: ``PYTHONPATH=src python benchmarks/term_ablation.py [--no-logo] [TERM ...]`` (about 3 minutes a term
 with the leave-one-group-out refits on 2 cores). Prints one markdown row per term as it finishes.
@@ -107,6 +108,12 @@ def _no_tiles():
     return mock.patch.object(st, "grouped_gemm_efficiency", lambda *a, **k: 1.0)
 
 
+def _no_dedup():
+    import tierwise.estimate.step as st
+
+    return mock.patch.object(st, "_deepep_node_dedup", lambda model, plans, span: np.ones(len(plans)))
+
+
 def _no_launch():
     import tierwise.estimate.step as st
 
@@ -125,6 +132,7 @@ TERMS = {
     "tile quantization": _no_tiles,
     "launch-bound": _no_launch,
     "imbalance": lambda: _params_patch(moe_load_imbalance=1.0),
+    "DeepEP node dedup": _no_dedup,
 }
 
 
