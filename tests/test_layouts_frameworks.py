@@ -210,3 +210,25 @@ def test_params_at_bounds():
     assert params_at_bounds({name: hi}) == {name: "upper"}
     assert params_at_bounds({name: (lo + hi) / 2}) == {}
     assert np.isfinite(lo) and np.isfinite(hi)
+
+
+def test_attention_kernel_auto_resolves_by_framework_then_generation():
+    """Issue 14 integration: no framework and no generation -> ``auto`` (priced as the accelerator's default);
+    a generation gives its default (A100 FlashAttention-2, Hopper cuDNN); a framework gives its own."""
+    from tierwise.estimate.scenario import estimate_scenario, scenario_from_mapping
+    from tierwise.estimate.step import resolved_attention_kernel
+
+    data = {"global_batch_size": 8, "seq_length": 4096}
+    assert plan_from_mapping(data, num_gpus=8).attention_kernel == "auto"
+    assert plan_from_mapping(data, num_gpus=8, generation="ampere").attention_kernel == "flash2"
+    assert plan_from_mapping(data, num_gpus=8, generation="hopper").attention_kernel == "cudnn"
+    assert plan_from_mapping(data, num_gpus=8, framework="torchtitan", generation="hopper").attention_kernel == "sdpa"
+    assert plan_from_mapping(data, num_gpus=8, framework="megatron").attention_kernel == "auto"
+    assert resolved_attention_kernel("auto", "ampere") == "flash2"
+    assert resolved_attention_kernel("flash3", "hopper") == "cudnn"
+    assert resolved_attention_kernel("triton", "hopper") == "flash2"
+    sc = scenario_from_mapping({"model": "mixtral-8x7b", "cluster": "dgx-h100", "num_gpus": 8,
+                                "plan": {"ep": 8, "attention_kernel": "flash3", **data}})
+    doc = estimate_scenario(sc)
+    assert any(a.startswith("attention kernel priced as cudnn") for a in doc["assumed"])
+    assert any(a.startswith("moe_dispatcher=alltoall") for a in doc["assumed"])

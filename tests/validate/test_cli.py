@@ -17,14 +17,14 @@ def run_json(capsys, *args):
 
 def test_json_document(capsys):
     doc = run_json(capsys)
-    assert doc["summary"]["rows"] == 125
-    assert len(doc["rows"]) == 125
+    assert doc["summary"]["rows"] == 161
+    assert len(doc["rows"]) == 161
     used = [r for r in doc["rows"] if not r["skipped"]]
     for r in used:
         assert r["measured_tokens_per_s_per_gpu"] > 0 and r["predicted_tokens_per_s_per_gpu"] > 0
         assert r["flop_rule"] and r["metric"]
         assert abs(sum(r["step_shares"].values()) - 1.0) < 1e-6
-    assert doc["summary"]["skipped"] == [] and doc["summary"]["used"] == 125  # none refused (issue 14)
+    assert doc["summary"]["skipped"] == [] and doc["summary"]["used"] == 161  # none refused (issue 14)
     assert {r["group"] for r in doc["rows"]} >= {"hopper/nemo-24.07", "ampere/megatron-lm-2021"}
     assert all(isinstance(r["memory_fits"], bool) for r in doc["rows"])
     assert doc["worst_rows"] and doc["worst_rows"][0]["dominant_term"]

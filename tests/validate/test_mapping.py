@@ -14,11 +14,48 @@ CASES = {c.row_id: c for c in load_cases()}
 
 
 def test_every_row_is_mapped_none_refused():
-    assert len(CASES) == 125
+    assert len(CASES) == 161
     for c in CASES.values():
         assert c.used, c.skip
         assert np.isfinite(c.measured_tokens_per_s_per_gpu) and c.measured_tokens_per_s_per_gpu > 0
         assert c.plan.num_gpus == c.num_gpus
+
+
+def test_moe_rows_are_moe_models_with_the_rows_expert_parallelism():
+    """Issue 14 integration: Mixtral and Qwen3 rows map to the catalog MoE models (not dense ones), Qwen1.5-MoE
+    inline with its one gated shared expert of 4 x 1408; ep from the row, etp by the framework's rule unless
+    stated, the dispatcher where the row names it."""
+    mixtral = CASES["412"]
+    assert mixtral.model_source == "catalog mixtral-8x7b" and mixtral.model.moe.num_experts == 8
+    assert (mixtral.plan.ep, mixtral.plan.etp, mixtral.plan.moe_dispatcher) == (8, 1, "alltoall")  # NeMo recipes
+    qwen3 = CASES["437"]
+    assert qwen3.model_source == "catalog qwen3-235b-a22b"
+    assert (qwen3.plan.ep, qwen3.plan.etp, qwen3.plan.moe_dispatcher) == (32, 1, "deepep")
+    assert CASES["438"].plan.ep_comm_overlap and not qwen3.plan.ep_comm_overlap
+    assert CASES["440"].plan.moe_dispatcher == "alltoall"
+    qwen15 = CASES["434"].model.moe
+    assert (qwen15.num_experts, qwen15.top_k, qwen15.ffn_hidden_size) == (60, 4, 1408)
+    assert (qwen15.shared_experts, qwen15.shared_ffn_hidden_size) == (1, 5632) and CASES["434"].model.gated_mlp
+    assert CASES["434"].plan.moe_dispatcher == "allgather"  # Megatron-Core's default dispatcher
+    # --recompute-modules layernorm moe_act is not core-attention selective recompute
+    assert qwen3.plan.recompute == "none" and any("--recompute-modules" in f for f in qwen3.filled)
+
+
+def test_new_framework_strings_map_to_frameworks_and_kernels():
+    assert CASES["407"].plan.framework == "nemo" and CASES["407"].plan.attention_kernel == "cudnn"
+    for row in ("427", "428", "434", "435"):  # FlagPerf / Pai-Megatron-Patch / FlagScale name FlashAttention-2
+        assert (CASES[row].plan.framework, CASES[row].plan.attention_kernel) == ("megatron", "flash2"), row
+    assert (CASES["433"].plan.framework, CASES["433"].plan.attention_kernel) == ("deepspeed", "flash2")
+    auto = CASES["425"].plan  # NeMo Automodel: FSDP2 as torchtitan, TE attention and fused kernels
+    assert (auto.framework, auto.attention_kernel, auto.fused_elementwise, auto.zero3_gather) == \
+        ("torchtitan", "cudnn", True, "per-parameter")
+
+
+def test_groups_are_hardware_generation_by_stack():
+    groups = {c.group for c in CASES.values()}
+    assert {"blackwell/nemo-2025", "hopper/automodel-2025", "ampere/megatron-core-2024", "hopper/megatron-core-2024",
+            "hopper/megatron-core-moe-2025", "hopper/flagscale-2024"} <= groups
+    assert CASES["433"].group == "ampere/megatron-core-2024" and CASES["420"].group == "blackwell/nemo-2025"
 
 
 def test_rows_without_tp_pp_borrow_them_from_the_weak_scaling_row():

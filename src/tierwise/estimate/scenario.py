@@ -153,6 +153,20 @@ def model_summary(model: ModelSpec) -> dict[str, Any]:
     return out
 
 
+def _assumed_kernel(plan: Plan, scenario: Scenario | None) -> list[str]:
+    """The attention kernel family the estimate priced when the plan left it to the accelerator (``auto``) or
+    names a kernel priced as another family (``flash3``, ``triton``): the resolved family, said once."""
+    if scenario is None or plan.attention_kernel not in ("auto", "flash3", "triton"):
+        return []
+    from tierwise.estimate.step import resolved_attention_kernel
+
+    gen = scenario.cluster.accelerator.generation
+    kind = resolved_attention_kernel(plan.attention_kernel, gen)
+    why = (f"the {gen or 'unknown'} generation's default, compute.yaml default_attention_kernel"
+           if plan.attention_kernel == "auto" else f"{plan.attention_kernel} is priced as the {kind} family")
+    return [f"attention kernel priced as {kind} ({why})"]
+
+
 def _assumed_numerics(plan: Plan, scenario: Scenario | None) -> list[str]:
     """Numeric conventions the estimate assumes that no plan key states: the gradient reduction's dtype
     (``grad_bytes`` of catalog/parameters.yaml, or the cluster file's), where gradients are reduced at all."""
@@ -261,7 +275,7 @@ def result_dict(result, i: int, plan: Plan, scenario: Scenario | None = None) ->
                        f"matmul precision ({result.peak_flops_per_s[i] / 1e12:.0f} TFLOP/s)"),
         "scaling_efficiency": float(result.scaling_efficiency[i]),
         "num_microbatches": float(result.num_microbatches[i]),
-        "assumed": list(plan.assumed) + _assumed_numerics(plan, scenario),
+        "assumed": list(plan.assumed) + _assumed_kernel(plan, scenario) + _assumed_numerics(plan, scenario),
         "memory": mem,
         "breakdown": {
             "compute_s": float(result.compute_s[i]),

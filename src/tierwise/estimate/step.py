@@ -80,7 +80,7 @@ from tierwise.workload.flops import (
 from tierwise.workload.memory import activation_bytes_per_token_per_layer, in_flight_microbatches
 from tierwise.workload.traffic import axis_strides, layer_traffic
 
-__all__ = ["estimate", "StepEstimates", "AXES", "TIERS", "memory_bound_bytes_per_s"]
+__all__ = ["estimate", "StepEstimates", "AXES", "TIERS", "memory_bound_bytes_per_s", "resolved_attention_kernel"]
 
 AXES = ("tp", "cp", "ep", "pp", "dp")
 TIERS = TIER_ORDER
@@ -591,7 +591,7 @@ def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P: Derived, 
         # host side: the dispatcher copies the tokens-per-expert counts to the host to size the all-to-all, so
         # the CPU cannot run ahead of the GPU into the MoE block; its kernels then start at the CPU's launch
         # pace, and the block costs max(GPU time, kernels x torch_op_overhead), forward and backward
-        kf, kb = moe_kernels_per_layer("alltoall")
+        kf, kb = _dispatcher_kernels(plans)
         op = cparams["torch_op_overhead"]
         gpu_moe = moe_lin_t + permute
         moe_host_extra = np.maximum(kf * op - gpu_moe, 0.0) + np.maximum(kb * op - 2.0 * gpu_moe, 0.0)
@@ -635,6 +635,53 @@ def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P: Derived, 
     )
 
 
+def _deepep_node_dedup(model, plans: PlanBatch, span):
+    """Fraction of the EP all-to-all's bytes a DeepEP dispatcher moves when the EP group spans several
+    scale-up domains (1 otherwise, and for the other dispatchers).
+
+    DeepEP's normal (high-throughput) kernels send a token once over RDMA to each *domain* that holds at least
+    one of its experts, and forward it over NVLink inside that domain (DeepSeek-V3 report, arXiv:2412.19437,
+    sec. 3.2.2: "each token ... first transmitted via IB to the GPUs with the same in-node index on its target
+    nodes ... then forwarded via NVLink"; DeepEP README, "normal kernels ... NVLink and RDMA forwarding"). The
+    all-to-all record counts one copy per routed expert (``top_k`` per token). Derivation: with ``E`` experts
+    spread evenly over ``m`` domains and ``k`` experts drawn without replacement per token (uniform routing),
+    a token reaches a given other domain with probability ``1 - C(E - E/m, k) / C(E, k)``, so it crosses the
+    scale-out tier ``(m - 1) (1 - C(E - E/m, k) / C(E, k))`` times against ``k (m - 1) / m`` copies without
+    deduplication; the ratio scales the priced all-to-all (whose time the scale-out tier sets once the group
+    leaves a domain; the NVLink forwarding runs at the scale-up rate beside it and is not added).
+    """
+    from tierwise.specs.framework import MOE_DISPATCHERS
+
+    raw = getattr(plans, "moe_dispatcher", None)
+    m = np.asarray(span.num_domains, dtype=float)
+    if raw is None or model.moe is None:
+        return np.ones(len(plans))
+    deepep = (np.asarray(raw) == MOE_DISPATCHERS.index("deepep")) & (m > 1)
+    if not np.any(deepep):
+        return np.ones(len(plans))
+    E, k = float(model.moe.num_experts), int(model.moe.top_k)
+    m = np.maximum(m, 1.0)
+    miss = np.ones(len(plans))
+    for i in range(k):  # C(E - E/m, k) / C(E, k) = prod_i (E - E/m - i) / (E - i)
+        miss = miss * np.clip((E - E / m - i) / (E - i), 0.0, None)
+    distinct = (m - 1.0) * (1.0 - miss)
+    copies = k * (m - 1.0) / m
+    return np.where(deepep, np.minimum(distinct / np.maximum(copies, 1e-12), 1.0), 1.0)
+
+
+def _dispatcher_kernels(plans: PlanBatch):
+    """(forward, backward) kernels per MoE layer of each plan's ``moe_dispatcher`` (compute.yaml
+    moe_dispatchers, :func:`tierwise.specs.compute.moe_kernels_per_layer`); a batch without the field: all-to-all."""
+    from tierwise.specs.framework import MOE_DISPATCHERS
+
+    raw = getattr(plans, "moe_dispatcher", None)
+    if raw is None:
+        kf, kb = moe_kernels_per_layer("alltoall")
+        return np.full(len(plans), float(kf)), np.full(len(plans), float(kb))
+    table = np.array([moe_kernels_per_layer(d) for d in MOE_DISPATCHERS], dtype=float)
+    return table[np.asarray(raw, dtype=np.int64), 0], table[np.asarray(raw, dtype=np.int64), 1]
+
+
 def _per_accelerator(cparams, prof):
     """``cparams`` with the absolute large-GEMM and memory-bound efficiencies of this accelerator.
 
@@ -665,29 +712,38 @@ def _overlapped(t_mm, t_exp, overlap):
     return np.maximum(t_mm, t_exp) + (1.0 - overlap) * np.minimum(t_mm, t_exp)
 
 
+_KERNEL_FAMILY = {"flash3": "cudnn", "triton": "flash2"}
+"""Plan kernel names priced as another family: FlashAttention-3 is of the cuDNN fused-attention class
+(warp-specialised, softmax overlapped with the GEMMs; Shah et al. 2024 sec. 3), Triton flash attention has
+FlashAttention-2's structure (compute.yaml attention_kernels)."""
+
+
+def resolved_attention_kernel(name: str, generation: str) -> str:
+    """The kernel family a plan's ``attention_kernel`` is priced as on ``generation``: ``auto`` (or a name the
+    compute model does not know) is the generation's default (:func:`tierwise.specs.compute.
+    default_attention_kernel`), ``flash3`` / ``triton`` their families (:data:`_KERNEL_FAMILY`)."""
+    name = _KERNEL_FAMILY.get(name, name)
+    return name if name in ATTENTION_KERNELS else default_attention_kernel(generation)
+
+
 def _attention_kernels(plans: PlanBatch, generation: str, cparams):
     """(matmul efficiency, overlap) arrays of each plan's attention kernel family.
 
-    The family is the plan's ``attention_kernel`` where the plan has that field (codes into
-    ``tierwise.specs.plan.ATTENTION_KERNEL`` or names; empty or unknown: the default), else the default for
-    the accelerator's generation (:func:`tierwise.specs.compute.default_attention_kernel`). Each family's
-    efficiency is the global ``attention_efficiency_<family>`` (one fitted value per family).
+    The family is the plan's ``attention_kernel`` (codes into :data:`tierwise.specs.framework.ATTENTION_KERNELS`)
+    through :func:`resolved_attention_kernel`; a batch without the field uses the accelerator generation's
+    default. Each family's efficiency is the global ``attention_efficiency_<family>`` (one fitted value per
+    family); the few distinct codes are resolved once, so the batch stays vectorized.
     """
+    from tierwise.specs.framework import ATTENTION_KERNELS as PLAN_KERNELS
+
     n = len(plans)
-    default = default_attention_kernel(generation)
     raw = getattr(plans, "attention_kernel", None)
     if raw is None:
-        kinds, inverse = np.array([default]), np.zeros(n, dtype=np.int64)
+        kinds, inverse = [default_attention_kernel(generation)], np.zeros(n, dtype=np.int64)
     else:
         codes, inverse = np.unique(np.asarray(raw), return_inverse=True)
-        from tierwise.specs import plan as plan_mod
-
-        names = getattr(plan_mod, "ATTENTION_KERNEL", ATTENTION_KERNELS)
-        kinds = []
-        for c in codes:
-            name = names[int(c)] if np.issubdtype(np.asarray(c).dtype, np.integer) and 0 <= int(c) < len(names) else c
-            kinds.append(name if name in ATTENTION_KERNELS else default)
-        kinds = np.array(kinds)
+        kinds = [resolved_attention_kernel(PLAN_KERNELS[int(c)] if 0 <= int(c) < len(PLAN_KERNELS) else "auto",
+                                           generation) for c in codes]
     eff = np.array([cparams[f"attention_efficiency_{k}"] for k in kinds])[inverse]
     overlap = np.array([attention_kernel_overlap(k, generation) for k in kinds])[inverse]
     return eff, overlap
@@ -768,6 +824,8 @@ def _layer_comm(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derived,
     ep_span = _span(cluster, plans.ep, P.etp.astype(np.int64))
     if traffic["ep"] and np.any(plans.ep > 1):
         ep_layer_t, ep_layer_bytes, (a2a,) = _price(traffic["ep"], ep_span, cluster, n)
+        dedup = _deepep_node_dedup(model, plans, ep_span)
+        ep_layer_t, ep_layer_bytes, a2a = ep_layer_t * dedup, ep_layer_bytes * dedup, a2a * dedup
         # combined 1F1B (Megatron-Core --overlap-moe-expert-parallel-comm, after DeepSeek-V3's DualPipe,
         # arXiv:2412.19437 section 3.2.1): a micro-batch's forward dispatch + combine run behind the adjacent
         # micro-batch's backward of the layer (2 x forward), its backward pair behind the adjacent forward; what

@@ -39,14 +39,21 @@ from __future__ import annotations
 from tierwise.errors import SpecError
 from tierwise.files import short_repr
 
-__all__ = ["FRAMEWORKS", "ATTENTION_KERNELS", "GRAD_REDUCE_DTYPES", "ZERO2_SYNC", "framework_defaults",
+__all__ = ["FRAMEWORKS", "ATTENTION_KERNELS", "GRAD_REDUCE_DTYPES", "ZERO2_SYNC", "MOE_DISPATCHERS", "framework_defaults",
            "check_framework", "framework_for_text"]
 
 FRAMEWORKS = ("megatron", "nemo", "torchtitan", "llm-foundry", "deepspeed")
-ATTENTION_KERNELS = ("flash2", "sdpa", "cudnn", "flash3", "triton")
+ATTENTION_KERNELS = ("flash2", "sdpa", "cudnn", "flash3", "triton", "auto")
 """Attention kernel families: FlashAttention-2 (and Triton ports), PyTorch SDPA (its FlashAttention-2
-backend), cuDNN fused attention / FlashAttention-3 (Hopper and later). Priced by the compute model."""
+backend), cuDNN fused attention / FlashAttention-3 (Hopper and later). Priced by the compute model
+(``flash3`` as the cuDNN / FA3 class, ``triton`` as FlashAttention-2). ``auto``: the accelerator
+generation's default (:func:`tierwise.specs.compute.default_attention_kernel`), resolved by the estimator
+and listed under ``assumed`` in its document; a plan built without a framework or a generation has it."""
 GRAD_REDUCE_DTYPES = ("fp32", "bf16")
+MOE_DISPATCHERS = ("alltoall", "allgather", "deepep")
+"""MoE token dispatchers (Megatron-Core ``moe_token_dispatcher_type``: ``alltoall``, ``allgather``, and
+``flex`` with DeepEP): they differ in the kernels one MoE layer launches (compute.yaml moe_dispatchers),
+which sets the host-launch floor of the layer."""
 ZERO2_SYNC = ("per-step", "reduce-per-microbatch", "fsdp-per-microbatch")
 """What ZeRO-2 does under gradient accumulation:
 
@@ -72,8 +79,20 @@ def check_framework(value, origin: str) -> str:
 
 def framework_for_text(text: str) -> str:
     """A calibration row's free-text framework column (``Megatron-LM (2021)``, ``NeMo 24.07``,
-    ``torchtitan``, ``llm-foundry``, ``DeepSpeed``) as a :data:`FRAMEWORKS` name; "" when none fits."""
+    ``torchtitan``, ``llm-foundry``, ``DeepSpeed``) as a :data:`FRAMEWORKS` name; "" when none fits.
+
+    ``Megatron-DeepSpeed`` is ``deepspeed`` (DeepSpeed's engine runs the data parallelism); ``NeMo Automodel``
+    (PyTorch FSDP2 + Transformer Engine) is ``torchtitan``, the FSDP2 framework whose data-parallel semantics
+    it shares (docs/validation.md); the Pai-Megatron-Patch, FlagScale and FlagPerf Megatron-Core rows are
+    ``megatron``."""
     low = text.lower()
+    if "megatron-deepspeed" in low:
+        return "deepspeed"  # Megatron's model code (TP) under DeepSpeed's engine: DeepSpeed's ZeRO and gradient sync
+    if "automodel" in low:
+        # NeMo Automodel: PyTorch FSDP2 fully_shard data parallelism, torchtitan's semantics (per-parameter shards,
+        # fp32 reduce, re-gather per micro-batch); its Transformer Engine attention and fused kernels are set by
+        # the row (validate/mapping.py), not by this name
+        return "torchtitan"
     found = [(low.find(key), name) for key, name in (
         ("nemo", "nemo"), ("megatron-bridge", "nemo"), ("torchtitan", "torchtitan"), ("llm-foundry", "llm-foundry"),
         ("composer", "llm-foundry"), ("mosaic", "llm-foundry"), ("deepspeed", "deepspeed"), ("megatron", "megatron"))
@@ -92,8 +111,12 @@ def framework_defaults(framework: str, *, generation: str = "", moe: bool = Fals
     """
     hopper = generation.lower() in _HOPPER_OR_LATER
     if framework in ("megatron", "nemo"):
-        kernel = ("cudnn", "Transformer Engine DotProductAttention, cuDNN fused attention on Hopper and later") \
-            if hopper or not generation else ("flash2", "Transformer Engine on Ampere: FlashAttention-2 backend")
+        if not generation:
+            kernel = ("auto", "Transformer Engine DotProductAttention: the accelerator generation's backend")
+        elif hopper:
+            kernel = ("cudnn", "Transformer Engine DotProductAttention, cuDNN fused attention on Hopper and later")
+        else:
+            kernel = ("flash2", "Transformer Engine on Ampere: FlashAttention-2 backend")
         out: dict[str, tuple[object, str]] = {
             "fused_elementwise": (True, f"{framework}: Transformer Engine / apex fused kernels"),
             "fused_cross_entropy": (False, "Megatron-Core cross_entropy_loss_fusion defaults to False"),
@@ -109,6 +132,9 @@ def framework_defaults(framework: str, *, generation: str = "", moe: bool = Fals
             out["etp"] = ((tp, "Megatron-Core: expert_tensor_parallel_size = tensor_model_parallel_size when "
                                "unset") if framework == "megatron"
                           else (1, "NeMo / Megatron-Bridge MoE recipes set expert_tensor_parallel_size 1"))
+            out["moe_dispatcher"] = (("allgather", "Megatron-Core --moe-token-dispatcher-type defaults to allgather "
+                                                   "(arguments.py)") if framework == "megatron"
+                                     else ("alltoall", "NeMo MoE recipes set moe_token_dispatcher_type alltoall"))
         return out
     if framework == "torchtitan":
         return {

@@ -10,7 +10,8 @@ batch of one. Plan keys and defaults (issue 2 "Contracts"):
 ``fused_cross_entropy`` (false), ``overlap_grad_reduce`` and
 ``overlap_param_gather`` (true), ``schedule`` (1f1b; interleaved when vpp > 1), ``order`` (tp-cp-dp-pp),
 ``first_stage_layers`` / ``last_stage_layers`` (derived: :func:`stage_layout`), ``zero3_gather`` (flat),
-``grad_reduce_dtype`` (fp32), ``zero2_sync`` (per-step), ``attention_kernel`` (by framework and accelerator).
+``grad_reduce_dtype`` (fp32), ``zero2_sync`` (per-step), ``attention_kernel`` (by framework and accelerator),
+``moe_dispatcher`` (alltoall; listed under ``assumed`` for MoE models only).
 A ``framework`` (:mod:`tierwise.specs.framework`) changes the defaults of the switches to that framework's.
 Every default applied is listed in ``assumed``.
 
@@ -40,6 +41,7 @@ from tierwise.specs._mapping import check_keys, get_bool, get_int, require_mappi
 from tierwise.specs.framework import (
     ATTENTION_KERNELS,
     GRAD_REDUCE_DTYPES,
+    MOE_DISPATCHERS,
     ZERO2_SYNC,
     check_framework,
     framework_defaults,
@@ -83,7 +85,7 @@ _KEYS = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "global
          "tp_comm_overlap", "ep_comm_overlap", "fused_elementwise", "fused_cross_entropy", "overlap_grad_reduce", "overlap_param_gather", "schedule", "order",
          "first_stage_layers", "last_stage_layers", "zero3_gather", "pipeline_layout",
          "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "grad_reduce_dtype",
-         "zero2_sync", "attention_kernel")
+         "zero2_sync", "attention_kernel", "moe_dispatcher")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,8 +141,11 @@ class Plan:
     """The dtype gradients are reduced in (:data:`tierwise.specs.framework.GRAD_REDUCE_DTYPES`)."""
     zero2_sync: str = "per-step"
     """What ZeRO-2 does under gradient accumulation (:data:`tierwise.specs.framework.ZERO2_SYNC`)."""
-    attention_kernel: str = "flash2"
-    """Attention kernel family (:data:`tierwise.specs.framework.ATTENTION_KERNELS`)."""
+    attention_kernel: str = "auto"
+    """Attention kernel family (:data:`tierwise.specs.framework.ATTENTION_KERNELS`); ``auto``: the
+    accelerator generation's default, resolved by the estimator."""
+    moe_dispatcher: str = "alltoall"
+    """MoE token dispatcher (:data:`tierwise.specs.framework.MOE_DISPATCHERS`): the kernels per MoE layer."""
     framework: str = ""
     """The framework whose defaults filled unstated switches ("" = tierwise's own defaults)."""
     assumed: tuple[str, ...] = ()
@@ -225,6 +230,17 @@ def _resolve_aliases(data: Mapping[str, Any], origin: str, num_layers: int | Non
     return out
 
 
+def _kernel_fallback(generation: str) -> str:
+    """The attention kernel without a framework: the generation's default (``compute.yaml``
+    ``default_attention_kernel``: A100 FlashAttention-2, Hopper and Blackwell cuDNN) or, with no generation
+    known, ``auto`` (the estimator resolves it for the cluster it prices)."""
+    if not generation:
+        return "auto"
+    from tierwise.specs.compute import default_attention_kernel
+
+    return default_attention_kernel(generation.lower())
+
+
 def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "plan",
                       num_layers: int | None = None, framework: str | None = None, generation: str = "",
                       moe: bool = False) -> Plan:
@@ -300,12 +316,16 @@ def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "
                                    ("order", ORDERS, "tp-cp-dp-pp"), ("zero3_gather", ZERO3_GATHER, "flat"),
                                    ("grad_reduce_dtype", GRAD_REDUCE_DTYPES, "fp32"),
                                    ("zero2_sync", ZERO2_SYNC, "per-step"),
-                                   ("attention_kernel", ATTENTION_KERNELS,
-                                    "cudnn" if generation.lower() in ("hopper", "blackwell", "rubin") else "flash2")):
+                                   ("attention_kernel", ATTENTION_KERNELS, _kernel_fallback(generation)),
+                                   ("moe_dispatcher", MOE_DISPATCHERS, "alltoall")):
         default, why = default_of(key, fallback)
         if key not in data:
             if key == "recompute":
                 inferred.append("recompute")  # the cheapest that fits memory, chosen by the estimate
+            elif key == "moe_dispatcher" and not moe:
+                pass  # no experts: nothing dispatched
+            elif key == "moe_dispatcher":
+                assumed.append(f"{key}={default}{why or ' (the all-to-all dispatcher of NeMo / Megatron-Core MoE recipes)'}")
             else:
                 assumed.append(f"{key}={default}{why}")
         choices[key] = _choice(data, key, options, default, origin)
@@ -390,7 +410,7 @@ _BOOL_FIELDS = ("sequence_parallel", "reshard_after_forward", "tp_comm_overlap",
                 "loss_in_split")
 _CODE_FIELDS = {"recompute": RECOMPUTE, "precision": PRECISION, "schedule": SCHEDULES, "order": ORDERS,
                 "zero3_gather": ZERO3_GATHER, "grad_reduce_dtype": GRAD_REDUCE_DTYPES, "zero2_sync": ZERO2_SYNC,
-                "attention_kernel": ATTENTION_KERNELS}
+                "attention_kernel": ATTENTION_KERNELS, "moe_dispatcher": MOE_DISPATCHERS}
 
 
 @dataclass
@@ -433,6 +453,7 @@ class PlanBatch:
     grad_reduce_dtype: np.ndarray
     zero2_sync: np.ndarray
     attention_kernel: np.ndarray
+    moe_dispatcher: np.ndarray
 
     def __len__(self) -> int:
         return int(self.tp.shape[0])

@@ -129,16 +129,51 @@ def cluster_for_row(row: dict[str, str]) -> tuple[str, str]:
 _ARCH_KEYS = ("num_layers", "hidden_size", "num_attention_heads")
 
 
+def _moe_from_row(row: dict[str, str], filled: list[str]) -> dict | None:
+    """The row's MoE block (:class:`tierwise.specs.model.MoESpec` keys), or None for a dense row.
+
+    ``moe_shared_experts`` counts shared experts in units of the routed expert's width unless the row's
+    ``arch_notes`` name one shared expert's width ("shared expert of width N"): Qwen1.5-MoE's config has one
+    gated shared expert of ``shared_expert_intermediate_size`` 5632 = 4 x 1408, which the row writes as 4."""
+    experts = _int(row, "moe_num_experts")
+    if not experts:
+        return None
+    top_k, width = _int(row, "moe_top_k"), _int(row, "moe_ffn_hidden_size")
+    if not top_k or not width:
+        raise _Skip("MoE row without moe_top_k or moe_ffn_hidden_size")
+    moe: dict[str, int] = {"num_experts": experts, "top_k": top_k, "ffn_hidden_size": width}
+    shared = _int(row, "moe_shared_experts") or 0
+    m = re.search(r"shared expert of width (\d+)", row["arch_notes"])
+    if shared and m:
+        moe.update(shared_experts=1, shared_ffn_hidden_size=int(m.group(1)))
+        filled.append(f"one shared expert of width {m.group(1)} (arch_notes; the row's {shared} is in routed-expert "
+                      "widths)")
+    elif shared:
+        moe.update(shared_experts=shared, shared_ffn_hidden_size=width)
+    return moe
+
+
 def _catalog_match(row: dict[str, str]) -> str:
-    """A catalog model whose dimensions equal the row's (every dimension the row gives), or ""."""
-    if row["moe_num_experts"]:
-        return ""
+    """A catalog model whose dimensions equal the row's (every dimension the row gives), or "".
+
+    A MoE row matches a catalog MoE model by its experts (count, top-k, expert width, shared experts) and its
+    attention and embedding dimensions; its ``ffn_hidden_size`` column may be the expert width (Qwen3 rows)
+    while the catalog keeps the config's unused dense width, so it is not compared."""
+    moe = _moe_from_row(row, []) if row["moe_num_experts"] else None
     want = {k: _int(row, k) for k in ("num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size",
                                        "num_kv_heads", "vocab_size")}
+    if moe:
+        want.pop("ffn_hidden_size")
     name = row["model_name"].lower().replace("-", "")
     for key, entry in catalog.entries("models").items():
-        if entry.get("moe"):
+        if bool(entry.get("moe")) != bool(moe):
             continue
+        if moe:
+            em = entry["moe"]
+            have_moe = (em["num_experts"], em["top_k"], em["ffn_hidden_size"], em.get("shared_experts", 0))
+            if have_moe != (moe["num_experts"], moe["top_k"], moe["ffn_hidden_size"], moe.get("shared_experts", 0)) \
+                    or em.get("first_dense_layers", 0) or em.get("layer_freq", 1) != 1:
+                continue
         have = {
             "num_layers": entry["num_layers"], "hidden_size": entry["hidden_size"],
             "num_attention_heads": entry["num_attention_heads"], "ffn_hidden_size": entry.get("ffn_hidden_size"),
@@ -152,7 +187,10 @@ def _catalog_match(row: dict[str, str]) -> str:
 
 
 def model_for_row(row: dict[str, str], filled: list[str]) -> tuple[ModelSpec, str]:
-    """(model, where it came from): a catalog model when the row's dimensions are one of ours, else inline."""
+    """(model, where it came from): a catalog model when the row's dimensions are one of ours, else inline.
+
+    A row with ``moe_num_experts`` is a MoE model (every layer MoE, the routed experts of the row's
+    ``moe_ffn_hidden_size`` and ``moe_top_k``, its shared experts: :func:`_moe_from_row`)."""
     key = _catalog_match(row)
     if key:
         if not row["vocab_size"]:
@@ -165,6 +203,7 @@ def model_for_row(row: dict[str, str], filled: list[str]) -> tuple[ModelSpec, st
     low = (name + " " + row["arch_notes"]).lower()
     h = _int(row, "hidden_size")
     a = _int(row, "num_attention_heads")
+    moe = _moe_from_row(row, filled)
     ffn = _int(row, "ffn_hidden_size")
     if ffn is None:
         ffn = 4 * h
@@ -183,7 +222,8 @@ def model_for_row(row: dict[str, str], filled: list[str]) -> tuple[ModelSpec, st
             filled.append("vocab 50304 (GPT-2 BPE 50257 padded to a multiple of 128, Megatron default)")
         else:
             raise _Skip("vocab_size not given and no documented default for this model")
-    gated = "swiglu" in low or "llama" in low or "geglu" in low
+    # SwiGLU: Llama, Mistral/Mixtral and Qwen MLPs (their configs' hidden_act "silu" with gate and up projections)
+    gated = any(k in low for k in ("swiglu", "llama", "geglu", "qwen", "mixtral", "mistral"))
     spec = {
         "num_layers": _int(row, "num_layers"), "hidden_size": h, "ffn_hidden_size": ffn,
         "num_attention_heads": a, "num_kv_heads": kv, "vocab_size": vocab, "gated_mlp": gated,
@@ -191,6 +231,8 @@ def model_for_row(row: dict[str, str], filled: list[str]) -> tuple[ModelSpec, st
         # Megatron's GPT (add_bias_linear and LayerNorm defaults) carries biases; the gated (Llama-style) rows do not
         "bias": "gpt" in low and not gated,
     }
+    if moe:
+        spec["moe"] = moe
     if _int(row, "head_dim"):
         spec["head_dim"] = _int(row, "head_dim")
     return model_from_mapping({"name": re.sub(r"[^a-z0-9.]+", "-", name.lower()).strip("-"), **spec},
@@ -208,6 +250,13 @@ def _recompute(row: dict[str, str], filled: list[str]) -> str:
     text = row["activation_recompute"].lower()
     if text.startswith("full"):
         return "full"
+    if "--recompute-modules" in text and "core_attn" not in text:
+        # Megatron-Core --recompute-modules layernorm / moe_act / mlp...: norms and activation functions are
+        # recomputed, not the attention core (selective here means core attention); the model has no
+        # recompute of elementwise passes alone, so none (their recompute is a few memory-bound passes)
+        filled.append("recompute=none (--recompute-modules recomputes norms and activations only, not core "
+                      "attention; their small elementwise recompute is not modelled)")
+        return "none"
     if text.startswith("selective"):
         return "selective"
     if text.startswith("none") or text in ("n", "no"):
@@ -235,6 +284,10 @@ def _zero(row: dict[str, str], dp: int, filled: list[str]) -> tuple[int, int]:
         return 1, dp
     if text == "none":
         return 0, dp
+    if "deepspeed" in row["framework"].lower():
+        filled.append("zero_stage=1 (not stated: DeepSpeed ZeRO-1, the optimizer-state partitioning Megatron-DeepSpeed's "
+                      "examples configure)")
+        return 1, dp
     filled.append("zero_stage=1 (NeMo/Megatron-Core default distributed optimizer)")
     return 1, dp
 
@@ -336,6 +389,23 @@ def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str], gener
         # parameters; the source names it, so this is not a filled default
         data["zero3_gather"] = "per-parameter"
     data["precision"] = "fp8" if "fp8" in row["precision"].lower() else "bf16"
+    if model.moe is not None:
+        ep = _int(row, "ep")
+        if ep is None:
+            ep = 1
+            filled.append("ep=1 (expert parallelism not stated)")
+        data["ep"] = ep
+        if "overlap of ep communication" in notes:
+            data["ep_comm_overlap"] = True  # stated: Megatron-Core's combined 1F1B overlap of the EP all-to-all
+        m = re.search(r"\betp (\d+)", notes)
+        if m:
+            data["etp"] = int(m.group(1))  # stated (Megatron MoE Model Zoo's "ETP 1"); else the framework's rule
+        said = notes + " " + row["framework"].lower()
+        for word, dispatcher in (("deepep", "deepep"), ("alltoall", "alltoall"), ("all-to-all", "alltoall"),
+                                 ("allgather", "allgather")):
+            if word in said:
+                data["moe_dispatcher"] = dispatcher
+                break
     vpp, _ = _vpp(row, model.num_layers, pp, filled)
     data["vpp"] = vpp
     if "megatron-lm (20" in framework:
@@ -355,6 +425,16 @@ def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str], gener
         data["grad_reduce_dtype"] = "bf16"
     if "compile" in framework:
         data["fused_elementwise"] = True  # torch.compile fuses the elementwise ops the eager default would not
+    fw_text = row["framework"].lower()
+    if "flashattention-2" in fw_text or "flash-attention 2" in fw_text:
+        data["attention_kernel"] = "flash2"  # the row names the kernel (FlagPerf, FlagScale, Pai-Megatron-Patch)
+    if "automodel" in fw_text and "transformer engine" in fw_text:
+        # NeMo Automodel's TE backend: TE DotProductAttention (cuDNN fused attention on Hopper and later,
+        # FlashAttention-2 before) and TE's fused norm / linear / RoPE kernels, under FSDP2 (torchtitan's semantics)
+        data["attention_kernel"] = "cudnn" if generation in ("hopper", "blackwell") else "flash2"
+        data["fused_elementwise"] = True
+        filled.append(f"attention_kernel={data['attention_kernel']}, fused_elementwise=true (NeMo Automodel's "
+                      "Transformer Engine backend: TE DotProductAttention and fused kernels; FSDP2 as torchtitan)")
     # the framework's own defaults (fusions, cross-entropy, gradient-reduce dtype, ZeRO-2 semantics, attention
     # kernel, expert TP) come from one place, tierwise.specs.framework, and are listed in `filled`; the
     # pipeline stage layout from tierwise.specs.plan.stage_layout (never refused)
@@ -370,7 +450,7 @@ def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str], gener
 
 
 _FRAMEWORK_KEYS = ("fused_elementwise", "fused_cross_entropy", "tp_comm_overlap", "grad_reduce_dtype", "zero2_sync",
-                   "attention_kernel", "etp", "zero3_gather")
+                   "attention_kernel", "etp", "zero3_gather", "moe_dispatcher")
 
 
 # ------------------------------------------------------------------------------------------------ metric
@@ -449,10 +529,24 @@ def stack_for_row(row: dict[str, str]) -> str:
     """The row's software stack: the framework (:func:`tierwise.specs.framework.framework_for_text`) and its
     era, from the ``framework`` column's version or year, else the first year in ``source``:
     ``megatron-lm-2021``, ``megatron-lm-2022``, ``megatron-core-r0.8``, ``nemo-24.07``, ``torchtitan-2024``,
-    ``llm-foundry``. Megatron-LM 2021 rows whose ZeRO column names DeepSpeed ran DeepSpeed's ZeRO-3
+    ``llm-foundry``; the 2024-25 rows: ``nemo-2025`` (NeMo 25.02-25.07), ``automodel-2025`` (NeMo Automodel),
+    ``megatron-core-2024`` (FlagPerf's Megatron-Core 0.6, Pai-Megatron-Patch and Megatron-DeepSpeed cases),
+    ``flagscale-2024`` and ``megatron-core-moe-2025`` (the Megatron MoE Model Zoo). Megatron-LM 2021 rows whose ZeRO column names DeepSpeed ran DeepSpeed's ZeRO-3
     (``deepspeed-2021``): a different data-parallel implementation on the same cluster."""
     text = row.get("framework", "")
     low = text.lower()
+    # the stacks of the 2024-25 rows, named as their users know them (docs/validation.md, "Groups")
+    if "automodel" in low:
+        return "automodel-2025"  # NeMo Automodel: PyTorch FSDP2 + Transformer Engine
+    if "flagscale" in low:
+        return "flagscale-2024"  # FlagScale (Megatron-LM fork), FlagPerf's H800 case
+    if "flagperf" in low:
+        return "megatron-core-2024"  # FlagPerf's Megatron-Core 0.6 / Pai-Megatron-Patch / Megatron-DeepSpeed cases
+    if "megatron-core" in low and ("moe_dev" in low or "dispatcher" in low):
+        return "megatron-core-moe-2025"  # the Megatron MoE Model Zoo (DeepEP / all-to-all dispatchers)
+    m = re.search(r"\bnemo (2\d)\.\d\d", low)
+    if m and int(m.group(1)) >= 25:
+        return f"nemo-20{m.group(1)}"  # NeMo 25.02 / 25.04 / 25.07: one release line (Megatron-Core 0.11-0.13)
     name = framework_for_text(text) or "unknown"
     if "deepspeed" in row.get("zero_fsdp", "").lower():
         name = "deepspeed"
