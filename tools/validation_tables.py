@@ -38,7 +38,7 @@ def tables(doc: dict) -> dict[str, str]:
         lines.append(f"| {w['row_id']} | {w['source_id']} | {w['model']} | {w['plan']} | {w['error_pct']:+.1f} | "
                      f"{w['dominant_term']} ({w['dominant_share']:.0%}) |")
     out["worst"] = "\n".join(lines)
-    fitted = ("matmul_residual", "matmul_memory_weight", "attention_efficiency_flash2", "attention_efficiency_sdpa",
+    fitted = ("matmul_residual", "matmul_memory_weight", "attention_efficiency_flash2",
               "attention_efficiency_cudnn", "attention_backward_ratio", "memory_bound_residual", "torch_op_overhead",
               "overlap_interference")
     lines = ["| parameter | fitted value |", "|---|---|"]

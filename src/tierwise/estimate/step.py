@@ -60,6 +60,7 @@ from tierwise.hierarchy import TIER_ORDER, GroupHops, GroupSpan, group_hops, gro
 from tierwise.specs.cluster import Cluster
 from tierwise.specs.compute import (
     ATTENTION_KERNELS,
+    attention_efficiency_family,
     attention_kernel_overlap,
     compute_profile,
     default_attention_kernel,
@@ -744,7 +745,7 @@ def _attention_kernels(plans: PlanBatch, generation: str, cparams):
         codes, inverse = np.unique(np.asarray(raw), return_inverse=True)
         kinds = [resolved_attention_kernel(PLAN_KERNELS[int(c)] if 0 <= int(c) < len(PLAN_KERNELS) else "auto",
                                            generation) for c in codes]
-    eff = np.array([cparams[f"attention_efficiency_{k}"] for k in kinds])[inverse]
+    eff = np.array([cparams[f"attention_efficiency_{attention_efficiency_family(k)}"] for k in kinds])[inverse]
     overlap = np.array([attention_kernel_overlap(k, generation) for k in kinds])[inverse]
     return eff, overlap
 

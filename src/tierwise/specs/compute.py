@@ -28,7 +28,7 @@ import numpy as np
 from tierwise.specs import catalog
 
 __all__ = ["ComputeProfile", "compute_profile", "compute_catalog", "unmeasured", "attention_kernel_overlap",
-           "default_attention_kernel", "ATTENTION_KERNELS", "clock_factor", "moe_kernels_per_layer",
+           "attention_efficiency_family", "default_attention_kernel", "ATTENTION_KERNELS", "clock_factor", "moe_kernels_per_layer",
            "grouped_gemm_efficiency"]
 
 ATTENTION_KERNELS = ("flash2", "sdpa", "cudnn")
@@ -150,6 +150,13 @@ def default_attention_kernel(generation: str) -> str:
     """The attention kernel family a plan that names none runs on ``generation`` (A100: FlashAttention-2;
     Hopper and Blackwell: cuDNN / FlashAttention-3 class; anything else: SDPA)."""
     return compute_catalog()["default_attention_kernel"].get(generation or "", "sdpa")
+
+
+def attention_efficiency_family(kernel: str) -> str:
+    """The family whose fitted matmul efficiency ``kernel`` runs at: its own, or the one its catalog entry
+    names as ``efficiency_of`` (PyTorch SDPA's flash backend is FlashAttention-2, so ``sdpa`` -> ``flash2``)."""
+    entry = compute_catalog()["attention_kernels"].get(kernel, {})
+    return str(entry.get("efficiency_of", kernel))
 
 
 def attention_kernel_overlap(kernel: str, generation: str = "") -> float:

@@ -277,7 +277,7 @@ def testbed_fabric(fig: Figures):
     two = fig.uplink_bytes_per_s is not None
     radix = max(2, N + N % 2)
     spec = TopologySpec(family="fat-tree", gpus=N * fig.ranks_per_node, gpus_per_node=fig.ranks_per_node,
-                        nics_per_node=1, radix=radix, tiers=2 if two else 1, oversubscription=1.0,
+                        nics_per_node=1, radix=radix, tiers=2 if two else 1, exact_tiers=two, oversubscription=1.0,
                         nic_bandwidth=f"{fig.link_bytes_per_s!r} B/s", scale_up="nvswitch",
                         scale_up_bandwidth=f"{fig.loopback_bytes_per_s!r} B/s",
                         hop_latency=f"{fig.link_latency_s / 2!r} s", scale_up_latency=f"{fig.loopback_latency_s / 2!r} s")

@@ -121,7 +121,7 @@ def _tiers(spec: TopologySpec, num_nics: int, o: float, notes: list[str]) -> int
     need = tiers_needed(num_nics, spec.radix, o)
     if spec.tiers is None:
         return need
-    if spec.tiers > need:
+    if spec.tiers > need and not spec.exact_tiers:
         notes.append(f"--tiers {spec.tiers} is more than {num_nics} NICs need at radix {spec.radix}: "
                      f"built {need} tier{'s' if need > 1 else ''} (a further tier would be idle switches)")
         return need

@@ -39,6 +39,9 @@ class TopologySpec:
     NICs need builds the tiers needed and notes it."""
     oversubscription: float = 1.0
     """Leaf downlinks : uplinks (1 = non-blocking)."""
+    exact_tiers: bool = False
+    """Build exactly ``tiers`` even when fewer hold the NICs (the testbed's two leaves joined by a shaped
+    uplink: the uplink is the point, although one switch would hold its few nodes). Library use only."""
     nic_bandwidth: str = "400 Gb/s"
     scale_up: str = "nvswitch"
     """nvswitch (a crossbar per domain), mesh (switchless all-to-all links) or none."""

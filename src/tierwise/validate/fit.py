@@ -24,7 +24,6 @@ __all__ = ["FITTED", "fit_parameters", "cross_validate", "cross_validate_groups"
 FITTED: dict[str, tuple[float, float]] = {
     "matmul_residual": (0.5, 1.2),
     "attention_efficiency_flash2": (0.05, 0.95),
-    "attention_efficiency_sdpa": (0.05, 0.95),
     "attention_efficiency_cudnn": (0.05, 0.95),
     "memory_bound_residual": (0.2, 1.1),
     "matmul_memory_weight": (0.0, 4.0),
@@ -37,7 +36,6 @@ FITTED: dict[str, tuple[float, float]] = {
 START: dict[str, float] = {
     "matmul_residual": 1.0,
     "attention_efficiency_flash2": 0.7,
-    "attention_efficiency_sdpa": 0.7,
     "attention_efficiency_cudnn": 0.75,
     "memory_bound_residual": 0.8,
     "matmul_memory_weight": 0.5,
