@@ -235,21 +235,29 @@ def _server_agg(w: Workload, d: Deployments, tp, ep, inst, limit, pf):
         ok = (b <= limit) & (lam * o * step["total_s"] <= b * (1 + 1e-6))
         return b, ttft, step, ttft99, tpot99, ok
 
-    if w.rate is not None:
-        lam = np.full(len(d), float(w.rate))
-    else:
-        cap = inst * limit / _mixed_step(w, tp, ep, limit)["total_s"] / o
-        lo, hi = np.zeros(len(d)), cap
-        for _ in range(_ITER):
-            mid = (lo + hi) / 2
-            b, ttft, step, ttft99, tpot99, ok = at_rate(mid)
-            ok &= _meets(w, ttft99, tpot99)
-            lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
-        lam = np.maximum(lo, 1e-9)
+    def meets(rate):
+        *_, ttft99, tpot99, ok = at_rate(rate)
+        return ok & _meets(w, ttft99, tpot99)
+
+    lam = _arrival_rate(w, len(d), lambda: inst * limit / _mixed_step(w, tp, ep, limit)["total_s"] / o, meets)
     b, ttft, step, ttft99, tpot99, ok = at_rate(lam)
     tps = np.where(ok, lam * o, 0.0)
     del i
     return b, tps, ttft, step["total_s"], ttft99, tpot99, step
+
+
+def _arrival_rate(w: Workload, n: int, cap, meets) -> np.ndarray:
+    """The arrival rate each deployment is evaluated at: the given ``rate``, else the largest rate whose p99
+    TTFT/TPOT meet the SLOs, by bisection between 0 and ``cap()`` (the rate the instances' step time allows;
+    ``meets(rate)`` -> bool array), ``_ITER`` halvings."""
+    if w.rate is not None:
+        return np.full(n, float(w.rate))
+    lo, hi = np.zeros(n), cap()
+    for _ in range(_ITER):
+        mid = (lo + hi) / 2
+        ok = meets(mid)
+        lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
+    return np.maximum(lo, 1e-9)
 
 
 def _meets(w: Workload, ttft99, tpot99):
@@ -331,17 +339,12 @@ def _server_disagg(w, d, n_p, n_d, single, exposed, prefill_rate, limit):
         ok = (b <= limit) & (lam_d * o * s <= b * (1 + 1e-6))
         return b, s, ttft, tpot99, ttft99, ok
 
-    if w.rate is not None:
-        lam = np.full(len(d), float(w.rate))
-    else:
-        cap = np.minimum(prefill_rate, n_d * limit / _pure_step(w, tpd, epd, limit)["total_s"] / o)
-        lo, hi = np.zeros(len(d)), cap
-        for _ in range(_ITER):
-            mid = (lo + hi) / 2
-            b, s, ttft, tpot99, ttft99, ok = at_rate(mid)
-            ok &= _meets(w, ttft99, tpot99)
-            lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
-        lam = np.maximum(lo, 1e-9)
+    def meets(rate):
+        *_, tpot99, ttft99, ok = at_rate(rate)
+        return ok & _meets(w, ttft99, tpot99)
+
+    lam = _arrival_rate(w, len(d), lambda: np.minimum(
+        prefill_rate, n_d * limit / _pure_step(w, tpd, epd, limit)["total_s"] / o), meets)
     b, s, ttft, tpot99, ttft99, ok = at_rate(lam)
     return b, np.where(ok, lam * o, 0.0), ttft, s, ttft99, tpot99
 
