@@ -122,23 +122,38 @@ def render_plan(console, doc: dict) -> None:
         console.print(f"assumed: {a}", style="dim")
 
 
+# options serve and serve-plan share
+ScenarioFileArg = Annotated[str | None, typer.Argument(help="scenario YAML (keys as the flags)")]
+ModelOpt = Annotated[str | None, typer.Option("--model", help="catalog model name")]
+ClusterOpt = Annotated[str | None, typer.Option("--cluster", help="catalog cluster name")]
+PrecisionOpt = Annotated[str | None, typer.Option("--precision", help="bf16, fp8 or fp4 weights")]
+KvPrecisionOpt = Annotated[str | None, typer.Option("--kv-precision", help="bf16 or fp8 KV cache")]
+InputLenOpt = Annotated[int | None, typer.Option("--input-len", help="prompt tokens")]
+OutputLenOpt = Annotated[int | None, typer.Option("--output-len", help="generated tokens")]
+ScenarioOpt = Annotated[str | None, typer.Option("--scenario", help="offline, server or interactive")]
+RateOpt = Annotated[float | None, typer.Option("--rate", help="server arrivals, requests/s")]
+TtftSloOpt = Annotated[float | None, typer.Option("--ttft-slo", help="p99 TTFT bound, seconds")]
+TpotSloOpt = Annotated[float | None, typer.Option("--tpot-slo", help="p99 TPOT bound, seconds")]
+KvLinkOpt = Annotated[str | None, typer.Option("--kv-link", help="auto, scale_up, scale_out, host or tcp")]
+
+
 def register(app: typer.Typer) -> None:
     @app.command("serve")
     def serve_cmd(
-        scenario_file: Annotated[str | None, typer.Argument(help="scenario YAML (keys as the flags)")] = None,
-        model: Annotated[str | None, typer.Option("--model", help="catalog model name")] = None,
-        cluster: Annotated[str | None, typer.Option("--cluster", help="catalog cluster name")] = None,
+        scenario_file: ScenarioFileArg = None,
+        model: ModelOpt = None,
+        cluster: ClusterOpt = None,
         gpus: Annotated[int | None, typer.Option("--gpus", help="GPUs (aggregated)")] = None,
         tp: Annotated[int | None, typer.Option("--tp", help="tensor-parallel degree")] = None,
         ep: Annotated[int | None, typer.Option("--ep", help="expert-parallel degree (divides tp)")] = None,
-        precision: Annotated[str | None, typer.Option("--precision", help="bf16, fp8 or fp4 weights")] = None,
-        kv_precision: Annotated[str | None, typer.Option("--kv-precision", help="bf16 or fp8 KV cache")] = None,
-        input_len: Annotated[int | None, typer.Option("--input-len", help="prompt tokens")] = None,
-        output_len: Annotated[int | None, typer.Option("--output-len", help="generated tokens")] = None,
-        scenario: Annotated[str | None, typer.Option("--scenario", help="offline, server or interactive")] = None,
-        rate: Annotated[float | None, typer.Option("--rate", help="server arrivals, requests/s")] = None,
-        ttft_slo: Annotated[float | None, typer.Option("--ttft-slo", help="p99 TTFT bound, seconds")] = None,
-        tpot_slo: Annotated[float | None, typer.Option("--tpot-slo", help="p99 TPOT bound, seconds")] = None,
+        precision: PrecisionOpt = None,
+        kv_precision: KvPrecisionOpt = None,
+        input_len: InputLenOpt = None,
+        output_len: OutputLenOpt = None,
+        scenario: ScenarioOpt = None,
+        rate: RateOpt = None,
+        ttft_slo: TtftSloOpt = None,
+        tpot_slo: TpotSloOpt = None,
         batch: Annotated[str | None, typer.Option("--batch", help="sequences per instance, or auto")] = None,
         batching: Annotated[str | None, typer.Option("--batching", help="inflight or static")] = None,
         beams: Annotated[int | None, typer.Option("--beams", help="beam-search width (default 1)")] = None,
@@ -150,7 +165,7 @@ def register(app: typer.Typer) -> None:
         prefill_tp: Annotated[int | None, typer.Option("--prefill-tp", help="TP of a prefill instance")] = None,
         decode_tp: Annotated[int | None, typer.Option("--decode-tp", help="TP of a decode instance")] = None,
         decode_ep: Annotated[int | None, typer.Option("--decode-ep", help="EP of a decode instance")] = None,
-        kv_link: Annotated[str | None, typer.Option("--kv-link", help="auto, scale_up, scale_out, host or tcp")] = None,
+        kv_link: KvLinkOpt = None,
         kv_whole: Annotated[bool, typer.Option("--kv-whole", help="send the KV cache after prefill, not layer by "
                                                                   "layer")] = False,
         compare_attention: Annotated[bool, typer.Option("--compare-attention",
@@ -189,19 +204,19 @@ def register(app: typer.Typer) -> None:
 
     @app.command("serve-plan")
     def serve_plan_cmd(
-        scenario_file: Annotated[str | None, typer.Argument(help="scenario YAML (keys as the flags)")] = None,
-        model: Annotated[str | None, typer.Option("--model", help="catalog model name")] = None,
-        cluster: Annotated[str | None, typer.Option("--cluster", help="catalog cluster name")] = None,
+        scenario_file: ScenarioFileArg = None,
+        model: ModelOpt = None,
+        cluster: ClusterOpt = None,
         gpus: Annotated[int | None, typer.Option("--gpus", help="GPUs to split")] = None,
-        precision: Annotated[str | None, typer.Option("--precision", help="bf16, fp8 or fp4 weights")] = None,
-        kv_precision: Annotated[str | None, typer.Option("--kv-precision", help="bf16 or fp8 KV cache")] = None,
-        input_len: Annotated[int | None, typer.Option("--input-len", help="prompt tokens")] = None,
-        output_len: Annotated[int | None, typer.Option("--output-len", help="generated tokens")] = None,
-        scenario: Annotated[str | None, typer.Option("--scenario", help="offline, server or interactive")] = None,
-        rate: Annotated[float | None, typer.Option("--rate", help="server arrivals, requests/s")] = None,
-        ttft_slo: Annotated[float | None, typer.Option("--ttft-slo", help="p99 TTFT bound, seconds")] = None,
-        tpot_slo: Annotated[float | None, typer.Option("--tpot-slo", help="p99 TPOT bound, seconds")] = None,
-        kv_link: Annotated[str | None, typer.Option("--kv-link", help="auto, scale_up, scale_out, host or tcp")] = None,
+        precision: PrecisionOpt = None,
+        kv_precision: KvPrecisionOpt = None,
+        input_len: InputLenOpt = None,
+        output_len: OutputLenOpt = None,
+        scenario: ScenarioOpt = None,
+        rate: RateOpt = None,
+        ttft_slo: TtftSloOpt = None,
+        tpot_slo: TpotSloOpt = None,
+        kv_link: KvLinkOpt = None,
         max_tp: Annotated[int, typer.Option("--max-tp", help="largest TP degree searched")] = 8,
         modes: Annotated[str, typer.Option("--modes", help="both, aggregated or disaggregated")] = "both",
         top: Annotated[int, typer.Option("--top", help="deployments listed")] = 10,
