@@ -67,11 +67,28 @@ def test_explicit_layout_maps_virtual_stages_to_ranks():
 
 
 @pytest.mark.parametrize("layout, needle", [([8, 8, 8, 9], "sums to 33"), ([9, -1, 12, 12], "pipeline_layout[1]"),
-                                            ([16, 16, 0], "3 entries"), ("Et|tt", "list of layer counts")])
+                                            ([16, 16, 0], "3 entries"), ("Et|tt", "2 entries"),
+                                            ({"t": 8}, "list of layer counts"), ("Et*8|(t*8|)*2t*7", "sums to 31"),
+                                            ("Et*8|t*8|t*8m|t*8L", "MTP layer"), ("Et*8|t*8L|t*8|t*8", "puts loss"),
+                                            ("(t*8|*4", "parentheses"), ("t*8|x*8|t*8|t*8", "holds 'x'")])
 def test_bad_layouts_name_the_value(layout, needle):
     with pytest.raises(SpecError, match=needle.replace("[", r"\[").replace("|", r"\|")):
         plan_from_mapping({"pp": 4, "global_batch_size": 64, "seq_length": 2048, "pipeline_layout": layout},
                           num_gpus=4, num_layers=32)
+
+
+@pytest.mark.parametrize("layout", ["Et*3|(t*5|t*3|)*2t*4|t*4|t*4L", "E,ttt|(ttttt|ttt|)*2,tttt|tttt|ttttL",
+                                    [["embedding", "decoder", "decoder", "decoder"], ["decoder"] * 5,
+                                     ["decoder"] * 3, ["decoder"] * 5, ["decoder"] * 3, ["decoder"] * 4,
+                                     ["decoder"] * 4, ["decoder"] * 4 + ["loss"]],
+                                    [3, 5, 3, 5, 3, 4, 4, 4]])
+def test_megatron_layout_string_and_name_lists_match_the_counts(layout):
+    # Megatron-Core's --pipeline-model-parallel-layout string (repeats x*N and (pattern)*N, commas cosmetic) and
+    # its list of per-stage layer names give the same plan as the counts; rank r holds virtual stages r, r + pp
+    plan = plan_from_mapping({"pp": 4, "vpp": 2, "global_batch_size": 64, "seq_length": 2048,
+                              "pipeline_model_parallel_layout": layout}, num_gpus=4, num_layers=31)
+    assert plan.layout_explicit
+    assert (plan.first_stage_layers, plan.middle_stage_layers, plan.last_stage_layers) == (3 + 3, 5 + 4, 5 + 4)
 
 
 def test_first_last_leaving_negative_rest_is_refused():

@@ -358,6 +358,98 @@ def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "
     return replace(plan, assumed=tuple(assumed), inferred=tuple(inferred))
 
 
+_LAYOUT_SYMBOLS = {"E": "embedding", "t": "decoder", "L": "loss"}
+"""Megatron-Core layout symbols tierwise prices (``E`` embedding, ``t`` decoder layer, ``L`` loss) and the
+names its list form uses for them. ``m`` (a multi-token-prediction layer) is refused: no catalog model has
+MTP layers, so they could not be priced."""
+_LAYOUT_NAMES = {name: sym for sym, name in _LAYOUT_SYMBOLS.items()}
+_MAX_LAYOUT_STAGES = 4096
+"""Most virtual stages a layout string may expand to (pp x vpp; MAX_LAYERS bounds the layers)."""
+
+
+def _expand_layout(text: str, origin: str) -> str:
+    """Megatron-Core's ``pipeline_model_parallel_layout`` string with its repetitions written out.
+
+    Grammar (Megatron-Core user guide, "Custom Pipeline Model Parallel Layout";
+    ``megatron/core/transformer/pipeline_parallel_layer_layout.py``): stages are split by ``|``; ``x*N``
+    repeats one symbol, ``(pattern)*N`` a group (groups may nest); commas are cosmetic; empty stages are
+    legal (``E||t|L``). E.g. ``"Et*3|(tt|)*29,m|L"`` is DeepSeek-V3's PP16 x VPP2 layout.
+    """
+    import re
+
+    def bad(why: str) -> SpecError:
+        return SpecError(f"pipeline_layout={short_repr(text)} in {origin}: {why}; write stages split by '|' "
+                         f"with symbols E, t, L and repeats x*N or (pattern)*N, e.g. \"Et*3|(tt|)*6|t*3L\"")
+
+    limit = (MAX_LAYERS + 2) * 4 + _MAX_LAYOUT_STAGES
+    s = text.replace(",", "").replace(" ", "")
+    group = re.compile(r"\(([^()]*)\)\*(\d+)")
+    while "(" in s or ")" in s:
+        m = group.search(s)
+        if m is None:
+            raise bad("its parentheses do not pair up, or a group has no *N after it")
+        body, n = m.group(1), int(m.group(2))
+        if len(body) * n + len(s) > limit:
+            raise bad(f"it expands past {limit} characters")
+        s = s[:m.start()] + body * n + s[m.end():]
+    single = re.compile(r"([A-Za-z])\*(\d+)")
+    while "*" in s:
+        m = single.search(s)
+        if m is None:
+            raise bad("a * follows no symbol or is not followed by a count")
+        n = int(m.group(2))
+        if n + len(s) > limit:
+            raise bad(f"it expands past {limit} characters")
+        s = s[:m.start()] + m.group(1) * n + s[m.end():]
+    return s
+
+
+def layout_counts(raw: Any, origin: str) -> list[int]:
+    """Decoder layers per (virtual) stage, in model order, from a ``pipeline_layout`` in any of the forms
+    Megatron-Core accepts or tierwise adds: a list of layer counts (``[7, 8, 8, 7]``); Megatron's list of
+    per-stage lists of layer names (``[["embedding", "decoder"], ["decoder", "loss"]]``); or its layout
+    string (``"Et|tt|tL"``, see :func:`_expand_layout`). Embedding and loss entries are placement only:
+    tierwise already prices the embedding on the first stage and the loss on the last."""
+    if isinstance(raw, str):
+        stages_text = _expand_layout(raw, origin).split("|")
+        if len(stages_text) > _MAX_LAYOUT_STAGES:
+            raise SpecError(f"pipeline_layout={short_repr(raw)} in {origin} has {len(stages_text)} stages; at most "
+                            f"{_MAX_LAYOUT_STAGES} (pp x vpp)")
+        stages = [list(st) for st in stages_text]
+    elif isinstance(raw, list) and raw:
+        stages = raw
+    else:
+        raise SpecError(f"pipeline_layout={short_repr(raw)} in {origin}; give a list of layer counts, one per "
+                        f"(virtual) pipeline stage, e.g. [7, 8, 8, 7], or Megatron-Core's layout string, "
+                        f"e.g. \"Et*7|t*8|t*8|t*7L\"")
+    counts = []
+    for i, v in enumerate(stages):
+        if isinstance(v, list):
+            n = 0
+            for item in v:
+                sym = _LAYOUT_NAMES.get(item, item) if isinstance(item, str) else None
+                if sym == "m" or item == "mtp":
+                    raise SpecError(f"pipeline_layout stage {i} in {origin} holds an MTP layer (m); tierwise "
+                                    "models no multi-token-prediction layers: drop m from the layout")
+                if sym not in _LAYOUT_SYMBOLS:
+                    raise SpecError(f"pipeline_layout stage {i} holds {short_repr(item)} in {origin}; each layer "
+                                    f"is one of E, t, L (or embedding, decoder, loss)")
+                n += sym == "t"
+            counts.append(n)
+            continue
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0 or v > MAX_LAYERS:
+            raise SpecError(f"pipeline_layout[{i}]={short_repr(v)} in {origin}; each entry is a count of layers "
+                            f"(an integer 0..{MAX_LAYERS})")
+        counts.append(v)
+    if isinstance(raw, str) or all(isinstance(v, list) for v in stages):
+        for sym, where, name in (("E", 0, "first"), ("L", -1, "last")):
+            holders = [j for j, st in enumerate(stages) for x in st if _LAYOUT_NAMES.get(x, x) == sym]
+            if holders and holders != [range(len(stages))[where]]:
+                raise SpecError(f"pipeline_layout={short_repr(raw)} in {origin} puts {_LAYOUT_SYMBOLS[sym]} ({sym}) "
+                                f"in stage(s) {holders}; Megatron-Core places it once, in the {name} stage")
+    return counts
+
+
 def _layout_fields(data: Mapping[str, Any], pp: int, vpp: int, num_layers: int | None, origin: str) -> dict:
     """The plan's stage-layout fields from ``pipeline_layout``, ``first_stage_layers`` / ``last_stage_layers``
     and the Megatron-Core embedding / loss accounting switches (checked, one line naming the bad value)."""
@@ -377,15 +469,7 @@ def _layout_fields(data: Mapping[str, Any], pp: int, vpp: int, num_layers: int |
                                 f"must hold exactly {num_layers} layers")
         return out
     raw = data["pipeline_layout"]
-    if not isinstance(raw, list) or not raw:
-        raise SpecError(f"pipeline_layout={short_repr(raw)} in {origin}; give a list of layer counts, one per "
-                        f"(virtual) pipeline stage, e.g. [7, 8, 8, 7]")
-    counts = []
-    for i, v in enumerate(raw):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0 or v > MAX_LAYERS:
-            raise SpecError(f"pipeline_layout[{i}]={short_repr(v)} in {origin}; each entry is a count of layers "
-                            f"(an integer 0..{MAX_LAYERS})")
-        counts.append(v)
+    counts = layout_counts(raw, origin)
     if first or last or emb or loss:
         raise SpecError(f"pipeline_layout in {origin} is given with first_stage_layers / last_stage_layers / "
                         "account_for_*_in_pipeline_split; give only the layout")
