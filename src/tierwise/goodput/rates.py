@@ -18,9 +18,10 @@ import copy
 from importlib import resources
 from typing import Any
 
-from tierwise.errors import TierwiseError, did_you_mean
+from tierwise.errors import TierwiseError
 from tierwise.files import require_document, short_repr
 from tierwise.limits import check_float
+from tierwise.specs._mapping import check_keys
 
 __all__ = ["GoodputError", "load_rates", "MAX_RATE_PER_DAY", "PER"]
 
@@ -55,13 +56,12 @@ def load_rates(path: str | None = None) -> dict[str, Any]:
     require_document(user, where, "give e.g. 'components: {gpu: 3.0e-4}' (failures per part per day)",
                      error=GoodputError)
     merged = copy.deepcopy(rates)
+    check_keys(user, ("components", "repair_s"), where, error=GoodputError)
     for section, body in user.items():
-        if section not in ("components", "repair_s"):
-            raise GoodputError(f"unknown key {short_repr(section)} in {where}"
-                               f"{did_you_mean(str(section)[:100], ('components', 'repair_s'))}; "
-                               "allowed: components, repair_s")
         if not isinstance(body, dict):
             raise GoodputError(f"{section} in {where} must be a mapping, e.g. '{section}: {{gpu: 3.0e-4}}'")
+        if section == "repair_s":
+            check_keys(body, ("node", "rack"), f"repair_s of {where}", error=GoodputError)
         for name, entry in body.items():
             if section == "components":
                 merged["components"][str(name)] = _component(name, entry, merged["components"].get(str(name)), where)
@@ -76,13 +76,8 @@ def _component(name: Any, entry: Any, shipped: dict | None, where: str) -> dict[
     if not isinstance(entry, dict):
         raise GoodputError(f"components.{short_repr(name)} in {where} must be a number (failures per part per day) "
                            "or a mapping such as {rate_per_day: 3.0e-4, per: gpu}")
-    allowed = ("rate_per_day", "per", "kind", "source")
-    for key in entry:
-        if key not in allowed:
-            raise GoodputError(f"unknown key {short_repr(key)} under components.{short_repr(name)} in {where}; "
-                               f"allowed: {', '.join(allowed)}")
-    if "rate_per_day" not in entry:
-        raise GoodputError(f"components.{short_repr(name)} in {where} needs rate_per_day, e.g. {{rate_per_day: 1e-4}}")
+    check_keys(entry, ("rate_per_day", "per", "kind", "source"), f"components.{short_repr(name)} of {where}",
+               required=("rate_per_day",), error=GoodputError)
     check_float(entry["rate_per_day"], f"components.{name}.rate_per_day", minimum=0.0, maximum=MAX_RATE_PER_DAY,
                 error=GoodputError, sep="=", where=f"in {where}", hint=" failures per part per day")
     base = dict(shipped or {"kind": "hardware"})
@@ -99,8 +94,6 @@ def _component(name: Any, entry: Any, shipped: dict | None, where: str) -> dict[
 
 
 def _repair(name: Any, entry: Any, where: str) -> dict[str, Any]:
-    if name not in ("node", "rack"):
-        raise GoodputError(f"unknown key {short_repr(name)} under repair_s in {where}; allowed: node, rack")
     value = entry.get("value") if isinstance(entry, dict) else entry
     check_float(value, f"repair_s.{name}", minimum=0.0, maximum=MAX_REPAIR_S, error=GoodputError, sep="=",
                 where=f"in {where}", hint=" seconds")

@@ -24,18 +24,19 @@ def require_mapping(data: Any, origin: str) -> Mapping[str, Any]:
     return data
 
 
-def check_keys(data: Mapping[str, Any], allowed: Iterable[str], origin: str, required: Iterable[str] = ()) -> None:
-    """Unknown keys and missing required keys are errors naming the key and the valid ones."""
+def check_keys(data: Mapping[str, Any], allowed: Iterable[str], origin: str, required: Iterable[str] = (),
+               error: type[Exception] = SpecError) -> None:
+    """Unknown keys and missing required keys are errors (of class ``error``) naming the key and the valid ones."""
     allowed = list(allowed)
     for key in data:
         if key not in allowed:
-            raise SpecError(
+            raise error(
                 f"unknown key {short_repr(key)} in {origin}{did_you_mean(str(key)[:100], allowed)}; "
                 f"valid keys: {', '.join(allowed)}"
             )
     for key in required:
         if key not in data or data[key] is None:
-            raise SpecError(f"{origin} is missing the required key {key!r}")
+            raise error(f"{origin} is missing the required key {key!r}")
 
 
 def get_int(data: Mapping[str, Any], key: str, origin: str, default: int | None = None, minimum: int = 1,

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 from importlib import resources
 
-from tierwise.errors import TopologyError, did_you_mean
+from tierwise.errors import TopologyError
 from tierwise.files import require_document, short_repr
 from tierwise.limits import check_float
+from tierwise.specs._mapping import check_keys
 
 __all__ = ["load_prices", "network_cost", "servers_cost", "share_sensitivity", "fabric_of", "FABRICS", "PLACEMENTS"]
 
@@ -55,22 +56,15 @@ def load_prices(path: str | None = None) -> dict:
         where = f"price file {path!r}"
         user = load_yaml(read_user_text(path, what="price file", error=TopologyError), where, error=TopologyError)
         require_document(user, where, "give entries such as 'switch_usd: {value: 30000}'", error=TopologyError)
+        check_keys(user, _REQUIRED, where, error=TopologyError)
         for key, entry in user.items():
-            if key not in prices:
-                raise TopologyError(f"unknown key {short_repr(key)} in {where}{did_you_mean(str(key)[:100], _REQUIRED)};"
-                                    f" allowed: {', '.join(_REQUIRED)}")
             if isinstance(entry, int | float) and not isinstance(entry, bool):
                 entry = {"value": entry}
             if not isinstance(entry, dict):
                 raise TopologyError(f"{key}={short_repr(entry)} in {where} must be a number or a mapping such as "
                                     "{value: 30000, source: ...}")
-            allowed = ("value", "unit", "estimate", "assumption", "source", "low", "high")
-            for sub in entry:
-                if sub not in allowed:
-                    raise TopologyError(f"unknown key {short_repr(sub)} under {key} in {where}; allowed: "
-                                        f"{', '.join(allowed)}")
-            if "value" not in entry:
-                raise TopologyError(f"{key} in {where} needs a value, e.g. '{key}: {{value: 1000}}'")
+            check_keys(entry, ("value", "unit", "estimate", "assumption", "source", "low", "high"),
+                       f"{key} of {where}", required=("value",), error=TopologyError)
             check_float(entry["value"], f"{key}.value", minimum=0.0, maximum=MAX_PRICE, error=TopologyError,
                         sep="=", where=f"in {where}", hint=" (USD or W)")
             merged = {"source": f"user price file {path}", "estimate": False} | dict(entry)
