@@ -27,6 +27,18 @@ def test_reduce_dtype_scales_dp_bytes_by_element_size():
         assert _est(Levers(reduce_dtype=dtype)).axis_bytes["dp"][0] == pytest.approx(base * size / 4, rel=1e-9)
 
 
+def test_reduce_dtype_lever_replaces_the_plans_dtype():
+    # a plan reducing in bf16 (llm-foundry's and DeepSpeed's default) is still a what-if for fp32 and fp8
+    from dataclasses import replace
+
+    bf16_plan = replace(PLAN, grad_reduce_dtype="bf16")
+    fp32 = _est(Levers(reduce_dtype="fp32")).axis_bytes["dp"][0]
+    assert _est(plan=bf16_plan).axis_bytes["dp"][0] == pytest.approx(fp32 / 2, rel=1e-9)
+    for dtype, size in (("fp32", 4), ("bf16", 2), ("fp8", 1)):
+        got = _est(Levers(reduce_dtype=dtype), plan=bf16_plan).axis_bytes["dp"][0]
+        assert got == pytest.approx(fp32 * size / 4, rel=1e-9)
+
+
 def test_powersgd_sends_rank_r_factors():
     shape = model_shape(MODEL)
     gemms = shape.attention_gemms + shape.dense_mlp_gemms

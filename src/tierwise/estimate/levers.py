@@ -58,7 +58,8 @@ class Levers:
     """Data-parallel communication levers (module docstring); the defaults change nothing."""
 
     reduce_dtype: str | None = None
-    """fp32 | bf16 | fp8; None keeps the cluster's ``grad_bytes`` (fp32 by default)."""
+    """fp32 | bf16 | fp8 for every plan, in place of the plan's ``grad_reduce_dtype`` (stated, or its
+    framework's default); None keeps the plan's."""
     powersgd_rank: int = 0
     """PowerSGD rank r (0 = off)."""
     onebit: bool = False
@@ -82,7 +83,9 @@ class Levers:
     def params(self) -> dict[str, float]:
         out: dict[str, float] = {}
         if self.reduce_dtype is not None:
-            out["grad_bytes"] = REDUCE_DTYPES[self.reduce_dtype]
+            # the what-if replaces every plan's gradient-reduce dtype, stated or the framework's default
+            # (step._estimate reads grad_bytes_lever before the plan's grad_reduce_dtype)
+            out["grad_bytes"] = out["grad_bytes_lever"] = REDUCE_DTYPES[self.reduce_dtype]
         if self.powersgd_rank:
             out["dp_powersgd_rank"] = float(self.powersgd_rank)
         if self.onebit:

@@ -475,8 +475,9 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
     # a cluster file's measured compute parameters (tierwise calibrate of `measure gemm`) override the global
     # fit for that cluster; explicit ``params`` (the validation fit) override both
     cparams = {**_compute_params(), **cluster.compute, **(params or {})}
-    if np.any(plans.grad_reduce_dtype != GRAD_REDUCE_DTYPES.index("fp32")):
-        # gradients reduced (and held) in bf16 (plan grad_reduce_dtype): 2 bytes each, not grad_bytes
+    if "grad_bytes_lever" not in cparams and np.any(plans.grad_reduce_dtype != GRAD_REDUCE_DTYPES.index("fp32")):
+        # gradients reduced (and held) in bf16 (plan grad_reduce_dtype): 2 bytes each, not grad_bytes; the
+        # --reduce-dtype lever (estimate/levers.py), a what-if over the plan's dtype, takes precedence
         cparams["grad_bytes"] = np.where(plans.grad_reduce_dtype == GRAD_REDUCE_DTYPES.index("bf16"), 2.0,
                                          cparams["grad_bytes"])
     shape = model_shape(model)
