@@ -63,6 +63,27 @@ def test_plan_goodput_ranks(capsys):
     assert adjusted == sorted(adjusted, reverse=True) and len(adjusted) == 3
 
 
+def test_plan_goodput_prices_the_useful_work(capsys):
+    # plan --goodput prices each plan at its goodput on the GPUs it holds (spares at p99 included), as the
+    # goodput command does: at a high failure rate that costs more per token than the raw throughput
+    argv = ("plan", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "64", "--global-batch", "64",
+            "--seq", "4096", "--top", "3", "--json")
+    raw = json.loads(_run(capsys, *argv)[1])
+    code, out, _ = _run(capsys, *argv, "--goodput", "--node-failure-rate", "1")
+    assert code == 0
+    doc = json.loads(out)
+    best = doc["plans"][0]
+    g = best["goodput"]
+    assert g["goodput_tokens_per_s"] < best["estimate"]["tokens_per_s"] and g["spare_gpus_p99"] > 0
+    assert doc["economics"]["assumed"][0].startswith("priced at the goodput")
+    assert doc["economics"]["usd_per_million_tokens"] == pytest.approx(best["usd_per_million_tokens"])
+    raw_cost = {json.dumps(p["estimate"]["plan"], sort_keys=True): p["usd_per_million_tokens"] for p in raw["plans"]}
+    key = json.dumps(best["estimate"]["plan"], sort_keys=True)
+    # the same plan leads both rankings here; its goodput price exceeds the raw one by more than the lost throughput
+    ratio = best["estimate"]["tokens_per_s"] / g["goodput_tokens_per_s"]
+    assert best["usd_per_million_tokens"] > raw_cost[key] * ratio
+
+
 def test_scale_goodput(capsys):
     code, out, _ = _run(capsys, "scale", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "8:32",
                         "--global-batch", "64", "--seq", "4096", "--goodput", "--node-failure-rate", "1", "--json")

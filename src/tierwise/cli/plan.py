@@ -196,12 +196,27 @@ def _with_levers(cluster, levers):
 
 
 def _add_economics(doc: dict, cluster, gpus: int, levers, tokens, prices) -> None:
-    """The best plan's cost and energy, and each plan's cost per million tokens (same cluster, same capex)."""
+    """The best plan's cost and energy, and each plan's cost per million tokens (same cluster, same capex; with
+    ``--goodput``, at each plan's goodput on the GPUs it holds with its spares)."""
     from tierwise.cli._economics import economics_block
 
     if levers.active:
         doc["levers"] = levers.describe()
     if not doc["plans"]:
+        return
+    if "goodput" in doc:
+        # plan --goodput: price the useful work, as `tierwise goodput` does (cli/goodput._goodput_economics):
+        # each plan at its goodput throughput on the GPUs it holds, its p99 spares included
+        for i, p in enumerate(doc["plans"]):
+            g = p["goodput"]
+            held = gpus + int(g["spare_gpus_p99"] or 0)
+            e = economics_block(g["goodput_tokens_per_s"], cluster, held, tokens=tokens, prices=prices)
+            p["usd_per_million_tokens"] = e["usd_per_million_tokens"]
+            if i == 0:
+                e["assumed"] = [f"priced at the goodput ({g['goodput_tokens_per_s']:,.0f} tokens/s, ETTR "
+                                f"{g['ettr']:.3f}) on {held:,} GPUs ({gpus:,} in the job + spares at p99)",
+                                *e["assumed"]]
+                doc["economics"] = e
         return
     best = economics_block(doc["plans"][0]["estimate"]["tokens_per_s"], cluster, gpus, tokens=tokens, prices=prices)
     doc["economics"] = best
