@@ -16,7 +16,5 @@ def test_validate_serving_json_and_criteria():
     thr = doc["summary"]["throughput"]
     assert thr["rows"] >= 40
     assert thr["median"] <= 15.0
-    # known gap (docs/serving.md): MLPerf's tuned engines vs TensorRT-LLM's PyTorch backend and vLLM rows pull
-    # one global efficiency in opposite directions; GPT-J's prompt length is not given
-    assert 35.0 < thr["p90"] < 45.0
+    assert thr["p90"] <= 35.0
     assert all(r["predicted"] is not None for r in doc["rows"] if r["metric"] == "output_tokens_per_s_total")

@@ -217,47 +217,51 @@ def _aggregated(w: Workload, d: Deployments) -> dict[str, np.ndarray]:
 
 
 def _server_agg(w: Workload, d: Deployments, tp, ep, inst, limit, pf):
-    o, i = w.output_len, w.input_len
+    o = w.output_len
 
-    def at_rate(lam_total):
-        lam = lam_total / inst
-        b = np.maximum(lam * o * 0.05, 1.0)
-        for _ in range(_ITER):
-            s = _mixed_step(w, tp, ep, b)["total_s"]
-            b = np.minimum(0.5 * b + 0.5 * np.maximum(lam * (pf["total_s"] + o * s), 1e-9), 4 * limit + 1)
+    def at_batch(b):
+        """Steady state with ``b`` sequences in flight per instance (module docstring): the arrival rate that
+        holds them (Little's law), the step, the p99 step and the TTFT with its prefill queue."""
         step = _mixed_step(w, tp, ep, b)
-        b99 = b + Z99 * np.sqrt(b)
-        tpot99 = _mixed_step(w, tp, ep, b99)["total_s"]
+        lam = b / (pf["total_s"] + o * step["total_s"])
+        tpot99 = _mixed_step(w, tp, ep, b + Z99 * np.sqrt(b))["total_s"]
         wait, wait99 = _queue_wait(lam, pf["compute_s"] + pf["comm_s"])
         ttft = pf["total_s"] + step["total_s"] + wait
         ttft99 = pf["total_s"] + tpot99 + wait99
-        # capacity: the steady state needs the batch to fit and the decode to keep up with arrivals
-        ok = (b <= limit) & (lam * o * step["total_s"] <= b * (1 + 1e-6))
-        return b, ttft, step, ttft99, tpot99, ok
+        return lam, step, ttft, ttft99, tpot99
 
-    def meets(rate):
-        *_, ttft99, tpot99, ok = at_rate(rate)
-        return ok & _meets(w, ttft99, tpot99)
-
-    lam = _arrival_rate(w, len(d), lambda: inst * limit / _mixed_step(w, tp, ep, limit)["total_s"] / o, meets)
-    b, ttft, step, ttft99, tpot99, ok = at_rate(lam)
-    tps = np.where(ok, lam * o, 0.0)
-    del i
+    b, ok = _server_batch(w, len(d), inst, limit, lambda b: at_batch(b)[0],
+                          lambda b: _meets(w, *at_batch(b)[3:]))
+    lam, step, ttft, ttft99, tpot99 = at_batch(b)
+    tps = np.where(ok, (inst * lam if w.rate is None else w.rate) * o, 0.0)
     return b, tps, ttft, step["total_s"], ttft99, tpot99, step
 
 
-def _arrival_rate(w: Workload, n: int, cap, meets) -> np.ndarray:
-    """The arrival rate each deployment is evaluated at: the given ``rate``, else the largest rate whose p99
-    TTFT/TPOT meet the SLOs, by bisection between 0 and ``cap()`` (the rate the instances' step time allows;
-    ``meets(rate)`` -> bool array), ``_ITER`` halvings."""
+def _server_batch(w: Workload, n: int, instances, limit, rate_at, meets_at):
+    """Mean sequences in flight per instance (``b``) and whether the deployment carries the load.
+
+    The steady state is parametrized by ``b``: ``rate_at(b)`` (requests/s per instance) rises with ``b`` (a
+    step grows slower than the batch it serves), so a given ``rate`` is held at the one ``b`` with
+    ``instances x rate_at(b) = rate``, found by bisection on ``[0, limit]`` -- the deployment carries it only
+    if ``rate_at(limit)`` reaches it. Without a rate (MLPerf's Server rule), ``b`` is the largest in
+    ``[0, limit]`` whose p99 TTFT and TPOT meet the SLOs (``meets_at``: both grow with ``b``). ``_ITER``
+    halvings either way, one step evaluation per halving and candidate (no inner fixed-point loop)."""
+    limit = np.asarray(limit, dtype=float) + np.zeros(n)
+    lo, hi = np.zeros(n), limit.copy()
     if w.rate is not None:
-        return np.full(n, float(w.rate))
-    lo, hi = np.zeros(n), cap()
+        target = w.rate / instances
+        ok = rate_at(limit) >= target * (1 - 1e-9)
+        for _ in range(_ITER):
+            mid = (lo + hi) / 2
+            below = rate_at(np.maximum(mid, 1e-9)) < target
+            lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+        return np.maximum(hi, 1e-9), ok
+    good = meets_at(limit)
     for _ in range(_ITER):
         mid = (lo + hi) / 2
-        ok = meets(mid)
-        lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
-    return np.maximum(lo, 1e-9)
+        m = meets_at(np.maximum(mid, 1e-9))
+        lo, hi = np.where(m, mid, lo), np.where(m, hi, mid)
+    return np.where(good, limit, np.maximum(lo, 1e-9)), np.ones(n, dtype=bool)
 
 
 def _meets(w: Workload, ttft99, tpot99):
@@ -322,31 +326,21 @@ def _disaggregated(w: Workload, d: Deployments) -> dict[str, np.ndarray]:
 def _server_disagg(w, d, n_p, n_d, single, exposed, prefill_rate, limit):
     o = w.output_len
     tpd, epd = d.decode_tp, d.decode_ep
+    # each prefill instance serves lam / n_p requests at n_p / prefill_rate seconds each
+    service = n_p / np.maximum(prefill_rate, 1e-12)
 
-    def at_rate(lam_total):
-        lam_d = lam_total / n_d
-        b = np.maximum(lam_d * o * 0.05, 1.0)
-        for _ in range(_ITER):
-            s = _pure_step(w, tpd, epd, b)["total_s"]
-            b = np.minimum(0.5 * b + 0.5 * lam_d * o * s, 4 * limit + 1)
+    def at_batch(b):
         s = _pure_step(w, tpd, epd, b)["total_s"]
+        lam = n_d * b / (o * s)  # requests/s of the deployment (Little's law on the decode pool)
         tpot99 = _pure_step(w, tpd, epd, b + Z99 * np.sqrt(b))["total_s"]
-        # each prefill instance serves lam / n_p requests at 1 / (its rate) seconds each
-        service = n_p / np.maximum(prefill_rate, 1e-12)
-        wait, wait99 = _queue_wait(lam_total / n_p, service)
-        ttft = single["total_s"] + exposed + wait
-        ttft99 = single["total_s"] + exposed + wait99
-        ok = (b <= limit) & (lam_d * o * s <= b * (1 + 1e-6))
-        return b, s, ttft, tpot99, ttft99, ok
+        wait, wait99 = _queue_wait(lam / n_p, service)
+        return lam, s, single["total_s"] + exposed + wait, single["total_s"] + exposed + wait99, tpot99
 
-    def meets(rate):
-        *_, tpot99, ttft99, ok = at_rate(rate)
-        return ok & _meets(w, ttft99, tpot99)
-
-    lam = _arrival_rate(w, len(d), lambda: np.minimum(
-        prefill_rate, n_d * limit / _pure_step(w, tpd, epd, limit)["total_s"] / o), meets)
-    b, s, ttft, tpot99, ttft99, ok = at_rate(lam)
-    return b, np.where(ok, lam * o, 0.0), ttft, s, ttft99, tpot99
+    b, ok = _server_batch(w, len(d), n_d, limit, lambda b: at_batch(b)[0] / n_d,
+                          lambda b: _meets(w, *at_batch(b)[3:]))
+    lam, s, ttft, ttft99, tpot99 = at_batch(b)
+    ok &= lam < prefill_rate
+    return b, np.where(ok, (lam if w.rate is None else w.rate) * o, 0.0), ttft, s, ttft99, tpot99
 
 
 def _result(w, d, tps, gpus, ttft, tpot, ttft99, tpot99, batch, cache, max_conc, fits, meets, pbound, dbound, xfer,
