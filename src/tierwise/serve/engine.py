@@ -75,6 +75,14 @@ class Workload:
     """How the scheduler admits a request: ``paged`` (blocks allocated as tokens arrive, so a sequence holds
     the prompt plus half its output on average: vLLM, TensorRT-LLM ``MAX_UTILIZATION``) or ``full`` (the whole
     ``I + O`` reserved on admission: TensorRT-LLM's default ``GUARANTEED_NO_EVICT`` capacity scheduler)."""
+    kv_cache_fraction: float | None = None
+    """Memory fraction for the KV cache (None: ``params.memory_utilization``, 0.9), of the whole ``kv_cache_of``
+    names."""
+    kv_cache_of: str = "total"
+    """``total``: the engine may use ``fraction x HBM`` for weights, activations and cache (vLLM
+    ``gpu_memory_utilization``); ``free``: the cache gets ``fraction`` of what weights and activations leave
+    (TensorRT-LLM ``kv_cache_free_gpu_mem_fraction``, "fraction of free GPU memory after the model is
+    loaded", TensorRT-LLM docs, KV cache management)."""
     params: ServingParameters
 
     @property
@@ -108,8 +116,12 @@ class Deployments:
 def _capacity(w: Workload, tp, ep):
     """(KV cache bytes per GPU, max concurrent sequences per instance) after weights and workspace."""
     acc = w.cluster.accelerator
-    free = (acc.hbm_capacity_bytes * w.params.memory_utilization - weight_bytes_per_gpu(w.model, w.precision, tp, ep)
-            - workspace_bytes_per_gpu(w.model, tp, w.params))
+    frac = w.params.memory_utilization if w.kv_cache_fraction is None else w.kv_cache_fraction
+    used = weight_bytes_per_gpu(w.model, w.precision, tp, ep) + workspace_bytes_per_gpu(w.model, tp, w.params)
+    if w.kv_cache_of == "free":
+        free = frac * (acc.hbm_capacity_bytes - used)
+    else:
+        free = acc.hbm_capacity_bytes * frac - used
     cache = np.maximum(free, 0.0)
     gen = w.beams * (w.output_len / 2.0 if w.kv_reservation == "paged" else float(w.output_len))
     held = w.input_len + gen

@@ -67,8 +67,9 @@ class ServingParameters:
     graphs). vLLM v0.5.3 spent 62% of a Llama-3-8B step outside GPU execution (vLLM blog, 2024-09-05: "only 38%
     of time in GPU execution"); fitted on the serving set's TPOT and throughput rows (docs/serving.md)."""
     memory_utilization: float = 0.9
-    """Fraction of HBM the serving engine may use (vLLM ``gpu_memory_utilization`` default 0.9; TensorRT-LLM
-    ``kv_cache_free_gpu_mem_fraction`` default 0.9)."""
+    """Default KV-cache memory fraction (``--kv-cache-fraction``): vLLM's ``gpu_memory_utilization`` and
+    TensorRT-LLM's ``kv_cache_free_gpu_mem_fraction`` both default to 0.9, of different wholes
+    (``--kv-cache-of``: total HBM for vLLM, the HBM left after weights and activations for TensorRT-LLM)."""
     workspace_tokens: int = 8192
     """Tokens one engine step may hold (activation workspace): TensorRT-LLM's default ``max_num_tokens`` 8192."""
     max_batch: int = 2048

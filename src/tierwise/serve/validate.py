@@ -139,10 +139,19 @@ def _case(row: dict[str, str]):
             filled.append("p99 end-to-end 20 s read as TPOT <= 20 s / output tokens")
         else:
             kw["ttft_slo"], kw["tpot_slo"] = 2.0, 0.2
-    if "trtllm-bench" in scen or "tensorrt-llm (aug 2024)" in row["software"].lower():
+    soft = row["software"].lower()
+    if "tensorrt-llm" in soft or "trtllm" in scen:
+        # TensorRT-LLM sizes the cache as a fraction of the memory the engine leaves free
+        kw["kv_cache_of"] = "free"
+        frac = re.search(r"kv_cache_free_gpu_mem_fraction (?:up to )?([0-9.]+)", row.get("notes", ""))
+        if frac:
+            kw["kv_cache_fraction"] = float(frac.group(1))
+        else:
+            filled.append("KV cache 0.9 of the memory left after weights and activations (TensorRT-LLM "
+                          "kv_cache_free_gpu_mem_fraction default)")
+    if "trtllm-bench" in scen or "tensorrt-llm (aug 2024)" in soft:
         kw["kv_reservation"] = "full"
         filled.append("KV reserved for input + output on admission (TensorRT-LLM GUARANTEED_NO_EVICT default)")
-    soft = row["software"].lower()
     if "vllm" in soft and "mlperf" not in scen and "vllm-based" not in soft:
         # vLLM's engine defaults: kv_cache_dtype "auto" (the model's dtype, 16-bit) and max_num_seqs 256
         kw["kv_precision"], kw["max_batch"] = "bf16", 256
@@ -159,7 +168,8 @@ def _predict(kw: dict, metric: str):
     from tierwise.serve.api import ServeConfig, serve_estimate
 
     keys = ("model", "cluster", "precision", "num_gpus", "tp", "input_len", "output_len", "scenario", "batching",
-            "kv_reservation", "batch", "ttft_slo", "tpot_slo", "kv_precision", "max_batch", "beams")
+            "kv_reservation", "batch", "ttft_slo", "tpot_slo", "kv_precision", "max_batch", "beams",
+            "kv_cache_fraction", "kv_cache_of")
     cfg = ServeConfig(**{k: kw[k] for k in keys if k in kw})
     doc = serve_estimate(cfg)
     if metric == "output_tokens_per_s_total":
