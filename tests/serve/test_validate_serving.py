@@ -18,3 +18,25 @@ def test_validate_serving_json_and_criteria():
     assert thr["median"] <= 15.0
     assert thr["p90"] <= 35.0
     assert all(r["predicted"] is not None for r in doc["rows"] if r["metric"] == "output_tokens_per_s_total")
+
+
+def test_dataset_prompt_lengths_come_from_their_sources():
+    """GPT-J's CNN/DailyMail prompts at the dataset's published mean; OpenOrca (no published mean found) at half
+    its maximum; both listed under the row's filled."""
+    from tierwise.serve.validate import load_serving_rows, serving_validation_document
+
+    doc = serving_validation_document()
+    rows = {r["row_id"]: r for r in doc["rows"]}
+    ids = {r["row_id"]: r for r in load_serving_rows()}
+    gptj = [k for k, r in ids.items() if r["model"].startswith("GPT-J")]
+    orca = [k for k, r in ids.items() if "OpenOrca" in r["input_len"]]
+    assert gptj and orca
+    for k in gptj:
+        assert "781/69" in rows[k]["plan"] and any("See et al. 2017" in f for f in rows[k]["filled"])
+    for k in orca:
+        assert any("no source gives its mean" in f for f in rows[k]["filled"])
+    trt = [r for r in doc["rows"] if "TensorRT-LLM" in ids[r["row_id"]]["software"] and r["predicted"] is not None]
+    assert trt and all("of free HBM" in r["plan"] for r in trt)
+    assert all("0.95 of free HBM" in r["plan"] for r in trt if r["source_id"] == "S05")
+    assert not any("free HBM" in r["plan"] for r in doc["rows"] if "vLLM" in ids[r["row_id"]]["software"]
+                   and r.get("plan"))

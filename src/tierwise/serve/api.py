@@ -56,6 +56,8 @@ class ServeConfig:
     kv_streamed: bool = True
     beams: int = 1
     """Beam-search width (sequences decoded per request; one output counted)."""
+    attention_kernel: str = "auto"
+    """Attention kernel family the engine runs (``auto``: the accelerator generation's default)."""
     kv_cache_fraction: float | None = None
     """KV-cache memory fraction (None: 0.9, the vLLM and TensorRT-LLM default), of the whole ``kv_cache_of``."""
     kv_cache_of: str = "total"
@@ -99,6 +101,9 @@ def _check(cfg: ServeConfig) -> None:
     _choice(cfg.batching, "--batching", ("inflight", "static"))
     _choice(cfg.kv_reservation, "--kv-reservation", ("paged", "full"))
     _choice(cfg.kv_cache_of, "--kv-cache-of", ("total", "free"))
+    from tierwise.specs.framework import ATTENTION_KERNELS
+
+    _choice(cfg.attention_kernel, "--attention-kernel", ATTENTION_KERNELS)
     if cfg.kv_cache_fraction is not None:
         check_float(cfg.kv_cache_fraction, "--kv-cache-fraction", minimum=0.0, min_open=True, maximum=1.0,
                     error=ScenarioError, hint=" (a fraction of HBM, or of the free HBM with --kv-cache-of free)")
@@ -138,6 +143,8 @@ def _resolve(cfg: ServeConfig):
     params = serving_parameters()
     if cfg.max_batch is not None:
         params = dataclasses.replace(params, max_batch=cfg.max_batch)
+    if cfg.attention_kernel != "auto":
+        params = dataclasses.replace(params, attention_kernel=cfg.attention_kernel)
     assumed: list[str] = []
     kvp = cfg.kv_precision
     if kvp is None:

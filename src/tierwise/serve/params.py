@@ -66,6 +66,10 @@ class ServingParameters:
     """Per decode step software time not hidden behind the GPU (scheduler, sampling, launches between CUDA
     graphs). vLLM v0.5.3 spent 62% of a Llama-3-8B step outside GPU execution (vLLM blog, 2024-09-05: "only 38%
     of time in GPU execution"); fitted on the serving set's TPOT and throughput rows (docs/serving.md)."""
+    attention_kernel: str = "auto"
+    """The attention kernel family the engine runs (a deployment setting carried here as ``max_batch`` is;
+    ``--attention-kernel``): ``auto`` is the generation's default (catalog/compute.yaml), ``flash2`` for
+    engines on FlashAttention-2 (vLLM's CUDA ``FLASH_ATTN`` backend, vllm-flash-attn, through v0.6)."""
     memory_utilization: float = 0.9
     """Default KV-cache memory fraction (``--kv-cache-fraction``): vLLM's ``gpu_memory_utilization`` and
     TensorRT-LLM's ``kv_cache_free_gpu_mem_fraction`` both default to 0.9, of different wholes

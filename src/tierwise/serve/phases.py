@@ -31,7 +31,7 @@ from tierwise.hierarchy import group_span
 from tierwise.serve.kv import kv_fraction_per_gpu, weight_bytes_read_per_step
 from tierwise.serve.params import ServingParameters
 from tierwise.specs.cluster import Cluster
-from tierwise.specs.compute import attention_efficiency_family, compute_profile, default_attention_kernel
+from tierwise.specs.compute import attention_efficiency_family, compute_profile
 from tierwise.specs.model import ModelSpec
 from tierwise.specs.parameters import load_parameters
 from tierwise.workload.flops import attention_core_flops_per_token, model_shape
@@ -60,8 +60,9 @@ def efficiencies(cluster: Cluster, precision: str, params: ServingParameters) ->
       large-GEMM efficiency (:func:`tierwise.estimate.step._per_accelerator`), or the cluster's own
       ``compute: matmul_efficiency_max`` (a ``measure gemm`` figure) in place of the catalog fraction; FP8
       weights at ``fp8_efficiency_ratio`` of it, FP4 at ``fp4_efficiency_ratio`` of FP8's.
-    * Attention: the fitted forward efficiency of the kernel family the part's generation runs
-      (:func:`tierwise.specs.compute.default_attention_kernel`), at the sustained clock.
+    * Attention: the fitted forward efficiency of the kernel family the engine runs (``params.attention_kernel``;
+      ``auto``: the generation's default, :func:`tierwise.specs.compute.default_attention_kernel`), at the
+      sustained clock.
     * HBM: the measured streaming fraction (or the cluster's ``compute: memory_bound_efficiency``) times
       ``hbm_residual``.
     """
@@ -71,7 +72,9 @@ def efficiencies(cluster: Cluster, precision: str, params: ServingParameters) ->
     gemm = float(own.get("matmul_efficiency_max", prof.gemm_fraction * prof.clock_factor)) * params.matmul_residual
     if precision in ("fp8", "fp4"):
         gemm *= params.fp8_efficiency_ratio
-    family = attention_efficiency_family(default_attention_kernel(acc.generation))
+    from tierwise.estimate.step import resolved_attention_kernel
+
+    family = attention_efficiency_family(resolved_attention_kernel(params.attention_kernel, acc.generation))
     att = getattr(params, f"attention_efficiency_{family}", params.attention_efficiency_flash2) * prof.clock_factor
     hbm = float(own.get("memory_bound_efficiency", prof.hbm_fraction)) * params.hbm_residual
     return Efficiencies(matmul=min(gemm, 1.0), attention=min(att, 1.0), hbm=min(hbm, 1.0))

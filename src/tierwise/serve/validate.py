@@ -152,6 +152,9 @@ def _case(row: dict[str, str]):
     if "trtllm-bench" in scen or "tensorrt-llm (aug 2024)" in soft:
         kw["kv_reservation"] = "full"
         filled.append("KV reserved for input + output on admission (TensorRT-LLM GUARANTEED_NO_EVICT default)")
+    if "vllm" in soft:
+        kw["attention_kernel"] = "flash2"
+        filled.append("FlashAttention-2 attention (vLLM's FLASH_ATTN backend, vllm-flash-attn, through v0.6)")
     if "vllm" in soft and "mlperf" not in scen and "vllm-based" not in soft:
         # vLLM's engine defaults: kv_cache_dtype "auto" (the model's dtype, 16-bit) and max_num_seqs 256
         kw["kv_precision"], kw["max_batch"] = "bf16", 256
@@ -169,7 +172,7 @@ def _predict(kw: dict, metric: str):
 
     keys = ("model", "cluster", "precision", "num_gpus", "tp", "input_len", "output_len", "scenario", "batching",
             "kv_reservation", "batch", "ttft_slo", "tpot_slo", "kv_precision", "max_batch", "beams",
-            "kv_cache_fraction", "kv_cache_of")
+            "kv_cache_fraction", "kv_cache_of", "attention_kernel")
     cfg = ServeConfig(**{k: kw[k] for k in keys if k in kw})
     doc = serve_estimate(cfg)
     if metric == "output_tokens_per_s_total":
@@ -225,7 +228,9 @@ def _row_record(row: dict[str, str]) -> dict:
         rec["filled"] = filled
         rec["plan"] = (f"tp {kw['tp']} x {kw['num_gpus'] // kw['tp']}, {kw['precision']}, {kw['input_len']}/"
                        f"{kw['output_len']}, {kw['scenario']}, {kw['batching']}"
-                       + (f" batch {kw['batch']}" if kw["batch"] else ""))
+                       + (f" batch {kw['batch']}" if kw["batch"] else "")
+                       + (f", KV cache {kw.get('kv_cache_fraction', 0.9)} of free HBM"
+                          if kw.get("kv_cache_of") == "free" else ""))
         pred, why = _predict(kw, metric), None
     else:
         rec["skipped"] = f"metric {metric!r} (a ratio between two deployments or a routing policy) is not modelled"
