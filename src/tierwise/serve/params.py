@@ -105,9 +105,9 @@ def serving_parameters() -> ServingParameters:
         attention_efficiency_flash2=float(compute["attention_efficiency_flash2"]),
         attention_efficiency_cudnn=float(compute["attention_efficiency_cudnn"]),
         attention_half_seq_tokens=float(compute.get("attention_half_seq_tokens", 240)),
-        hbm_residual=0.90 / 0.922,
+        hbm_residual=0.85,
         step_overhead_s=12.0e-3,
         fp4_efficiency_ratio=0.85,
-        gemm_memory_overlap_loss=1.0,
+        gemm_memory_overlap_loss=0.75,
     )
     return dataclasses.replace(base, **_OVERRIDES) if _OVERRIDES else base
