@@ -28,13 +28,13 @@ import numpy as np
 
 from tierwise.collectives.model import collective_cost
 from tierwise.hierarchy import group_span
-from tierwise.serve.kv import kv_fraction_per_gpu, weight_bytes_read_per_step
+from tierwise.serve.kv import kv_fraction_per_gpu, shape_of, weight_bytes_read_per_step
 from tierwise.serve.params import ServingParameters
 from tierwise.specs.cluster import Cluster
 from tierwise.specs.compute import attention_efficiency_family, compute_profile
 from tierwise.specs.model import ModelSpec
 from tierwise.specs.parameters import load_parameters
-from tierwise.workload.flops import attention_core_flops_per_token, model_shape
+from tierwise.workload.flops import attention_core_flops_per_token
 
 __all__ = ["linear_flops_per_token", "prefill_time", "decode_step_time", "comm_time", "peak_flops", "efficiencies",
            "Efficiencies"]
@@ -66,6 +66,10 @@ def efficiencies(cluster: Cluster, precision: str, params: ServingParameters) ->
     * HBM: the measured streaming fraction (or the cluster's ``compute: memory_bound_efficiency``) times
       ``hbm_residual``.
     """
+    key = (id(cluster), cluster.name, precision, params, id(load_parameters()))
+    hit = _EFFICIENCIES.get(key)
+    if hit is not None and hit[0] is cluster:
+        return hit[1]
     acc = cluster.accelerator
     prof = compute_profile(acc)
     own = getattr(cluster, "compute", None) or {}
@@ -77,7 +81,16 @@ def efficiencies(cluster: Cluster, precision: str, params: ServingParameters) ->
     family = attention_efficiency_family(resolved_attention_kernel(params.attention_kernel, acc.generation))
     att = getattr(params, f"attention_efficiency_{family}", params.attention_efficiency_flash2) * prof.clock_factor
     hbm = float(own.get("memory_bound_efficiency", prof.hbm_fraction)) * params.hbm_residual
-    return Efficiencies(matmul=min(gemm, 1.0), attention=min(att, 1.0), hbm=min(hbm, 1.0))
+    out = Efficiencies(matmul=min(gemm, 1.0), attention=min(att, 1.0), hbm=min(hbm, 1.0))
+    if len(_EFFICIENCIES) > 256:
+        _EFFICIENCIES.clear()
+    _EFFICIENCIES[key] = (cluster, out)
+    return out
+
+
+_EFFICIENCIES: dict = {}
+"""Computed efficiencies by (cluster, precision, parameters), kept for the process (the bisections ask for the
+same few hundreds of times)."""
 
 
 def peak_flops(cluster: Cluster, precision: str, params: ServingParameters | None = None) -> float:
@@ -92,7 +105,7 @@ def peak_flops(cluster: Cluster, precision: str, params: ServingParameters | Non
 def linear_flops_per_token(model: ModelSpec) -> float:
     """Forward FLOPs of the weight GEMMs per token (``2 x active parameters``; ``top_k`` routed experts, the
     shared experts and the router on MoE layers; the LM head once per token)."""
-    s = model_shape(model)
+    s = shape_of(model)
     attn = sum(g.flops_per_token for g in s.attention_gemms)
     dense = sum(g.flops_per_token for g in s.dense_mlp_gemms)
     moe = sum(g.flops_per_token * (s.top_k if g.expert else 1) for g in s.moe_gemms)
@@ -102,7 +115,7 @@ def linear_flops_per_token(model: ModelSpec) -> float:
 def _attn_flops_per_token(model: ModelSpec, context) -> np.ndarray:
     """Attention core FLOPs per token over all layers at average context ``context`` (no causal halving:
     the caller passes the average keys a query sees)."""
-    s = model_shape(model)
+    s = shape_of(model)
     return attention_core_flops_per_token(model, s, np.maximum(np.asarray(context, dtype=float), 1.0),
                                           causal_halving=False) * model.num_layers
 
