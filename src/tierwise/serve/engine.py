@@ -11,7 +11,10 @@ Scenarios:
 * ``interactive``: the same search with a tight TPOT SLO (default 40 ms, TTFT 450 ms: MLPerf Inference's
   interactive Llama-2-70B bounds).
 * ``server``: Poisson arrivals at ``rate`` requests/s. Decode concurrency from Little's law ``B = lambda_i
-  (TTFT + O TPOT)`` (solved by fixed-point iteration); requests in flight in an M/G/inf system are Poisson,
+  (TTFT + O TPOT)``, solved the other way round: the steady state is parametrized by ``B`` and the rate that
+  holds it, ``lambda_i(B) = B / (t_prefill + O t_step(B))``, rises with ``B``, so one bisection on ``B`` finds
+  the batch of a given rate or the largest batch meeting the SLOs (:func:`_server_batch`); requests in flight
+  in an M/G/inf system are Poisson,
   so the p99 batch is ``B + 2.326 sqrt(B)`` (normal tail) and p99 TPOT is the step time at that batch.
   Prefill is an M/D/1 queue per instance (service ``t_p``, load ``rho = lambda_i t_p``): mean wait
   ``rho t_p / (2 (1 - rho))`` (Pollaczek-Khinchine), tail ``P(W > t) ~ rho exp(-t rho / W_mean)`` (Kingman's
