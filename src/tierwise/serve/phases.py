@@ -31,12 +31,12 @@ from tierwise.hierarchy import group_span
 from tierwise.serve.kv import kv_fraction_per_gpu, shape_of, weight_bytes_read_per_step
 from tierwise.serve.params import ServingParameters
 from tierwise.specs.cluster import Cluster
-from tierwise.specs.compute import attention_efficiency_family, compute_profile
+from tierwise.specs.compute import attention_efficiency_family, compute_profile, grouped_gemm_efficiency
 from tierwise.specs.model import ModelSpec
 from tierwise.specs.parameters import load_parameters
 from tierwise.workload.flops import attention_core_flops_per_token
 
-__all__ = ["linear_flops_per_token", "prefill_time", "decode_step_time", "comm_time", "peak_flops", "efficiencies",
+__all__ = ["linear_flops_per_token", "linear_time", "prefill_time", "decode_step_time", "comm_time", "peak_flops", "efficiencies",
            "Efficiencies"]
 
 
@@ -110,6 +110,43 @@ def linear_flops_per_token(model: ModelSpec) -> float:
     dense = sum(g.flops_per_token for g in s.dense_mlp_gemms)
     moe = sum(g.flops_per_token * (s.top_k if g.expert else 1) for g in s.moe_gemms)
     return s.num_layers * attn + s.num_dense_layers * dense + s.num_moe_layers * moe + 2.0 * s.lm_head_params
+
+
+def linear_time(model: ModelSpec, cluster: Cluster, precision: str, tp, ep, tokens, params: ServingParameters
+                ) -> np.ndarray:
+    """Seconds of the weight GEMMs' math over ``tokens`` tokens on one instance (``tp`` ranks, experts over ``ep``).
+
+    Dense GEMMs: ``F / (tp P eff_mm)``. Routed experts run as one grouped GEMM per projection over the rank's
+    ``E / ep`` experts, each split ``tp / ep`` ways, with ``T k / E`` rows per expert (balanced routing): the
+    training model's tile- and wave-quantization efficiency
+    (:func:`tierwise.specs.compute.grouped_gemm_efficiency`) multiplies ``eff_mm``, and across ``ep > 1`` ranks
+    the busiest one sets the pace (the training fit's ``moe_load_imbalance``, read through
+    :func:`load_parameters`).
+    """
+    shape = shape_of(model)
+    tp = np.asarray(tp, dtype=float)
+    tokens = np.asarray(tokens, dtype=float)
+    eff = efficiencies(cluster, precision, params).matmul
+    peak = peak_flops(cluster, precision, params)
+    if shape.num_moe_layers == 0:
+        return linear_flops_per_token(model) * tokens / (tp * peak * eff)
+    ep = np.asarray(ep, dtype=float)
+    k_top, experts = shape.top_k, shape.num_experts
+    expert_flops = sum(g.flops_per_token for g in shape.moe_gemms if g.expert) * k_top * shape.num_moe_layers
+    dense_t = (linear_flops_per_token(model) - expert_flops) * tokens / (tp * peak * eff)
+    etp = tp / ep
+    rows = tokens * k_top / experts
+    sms = compute_profile(cluster.accelerator).sms
+    imbalance = np.where(ep > 1, float(load_parameters().compute.get("moe_load_imbalance", 1.0)), 1.0)
+    expert_t = 0.0
+    for g in shape.moe_gemms:
+        if not g.expert:
+            continue
+        n = g.out_features / (etp if g.split == "out" else 1)
+        k = g.in_features / (etp if g.split == "in" else 1)
+        geff = grouped_gemm_efficiency(rows, n, k, experts / ep, sms)
+        expert_t = expert_t + g.flops_per_token * k_top * shape.num_moe_layers * tokens / (tp * peak * eff * geff)
+    return dense_t + expert_t * imbalance
 
 
 def _attn_flops_per_token(model: ModelSpec, context) -> np.ndarray:
@@ -187,10 +224,9 @@ def prefill_time(model: ModelSpec, cluster: Cluster, precision: str, tp, ep, inp
     n = np.asarray(num_requests, dtype=float)
     s = np.asarray(input_len, dtype=float)
     tokens = n * s
-    peak = peak_flops(cluster, precision, params)
     bf16 = cluster.accelerator.peak_flops_per_s("bf16")
     eff = efficiencies(cluster, precision, params)
-    lin = linear_flops_per_token(model) * tokens / (tp * peak * eff.matmul)
+    lin = linear_time(model, cluster, precision, tp, ep, tokens, params)
     # causal: a query at position i sees i keys, s/2 on average
     eff_att = eff.attention * s / (s + params.attention_half_seq_tokens)
     att = _attn_flops_per_token(model, s / 2.0) * tokens / (tp * bf16 * eff_att)
@@ -225,9 +261,8 @@ def decode_step_time(model: ModelSpec, cluster: Cluster, precision: str, kv_byte
     w_read = weight_bytes_read_per_step(model, precision, tp, ep, batch + pt)
     kv_read = batch * ctx * kv_gpu
     memory = (w_read + kv_read) / hbm
-    peak = peak_flops(cluster, precision, params)
     bf16 = acc.peak_flops_per_s("bf16")
-    lin = linear_flops_per_token(model) * (batch + pt) / (tp * peak * eff.matmul)
+    lin = linear_time(model, cluster, precision, tp, ep, batch + pt, params)
     att_decode = _attn_flops_per_token(model, ctx) * batch / (tp * bf16 * eff.attention)
     pc = np.maximum(np.asarray(prefill_context, dtype=float), 1.0)
     eff_pf = eff.attention * pc / (pc + params.attention_half_seq_tokens)
