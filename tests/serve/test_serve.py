@@ -220,3 +220,23 @@ def test_attention_kernel_family_prices_prefill():
     fa2 = serve_estimate(_cfg(attention_kernel="flash2", input_len=8192))
     auto = serve_estimate(_cfg(input_len=8192))
     assert fa2["phases"]["prefill_s"] > auto["phases"]["prefill_s"]  # Hopper's default is the cuDNN/FA3 family
+
+
+def test_routed_experts_priced_as_grouped_gemms():
+    """Few tokens per expert pad their tiles: an MoE model's GEMM time per token falls as the step's tokens grow,
+    a dense model's does not; the busiest EP rank sets the pace."""
+    from tierwise.serve.params import serving_parameters
+    from tierwise.serve.phases import efficiencies, linear_flops_per_token, linear_time, peak_flops
+    from tierwise.specs.cluster import load_cluster
+
+    c, p = load_cluster("dgx-h100"), serving_parameters()
+    tokens = np.array([8.0, 512.0, 8192.0])
+    moe = linear_time(load_model("mixtral-8x7b"), c, "fp8", 1, 1, tokens, p) / tokens
+    assert moe[0] > moe[1] > moe[2]
+    dense_model = load_model("llama3.1-8b")
+    dense = linear_time(dense_model, c, "fp8", 1, 1, tokens, p)
+    want = linear_flops_per_token(dense_model) * tokens / (peak_flops(c, "fp8", p) * efficiencies(c, "fp8", p).matmul)
+    assert np.allclose(dense, want)
+    one = linear_time(load_model("mixtral-8x7b"), c, "fp8", 8, 1, 8192.0, p)
+    spread = linear_time(load_model("mixtral-8x7b"), c, "fp8", 8, 8, 8192.0, p)
+    assert spread > one  # EP over 8 ranks: the busiest rank's experts (moe_load_imbalance)
