@@ -14,7 +14,8 @@ from tierwise.serve.api import ServeConfig, serve_plan_document
 
 def main(repeats: int = 7) -> None:
     cases = [("llama3.1-70b", "interactive", "fp8"), ("llama3.1-70b", "offline", "fp8"),
-             ("deepseek-v3", "interactive", "fp8")]
+             ("llama3.1-70b", "server", "fp8"), ("deepseek-v3", "interactive", "fp8"),
+             ("deepseek-v3", "server", "fp8")]
     for model, scenario, precision in cases:
         cfg = ServeConfig(model=model, cluster="gb200-nvl72", num_gpus=72, precision=precision, input_len=2000,
                           output_len=256, scenario=scenario)

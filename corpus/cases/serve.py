@@ -18,7 +18,8 @@ for option, values in (("--input-len", ("0", "-1", "nan", "abc", str(2**63))),
                        ("--tp", ("0", "3", "-1")),
                        ("--gpus", ("0", str(2**31))),
                        ("--beams", ("0", "65")),
-                       ("--max-batch", ("0", "-2"))):
+                       ("--max-batch", ("0", "-2")),
+                       ("--kv-cache-fraction", ("0", "1.5", "nan", "-1"))):
     for v in values:
         argv = [*_BASE, option, v] if option != "--gpus" else ["serve", "--model", "llama3.1-8b", "--cluster",
                                                                  "dgx-h100", "--gpus", v]
@@ -27,7 +28,8 @@ for option, values in (("--input-len", ("0", "-1", "nan", "abc", str(2**63))),
         CASES.append(Case(id=f"serve/{option.lstrip('-')}-{v[:12]}", argv=argv, stderr_has=[option.lstrip("-")[:5]]))
 
 for option, value in (("--precision", "fp16"), ("--kv-precision", "fp4"), ("--scenario", "batch"),
-                      ("--kv-link", "carrier-pigeon"), ("--batching", "dynamic"), ("--kv-reservation", "half")):
+                      ("--kv-link", "carrier-pigeon"), ("--batching", "dynamic"), ("--kv-reservation", "half"),
+                      ("--kv-cache-of", "most"), ("--attention-kernel", "flash9")):
     CASES.append(Case(id=f"serve/choice-{option.lstrip('-')}", argv=[*_BASE, option, value], stderr_has=[value]))
 
 CASES += [

@@ -155,3 +155,88 @@ def test_tabulated_collectives_match_the_collective_model():
             got = _collective(c, kind, np.full(tokens.shape, g), tokens, 16384.0)
             want = collective_cost(kind, tokens * 16384.0, group_span(c, np.full(tokens.shape, g), 1), c).time_s
             assert np.allclose(got, want, rtol=5e-3)
+
+
+def test_gemm_and_hbm_efficiencies_are_the_training_models_per_accelerator():
+    """One compute model for training and serving: a part's GEMM efficiency is its measured large-GEMM fraction
+    times the training fit's matmul_residual; the HBM one its measured streaming fraction times hbm_residual."""
+    from tierwise.serve.params import serving_parameters
+    from tierwise.serve.phases import efficiencies
+    from tierwise.specs.cluster import load_cluster
+    from tierwise.specs.compute import compute_profile
+    from tierwise.specs.parameters import load_parameters
+
+    p = serving_parameters()
+    residual = load_parameters().compute["matmul_residual"]
+    effs = {}
+    for name in ("dgx-h100", "hgx-h200", "mi300x-8"):
+        c = load_cluster(name)
+        prof = compute_profile(c.accelerator)
+        e = efficiencies(c, "bf16", p)
+        assert e.matmul == pytest.approx(prof.gemm_fraction * prof.clock_factor * residual)
+        assert e.hbm == pytest.approx(prof.hbm_fraction * p.hbm_residual)
+        effs[name] = e
+    # measured fractions: H200 (GH200 0.830) above H100 (0.801) above MI300X (0.598)
+    assert effs["hgx-h200"].matmul > effs["dgx-h100"].matmul > effs["mi300x-8"].matmul
+    # Hopper runs the cuDNN/FA3-class kernels, an unlisted generation the FA2 family (compute.yaml defaults)
+    assert effs["dgx-h100"].attention > effs["mi300x-8"].attention
+
+
+def test_server_steady_state_obeys_littles_law_and_approaches_offline():
+    """The server batch b and the rate it holds satisfy b = lambda_i (prefill + O TPOT); with the SLOs loose the
+    largest rate approaches the offline throughput of the same deployment (both fill the KV cache)."""
+    doc = serve_estimate(_cfg(model="llama3.1-8b", num_gpus=1, tp=1, scenario="server", input_len=512,
+                              output_len=256))
+    lam = doc["output_tokens_per_s"] / 256
+    assert doc["batch"] == pytest.approx(lam * (doc["phases"]["prefill_s"] + 256 * doc["tpot_s"]), rel=1e-3)
+    assert doc["tpot_p99_s"] <= 0.2 + 1e-9 and doc["ttft_p99_s"] <= 2.0 + 1e-9
+    loose = serve_estimate(_cfg(model="llama3.1-8b", num_gpus=1, tp=1, scenario="server", input_len=512,
+                                output_len=256, ttft_slo=1e4, tpot_slo=1e4))
+    offline = serve_estimate(_cfg(model="llama3.1-8b", num_gpus=1, tp=1, input_len=512, output_len=256))
+    assert 0.9 * offline["output_tokens_per_s"] < loose["output_tokens_per_s"] <= 1.05 * offline["output_tokens_per_s"]
+    # a rate the deployment carries is served at exactly that rate, at the batch that holds it
+    held = serve_estimate(_cfg(model="llama3.1-8b", num_gpus=1, tp=1, scenario="server", input_len=512,
+                               output_len=256, rate=0.5 * lam))
+    assert held["output_tokens_per_s"] == pytest.approx(0.5 * lam * 256)
+    assert held["batch"] < doc["batch"]
+
+
+def test_kv_cache_of_free_sizes_the_cache_from_what_weights_leave():
+    """TensorRT-LLM's kv_cache_free_gpu_mem_fraction takes a fraction of the memory weights and activations leave;
+    vLLM's gpu_memory_utilization a fraction of all of it: with 0.9 each, the free convention holds 0.1 x weights
+    more."""
+    total = serve_estimate(_cfg(num_gpus=2, tp=2))
+    free = serve_estimate(_cfg(num_gpus=2, tp=2, kv_cache_of="free"))
+    more = free["kv_cache_bytes_per_gpu"] - total["kv_cache_bytes_per_gpu"]
+    assert more > 0.1 * total["weight_bytes_per_gpu"]
+    assert free["max_concurrency"] > total["max_concurrency"]
+    half = serve_estimate(_cfg(num_gpus=2, tp=2, kv_cache_of="free", kv_cache_fraction=0.45))
+    assert half["kv_cache_bytes_per_gpu"] == pytest.approx(free["kv_cache_bytes_per_gpu"] / 2)
+    assert any("kv_cache_fraction 0.9" in a for a in total["assumed"])
+    assert not any("kv_cache_fraction" in a for a in half["assumed"])
+
+
+def test_attention_kernel_family_prices_prefill():
+    fa2 = serve_estimate(_cfg(attention_kernel="flash2", input_len=8192))
+    auto = serve_estimate(_cfg(input_len=8192))
+    assert fa2["phases"]["prefill_s"] > auto["phases"]["prefill_s"]  # Hopper's default is the cuDNN/FA3 family
+
+
+def test_routed_experts_priced_as_grouped_gemms():
+    """Few tokens per expert pad their tiles: an MoE model's GEMM time per token falls as the step's tokens grow,
+    a dense model's does not; the busiest EP rank sets the pace."""
+    from tierwise.serve.params import serving_parameters
+    from tierwise.serve.phases import efficiencies, linear_flops_per_token, linear_time, peak_flops
+    from tierwise.specs.cluster import load_cluster
+
+    c, p = load_cluster("dgx-h100"), serving_parameters()
+    tokens = np.array([8.0, 512.0, 8192.0])
+    moe = linear_time(load_model("mixtral-8x7b"), c, "fp8", 1, 1, tokens, p) / tokens
+    assert moe[0] > moe[1] > moe[2]
+    dense_model = load_model("llama3.1-8b")
+    dense = linear_time(dense_model, c, "fp8", 1, 1, tokens, p)
+    want = linear_flops_per_token(dense_model) * tokens / (peak_flops(c, "fp8", p) * efficiencies(c, "fp8", p).matmul)
+    assert np.allclose(dense, want)
+    one = linear_time(load_model("mixtral-8x7b"), c, "fp8", 8, 1, 8192.0, p)
+    spread = linear_time(load_model("mixtral-8x7b"), c, "fp8", 8, 8, 8192.0, p)
+    assert spread > one  # EP over 8 ranks: the busiest rank's experts (moe_load_imbalance)

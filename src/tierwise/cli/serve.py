@@ -32,7 +32,8 @@ def _config(scenario_file, flags: dict):
 
 def _flags(model, cluster, gpus, tp, ep, precision, kv_precision, input_len, output_len, scenario, rate, ttft_slo,
            tpot_slo, batch, batching, kv_reservation, prefill_gpus, decode_gpus, prefill_tp, decode_tp, decode_ep,
-           kv_link, kv_whole, max_batch=None, beams=None) -> dict:
+           kv_link, kv_whole, max_batch=None, beams=None, kv_cache_fraction=None, kv_cache_of=None,
+           attention_kernel=None) -> dict:
     from tierwise.errors import ScenarioError
 
     b = None
@@ -52,7 +53,8 @@ def _flags(model, cluster, gpus, tp, ep, precision, kv_precision, input_len, out
             "rate": rate, "ttft_slo": ttft_slo, "tpot_slo": tpot_slo, "batch": b, "batching": batching,
             "kv_reservation": kv_reservation, "prefill_gpus": prefill_gpus, "decode_gpus": decode_gpus,
             "prefill_tp": prefill_tp, "decode_tp": decode_tp, "decode_ep": decode_ep, "kv_link": kv_link,
-            "kv_streamed": False if kv_whole else None, "max_batch": max_batch, "beams": beams}
+            "kv_streamed": False if kv_whole else None, "max_batch": max_batch, "beams": beams,
+            "kv_cache_fraction": kv_cache_fraction, "kv_cache_of": kv_cache_of, "attention_kernel": attention_kernel}
 
 
 def render_serve(console, doc: dict) -> None:
@@ -160,6 +162,14 @@ def register(app: typer.Typer) -> None:
         max_batch: Annotated[int | None, typer.Option("--max-batch", help="scheduler cap for --batch auto "
                                                                           "(default 2048)")] = None,
         kv_reservation: Annotated[str | None, typer.Option("--kv-reservation", help="paged or full")] = None,
+        kv_cache_fraction: Annotated[float | None, typer.Option(
+            "--kv-cache-fraction", help="memory fraction for the KV cache (default 0.9)")] = None,
+        kv_cache_of: Annotated[str | None, typer.Option(
+            "--kv-cache-of", help="total (vLLM gpu_memory_utilization) or free (TensorRT-LLM "
+                                  "kv_cache_free_gpu_mem_fraction)")] = None,
+        attention_kernel: Annotated[str | None, typer.Option(
+            "--attention-kernel", help="attention kernel family the engine runs: auto (the part's default), "
+                                       "flash2, sdpa, cudnn, flash3, triton")] = None,
         prefill_gpus: Annotated[int | None, typer.Option("--prefill-gpus", help="disaggregated: prefill pool")] = None,
         decode_gpus: Annotated[int | None, typer.Option("--decode-gpus", help="disaggregated: decode pool")] = None,
         prefill_tp: Annotated[int | None, typer.Option("--prefill-tp", help="TP of a prefill instance")] = None,
@@ -185,7 +195,8 @@ def register(app: typer.Typer) -> None:
             check_writable(html, "--html")
         flags = _flags(model, cluster, gpus, tp, ep, precision, kv_precision, input_len, output_len, scenario, rate,
                        ttft_slo, tpot_slo, batch, batching, kv_reservation, prefill_gpus, decode_gpus, prefill_tp,
-                       decode_tp, decode_ep, kv_link, kv_whole, max_batch, beams)
+                       decode_tp, decode_ep, kv_link, kv_whole, max_batch, beams, kv_cache_fraction, kv_cache_of,
+                       attention_kernel)
         cfg = _config(scenario_file, flags)
         doc = serve_estimate(cfg)
         if compare_attention:

@@ -56,6 +56,13 @@ class ServeConfig:
     kv_streamed: bool = True
     beams: int = 1
     """Beam-search width (sequences decoded per request; one output counted)."""
+    attention_kernel: str = "auto"
+    """Attention kernel family the engine runs (``auto``: the accelerator generation's default)."""
+    kv_cache_fraction: float | None = None
+    """KV-cache memory fraction (None: 0.9, the vLLM and TensorRT-LLM default), of the whole ``kv_cache_of``."""
+    kv_cache_of: str = "total"
+    """``total`` (vLLM ``gpu_memory_utilization``: a fraction of HBM) or ``free`` (TensorRT-LLM
+    ``kv_cache_free_gpu_mem_fraction``: a fraction of the HBM weights and activations leave)."""
     max_batch: int | None = None
     """Scheduler cap on sequences per instance for ``batch`` auto (None: params ``max_batch``, TensorRT-LLM's
     default 2048; vLLM's ``max_num_seqs`` default is 256)."""
@@ -93,6 +100,13 @@ def _check(cfg: ServeConfig) -> None:
     _choice(cfg.kv_link, "--kv-link", KV_LINKS)
     _choice(cfg.batching, "--batching", ("inflight", "static"))
     _choice(cfg.kv_reservation, "--kv-reservation", ("paged", "full"))
+    _choice(cfg.kv_cache_of, "--kv-cache-of", ("total", "free"))
+    from tierwise.specs.framework import ATTENTION_KERNELS
+
+    _choice(cfg.attention_kernel, "--attention-kernel", ATTENTION_KERNELS)
+    if cfg.kv_cache_fraction is not None:
+        check_float(cfg.kv_cache_fraction, "--kv-cache-fraction", minimum=0.0, min_open=True, maximum=1.0,
+                    error=ScenarioError, hint=" (a fraction of HBM, or of the free HBM with --kv-cache-of free)")
     check_int(cfg.input_len, "--input-len", maximum=MAX_TOKENS, error=ScenarioError)
     check_int(cfg.output_len, "--output-len", maximum=MAX_TOKENS, error=ScenarioError)
     check_int(cfg.batch, "--batch", minimum=0, maximum=1_000_000, error=ScenarioError, hint=" (0 = auto)")
@@ -129,12 +143,19 @@ def _resolve(cfg: ServeConfig):
     params = serving_parameters()
     if cfg.max_batch is not None:
         params = dataclasses.replace(params, max_batch=cfg.max_batch)
+    if cfg.attention_kernel != "auto":
+        params = dataclasses.replace(params, attention_kernel=cfg.attention_kernel)
     assumed: list[str] = []
     kvp = cfg.kv_precision
     if kvp is None:
         kvp = "bf16" if cfg.precision == "bf16" else "fp8"
         assumed.append(f"kv_precision {kvp} (bf16 for bf16 weights, fp8 for fp8/fp4 weights)")
     cluster.accelerator.peak_flops_per_s(cfg.precision)  # a clear error for fp4 on a part without it
+    if cfg.kv_cache_fraction is None:
+        assumed.append(f"kv_cache_fraction {params.memory_utilization} of "
+                       + ("total HBM (vLLM gpu_memory_utilization default)" if cfg.kv_cache_of == "total" else
+                          "the HBM weights and activations leave (TensorRT-LLM kv_cache_free_gpu_mem_fraction "
+                          "default)"))
     ttft, tpot = cfg.ttft_slo, cfg.tpot_slo
     if cfg.scenario == "server" and ttft is None and tpot is None:
         ttft, tpot = 2.0, 0.2
@@ -203,7 +224,7 @@ def _resolve(cfg: ServeConfig):
     w = Workload(model=model, cluster=cluster, precision=cfg.precision, kv_precision=kvp, input_len=cfg.input_len,
                  output_len=cfg.output_len, scenario=cfg.scenario, rate=cfg.rate, ttft_slo_s=ttft, tpot_slo_s=tpot,
                  batching=cfg.batching, kv_streamed=cfg.kv_streamed, kv_reservation=cfg.kv_reservation,
-                 beams=cfg.beams,
+                 beams=cfg.beams, kv_cache_fraction=cfg.kv_cache_fraction, kv_cache_of=cfg.kv_cache_of,
                  params=params)
     d = Deployments(disagg=np.array([disagg]), prefill_gpus=np.array([pg]), prefill_tp=np.array([ptp]),
                     decode_gpus=np.array([dg]), decode_tp=np.array([dtp]), decode_ep=np.array([dep]),

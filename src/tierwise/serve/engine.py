@@ -11,7 +11,10 @@ Scenarios:
 * ``interactive``: the same search with a tight TPOT SLO (default 40 ms, TTFT 450 ms: MLPerf Inference's
   interactive Llama-2-70B bounds).
 * ``server``: Poisson arrivals at ``rate`` requests/s. Decode concurrency from Little's law ``B = lambda_i
-  (TTFT + O TPOT)`` (solved by fixed-point iteration); requests in flight in an M/G/inf system are Poisson,
+  (TTFT + O TPOT)``, solved the other way round: the steady state is parametrized by ``B`` and the rate that
+  holds it, ``lambda_i(B) = B / (t_prefill + O t_step(B))``, rises with ``B``, so one bisection on ``B`` finds
+  the batch of a given rate or the largest batch meeting the SLOs (:func:`_server_batch`); requests in flight
+  in an M/G/inf system are Poisson,
   so the p99 batch is ``B + 2.326 sqrt(B)`` (normal tail) and p99 TPOT is the step time at that batch.
   Prefill is an M/D/1 queue per instance (service ``t_p``, load ``rho = lambda_i t_p``): mean wait
   ``rho t_p / (2 (1 - rho))`` (Pollaczek-Khinchine), tail ``P(W > t) ~ rho exp(-t rho / W_mean)`` (Kingman's
@@ -75,6 +78,14 @@ class Workload:
     """How the scheduler admits a request: ``paged`` (blocks allocated as tokens arrive, so a sequence holds
     the prompt plus half its output on average: vLLM, TensorRT-LLM ``MAX_UTILIZATION``) or ``full`` (the whole
     ``I + O`` reserved on admission: TensorRT-LLM's default ``GUARANTEED_NO_EVICT`` capacity scheduler)."""
+    kv_cache_fraction: float | None = None
+    """Memory fraction for the KV cache (None: ``params.memory_utilization``, 0.9), of the whole ``kv_cache_of``
+    names."""
+    kv_cache_of: str = "total"
+    """``total``: the engine may use ``fraction x HBM`` for weights, activations and cache (vLLM
+    ``gpu_memory_utilization``); ``free``: the cache gets ``fraction`` of what weights and activations leave
+    (TensorRT-LLM ``kv_cache_free_gpu_mem_fraction``, "fraction of free GPU memory after the model is
+    loaded", TensorRT-LLM docs, KV cache management)."""
     params: ServingParameters
 
     @property
@@ -108,8 +119,12 @@ class Deployments:
 def _capacity(w: Workload, tp, ep):
     """(KV cache bytes per GPU, max concurrent sequences per instance) after weights and workspace."""
     acc = w.cluster.accelerator
-    free = (acc.hbm_capacity_bytes * w.params.memory_utilization - weight_bytes_per_gpu(w.model, w.precision, tp, ep)
-            - workspace_bytes_per_gpu(w.model, tp, w.params))
+    frac = w.params.memory_utilization if w.kv_cache_fraction is None else w.kv_cache_fraction
+    used = weight_bytes_per_gpu(w.model, w.precision, tp, ep) + workspace_bytes_per_gpu(w.model, tp, w.params)
+    if w.kv_cache_of == "free":
+        free = frac * (acc.hbm_capacity_bytes - used)
+    else:
+        free = acc.hbm_capacity_bytes * frac - used
     cache = np.maximum(free, 0.0)
     gen = w.beams * (w.output_len / 2.0 if w.kv_reservation == "paged" else float(w.output_len))
     held = w.input_len + gen
@@ -217,47 +232,51 @@ def _aggregated(w: Workload, d: Deployments) -> dict[str, np.ndarray]:
 
 
 def _server_agg(w: Workload, d: Deployments, tp, ep, inst, limit, pf):
-    o, i = w.output_len, w.input_len
+    o = w.output_len
 
-    def at_rate(lam_total):
-        lam = lam_total / inst
-        b = np.maximum(lam * o * 0.05, 1.0)
-        for _ in range(_ITER):
-            s = _mixed_step(w, tp, ep, b)["total_s"]
-            b = np.minimum(0.5 * b + 0.5 * np.maximum(lam * (pf["total_s"] + o * s), 1e-9), 4 * limit + 1)
+    def at_batch(b):
+        """Steady state with ``b`` sequences in flight per instance (module docstring): the arrival rate that
+        holds them (Little's law), the step, the p99 step and the TTFT with its prefill queue."""
         step = _mixed_step(w, tp, ep, b)
-        b99 = b + Z99 * np.sqrt(b)
-        tpot99 = _mixed_step(w, tp, ep, b99)["total_s"]
+        lam = b / (pf["total_s"] + o * step["total_s"])
+        tpot99 = _mixed_step(w, tp, ep, b + Z99 * np.sqrt(b))["total_s"]
         wait, wait99 = _queue_wait(lam, pf["compute_s"] + pf["comm_s"])
         ttft = pf["total_s"] + step["total_s"] + wait
         ttft99 = pf["total_s"] + tpot99 + wait99
-        # capacity: the steady state needs the batch to fit and the decode to keep up with arrivals
-        ok = (b <= limit) & (lam * o * step["total_s"] <= b * (1 + 1e-6))
-        return b, ttft, step, ttft99, tpot99, ok
+        return lam, step, ttft, ttft99, tpot99
 
-    def meets(rate):
-        *_, ttft99, tpot99, ok = at_rate(rate)
-        return ok & _meets(w, ttft99, tpot99)
-
-    lam = _arrival_rate(w, len(d), lambda: inst * limit / _mixed_step(w, tp, ep, limit)["total_s"] / o, meets)
-    b, ttft, step, ttft99, tpot99, ok = at_rate(lam)
-    tps = np.where(ok, lam * o, 0.0)
-    del i
+    b, ok = _server_batch(w, len(d), inst, limit, lambda b: at_batch(b)[0],
+                          lambda b: _meets(w, *at_batch(b)[3:]))
+    lam, step, ttft, ttft99, tpot99 = at_batch(b)
+    tps = np.where(ok, (inst * lam if w.rate is None else w.rate) * o, 0.0)
     return b, tps, ttft, step["total_s"], ttft99, tpot99, step
 
 
-def _arrival_rate(w: Workload, n: int, cap, meets) -> np.ndarray:
-    """The arrival rate each deployment is evaluated at: the given ``rate``, else the largest rate whose p99
-    TTFT/TPOT meet the SLOs, by bisection between 0 and ``cap()`` (the rate the instances' step time allows;
-    ``meets(rate)`` -> bool array), ``_ITER`` halvings."""
+def _server_batch(w: Workload, n: int, instances, limit, rate_at, meets_at):
+    """Mean sequences in flight per instance (``b``) and whether the deployment carries the load.
+
+    The steady state is parametrized by ``b``: ``rate_at(b)`` (requests/s per instance) rises with ``b`` (a
+    step grows slower than the batch it serves), so a given ``rate`` is held at the one ``b`` with
+    ``instances x rate_at(b) = rate``, found by bisection on ``[0, limit]`` -- the deployment carries it only
+    if ``rate_at(limit)`` reaches it. Without a rate (MLPerf's Server rule), ``b`` is the largest in
+    ``[0, limit]`` whose p99 TTFT and TPOT meet the SLOs (``meets_at``: both grow with ``b``). ``_ITER``
+    halvings either way, one step evaluation per halving and candidate (no inner fixed-point loop)."""
+    limit = np.asarray(limit, dtype=float) + np.zeros(n)
+    lo, hi = np.zeros(n), limit.copy()
     if w.rate is not None:
-        return np.full(n, float(w.rate))
-    lo, hi = np.zeros(n), cap()
+        target = w.rate / instances
+        ok = rate_at(limit) >= target * (1 - 1e-9)
+        for _ in range(_ITER):
+            mid = (lo + hi) / 2
+            below = rate_at(np.maximum(mid, 1e-9)) < target
+            lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+        return np.maximum(hi, 1e-9), ok
+    good = meets_at(limit)
     for _ in range(_ITER):
         mid = (lo + hi) / 2
-        ok = meets(mid)
-        lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
-    return np.maximum(lo, 1e-9)
+        m = meets_at(np.maximum(mid, 1e-9))
+        lo, hi = np.where(m, mid, lo), np.where(m, hi, mid)
+    return np.where(good, limit, np.maximum(lo, 1e-9)), np.ones(n, dtype=bool)
 
 
 def _meets(w: Workload, ttft99, tpot99):
@@ -322,31 +341,21 @@ def _disaggregated(w: Workload, d: Deployments) -> dict[str, np.ndarray]:
 def _server_disagg(w, d, n_p, n_d, single, exposed, prefill_rate, limit):
     o = w.output_len
     tpd, epd = d.decode_tp, d.decode_ep
+    # each prefill instance serves lam / n_p requests at n_p / prefill_rate seconds each
+    service = n_p / np.maximum(prefill_rate, 1e-12)
 
-    def at_rate(lam_total):
-        lam_d = lam_total / n_d
-        b = np.maximum(lam_d * o * 0.05, 1.0)
-        for _ in range(_ITER):
-            s = _pure_step(w, tpd, epd, b)["total_s"]
-            b = np.minimum(0.5 * b + 0.5 * lam_d * o * s, 4 * limit + 1)
+    def at_batch(b):
         s = _pure_step(w, tpd, epd, b)["total_s"]
+        lam = n_d * b / (o * s)  # requests/s of the deployment (Little's law on the decode pool)
         tpot99 = _pure_step(w, tpd, epd, b + Z99 * np.sqrt(b))["total_s"]
-        # each prefill instance serves lam / n_p requests at 1 / (its rate) seconds each
-        service = n_p / np.maximum(prefill_rate, 1e-12)
-        wait, wait99 = _queue_wait(lam_total / n_p, service)
-        ttft = single["total_s"] + exposed + wait
-        ttft99 = single["total_s"] + exposed + wait99
-        ok = (b <= limit) & (lam_d * o * s <= b * (1 + 1e-6))
-        return b, s, ttft, tpot99, ttft99, ok
+        wait, wait99 = _queue_wait(lam / n_p, service)
+        return lam, s, single["total_s"] + exposed + wait, single["total_s"] + exposed + wait99, tpot99
 
-    def meets(rate):
-        *_, tpot99, ttft99, ok = at_rate(rate)
-        return ok & _meets(w, ttft99, tpot99)
-
-    lam = _arrival_rate(w, len(d), lambda: np.minimum(
-        prefill_rate, n_d * limit / _pure_step(w, tpd, epd, limit)["total_s"] / o), meets)
-    b, s, ttft, tpot99, ttft99, ok = at_rate(lam)
-    return b, np.where(ok, lam * o, 0.0), ttft, s, ttft99, tpot99
+    b, ok = _server_batch(w, len(d), n_d, limit, lambda b: at_batch(b)[0] / n_d,
+                          lambda b: _meets(w, *at_batch(b)[3:]))
+    lam, s, ttft, ttft99, tpot99 = at_batch(b)
+    ok &= lam < prefill_rate
+    return b, np.where(ok, (lam if w.rate is None else w.rate) * o, 0.0), ttft, s, ttft99, tpot99
 
 
 def _result(w, d, tps, gpus, ttft, tpot, ttft99, tpot99, batch, cache, max_conc, fits, meets, pbound, dbound, xfer,

@@ -21,7 +21,20 @@ from tierwise.specs.model import ModelSpec
 from tierwise.workload.flops import ModelShape, model_shape
 
 __all__ = ["kv_bytes_per_token", "kv_fraction_per_gpu", "weight_bytes_per_gpu", "workspace_bytes_per_gpu",
-           "attention_kind", "mha_equivalent"]
+           "attention_kind", "mha_equivalent", "shape_of"]
+
+_SHAPES: dict[int, tuple[ModelSpec, ModelShape]] = {}
+
+
+def shape_of(model: ModelSpec) -> ModelShape:
+    """:func:`tierwise.workload.flops.model_shape` of ``model``, kept for the process (the planner's bisections
+    ask for the same model's shape thousands of times; specs are frozen)."""
+    hit = _SHAPES.get(id(model))
+    if hit is None or hit[0] is not model:
+        if len(_SHAPES) > 256:
+            _SHAPES.clear()
+        hit = _SHAPES[id(model)] = (model, model_shape(model))
+    return hit[1]
 
 
 def attention_kind(model: ModelSpec) -> str:
@@ -79,7 +92,7 @@ def _local_params(shape: ModelShape, tp, ep) -> tuple[np.ndarray, np.ndarray, np
 def weight_bytes_per_gpu(model: ModelSpec, precision: str, tp, ep) -> np.ndarray:
     """Weight bytes one rank holds: layers at the weight precision, embedding and LM head in BF16 (FP8 and
     FP4 checkpoints keep them in 16 bits: NVIDIA ModelOpt quantizes the linear layers only)."""
-    layers, experts, emb = _local_params(model_shape(model), tp, ep)
+    layers, experts, emb = _local_params(shape_of(model), tp, ep)
     return (layers + experts) * BYTES_PER_PARAM[precision] + emb * 2.0
 
 
@@ -91,7 +104,7 @@ def weight_bytes_read_per_step(model: ModelSpec, precision: str, tp, ep, batch) 
     routing), the expected number of distinct experts touched is ``E (1 - (1 - k/E)^B)`` (the occupancy
     expectation of B draws without replacement of k from E per draw; Feller, vol. 1, sec. II.11).
     """
-    shape = model_shape(model)
+    shape = shape_of(model)
     layers, experts, emb = _local_params(shape, tp, ep)
     b = BYTES_PER_PARAM[precision]
     batch = np.asarray(batch, dtype=float)

@@ -27,12 +27,16 @@ KV_BYTES_PER_ELEMENT = {"bf16": 2.0, "fp8": 1.0}
 class ServingParameters:
     """Global parameters of :mod:`tierwise.serve` (one value each, for every model and part)."""
 
-    matmul_efficiency: float
-    """Fraction of the dense peak the serving GEMMs reach (prefill and the decode step). Fitted on the serving
-    set's throughput rows (0.6; docs/serving.md, "Parameters"); the training model's large-GEMM efficiency
-    (issue 14: a measured per-accelerator fraction, e.g. H100 0.801, times the fitted global
-    ``compute.matmul_residual``, read here as ``training_matmul_efficiency``) is a BF16 training figure, and
-    serving runs FP8/FP4 GEMMs whose fraction of their (2x, 4x) peak is lower."""
+    matmul_residual: float
+    """What serving GEMMs reach of each accelerator's measured large-GEMM fraction: the training model's fitted
+    global ``compute.matmul_residual`` (issue 14), read through :func:`load_parameters`, so serving and training
+    share one GEMM model. A part's absolute efficiency is ``gemm_bf16_fraction x clock_factor x
+    matmul_residual`` (catalog/compute.yaml measured fractions: H100 0.801, H200 0.830, B200 0.776, MI300X
+    0.598 of the dense peak; :func:`tierwise.serve.phases.efficiencies`), applied to the dense peak at the
+    weight precision (FP8 GEMMs at the training model's ``fp8_efficiency_ratio``)."""
+    fp8_efficiency_ratio: float = 1.0
+    """FP8 GEMMs reach this fraction of the BF16 efficiency against their own (2x) peak: the training model's
+    ``compute.fp8_efficiency_ratio`` (held at 1 there)."""
     gemm_memory_overlap_loss: float = 0.0
     """How much of a weight GEMM's HBM read is not hidden behind its math in serving steps: the step's GEMM time
     is ``max(t_math, t_read) + loss x min(t_math, t_read)`` (0: the ideal max roofline; 1: the additive
@@ -41,28 +45,35 @@ class ServingParameters:
     """FP4 GEMMs reach this fraction of the efficiency FP8 GEMMs reach against their own (2x) peak (NVFP4's
     per-16-element block scales are applied in the MMA pipeline; the analogue of the training model's
     ``fp8_efficiency_ratio``). Fitted on the serving set's FP4 rows (docs/serving.md)."""
-    training_matmul_efficiency: float = 0.0
-    """The training model's global large-GEMM residual ``compute.matmul_residual`` (the factor on each
-    accelerator's measured large-GEMM fraction, catalog/compute.yaml), reported beside the serving value."""
-    attention_efficiency: float
-    """Fraction of the BF16 dense peak the attention core reaches in prefill. The training value
-    (``compute.attention_efficiency`` = 0.17) was fitted on FlashAttention-2-era training kernels with their
-    backward pass; serving kernels (TensorRT-LLM FMHA, FlashAttention-3 forward) run the forward only:
-    FlashAttention-3 reaches 0.75 of the H100 BF16 peak forward (Shah et al. 2024, arXiv 2407.08608, sec. 4.1,
-    Fig. 4: 740 of 989 TFLOP/s at head dim 128); 0.5 is used (a forward between FA2's ~0.35 and FA3's)."""
+    attention_efficiency_flash2: float
+    """Forward attention-core efficiency against the BF16 dense peak of the FlashAttention-2 family (PyTorch
+    SDPA, ROCm kernels): the training model's fitted ``compute.attention_efficiency_flash2`` (its backward is
+    priced apart there by ``attention_backward_ratio``, so the value is a forward one)."""
+    attention_efficiency_cudnn: float
+    """The same for the cuDNN / FlashAttention-3 family (TensorRT-LLM and FlashInfer FMHA on Hopper and
+    Blackwell): the training model's ``compute.attention_efficiency_cudnn``. The family a part runs is
+    compute.yaml's ``default_attention_kernel`` of its generation (ampere: flash2; hopper and blackwell:
+    cudnn; any other: sdpa, which runs at the flash2 value)."""
     attention_half_seq_tokens: float
     """Sequence length at which attention reaches half its efficiency: ``compute.attention_half_seq_tokens``."""
-    decode_hbm_efficiency: float
-    """Fraction of the datasheet HBM bandwidth the decode step's weight and KV reads reach. Fitted on the
-    serving set's throughput rows (docs/serving.md); the training model's ``memory_bound_efficiency`` (0.48)
-    is for small elementwise kernels, not for long streaming GEMV/attention reads."""
+    hbm_residual: float
+    """What the decode step's long weight and KV reads reach of each accelerator's measured streaming HBM
+    fraction (catalog/compute.yaml ``hbm_fraction``: H100 0.922 of the datasheet, a device-to-device copy;
+    parts without their own measurement use it too). Fitted on the serving set's throughput rows
+    (docs/serving.md); the training model's ``memory_bound_residual`` (0.47) is for its small elementwise
+    kernels, not for streaming GEMV reads."""
     step_overhead_s: float
     """Per decode step software time not hidden behind the GPU (scheduler, sampling, launches between CUDA
     graphs). vLLM v0.5.3 spent 62% of a Llama-3-8B step outside GPU execution (vLLM blog, 2024-09-05: "only 38%
     of time in GPU execution"); fitted on the serving set's TPOT and throughput rows (docs/serving.md)."""
+    attention_kernel: str = "auto"
+    """The attention kernel family the engine runs (a deployment setting carried here as ``max_batch`` is;
+    ``--attention-kernel``): ``auto`` is the generation's default (catalog/compute.yaml), ``flash2`` for
+    engines on FlashAttention-2 (vLLM's CUDA ``FLASH_ATTN`` backend, vllm-flash-attn, through v0.6)."""
     memory_utilization: float = 0.9
-    """Fraction of HBM the serving engine may use (vLLM ``gpu_memory_utilization`` default 0.9; TensorRT-LLM
-    ``kv_cache_free_gpu_mem_fraction`` default 0.9)."""
+    """Default KV-cache memory fraction (``--kv-cache-fraction``): vLLM's ``gpu_memory_utilization`` and
+    TensorRT-LLM's ``kv_cache_free_gpu_mem_fraction`` both default to 0.9, of different wholes
+    (``--kv-cache-of``: total HBM for vLLM, the HBM left after weights and activations for TensorRT-LLM)."""
     workspace_tokens: int = 8192
     """Tokens one engine step may hold (activation workspace): TensorRT-LLM's default ``max_num_tokens`` 8192."""
     max_batch: int = 2048
@@ -89,13 +100,14 @@ def serving_parameters() -> ServingParameters:
     serving values above."""
     compute = load_parameters().compute
     base = ServingParameters(
-        matmul_efficiency=0.6,
-        training_matmul_efficiency=float(compute["matmul_residual"]),
-        attention_efficiency=0.5,
+        matmul_residual=float(compute["matmul_residual"]),
+        fp8_efficiency_ratio=float(compute.get("fp8_efficiency_ratio", 1.0)),
+        attention_efficiency_flash2=float(compute["attention_efficiency_flash2"]),
+        attention_efficiency_cudnn=float(compute["attention_efficiency_cudnn"]),
         attention_half_seq_tokens=float(compute.get("attention_half_seq_tokens", 240)),
-        decode_hbm_efficiency=0.90,
+        hbm_residual=0.85,
         step_overhead_s=12.0e-3,
         fp4_efficiency_ratio=0.85,
-        gemm_memory_overlap_loss=1.0,
+        gemm_memory_overlap_loss=0.75,
     )
     return dataclasses.replace(base, **_OVERRIDES) if _OVERRIDES else base

@@ -22,18 +22,75 @@ are small messages, so their latency term dominates; the per-collective host lau
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from tierwise.collectives.model import collective_cost
 from tierwise.hierarchy import group_span
-from tierwise.serve.kv import kv_fraction_per_gpu, weight_bytes_read_per_step
+from tierwise.serve.kv import kv_fraction_per_gpu, shape_of, weight_bytes_read_per_step
 from tierwise.serve.params import ServingParameters
 from tierwise.specs.cluster import Cluster
+from tierwise.specs.compute import attention_efficiency_family, compute_profile, grouped_gemm_efficiency
 from tierwise.specs.model import ModelSpec
 from tierwise.specs.parameters import load_parameters
-from tierwise.workload.flops import attention_core_flops_per_token, model_shape
+from tierwise.workload.flops import attention_core_flops_per_token
 
-__all__ = ["linear_flops_per_token", "prefill_time", "decode_step_time", "comm_time", "peak_flops"]
+__all__ = ["linear_flops_per_token", "linear_time", "prefill_time", "decode_step_time", "comm_time", "peak_flops", "efficiencies",
+           "Efficiencies"]
+
+
+@dataclass(frozen=True)
+class Efficiencies:
+    """A part's serving efficiencies (:func:`efficiencies`)."""
+
+    matmul: float
+    """Fraction of the dense peak at the weight precision the weight GEMMs reach."""
+    attention: float
+    """Fraction of the dense BF16 peak the attention core reaches (at long sequences)."""
+    hbm: float
+    """Fraction of the datasheet HBM bandwidth the decode step's streaming reads reach."""
+
+
+def efficiencies(cluster: Cluster, precision: str, params: ServingParameters) -> Efficiencies:
+    """The serving efficiencies of ``cluster``'s accelerator, from the training model's per-accelerator compute
+    profile (:func:`tierwise.specs.compute.compute_profile`, catalog/compute.yaml) and its global residuals.
+
+    * GEMMs: ``gemm_bf16_fraction x clock_factor x matmul_residual`` -- exactly the training model's
+      large-GEMM efficiency (:func:`tierwise.estimate.step._per_accelerator`), or the cluster's own
+      ``compute: matmul_efficiency_max`` (a ``measure gemm`` figure) in place of the catalog fraction; FP8
+      weights at ``fp8_efficiency_ratio`` of it, FP4 at ``fp4_efficiency_ratio`` of FP8's.
+    * Attention: the fitted forward efficiency of the kernel family the engine runs (``params.attention_kernel``;
+      ``auto``: the generation's default, :func:`tierwise.specs.compute.default_attention_kernel`), at the
+      sustained clock.
+    * HBM: the measured streaming fraction (or the cluster's ``compute: memory_bound_efficiency``) times
+      ``hbm_residual``.
+    """
+    key = (id(cluster), cluster.name, precision, params, id(load_parameters()))
+    hit = _EFFICIENCIES.get(key)
+    if hit is not None and hit[0] is cluster:
+        return hit[1]
+    acc = cluster.accelerator
+    prof = compute_profile(acc)
+    own = getattr(cluster, "compute", None) or {}
+    gemm = float(own.get("matmul_efficiency_max", prof.gemm_fraction * prof.clock_factor)) * params.matmul_residual
+    if precision in ("fp8", "fp4"):
+        gemm *= params.fp8_efficiency_ratio
+    from tierwise.estimate.step import resolved_attention_kernel
+
+    family = attention_efficiency_family(resolved_attention_kernel(params.attention_kernel, acc.generation))
+    att = getattr(params, f"attention_efficiency_{family}", params.attention_efficiency_flash2) * prof.clock_factor
+    hbm = float(own.get("memory_bound_efficiency", prof.hbm_fraction)) * params.hbm_residual
+    out = Efficiencies(matmul=min(gemm, 1.0), attention=min(att, 1.0), hbm=min(hbm, 1.0))
+    if len(_EFFICIENCIES) > 256:
+        _EFFICIENCIES.clear()
+    _EFFICIENCIES[key] = (cluster, out)
+    return out
+
+
+_EFFICIENCIES: dict = {}
+"""Computed efficiencies by (cluster, precision, parameters), kept for the process (the bisections ask for the
+same few hundreds of times)."""
 
 
 def peak_flops(cluster: Cluster, precision: str, params: ServingParameters | None = None) -> float:
@@ -48,17 +105,54 @@ def peak_flops(cluster: Cluster, precision: str, params: ServingParameters | Non
 def linear_flops_per_token(model: ModelSpec) -> float:
     """Forward FLOPs of the weight GEMMs per token (``2 x active parameters``; ``top_k`` routed experts, the
     shared experts and the router on MoE layers; the LM head once per token)."""
-    s = model_shape(model)
+    s = shape_of(model)
     attn = sum(g.flops_per_token for g in s.attention_gemms)
     dense = sum(g.flops_per_token for g in s.dense_mlp_gemms)
     moe = sum(g.flops_per_token * (s.top_k if g.expert else 1) for g in s.moe_gemms)
     return s.num_layers * attn + s.num_dense_layers * dense + s.num_moe_layers * moe + 2.0 * s.lm_head_params
 
 
+def linear_time(model: ModelSpec, cluster: Cluster, precision: str, tp, ep, tokens, params: ServingParameters
+                ) -> np.ndarray:
+    """Seconds of the weight GEMMs' math over ``tokens`` tokens on one instance (``tp`` ranks, experts over ``ep``).
+
+    Dense GEMMs: ``F / (tp P eff_mm)``. Routed experts run as one grouped GEMM per projection over the rank's
+    ``E / ep`` experts, each split ``tp / ep`` ways, with ``T k / E`` rows per expert (balanced routing): the
+    training model's tile- and wave-quantization efficiency
+    (:func:`tierwise.specs.compute.grouped_gemm_efficiency`) multiplies ``eff_mm``, and across ``ep > 1`` ranks
+    the busiest one sets the pace (the training fit's ``moe_load_imbalance``, read through
+    :func:`load_parameters`).
+    """
+    shape = shape_of(model)
+    tp = np.asarray(tp, dtype=float)
+    tokens = np.asarray(tokens, dtype=float)
+    eff = efficiencies(cluster, precision, params).matmul
+    peak = peak_flops(cluster, precision, params)
+    if shape.num_moe_layers == 0:
+        return linear_flops_per_token(model) * tokens / (tp * peak * eff)
+    ep = np.asarray(ep, dtype=float)
+    k_top, experts = shape.top_k, shape.num_experts
+    expert_flops = sum(g.flops_per_token for g in shape.moe_gemms if g.expert) * k_top * shape.num_moe_layers
+    dense_t = (linear_flops_per_token(model) - expert_flops) * tokens / (tp * peak * eff)
+    etp = tp / ep
+    rows = tokens * k_top / experts
+    sms = compute_profile(cluster.accelerator).sms
+    imbalance = np.where(ep > 1, float(load_parameters().compute.get("moe_load_imbalance", 1.0)), 1.0)
+    expert_t = 0.0
+    for g in shape.moe_gemms:
+        if not g.expert:
+            continue
+        n = g.out_features / (etp if g.split == "out" else 1)
+        k = g.in_features / (etp if g.split == "in" else 1)
+        geff = grouped_gemm_efficiency(rows, n, k, experts / ep, sms)
+        expert_t = expert_t + g.flops_per_token * k_top * shape.num_moe_layers * tokens / (tp * peak * eff * geff)
+    return dense_t + expert_t * imbalance
+
+
 def _attn_flops_per_token(model: ModelSpec, context) -> np.ndarray:
     """Attention core FLOPs per token over all layers at average context ``context`` (no causal halving:
     the caller passes the average keys a query sees)."""
-    s = model_shape(model)
+    s = shape_of(model)
     return attention_core_flops_per_token(model, s, np.maximum(np.asarray(context, dtype=float), 1.0),
                                           causal_halving=False) * model.num_layers
 
@@ -130,17 +224,16 @@ def prefill_time(model: ModelSpec, cluster: Cluster, precision: str, tp, ep, inp
     n = np.asarray(num_requests, dtype=float)
     s = np.asarray(input_len, dtype=float)
     tokens = n * s
-    peak = peak_flops(cluster, precision, params)
     bf16 = cluster.accelerator.peak_flops_per_s("bf16")
-    lin = linear_flops_per_token(model) * tokens / (tp * peak * params.matmul_efficiency)
+    eff = efficiencies(cluster, precision, params)
+    lin = linear_time(model, cluster, precision, tp, ep, tokens, params)
     # causal: a query at position i sees i keys, s/2 on average
-    eff_att = params.attention_efficiency * s / (s + params.attention_half_seq_tokens)
+    eff_att = eff.attention * s / (s + params.attention_half_seq_tokens)
     att = _attn_flops_per_token(model, s / 2.0) * tokens / (tp * bf16 * eff_att)
     compute = lin + att
     from tierwise.serve.kv import weight_bytes_per_gpu
 
-    memory = weight_bytes_per_gpu(model, precision, tp, ep) / (cluster.accelerator.hbm_bytes_per_s
-                                                                * params.decode_hbm_efficiency)
+    memory = weight_bytes_per_gpu(model, precision, tp, ep) / (cluster.accelerator.hbm_bytes_per_s * eff.hbm)
     comm = comm_time(model, cluster, tp.astype(np.int64), ep, tokens, precision)
     total = np.maximum(compute, memory) + params.gemm_memory_overlap_loss * np.minimum(compute, memory) + comm
     return {"compute_s": compute + 0 * total, "memory_s": memory + 0 * total, "comm_s": comm + 0 * total,
@@ -162,17 +255,17 @@ def decode_step_time(model: ModelSpec, cluster: Cluster, precision: str, kv_byte
     ctx = np.asarray(context, dtype=float)
     pt = np.asarray(prefill_tokens, dtype=float)
     acc = cluster.accelerator
-    hbm = acc.hbm_bytes_per_s * params.decode_hbm_efficiency
+    eff = efficiencies(cluster, precision, params)
+    hbm = acc.hbm_bytes_per_s * eff.hbm
     kv_gpu = kv_bytes_token * kv_fraction_per_gpu(model, tp)
     w_read = weight_bytes_read_per_step(model, precision, tp, ep, batch + pt)
     kv_read = batch * ctx * kv_gpu
     memory = (w_read + kv_read) / hbm
-    peak = peak_flops(cluster, precision, params)
     bf16 = acc.peak_flops_per_s("bf16")
-    lin = linear_flops_per_token(model) * (batch + pt) / (tp * peak * params.matmul_efficiency)
-    att_decode = _attn_flops_per_token(model, ctx) * batch / (tp * bf16 * params.attention_efficiency)
+    lin = linear_time(model, cluster, precision, tp, ep, batch + pt, params)
+    att_decode = _attn_flops_per_token(model, ctx) * batch / (tp * bf16 * eff.attention)
     pc = np.maximum(np.asarray(prefill_context, dtype=float), 1.0)
-    eff_pf = params.attention_efficiency * pc / (pc + params.attention_half_seq_tokens)
+    eff_pf = eff.attention * pc / (pc + params.attention_half_seq_tokens)
     att_prefill = _attn_flops_per_token(model, pc / 2.0) * pt / (tp * bf16 * eff_pf)
     compute = lin + att_decode + att_prefill
     # the GEMMs and the attention kernel run one after the other: each is its own roofline

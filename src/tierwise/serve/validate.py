@@ -33,9 +33,16 @@ _MODELS = (("llama-2-70b", "llama2-70b"), ("llama-3.3-70b", "llama3.1-70b"), ("l
            ("mixtral-8x7b", "mixtral-8x7b"), ("gpt-j-6b", "gpt-j-6b"), ("bloom-176b", "bloom-176b"))
 _HARDWARE = (("gb200", "gb200-nvl72"), ("b200", "dgx-b200"), ("h200", "hgx-h200"), ("h100", "dgx-h100"),
              ("mi300x", "mi300x-8"), ("a100", "dgx-a100"))
-DATASET_PROMPT_TOKENS = 512
-"""Mean prompt assumed where a row gives only a dataset and a maximum (MLPerf's OpenOrca "<= 1024"): half the
-maximum; listed in the row's ``filled``."""
+DATASET_PROMPT_TOKENS = {
+    "cnn/dailymail": (781, "CNN/DailyMail articles average 781 tokens (See et al. 2017, 'Get To The Point', ACL, "
+                           "sec. 4); word-level tokens, so a lower bound of GPT-J's BPE count (MLPerf wraps the "
+                           "article in an Alpaca instruction template and truncates at 1,919 tokens: "
+                           "mlcommons/inference language/gpt-j/dataset.py)"),
+}
+"""Mean prompt of a dataset a row names without lengths, with its source (inference-notes.md)."""
+DATASET_PROMPT_DEFAULT = 512
+"""Mean prompt assumed where a row gives only a dataset and a maximum and no source gives the dataset's mean
+(MLPerf's OpenOrca "<= 1024"): half the maximum; listed in the row's ``filled``."""
 
 
 def default_serving_dataset() -> Path:
@@ -108,8 +115,14 @@ def _case(row: dict[str, str]):
     raw_in = row["input_len"]
     in_len = _int(raw_in) if re.fullmatch(r"~?\s*[\d,]+(\s*avg)?", raw_in) else None
     if in_len is None:
-        in_len = DATASET_PROMPT_TOKENS
-        filled.append(f"input {DATASET_PROMPT_TOKENS} tokens (dataset {raw_in[:30]!r}: mean not given)")
+        known = [v for k, v in DATASET_PROMPT_TOKENS.items() if k in raw_in.lower()]
+        if known:
+            in_len = known[0][0]
+            filled.append(f"input {in_len} tokens ({known[0][1]})")
+        else:
+            in_len = DATASET_PROMPT_DEFAULT
+            filled.append(f"input {in_len} tokens (dataset {raw_in[:30]!r}: no source gives its mean; half the "
+                          "maximum)")
     if out_len is None and row["metric"].startswith("TPOT"):
         out_len = 128
         filled.append("output 128 tokens (a decode-step figure; the source gives no lengths)")
@@ -126,10 +139,22 @@ def _case(row: dict[str, str]):
             filled.append("p99 end-to-end 20 s read as TPOT <= 20 s / output tokens")
         else:
             kw["ttft_slo"], kw["tpot_slo"] = 2.0, 0.2
-    if "trtllm-bench" in scen or "tensorrt-llm (aug 2024)" in row["software"].lower():
+    soft = row["software"].lower()
+    if "tensorrt-llm" in soft or "trtllm" in scen:
+        # TensorRT-LLM sizes the cache as a fraction of the memory the engine leaves free
+        kw["kv_cache_of"] = "free"
+        frac = re.search(r"kv_cache_free_gpu_mem_fraction (?:up to )?([0-9.]+)", row.get("notes", ""))
+        if frac:
+            kw["kv_cache_fraction"] = float(frac.group(1))
+        else:
+            filled.append("KV cache 0.9 of the memory left after weights and activations (TensorRT-LLM "
+                          "kv_cache_free_gpu_mem_fraction default)")
+    if "trtllm-bench" in scen or "tensorrt-llm (aug 2024)" in soft:
         kw["kv_reservation"] = "full"
         filled.append("KV reserved for input + output on admission (TensorRT-LLM GUARANTEED_NO_EVICT default)")
-    soft = row["software"].lower()
+    if "vllm" in soft:
+        kw["attention_kernel"] = "flash2"
+        filled.append("FlashAttention-2 attention (vLLM's FLASH_ATTN backend, vllm-flash-attn, through v0.6)")
     if "vllm" in soft and "mlperf" not in scen and "vllm-based" not in soft:
         # vLLM's engine defaults: kv_cache_dtype "auto" (the model's dtype, 16-bit) and max_num_seqs 256
         kw["kv_precision"], kw["max_batch"] = "bf16", 256
@@ -146,7 +171,8 @@ def _predict(kw: dict, metric: str):
     from tierwise.serve.api import ServeConfig, serve_estimate
 
     keys = ("model", "cluster", "precision", "num_gpus", "tp", "input_len", "output_len", "scenario", "batching",
-            "kv_reservation", "batch", "ttft_slo", "tpot_slo", "kv_precision", "max_batch", "beams")
+            "kv_reservation", "batch", "ttft_slo", "tpot_slo", "kv_precision", "max_batch", "beams",
+            "kv_cache_fraction", "kv_cache_of", "attention_kernel")
     cfg = ServeConfig(**{k: kw[k] for k in keys if k in kw})
     doc = serve_estimate(cfg)
     if metric == "output_tokens_per_s_total":
@@ -202,7 +228,9 @@ def _row_record(row: dict[str, str]) -> dict:
         rec["filled"] = filled
         rec["plan"] = (f"tp {kw['tp']} x {kw['num_gpus'] // kw['tp']}, {kw['precision']}, {kw['input_len']}/"
                        f"{kw['output_len']}, {kw['scenario']}, {kw['batching']}"
-                       + (f" batch {kw['batch']}" if kw["batch"] else ""))
+                       + (f" batch {kw['batch']}" if kw["batch"] else "")
+                       + (f", KV cache {kw.get('kv_cache_fraction', 0.9)} of free HBM"
+                          if kw.get("kv_cache_of") == "free" else ""))
         pred, why = _predict(kw, metric), None
     else:
         rec["skipped"] = f"metric {metric!r} (a ratio between two deployments or a routing policy) is not modelled"
