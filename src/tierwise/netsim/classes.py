@@ -50,9 +50,13 @@ import numpy as np
 from tierwise.netsim.routing import nic_access
 from tierwise.topology.graph import Fabric
 
-__all__ = ["ClassProblem", "NotAggregated", "class_problem", "LUMP_KINDS"]
+__all__ = ["ClassProblem", "NotAggregated", "class_problem", "LUMP_KINDS", "HASH_FLOWS_MAX"]
 
 LUMP_KINDS = ("access up", "access down", "scale-up up", "scale-up down")
+
+HASH_FLOWS_MAX = 1 << 24
+"""Up to this many flows (4,096 ranks) a dragonfly's global-link choices are hashed flow by flow as the per-flow
+router hashes them (:func:`_hashed_global_choices`, about 0.5 s at the limit); above it they are drawn."""
 
 
 class NotAggregated(Exception):
@@ -158,8 +162,11 @@ class _Builder:
 
 
 def class_problem(fab: Fabric, alive: np.ndarray, *, routing: str, seed: int, link_ok: np.ndarray,
-                  nics: np.ndarray, link_cap: np.ndarray) -> ClassProblem:
-    """The path-class instance of a direct all-to-all among GPUs ``alive`` (see the module docstring)."""
+                  nics: np.ndarray, link_cap: np.ndarray, hash_flows_max: int = HASH_FLOWS_MAX) -> ClassProblem:
+    """The path-class instance of a direct all-to-all among GPUs ``alive`` (see the module docstring).
+
+    A dragonfly's global-link choices are hashed flow by flow (as per flow) when the all-to-all has at most
+    ``hash_flows_max`` flows, else drawn (``hash_flows_max=0`` always draws: tests compare the two)."""
     fam = fab.family
     tb = fab.tables
     single_tree = fam in ("fat-tree", "rail-optimized", "nvl72") and len(tb.get("trees", [])) == 1
@@ -326,8 +333,10 @@ def class_problem(fab: Fabric, alive: np.ndarray, *, routing: str, seed: int, li
         N_be = np.zeros((B, num_edges))
         np.add.at(N_be, (slice(None), cedge), N_bc)
         if fam == "dragonfly":
+            hashed = dict(R=R, router=edge, dom_size=dom_size if su else 1, seed=seed) if n * (n - 1) <= hash_flows_max \
+                else None
             valiant = _dragonfly_hops(fab, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, csize, cedge, cbundle, Dcsr,
-                            flows_tot, bld, routing, n)
+                                      flows_tot, bld, routing, n, hashed)
         else:
             _tree_hops(tree, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, flows_tot)
         total_flows += N_bb[b1, b2].sum()
@@ -424,8 +433,10 @@ def _tree_hops(tree, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, flows_tot):
 
 
 def _dragonfly_hops(fab, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, csize, cedge, cbundle, Dcsr, flows_tot,
-                    bld, routing, n):
-    """local -> global -> local hops of every group-pair unit (module docstring)."""
+                    bld, routing, n, hashed=None):
+    """local -> global -> local hops of every group-pair unit (module docstring); ``hashed`` (GPUs, their
+    routers, domain size, seed) counts the minimal pairs' global-link choices by the per-flow hash instead
+    of drawing them (:func:`_hashed_global_choices`)."""
     tb = fab.tables
     a, g, base = tb["a"], tb["groups"], tb["router_base"]
     nonmin = np.zeros((g, g), dtype=bool)
@@ -460,10 +471,18 @@ def _dragonfly_hops(fab, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, csize, cedg
     G1, G2 = b1[x], b2[x]
     M = tb["glob"].shape[2]
     cnt = np.maximum(tb["glob_count"][G1, G2], 1)
+    if hashed is not None:
+        T1, T2 = _hashed_global_choices(fab, hashed["R"], hashed["router"], hashed["dom_size"], hashed["seed"],
+                                        ~nonmin)
     # first hop: per (unit, source router) a global link m uniform; local link to that link's router
     ru = np.repeat(np.arange(x.size), a)
     rr = G1[ru] * a + np.tile(np.arange(a), x.size)
-    c1 = _uniform_counts(rng, N_eb[rr, G2[ru]], cnt[ru], M)
+    if hashed is None:
+        c1 = _uniform_counts(rng, N_eb[rr, G2[ru]], cnt[ru], M)
+    else:
+        c1 = T1[rr, G2[ru]]
+        if not np.array_equal(c1.sum(axis=1), N_eb[rr, G2[ru]].astype(np.int64)):
+            raise AssertionError("hashed global-link choices do not add up to the routers' flows")
     glink = tb["glob"][G1[:, None], G2[:, None], np.arange(M)[None, :]]
     gsafe = np.maximum(glink, 0)
     r1 = fab.link_src[gsafe] - base
@@ -476,11 +495,61 @@ def _dragonfly_hops(fab, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, csize, cedg
     # last hop: per (unit, destination router), global link m uniform; local link from its far router
     rd = np.repeat(np.arange(x.size), a)
     rt = G2[rd] * a + np.tile(np.arange(a), x.size)
-    c3 = _uniform_counts(rng, N_be[G1[rd], rt], cnt[rd], M)
+    if hashed is None:
+        c3 = _uniform_counts(rng, N_be[G1[rd], rt], cnt[rd], M)
+    else:
+        c3 = T2[G1[rd], :, rt]
+        if not np.array_equal(c3.sum(axis=1), N_be[G1[rd], rt].astype(np.int64)):
+            raise AssertionError("hashed global-link choices do not add up to the routers' flows")
     far = r2[rd]
     loc3 = np.where(far != rt[:, None], tb["local"][G2[rd][:, None], far % a, rt[:, None] % a], -1)
     hop(uid[x][rd][:, None], loc3, c3, flows_tot)
     return valiant
+
+
+def _hashed_global_choices(fab, R, router, dom_size, seed, minimal, chunk: int = 1 << 18):
+    """Per-flow global-link choices of a dragonfly all-to-all among GPUs ``R``, counted, not drawn.
+
+    :func:`tierwise.netsim.routing.route` sends a flow from GPU s (router rs, group G) to GPU t (router rt,
+    group H) over global link ``m = hash(s, t, seed) mod glob_count[G, H]``, crossing the local links
+    rs -> (m's router in G) and (m's router in H) -> rt. Here every such flow of a ``minimal[G, H]`` group
+    pair (UGAL's Valiant pairs apart; intra-domain flows apart, they take the scale-up path) is hashed by
+    the same function, in chunks of ``chunk`` flows with reused buffers, and counted: ``T1[rs, H, m]`` and
+    ``T2[G, m, rt]``, the only two margins the units' hop entries need. Every link then carries exactly the
+    per-flow count. About 30 ns a flow on one core (0.5 s for 4,096 ranks), hence the ``HASH_FLOWS_MAX``
+    limit above which the counts are drawn."""
+    from tierwise.netsim.routing import flow_hash
+
+    tb = fab.tables
+    a, g = tb["a"], tb["groups"]
+    M = tb["glob"].shape[2]
+    nr = g * a
+    cnt = np.maximum(tb["glob_count"], 1).astype(np.uint64)
+    grp = router // a
+    n = R.size
+    T1 = np.zeros(nr * g * M, dtype=np.int64)
+    T2 = np.zeros(g * M * nr, dtype=np.int64)
+    rows = max(1, chunk // n)
+    z = np.empty(rows * n, dtype=np.uint64)
+    tmp = np.empty_like(z)
+    t_gpu, t_grp = np.tile(R, rows), np.tile(grp, rows)
+    t_router, t_dom = np.tile(router, rows), np.tile(R // dom_size, rows)
+    for start in range(0, n, rows):
+        k = min(rows, n - start)
+        size = k * n
+        s_gpu = np.repeat(R[start:start + k], n)
+        h = flow_hash(s_gpu, t_gpu[:size], seed, 0, out=z[:size], tmp=tmp[:size])
+        gs = np.repeat(grp[start:start + k], n)
+        gt = t_grp[:size]
+        keep = minimal[gs, gt] & (gs != gt)
+        if dom_size > 1:
+            keep &= (s_gpu // dom_size) != t_dom[:size]
+        gs, gt = gs[keep], gt[keep]
+        m = (h[keep] % cnt[gs, gt]).astype(np.int64)
+        rs = np.repeat(router[start:start + k], n)[keep]
+        T1 += np.bincount((rs * g + gt) * M + m, minlength=T1.size)
+        T2 += np.bincount((gs * M + m) * nr + t_router[:size][keep], minlength=T2.size)
+    return T1.reshape(nr, g, M), T2.reshape(g, M, nr)
 
 
 def _valiant_hops(fab, rng, hop, U, G1, G2, N_eb, N_be, flows_tot, num_valiant: int = 4):
