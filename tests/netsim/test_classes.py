@@ -69,15 +69,17 @@ def test_dragonfly_hashed_counts_are_the_per_flow_link_counts():
         assert np.allclose(counted, _per_flow_link_flows(fab, seed=3))
 
 
-def test_ugal_valiant_paths_of_a_rank_subset():
-    """100 ranks of a 256-GPU dragonfly: 4 groups of 8 in use, so UGAL finds every used pair's minimal global
-    links above twice the fabric-wide average and splits each flow over 4 Valiant paths (measured
-    classes / per flow 0.989 and 1.008 for seeds 1-2; 64 ranks, 2 groups: 0.935 / 0.958, docs/topology.md)."""
+@pytest.mark.parametrize("ranks", [100, 64])
+def test_ugal_valiant_paths_of_a_rank_subset(ranks):
+    """100 / 64 ranks of a 256-GPU dragonfly: 4 / 2 groups in use, so UGAL finds every used pair's minimal
+    global links above twice the fabric-wide average and splits each flow over 4 Valiant paths. Their offsets
+    and global links are counted by the per-flow hash (measured equal to 5 digits for seeds 1-3; drawn they
+    were 0.988-1.005 / 0.920-0.980 of per flow, docs/topology.md)."""
     fab = build_fabric(TopologySpec(family="dragonfly", gpus=256, radix=16))
-    a = simulate(fab, "all-to-all", 1e9, routing="adaptive", num_ranks=100)
-    b = simulate(fab, "all-to-all", 1e9, routing="adaptive", num_ranks=100, per_flow=True)
+    a = simulate(fab, "all-to-all", 1e9, routing="adaptive", num_ranks=ranks)
+    b = simulate(fab, "all-to-all", 1e9, routing="adaptive", num_ranks=ranks, per_flow=True)
     assert a["method"] == "path classes"
-    assert a["time_s"] == pytest.approx(b["time_s"], rel=0.02)
+    assert a["time_s"] == pytest.approx(b["time_s"], rel=0.01)
     assert a["latency_out_s"] == pytest.approx(b["latency_out_s"], rel=0.01)
 
 

@@ -34,8 +34,14 @@ either way); ``tests/netsim/test_classes.py`` bounds both effects against the pe
 Dragonfly (minimal routing; UGAL keeps minimal paths for uniform traffic on a balanced dragonfly, Kim et
 al. ISCA 2008 section 4.2): a flow from router ``r`` of group ``G`` to group ``H`` hashes one of the
 ``glob_count[G, H]`` global links, crossing the local link from ``r`` to that link's router first and from
-the far router to the destination router last; counts are drawn the same way. Group pairs UGAL sends
-non-minimally (:func:`tierwise.netsim.routing.dragonfly_ugal`) split over Valiant paths, drawn likewise
+the far router to the destination router last. That one hash decides every hop, under ECMP and UGAL alike,
+and the local links it loads unevenly set the completion time (the most loaded link's flows finish last,
+per flow and per unit alike). Up to ``HASH_FLOWS_MAX`` flows the choices are therefore not drawn but
+counted by the per-flow router's own hash (:func:`_hashed_global_choices`, chunked: 30 ns a flow), so every
+link carries exactly its per-flow count and the answer is the per-flow one; above it they are drawn as on
+a fat tree (a different draw of the hottest link: measured 0.98-1.01 of the hashed answer at 4,096 GPUs,
+docs/topology.md). Group pairs UGAL sends non-minimally (:func:`tierwise.netsim.routing.dragonfly_ugal`)
+split over Valiant paths, counted (:func:`_hashed_valiant_choices`) or drawn likewise
 (:func:`_valiant_hops`). Where the fabric or routing is one this module does not model (failures that
 reroute or fail over, rail-only PXN, a switchless mesh, a torus), :func:`class_problem` raises
 :class:`NotAggregated` and the caller simulates per flow.
@@ -464,7 +470,9 @@ def _dragonfly_hops(fab, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, csize, cedg
     v = np.nonzero(~same & nonmin[b1, b2])[0]
     valiant = None
     if v.size:
-        valiant = (uid[v], _valiant_hops(fab, rng, hop, uid[v], b1[v], b2[v], N_eb, N_be, flows_tot))
+        vh = None if hashed is None else _hashed_valiant_choices(fab, hashed["R"], hashed["router"],
+                                                                 hashed["dom_size"], hashed["seed"], nonmin)
+        valiant = (uid[v], _valiant_hops(fab, rng, hop, uid[v], b1[v], b2[v], N_eb, N_be, flows_tot, hashed=vh))
     x = np.nonzero(~same & ~nonmin[b1, b2])[0]
     if not x.size:
         return valiant
@@ -552,13 +560,68 @@ def _hashed_global_choices(fab, R, router, dom_size, seed, minimal, chunk: int =
     return T1.reshape(nr, g, M), T2.reshape(g, M, nr)
 
 
-def _valiant_hops(fab, rng, hop, U, G1, G2, N_eb, N_be, flows_tot, num_valiant: int = 4):
+def _hashed_valiant_choices(fab, R, router, dom_size, seed, nonmin, num_valiant: int = 4,
+                            chunk: int = 1 << 18):
+    """Per-flow Valiant choices of UGAL's non-minimal group pairs, counted (as :func:`_hashed_global_choices`).
+
+    :func:`tierwise.netsim.routing.dragonfly_ugal` hashes a flow once more (salt 97): ``h``; its sub-path j
+    (of ``k``) goes through the intermediate group at offset ``o = (h mod (g-2) + j) mod (g-2)``, over first
+    global link ``h mod glob_count[G, I]`` and second ``splitmix(h) mod glob_count[I, H]``. Counted per
+    sub-path: ``TA[rs, H, o, m1]`` (source local hop, first global link), ``TB[G, H, o, m1, m2]``
+    (intermediate local hop, second global link), ``TC[G, o, m2, rt]`` (destination local hop)."""
+    from tierwise.netsim.routing import flow_hash, splitmix
+
+    tb = fab.tables
+    a, g = tb["a"], tb["groups"]
+    M = tb["glob"].shape[2]
+    K = g - 2
+    k = min(num_valiant, K)
+    nr = g * a
+    gcnt = np.maximum(tb["glob_count"], 1).astype(np.uint64)
+    grp = router // a
+    n = R.size
+    TA = np.zeros(nr * g * K * M, dtype=np.int64)
+    TB = np.zeros(g * g * K * M * M, dtype=np.int64)
+    TC = np.zeros(g * K * M * nr, dtype=np.int64)
+    rows = max(1, chunk // n)
+    for start in range(0, n, rows):
+        kk = min(rows, n - start)
+        s_gpu = np.repeat(R[start:start + kk], n)
+        t_gpu = np.tile(R, kk)
+        gs = np.repeat(grp[start:start + kk], n)
+        gt = np.tile(grp, kk)
+        keep = nonmin[gs, gt] & (gs != gt)
+        if dom_size > 1:
+            keep &= (s_gpu // dom_size) != (t_gpu // dom_size)
+        if not keep.any():
+            continue
+        s_gpu, t_gpu, gs, gt = s_gpu[keep], t_gpu[keep], gs[keep], gt[keep]
+        rs = np.repeat(router[start:start + kk], n)[keep]
+        rt = np.tile(router, kk)[keep]
+        h = flow_hash(s_gpu, t_gpu, seed, 97)
+        h2 = splitmix(h)
+        o0 = (h % np.uint64(K)).astype(np.int64)
+        lo, hi = np.minimum(gs, gt), np.maximum(gs, gt)
+        for j in range(k):
+            o = (o0 + j) % K
+            mid = o + (o >= lo)
+            gi = mid + (mid >= hi)
+            m1 = (h % gcnt[gs, gi]).astype(np.int64)
+            m2 = (h2 % gcnt[gi, gt]).astype(np.int64)
+            TA += np.bincount(((rs * g + gt) * K + o) * M + m1, minlength=TA.size)
+            TB += np.bincount((((gs * g + gt) * K + o) * M + m1) * M + m2, minlength=TB.size)
+            TC += np.bincount(((gs * K + o) * M + m2) * nr + rt, minlength=TC.size)
+    return TA.reshape(nr, g, K, M), TB.reshape(g, g, K, M, M), TC.reshape(g, K, M, nr)
+
+
+def _valiant_hops(fab, rng, hop, U, G1, G2, N_eb, N_be, flows_tot, num_valiant: int = 4, hashed=None):
     """UGAL's non-minimal group pairs (routing.dragonfly_ugal): each flow splits evenly over ``k`` Valiant
     paths through the intermediate groups at ``k`` consecutive hashed offsets among the ``g - 2`` others;
     a path takes a hashed global link to the intermediate group and another onward. Drawn like the minimal
     hops: per (unit, source router) the flows' first offsets, then per offset the first global link; per
     (unit, intermediate group, first link) the second; per (unit, destination router) offsets and second
-    links again for the last local hop. Each sub-path carries 1/k of its flow (as per flow)."""
+    links again for the last local hop. Each sub-path carries 1/k of its flow (as per flow). ``hashed``
+    (from :func:`_hashed_valiant_choices`) replaces the three draws by the per-flow hash's counts."""
     tb = fab.tables
     a, g, base = tb["a"], tb["groups"], tb["router_base"]
     K = g - 2
@@ -577,11 +640,14 @@ def _valiant_hops(fab, rng, hop, U, G1, G2, N_eb, N_be, flows_tot, num_valiant: 
     # source side: per (unit, router) offsets, then per (unit, router, offset) the first global link
     ru = np.repeat(np.arange(nu), a)
     rr = G1[ru] * a + np.tile(np.arange(a), nu)
-    F = window(_multinomial_rows(rng, N_eb[rr, G2[ru]].astype(np.int64), np.full(K, 1.0 / K)))
     ro = np.repeat(np.arange(ru.size), K)
     oo = np.tile(np.arange(K), ru.size)
     gmid = gi[ru[ro], oo]
-    c1 = _uniform_counts(rng, F[ro, oo], gc[G1[ru[ro]], gmid], M)
+    if hashed is None:
+        F = window(_multinomial_rows(rng, N_eb[rr, G2[ru]].astype(np.int64), np.full(K, 1.0 / K)))
+        c1 = _uniform_counts(rng, F[ro, oo], gc[G1[ru[ro]], gmid], M)
+    else:
+        c1 = hashed[0][rr[ro], G2[ru[ro]], oo]
     l1 = glob[G1[ru[ro]][:, None], gmid[:, None], np.arange(M)[None, :]]
     r1 = fab.link_src[np.maximum(l1, 0)] - base
     src = rr[ro][:, None]
@@ -598,7 +664,8 @@ def _valiant_hops(fab, rng, hop, U, G1, G2, N_eb, N_be, flows_tot, num_valiant: 
     m1 = np.tile(np.arange(M), nu * K)
     u3, o3 = uu[rows], ko[rows]
     g3 = gi[u3, o3]
-    c2 = _uniform_counts(rng, T[u3, o3, m1], gc[g3, G2[u3]], M)
+    c2 = (_uniform_counts(rng, T[u3, o3, m1], gc[g3, G2[u3]], M) if hashed is None
+          else hashed[1][G1[u3], G2[u3], o3, m1])
     r2 = fab.link_dst[np.maximum(g1l[rows, m1], 0)] - base
     l2 = glob[g3[:, None], G2[u3][:, None], np.arange(M)[None, :]]
     r3 = fab.link_src[np.maximum(l2, 0)] - base
@@ -611,11 +678,14 @@ def _valiant_hops(fab, rng, hop, U, G1, G2, N_eb, N_be, flows_tot, num_valiant: 
     # destination side: per (unit, router) offsets, then the second global link, then the local hop
     rd = np.repeat(np.arange(nu), a)
     rt = G2[rd] * a + np.tile(np.arange(a), nu)
-    F = window(_multinomial_rows(rng, N_be[G1[rd], rt].astype(np.int64), np.full(K, 1.0 / K)))
     ro = np.repeat(np.arange(rd.size), K)
     oo = np.tile(np.arange(K), rd.size)
     gmid = gi[rd[ro], oo]
-    c3 = _uniform_counts(rng, F[ro, oo], gc[gmid, G2[rd[ro]]], M)
+    if hashed is None:
+        F = window(_multinomial_rows(rng, N_be[G1[rd], rt].astype(np.int64), np.full(K, 1.0 / K)))
+        c3 = _uniform_counts(rng, F[ro, oo], gc[gmid, G2[rd[ro]]], M)
+    else:
+        c3 = hashed[2][G1[rd[ro]], oo, :, rt[ro]]
     l2 = glob[gmid[:, None], G2[rd[ro]][:, None], np.arange(M)[None, :]]
     r4 = fab.link_dst[np.maximum(l2, 0)] - base
     dst = rt[ro][:, None]
