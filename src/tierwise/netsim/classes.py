@@ -168,11 +168,14 @@ class _Builder:
 
 
 def class_problem(fab: Fabric, alive: np.ndarray, *, routing: str, seed: int, link_ok: np.ndarray,
-                  nics: np.ndarray, link_cap: np.ndarray, hash_flows_max: int = HASH_FLOWS_MAX) -> ClassProblem:
+                  nics: np.ndarray, link_cap: np.ndarray, hash_flows_max: int | None = None) -> ClassProblem:
     """The path-class instance of a direct all-to-all among GPUs ``alive`` (see the module docstring).
 
-    A dragonfly's global-link choices are hashed flow by flow (as per flow) when the all-to-all has at most
-    ``hash_flows_max`` flows, else drawn (``hash_flows_max=0`` always draws: tests compare the two)."""
+    A dragonfly's global-link choices and a fat tree's ECMP next hops are hashed flow by flow (as per flow)
+    when the all-to-all has at most ``hash_flows_max`` flows (default ``HASH_FLOWS_MAX``), else drawn
+    (``hash_flows_max=0`` always draws: tests compare the two)."""
+    if hash_flows_max is None:
+        hash_flows_max = HASH_FLOWS_MAX
     fam = fab.family
     tb = fab.tables
     single_tree = fam in ("fat-tree", "rail-optimized", "nvl72") and len(tb.get("trees", [])) == 1
@@ -344,7 +347,10 @@ def class_problem(fab: Fabric, alive: np.ndarray, *, routing: str, seed: int, li
             valiant = _dragonfly_hops(fab, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, csize, cedge, cbundle, Dcsr,
                                       flows_tot, bld, routing, n, hashed)
         else:
-            _tree_hops(tree, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, flows_tot)
+            th = None
+            if routing == "ecmp" and tree["tiers"] > 1 and n * (n - 1) <= hash_flows_max:
+                th = _hashed_tree_choices(tree, R, edge, dom_size if su else 1, seed)
+            _tree_hops(tree, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, flows_tot, hashed=th)
         total_flows += N_bb[b1, b2].sum()
 
     # --- assemble ---------------------------------------------------------------------------------------
@@ -385,15 +391,72 @@ def class_problem(fab: Fabric, alive: np.ndarray, *, routing: str, seed: int, li
                         num_flows=int(expected))
 
 
-def _tree_hops(tree, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, flows_tot):
-    """Leaf -> (agg -> core -> agg) -> leaf hops of every bundle-pair unit (module docstring)."""
+def _check_counts(counts: np.ndarray, totals: np.ndarray) -> None:
+    """Hashed or drawn, a row's choices hold exactly the row's flows."""
+    if not np.array_equal(counts.sum(axis=1), np.asarray(totals).astype(np.int64)):
+        raise AssertionError("path classes' hop choices do not add up to the flows they split")
+
+
+def _hashed_tree_choices(tree, R, leaf, dom_size, seed, chunk: int = 1 << 18):
+    """ECMP choices of a fat tree's cross-leaf flows among GPUs ``R``, counted by the per-flow hash.
+
+    :func:`tierwise.netsim.routing.route` takes uplink ``a = h mod u`` (``h = hash(s, t, seed)``) and, between
+    pods of a 3-tier tree, aggregation uplink ``j = splitmix(h) mod (k/2)``. Counted (intra-domain and
+    same-leaf flows apart), in the shapes :func:`_tree_hops` reads: 2 tiers ``(T[ls, lt, a],)``; 3 tiers
+    ``(T1[ls, pod_t, a], TJ[pod_s, pod_t, a, j], T3[pod_s, lt, a])``."""
+    from tierwise.netsim.routing import flow_hash, splitmix
+
+    tiers, u, L = tree["tiers"], tree["u"], tree["num_leaves"]
+    half = tree["k"] // 2
+    P = -(-L // half)
+    n = R.size
+    if tiers == 2:
+        out = [np.zeros(L * L * u, dtype=np.int64)]
+    else:
+        out = [np.zeros(L * P * u, dtype=np.int64), np.zeros(P * P * u * half, dtype=np.int64),
+               np.zeros(P * L * u, dtype=np.int64)]
+    rows = max(1, chunk // n)
+    z = np.empty(rows * n, dtype=np.uint64)
+    tmp = np.empty_like(z)
+    for start in range(0, n, rows):
+        kk = min(rows, n - start)
+        size = kk * n
+        s_gpu = np.repeat(R[start:start + kk], n)
+        t_gpu = np.tile(R, kk)
+        h = flow_hash(s_gpu, t_gpu, seed, 0, out=z[:size], tmp=tmp[:size])
+        ls = np.repeat(leaf[start:start + kk], n)
+        lt = np.tile(leaf, kk)
+        keep = ls != lt
+        if dom_size > 1:
+            keep &= (s_gpu // dom_size) != (t_gpu // dom_size)
+        h, ls, lt = h[keep], ls[keep], lt[keep]
+        a = (h % np.uint64(u)).astype(np.int64)
+        if tiers == 2:
+            out[0] += np.bincount((ls * L + lt) * u + a, minlength=out[0].size)
+            continue
+        ps, pt = ls // half, lt // half
+        out[0] += np.bincount((ls * P + pt) * u + a, minlength=out[0].size)
+        out[2] += np.bincount((ps * L + lt) * u + a, minlength=out[2].size)
+        inter = ps != pt
+        j = (splitmix(h[inter]) % np.uint64(half)).astype(np.int64)
+        out[1] += np.bincount(((ps[inter] * P + pt[inter]) * u + a[inter]) * half + j, minlength=out[1].size)
+    if tiers == 2:
+        return (out[0].reshape(L, L, u),)
+    return out[0].reshape(L, P, u), out[1].reshape(P, P, u, half), out[2].reshape(P, L, u)
+
+
+def _tree_hops(tree, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, flows_tot, hashed=None):
+    """Leaf -> (agg -> core -> agg) -> leaf hops of every bundle-pair unit (module docstring); ``hashed``
+    (from :func:`_hashed_tree_choices`) replaces the draws by the per-flow hash's counts."""
     tiers, u = tree["tiers"], tree["u"]
     if tiers == 1:
         return
     if tiers == 2:
         # bundles are leaves: a flow picks spine a uniformly; leaf_up[l1, a] and spine_down[a, l2]
         N = N_bb[b1, b2]
-        cnt = _multinomial_rows(rng, N.astype(np.int64), np.full(u, 1.0 / u))
+        cnt = (_multinomial_rows(rng, N.astype(np.int64), np.full(u, 1.0 / u)) if hashed is None
+               else hashed[0][b1, b2])
+        _check_counts(cnt, N)
         uu = uid_bb[b1, b2][:, None]
         a = np.arange(u)[None, :]
         hop(uu, tree["leaf_up"][b1[:, None], a], cnt, flows_tot)
@@ -412,7 +475,8 @@ def _tree_hops(tree, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, flows_tot):
     rows_u = np.repeat(unit_idx, k)
     rows_l = starts[b1][rows_u] + (np.arange(int(k.sum())) - np.repeat(np.cumsum(k) - k, k))
     n1 = N_eb[rows_l, b2[rows_u]].astype(np.int64)
-    c1 = _multinomial_rows(rng, n1, np.full(u, 1.0 / u))
+    c1 = _multinomial_rows(rng, n1, np.full(u, 1.0 / u)) if hashed is None else hashed[0][rows_l, b2[rows_u]]
+    _check_counts(c1, n1)
     uid = uid_bb[b1, b2]
     a = np.arange(u)[None, :]
     hop(uid[rows_u][:, None], tree["leaf_up"][rows_l[:, None], a], c1, flows_tot)
@@ -424,7 +488,9 @@ def _tree_hops(tree, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, flows_tot):
         ui = np.nonzero(inter)[0]
         ru = np.repeat(ui, u)
         ra = np.tile(np.arange(u), ui.size)
-        c2 = _multinomial_rows(rng, Na[ru, ra], np.full(half, 1.0 / half))
+        c2 = (_multinomial_rows(rng, Na[ru, ra], np.full(half, 1.0 / half)) if hashed is None
+              else hashed[1][b1[ru], b2[ru], ra])
+        _check_counts(c2, Na[ru, ra])
         j = np.arange(half)[None, :]
         hop(uid[ru][:, None], tree["agg_up"][b1[ru][:, None], ra[:, None], j], c2, flows_tot)
         hop(uid[ru][:, None], tree["core_down"][ra[:, None], j // trunk, b2[ru][:, None], j % trunk], c2, flows_tot)
@@ -434,7 +500,8 @@ def _tree_hops(tree, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, flows_tot):
     rows_u2 = np.repeat(unit_idx, k2)
     rows_l2 = starts[b2][rows_u2] + (np.arange(int(k2.sum())) - np.repeat(np.cumsum(k2) - k2, k2))
     n3 = N_be[b1[rows_u2], rows_l2].astype(np.int64)
-    c3 = _multinomial_rows(rng, n3, np.full(u, 1.0 / u))
+    c3 = _multinomial_rows(rng, n3, np.full(u, 1.0 / u)) if hashed is None else hashed[2][b1[rows_u2], rows_l2]
+    _check_counts(c3, n3)
     hop(uid[rows_u2][:, None], tree["agg_down"][b2[rows_u2][:, None], a, (rows_l2 % half)[:, None]], c3, flows_tot)
 
 
@@ -489,8 +556,7 @@ def _dragonfly_hops(fab, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, csize, cedg
         c1 = _uniform_counts(rng, N_eb[rr, G2[ru]], cnt[ru], M)
     else:
         c1 = T1[rr, G2[ru]]
-        if not np.array_equal(c1.sum(axis=1), N_eb[rr, G2[ru]].astype(np.int64)):
-            raise AssertionError("hashed global-link choices do not add up to the routers' flows")
+        _check_counts(c1, N_eb[rr, G2[ru]])
     glink = tb["glob"][G1[:, None], G2[:, None], np.arange(M)[None, :]]
     gsafe = np.maximum(glink, 0)
     r1 = fab.link_src[gsafe] - base
@@ -507,8 +573,7 @@ def _dragonfly_hops(fab, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, csize, cedg
         c3 = _uniform_counts(rng, N_be[G1[rd], rt], cnt[rd], M)
     else:
         c3 = T2[G1[rd], :, rt]
-        if not np.array_equal(c3.sum(axis=1), N_be[G1[rd], rt].astype(np.int64)):
-            raise AssertionError("hashed global-link choices do not add up to the routers' flows")
+        _check_counts(c3, N_be[G1[rd], rt])
     far = r2[rd]
     loc3 = np.where(far != rt[:, None], tb["local"][G2[rd][:, None], far % a, rt[:, None] % a], -1)
     hop(uid[x][rd][:, None], loc3, c3, flows_tot)
