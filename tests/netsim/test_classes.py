@@ -56,7 +56,7 @@ def test_dragonfly_matches_per_flow_within_1_percent(name, routing):
     assert f"{gc.min()}-{gc.max()}" in name or (gc.min() == gc.max() and f" {gc.min()} global" in name)
     a = simulate(fab, "all-to-all", 1e9, routing=routing, seed=2)
     b = simulate(fab, "all-to-all", 1e9, routing=routing, seed=2, per_flow=True)
-    assert (a["method"], b["method"]) == ("path classes", "per flow")
+    assert (a["method"], b["method"], a["hop_choices"]) == ("path classes", "per flow", "hashed")
     assert a["time_s"] == pytest.approx(b["time_s"], rel=0.01)
     assert a["bottleneck_links"][0]["utilization"] == pytest.approx(b["bottleneck_links"][0]["utilization"], rel=0.01)
 
@@ -142,6 +142,7 @@ def test_ecmp_time_hashed_is_per_flow_and_drawn_is_a_draw_from_the_same_spread(m
     drawn = simulate(fab, "all-to-all", 1e9, routing="ecmp", seed=1)
     assert drawn["time_s"] == pytest.approx(b["time_s"], rel=0.03)
     assert drawn["time_s"] != a["time_s"]
+    assert (a["hop_choices"], drawn["hop_choices"]) == ("hashed", "drawn")
 
 
 def test_every_flow_is_in_one_class_and_access_links_carry_their_gpus_flows():
@@ -185,6 +186,7 @@ def test_cli_runs_2048_ranks_on_classes_and_per_flow_on_request(capsys):
     assert main(["simulate", "all-to-all", "--gpus", "2048", "--radix", "64", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["method"] == "path classes" and r["num_ranks_simulated"] == 2048
+    assert r["hop_choices"] == "none"  # adaptive fat tree: link groups, no per-flow choice to count
     assert r["time_s"] == pytest.approx(r["analytic_time_s"], rel=0.01)
     assert main(["simulate", "all-to-all", "--gpus", "64", "--radix", "16", "--per-flow", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["method"] == "per flow"

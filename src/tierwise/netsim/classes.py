@@ -29,7 +29,10 @@ uplinks, then each uplink's flows Multinomial over the next hop's choices and ov
 proportion to their flows. Every link's count has the per-flow distribution (Binomial(n, 1/u)); the
 coupling between a flow's first and last hop is dropped. Flows of a unit then share one rate, limited by
 the unit's hottest link (per flow, the hot link's flows are the slow ones and set the completion time
-either way); ``tests/netsim/test_classes.py`` bounds both effects against the per-flow simulation.
+either way). A drawn hottest link is another draw than the hashed one, so up to ``HASH_FLOWS_MAX`` flows
+(4,096 ranks) the counts are not drawn but counted by the per-flow router's own hash
+(:func:`_hashed_tree_choices`; 30 ns a flow in chunks): every link then carries its per-flow count and the
+ECMP time is the per-flow one; ``tests/netsim/test_classes.py`` checks both paths against per flow.
 
 Dragonfly (minimal routing; UGAL keeps minimal paths for uniform traffic on a balanced dragonfly, Kim et
 al. ISCA 2008 section 4.2): a flow from router ``r`` of group ``G`` to group ``H`` hashes one of the
@@ -39,8 +42,8 @@ and the local links it loads unevenly set the completion time (the most loaded l
 per flow and per unit alike). Up to ``HASH_FLOWS_MAX`` flows the choices are therefore not drawn but
 counted by the per-flow router's own hash (:func:`_hashed_global_choices`, chunked: 30 ns a flow), so every
 link carries exactly its per-flow count and the answer is the per-flow one; above it they are drawn as on
-a fat tree (a different draw of the hottest link: measured 0.98-1.01 of the hashed answer at 4,096 GPUs,
-docs/topology.md). Group pairs UGAL sends non-minimally (:func:`tierwise.netsim.routing.dragonfly_ugal`)
+a fat tree (a different draw of the hottest link: measured 0.98-1.01 of the hashed answer at 2,048-16,384
+GPUs, docs/topology.md). Group pairs UGAL sends non-minimally (:func:`tierwise.netsim.routing.dragonfly_ugal`)
 split over Valiant paths, counted (:func:`_hashed_valiant_choices`) or drawn likewise
 (:func:`_valiant_hops`). Where the fabric or routing is one this module does not model (failures that
 reroute or fail over, rail-only PXN, a switchless mesh, a torus), :func:`class_problem` raises
@@ -61,8 +64,9 @@ __all__ = ["ClassProblem", "NotAggregated", "class_problem", "LUMP_KINDS", "HASH
 LUMP_KINDS = ("access up", "access down", "scale-up up", "scale-up down")
 
 HASH_FLOWS_MAX = 1 << 24
-"""Up to this many flows (4,096 ranks) a dragonfly's global-link choices are hashed flow by flow as the per-flow
-router hashes them (:func:`_hashed_global_choices`, about 0.5 s at the limit); above it they are drawn."""
+"""Up to this many flows (4,096 ranks) a dragonfly's global-link choices and a fat tree's ECMP next hops are
+hashed flow by flow as the per-flow router hashes them (about 30 ns a flow, 0.5-1.5 s at the limit on the
+dev VM); above it they are drawn (the module docstring)."""
 
 
 class NotAggregated(Exception):
@@ -93,6 +97,9 @@ class ClassProblem:
     link_flows: np.ndarray
     """Flows offered to every directed link (sampled under ECMP), for the link-load distribution."""
     num_flows: int
+    hop_choices: str = "none"
+    """How the hashed next hops were counted: "hashed" (the per-flow hash, below ``HASH_FLOWS_MAX``), "drawn"
+    (above it), or "none" (a fat tree under adaptive routing: link groups make the choice moot)."""
 
 
 def _multinomial_rows(rng, n: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -322,6 +329,9 @@ def class_problem(fab: Fabric, alive: np.ndarray, *, routing: str, seed: int, li
     np.add.at(N_bb, cbundle, N_cb)
     b1, b2 = np.nonzero(N_bb > 0.5)
     valiant = None
+    hashing = n * (n - 1) <= hash_flows_max
+    hop_choices = "none" if fam != "dragonfly" and (routing == "adaptive" or tree["tiers"] == 1) else (
+        "hashed" if hashing else "drawn")
     if b1.size:
         uid_bb = np.full((B, B), -1, dtype=np.int64)
         uid_bb[b1, b2] = bld.new_units(N_bb[b1, b2], local=False)
@@ -342,13 +352,12 @@ def class_problem(fab: Fabric, alive: np.ndarray, *, routing: str, seed: int, li
         N_be = np.zeros((B, num_edges))
         np.add.at(N_be, (slice(None), cedge), N_bc)
         if fam == "dragonfly":
-            hashed = dict(R=R, router=edge, dom_size=dom_size if su else 1, seed=seed) if n * (n - 1) <= hash_flows_max \
-                else None
+            hashed = dict(R=R, router=edge, dom_size=dom_size if su else 1, seed=seed) if hashing else None
             valiant = _dragonfly_hops(fab, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, csize, cedge, cbundle, Dcsr,
                                       flows_tot, bld, routing, n, hashed)
         else:
             th = None
-            if routing == "ecmp" and tree["tiers"] > 1 and n * (n - 1) <= hash_flows_max:
+            if hop_choices == "hashed":
                 th = _hashed_tree_choices(tree, R, edge, dom_size if su else 1, seed)
             _tree_hops(tree, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, flows_tot, hashed=th)
         total_flows += N_bb[b1, b2].sum()
@@ -388,7 +397,7 @@ def class_problem(fab: Fabric, alive: np.ndarray, *, routing: str, seed: int, li
                         lump_links=lump_links.ravel(),
                         unit_flows=np.concatenate(bld.flows), unit_local=np.concatenate(bld.local),
                         unit_lat_mean=lat_mean, unit_lat_max=lat_max, unit_paths=unit_paths, link_flows=link_flows,
-                        num_flows=int(expected))
+                        num_flows=int(expected), hop_choices=hop_choices)
 
 
 def _check_counts(counts: np.ndarray, totals: np.ndarray) -> None:
