@@ -83,7 +83,7 @@ def _cli_run(args: list[str]) -> tuple[float, float, dict, float]:
 def all_to_all(repeats: int, quick: bool) -> None:
     print(f"load average before: {os.getloadavg()}")
     print(f"{'all-to-all case':44s} {'median s':>9s} {'CPU s':>6s} {'runs':>5s} {'peak RSS MiB':>12s} "
-          f"{'sim/analytic':>12s} {'method':>13s}")
+          f"{'sim/analytic':>12s} {'method':>13s} {'hops':>6s}")
     for gpus in A2A_SIZES:
         if quick and gpus > 20000:
             continue
@@ -98,7 +98,7 @@ def all_to_all(repeats: int, quick: bool) -> None:
                 print(f"{name:44s} {statistics.median(x[0] for x in runs):9.2f} "
                       f"{statistics.median(x[3] for x in runs):6.2f} {len(runs):5d} "
                       f"{max(x[1] for x in runs):12.0f} {r['time_s'] / r['analytic_time_s']:12.4f} "
-                      f"{r['method']:>13s}", flush=True)
+                      f"{r['method']:>13s} {r.get('hop_choices', ''):>6s}", flush=True)
     print(f"load average after: {os.getloadavg()}")
 
 

@@ -29,13 +29,22 @@ uplinks, then each uplink's flows Multinomial over the next hop's choices and ov
 proportion to their flows. Every link's count has the per-flow distribution (Binomial(n, 1/u)); the
 coupling between a flow's first and last hop is dropped. Flows of a unit then share one rate, limited by
 the unit's hottest link (per flow, the hot link's flows are the slow ones and set the completion time
-either way); ``tests/netsim/test_classes.py`` bounds both effects against the per-flow simulation.
+either way). A drawn hottest link is another draw than the hashed one, so up to ``HASH_FLOWS_MAX`` flows
+(4,096 ranks) the counts are not drawn but counted by the per-flow router's own hash
+(:func:`_hashed_tree_choices`; 30 ns a flow in chunks): every link then carries its per-flow count and the
+ECMP time is the per-flow one; ``tests/netsim/test_classes.py`` checks both paths against per flow.
 
 Dragonfly (minimal routing; UGAL keeps minimal paths for uniform traffic on a balanced dragonfly, Kim et
 al. ISCA 2008 section 4.2): a flow from router ``r`` of group ``G`` to group ``H`` hashes one of the
 ``glob_count[G, H]`` global links, crossing the local link from ``r`` to that link's router first and from
-the far router to the destination router last; counts are drawn the same way. Group pairs UGAL sends
-non-minimally (:func:`tierwise.netsim.routing.dragonfly_ugal`) split over Valiant paths, drawn likewise
+the far router to the destination router last. That one hash decides every hop, under ECMP and UGAL alike,
+and the local links it loads unevenly set the completion time (the most loaded link's flows finish last,
+per flow and per unit alike). Up to ``HASH_FLOWS_MAX`` flows the choices are therefore not drawn but
+counted by the per-flow router's own hash (:func:`_hashed_global_choices`, chunked: 30 ns a flow), so every
+link carries exactly its per-flow count and the answer is the per-flow one; above it they are drawn as on
+a fat tree (a different draw of the hottest link: measured 0.98-1.01 of the hashed answer at 2,048-16,384
+GPUs, docs/topology.md). Group pairs UGAL sends non-minimally (:func:`tierwise.netsim.routing.dragonfly_ugal`)
+split over Valiant paths, counted (:func:`_hashed_valiant_choices`) or drawn likewise
 (:func:`_valiant_hops`). Where the fabric or routing is one this module does not model (failures that
 reroute or fail over, rail-only PXN, a switchless mesh, a torus), :func:`class_problem` raises
 :class:`NotAggregated` and the caller simulates per flow.
@@ -50,9 +59,14 @@ import numpy as np
 from tierwise.netsim.routing import nic_access
 from tierwise.topology.graph import Fabric
 
-__all__ = ["ClassProblem", "NotAggregated", "class_problem", "LUMP_KINDS"]
+__all__ = ["ClassProblem", "NotAggregated", "class_problem", "LUMP_KINDS", "HASH_FLOWS_MAX"]
 
 LUMP_KINDS = ("access up", "access down", "scale-up up", "scale-up down")
+
+HASH_FLOWS_MAX = 1 << 24
+"""Up to this many flows (4,096 ranks) a dragonfly's global-link choices and a fat tree's ECMP next hops are
+hashed flow by flow as the per-flow router hashes them (about 30 ns a flow, 0.5-1.5 s at the limit on the
+dev VM); above it they are drawn (the module docstring)."""
 
 
 class NotAggregated(Exception):
@@ -83,6 +97,9 @@ class ClassProblem:
     link_flows: np.ndarray
     """Flows offered to every directed link (sampled under ECMP), for the link-load distribution."""
     num_flows: int
+    hop_choices: str = "none"
+    """How the hashed next hops were counted: "hashed" (the per-flow hash, below ``HASH_FLOWS_MAX``), "drawn"
+    (above it), or "none" (a fat tree under adaptive routing: link groups make the choice moot)."""
 
 
 def _multinomial_rows(rng, n: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -158,8 +175,14 @@ class _Builder:
 
 
 def class_problem(fab: Fabric, alive: np.ndarray, *, routing: str, seed: int, link_ok: np.ndarray,
-                  nics: np.ndarray, link_cap: np.ndarray) -> ClassProblem:
-    """The path-class instance of a direct all-to-all among GPUs ``alive`` (see the module docstring)."""
+                  nics: np.ndarray, link_cap: np.ndarray, hash_flows_max: int | None = None) -> ClassProblem:
+    """The path-class instance of a direct all-to-all among GPUs ``alive`` (see the module docstring).
+
+    A dragonfly's global-link choices and a fat tree's ECMP next hops are hashed flow by flow (as per flow)
+    when the all-to-all has at most ``hash_flows_max`` flows (default ``HASH_FLOWS_MAX``), else drawn
+    (``hash_flows_max=0`` always draws: tests compare the two)."""
+    if hash_flows_max is None:
+        hash_flows_max = HASH_FLOWS_MAX
     fam = fab.family
     tb = fab.tables
     single_tree = fam in ("fat-tree", "rail-optimized", "nvl72") and len(tb.get("trees", [])) == 1
@@ -306,6 +329,9 @@ def class_problem(fab: Fabric, alive: np.ndarray, *, routing: str, seed: int, li
     np.add.at(N_bb, cbundle, N_cb)
     b1, b2 = np.nonzero(N_bb > 0.5)
     valiant = None
+    hashing = n * (n - 1) <= hash_flows_max
+    hop_choices = "none" if fam != "dragonfly" and (routing == "adaptive" or tree["tiers"] == 1) else (
+        "hashed" if hashing else "drawn")
     if b1.size:
         uid_bb = np.full((B, B), -1, dtype=np.int64)
         uid_bb[b1, b2] = bld.new_units(N_bb[b1, b2], local=False)
@@ -326,10 +352,14 @@ def class_problem(fab: Fabric, alive: np.ndarray, *, routing: str, seed: int, li
         N_be = np.zeros((B, num_edges))
         np.add.at(N_be, (slice(None), cedge), N_bc)
         if fam == "dragonfly":
+            hashed = dict(R=R, router=edge, dom_size=dom_size if su else 1, seed=seed) if hashing else None
             valiant = _dragonfly_hops(fab, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, csize, cedge, cbundle, Dcsr,
-                            flows_tot, bld, routing, n)
+                                      flows_tot, bld, routing, n, hashed)
         else:
-            _tree_hops(tree, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, flows_tot)
+            th = None
+            if hop_choices == "hashed":
+                th = _hashed_tree_choices(tree, R, edge, dom_size if su else 1, seed)
+            _tree_hops(tree, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, flows_tot, hashed=th)
         total_flows += N_bb[b1, b2].sum()
 
     # --- assemble ---------------------------------------------------------------------------------------
@@ -367,18 +397,75 @@ def class_problem(fab: Fabric, alive: np.ndarray, *, routing: str, seed: int, li
                         lump_links=lump_links.ravel(),
                         unit_flows=np.concatenate(bld.flows), unit_local=np.concatenate(bld.local),
                         unit_lat_mean=lat_mean, unit_lat_max=lat_max, unit_paths=unit_paths, link_flows=link_flows,
-                        num_flows=int(expected))
+                        num_flows=int(expected), hop_choices=hop_choices)
 
 
-def _tree_hops(tree, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, flows_tot):
-    """Leaf -> (agg -> core -> agg) -> leaf hops of every bundle-pair unit (module docstring)."""
+def _check_counts(counts: np.ndarray, totals: np.ndarray) -> None:
+    """Hashed or drawn, a row's choices hold exactly the row's flows."""
+    if not np.array_equal(counts.sum(axis=1), np.asarray(totals).astype(np.int64)):
+        raise AssertionError("path classes' hop choices do not add up to the flows they split")
+
+
+def _hashed_tree_choices(tree, R, leaf, dom_size, seed, chunk: int = 1 << 18):
+    """ECMP choices of a fat tree's cross-leaf flows among GPUs ``R``, counted by the per-flow hash.
+
+    :func:`tierwise.netsim.routing.route` takes uplink ``a = h mod u`` (``h = hash(s, t, seed)``) and, between
+    pods of a 3-tier tree, aggregation uplink ``j = splitmix(h) mod (k/2)``. Counted (intra-domain and
+    same-leaf flows apart), in the shapes :func:`_tree_hops` reads: 2 tiers ``(T[ls, lt, a],)``; 3 tiers
+    ``(T1[ls, pod_t, a], TJ[pod_s, pod_t, a, j], T3[pod_s, lt, a])``."""
+    from tierwise.netsim.routing import flow_hash, splitmix
+
+    tiers, u, L = tree["tiers"], tree["u"], tree["num_leaves"]
+    half = tree["k"] // 2
+    P = -(-L // half)
+    n = R.size
+    if tiers == 2:
+        out = [np.zeros(L * L * u, dtype=np.int64)]
+    else:
+        out = [np.zeros(L * P * u, dtype=np.int64), np.zeros(P * P * u * half, dtype=np.int64),
+               np.zeros(P * L * u, dtype=np.int64)]
+    rows = max(1, chunk // n)
+    z = np.empty(rows * n, dtype=np.uint64)
+    tmp = np.empty_like(z)
+    for start in range(0, n, rows):
+        kk = min(rows, n - start)
+        size = kk * n
+        s_gpu = np.repeat(R[start:start + kk], n)
+        t_gpu = np.tile(R, kk)
+        h = flow_hash(s_gpu, t_gpu, seed, 0, out=z[:size], tmp=tmp[:size])
+        ls = np.repeat(leaf[start:start + kk], n)
+        lt = np.tile(leaf, kk)
+        keep = ls != lt
+        if dom_size > 1:
+            keep &= (s_gpu // dom_size) != (t_gpu // dom_size)
+        h, ls, lt = h[keep], ls[keep], lt[keep]
+        a = (h % np.uint64(u)).astype(np.int64)
+        if tiers == 2:
+            out[0] += np.bincount((ls * L + lt) * u + a, minlength=out[0].size)
+            continue
+        ps, pt = ls // half, lt // half
+        out[0] += np.bincount((ls * P + pt) * u + a, minlength=out[0].size)
+        out[2] += np.bincount((ps * L + lt) * u + a, minlength=out[2].size)
+        inter = ps != pt
+        j = (splitmix(h[inter]) % np.uint64(half)).astype(np.int64)
+        out[1] += np.bincount(((ps[inter] * P + pt[inter]) * u + a[inter]) * half + j, minlength=out[1].size)
+    if tiers == 2:
+        return (out[0].reshape(L, L, u),)
+    return out[0].reshape(L, P, u), out[1].reshape(P, P, u, half), out[2].reshape(P, L, u)
+
+
+def _tree_hops(tree, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, flows_tot, hashed=None):
+    """Leaf -> (agg -> core -> agg) -> leaf hops of every bundle-pair unit (module docstring); ``hashed``
+    (from :func:`_hashed_tree_choices`) replaces the draws by the per-flow hash's counts."""
     tiers, u = tree["tiers"], tree["u"]
     if tiers == 1:
         return
     if tiers == 2:
         # bundles are leaves: a flow picks spine a uniformly; leaf_up[l1, a] and spine_down[a, l2]
         N = N_bb[b1, b2]
-        cnt = _multinomial_rows(rng, N.astype(np.int64), np.full(u, 1.0 / u))
+        cnt = (_multinomial_rows(rng, N.astype(np.int64), np.full(u, 1.0 / u)) if hashed is None
+               else hashed[0][b1, b2])
+        _check_counts(cnt, N)
         uu = uid_bb[b1, b2][:, None]
         a = np.arange(u)[None, :]
         hop(uu, tree["leaf_up"][b1[:, None], a], cnt, flows_tot)
@@ -397,7 +484,8 @@ def _tree_hops(tree, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, flows_tot):
     rows_u = np.repeat(unit_idx, k)
     rows_l = starts[b1][rows_u] + (np.arange(int(k.sum())) - np.repeat(np.cumsum(k) - k, k))
     n1 = N_eb[rows_l, b2[rows_u]].astype(np.int64)
-    c1 = _multinomial_rows(rng, n1, np.full(u, 1.0 / u))
+    c1 = _multinomial_rows(rng, n1, np.full(u, 1.0 / u)) if hashed is None else hashed[0][rows_l, b2[rows_u]]
+    _check_counts(c1, n1)
     uid = uid_bb[b1, b2]
     a = np.arange(u)[None, :]
     hop(uid[rows_u][:, None], tree["leaf_up"][rows_l[:, None], a], c1, flows_tot)
@@ -409,7 +497,9 @@ def _tree_hops(tree, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, flows_tot):
         ui = np.nonzero(inter)[0]
         ru = np.repeat(ui, u)
         ra = np.tile(np.arange(u), ui.size)
-        c2 = _multinomial_rows(rng, Na[ru, ra], np.full(half, 1.0 / half))
+        c2 = (_multinomial_rows(rng, Na[ru, ra], np.full(half, 1.0 / half)) if hashed is None
+              else hashed[1][b1[ru], b2[ru], ra])
+        _check_counts(c2, Na[ru, ra])
         j = np.arange(half)[None, :]
         hop(uid[ru][:, None], tree["agg_up"][b1[ru][:, None], ra[:, None], j], c2, flows_tot)
         hop(uid[ru][:, None], tree["core_down"][ra[:, None], j // trunk, b2[ru][:, None], j % trunk], c2, flows_tot)
@@ -419,13 +509,16 @@ def _tree_hops(tree, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, flows_tot):
     rows_u2 = np.repeat(unit_idx, k2)
     rows_l2 = starts[b2][rows_u2] + (np.arange(int(k2.sum())) - np.repeat(np.cumsum(k2) - k2, k2))
     n3 = N_be[b1[rows_u2], rows_l2].astype(np.int64)
-    c3 = _multinomial_rows(rng, n3, np.full(u, 1.0 / u))
+    c3 = _multinomial_rows(rng, n3, np.full(u, 1.0 / u)) if hashed is None else hashed[2][b1[rows_u2], rows_l2]
+    _check_counts(c3, n3)
     hop(uid[rows_u2][:, None], tree["agg_down"][b2[rows_u2][:, None], a, (rows_l2 % half)[:, None]], c3, flows_tot)
 
 
 def _dragonfly_hops(fab, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, csize, cedge, cbundle, Dcsr, flows_tot,
-                    bld, routing, n):
-    """local -> global -> local hops of every group-pair unit (module docstring)."""
+                    bld, routing, n, hashed=None):
+    """local -> global -> local hops of every group-pair unit (module docstring); ``hashed`` (GPUs, their
+    routers, domain size, seed) counts the minimal pairs' global-link choices by the per-flow hash instead
+    of drawing them (:func:`_hashed_global_choices`)."""
     tb = fab.tables
     a, g, base = tb["a"], tb["groups"], tb["router_base"]
     nonmin = np.zeros((g, g), dtype=bool)
@@ -453,17 +546,26 @@ def _dragonfly_hops(fab, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, csize, cedg
     v = np.nonzero(~same & nonmin[b1, b2])[0]
     valiant = None
     if v.size:
-        valiant = (uid[v], _valiant_hops(fab, rng, hop, uid[v], b1[v], b2[v], N_eb, N_be, flows_tot))
+        vh = None if hashed is None else _hashed_valiant_choices(fab, hashed["R"], hashed["router"],
+                                                                 hashed["dom_size"], hashed["seed"], nonmin)
+        valiant = (uid[v], _valiant_hops(fab, rng, hop, uid[v], b1[v], b2[v], N_eb, N_be, flows_tot, hashed=vh))
     x = np.nonzero(~same & ~nonmin[b1, b2])[0]
     if not x.size:
         return valiant
     G1, G2 = b1[x], b2[x]
     M = tb["glob"].shape[2]
     cnt = np.maximum(tb["glob_count"][G1, G2], 1)
+    if hashed is not None:
+        T1, T2 = _hashed_global_choices(fab, hashed["R"], hashed["router"], hashed["dom_size"], hashed["seed"],
+                                        ~nonmin)
     # first hop: per (unit, source router) a global link m uniform; local link to that link's router
     ru = np.repeat(np.arange(x.size), a)
     rr = G1[ru] * a + np.tile(np.arange(a), x.size)
-    c1 = _uniform_counts(rng, N_eb[rr, G2[ru]], cnt[ru], M)
+    if hashed is None:
+        c1 = _uniform_counts(rng, N_eb[rr, G2[ru]], cnt[ru], M)
+    else:
+        c1 = T1[rr, G2[ru]]
+        _check_counts(c1, N_eb[rr, G2[ru]])
     glink = tb["glob"][G1[:, None], G2[:, None], np.arange(M)[None, :]]
     gsafe = np.maximum(glink, 0)
     r1 = fab.link_src[gsafe] - base
@@ -476,20 +578,124 @@ def _dragonfly_hops(fab, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, csize, cedg
     # last hop: per (unit, destination router), global link m uniform; local link from its far router
     rd = np.repeat(np.arange(x.size), a)
     rt = G2[rd] * a + np.tile(np.arange(a), x.size)
-    c3 = _uniform_counts(rng, N_be[G1[rd], rt], cnt[rd], M)
+    if hashed is None:
+        c3 = _uniform_counts(rng, N_be[G1[rd], rt], cnt[rd], M)
+    else:
+        c3 = T2[G1[rd], :, rt]
+        _check_counts(c3, N_be[G1[rd], rt])
     far = r2[rd]
     loc3 = np.where(far != rt[:, None], tb["local"][G2[rd][:, None], far % a, rt[:, None] % a], -1)
     hop(uid[x][rd][:, None], loc3, c3, flows_tot)
     return valiant
 
 
-def _valiant_hops(fab, rng, hop, U, G1, G2, N_eb, N_be, flows_tot, num_valiant: int = 4):
+def _hashed_global_choices(fab, R, router, dom_size, seed, minimal, chunk: int = 1 << 18):
+    """Per-flow global-link choices of a dragonfly all-to-all among GPUs ``R``, counted, not drawn.
+
+    :func:`tierwise.netsim.routing.route` sends a flow from GPU s (router rs, group G) to GPU t (router rt,
+    group H) over global link ``m = hash(s, t, seed) mod glob_count[G, H]``, crossing the local links
+    rs -> (m's router in G) and (m's router in H) -> rt. Here every such flow of a ``minimal[G, H]`` group
+    pair (UGAL's Valiant pairs apart; intra-domain flows apart, they take the scale-up path) is hashed by
+    the same function, in chunks of ``chunk`` flows with reused buffers, and counted: ``T1[rs, H, m]`` and
+    ``T2[G, m, rt]``, the only two margins the units' hop entries need. Every link then carries exactly the
+    per-flow count. About 30 ns a flow on one core (0.5 s for 4,096 ranks), hence the ``HASH_FLOWS_MAX``
+    limit above which the counts are drawn."""
+    from tierwise.netsim.routing import flow_hash
+
+    tb = fab.tables
+    a, g = tb["a"], tb["groups"]
+    M = tb["glob"].shape[2]
+    nr = g * a
+    cnt = np.maximum(tb["glob_count"], 1).astype(np.uint64)
+    grp = router // a
+    n = R.size
+    T1 = np.zeros(nr * g * M, dtype=np.int64)
+    T2 = np.zeros(g * M * nr, dtype=np.int64)
+    rows = max(1, chunk // n)
+    z = np.empty(rows * n, dtype=np.uint64)
+    tmp = np.empty_like(z)
+    t_gpu, t_grp = np.tile(R, rows), np.tile(grp, rows)
+    t_router, t_dom = np.tile(router, rows), np.tile(R // dom_size, rows)
+    for start in range(0, n, rows):
+        k = min(rows, n - start)
+        size = k * n
+        s_gpu = np.repeat(R[start:start + k], n)
+        h = flow_hash(s_gpu, t_gpu[:size], seed, 0, out=z[:size], tmp=tmp[:size])
+        gs = np.repeat(grp[start:start + k], n)
+        gt = t_grp[:size]
+        keep = minimal[gs, gt] & (gs != gt)
+        if dom_size > 1:
+            keep &= (s_gpu // dom_size) != t_dom[:size]
+        gs, gt = gs[keep], gt[keep]
+        m = (h[keep] % cnt[gs, gt]).astype(np.int64)
+        rs = np.repeat(router[start:start + k], n)[keep]
+        T1 += np.bincount((rs * g + gt) * M + m, minlength=T1.size)
+        T2 += np.bincount((gs * M + m) * nr + t_router[:size][keep], minlength=T2.size)
+    return T1.reshape(nr, g, M), T2.reshape(g, M, nr)
+
+
+def _hashed_valiant_choices(fab, R, router, dom_size, seed, nonmin, num_valiant: int = 4,
+                            chunk: int = 1 << 18):
+    """Per-flow Valiant choices of UGAL's non-minimal group pairs, counted (as :func:`_hashed_global_choices`).
+
+    :func:`tierwise.netsim.routing.dragonfly_ugal` hashes a flow once more (salt 97): ``h``; its sub-path j
+    (of ``k``) goes through the intermediate group at offset ``o = (h mod (g-2) + j) mod (g-2)``, over first
+    global link ``h mod glob_count[G, I]`` and second ``splitmix(h) mod glob_count[I, H]``. Counted per
+    sub-path: ``TA[rs, H, o, m1]`` (source local hop, first global link), ``TB[G, H, o, m1, m2]``
+    (intermediate local hop, second global link), ``TC[G, o, m2, rt]`` (destination local hop)."""
+    from tierwise.netsim.routing import flow_hash, splitmix
+
+    tb = fab.tables
+    a, g = tb["a"], tb["groups"]
+    M = tb["glob"].shape[2]
+    K = g - 2
+    k = min(num_valiant, K)
+    nr = g * a
+    gcnt = np.maximum(tb["glob_count"], 1).astype(np.uint64)
+    grp = router // a
+    n = R.size
+    TA = np.zeros(nr * g * K * M, dtype=np.int64)
+    TB = np.zeros(g * g * K * M * M, dtype=np.int64)
+    TC = np.zeros(g * K * M * nr, dtype=np.int64)
+    rows = max(1, chunk // n)
+    for start in range(0, n, rows):
+        kk = min(rows, n - start)
+        s_gpu = np.repeat(R[start:start + kk], n)
+        t_gpu = np.tile(R, kk)
+        gs = np.repeat(grp[start:start + kk], n)
+        gt = np.tile(grp, kk)
+        keep = nonmin[gs, gt] & (gs != gt)
+        if dom_size > 1:
+            keep &= (s_gpu // dom_size) != (t_gpu // dom_size)
+        if not keep.any():
+            continue
+        s_gpu, t_gpu, gs, gt = s_gpu[keep], t_gpu[keep], gs[keep], gt[keep]
+        rs = np.repeat(router[start:start + kk], n)[keep]
+        rt = np.tile(router, kk)[keep]
+        h = flow_hash(s_gpu, t_gpu, seed, 97)
+        h2 = splitmix(h)
+        o0 = (h % np.uint64(K)).astype(np.int64)
+        lo, hi = np.minimum(gs, gt), np.maximum(gs, gt)
+        for j in range(k):
+            o = (o0 + j) % K
+            mid = o + (o >= lo)
+            gi = mid + (mid >= hi)
+            m1 = (h % gcnt[gs, gi]).astype(np.int64)
+            m2 = (h2 % gcnt[gi, gt]).astype(np.int64)
+            TA += np.bincount(((rs * g + gt) * K + o) * M + m1, minlength=TA.size)
+            TB += np.bincount((((gs * g + gt) * K + o) * M + m1) * M + m2, minlength=TB.size)
+            TC += np.bincount(((gs * K + o) * M + m2) * nr + rt, minlength=TC.size)
+    return TA.reshape(nr, g, K, M), TB.reshape(g, g, K, M, M), TC.reshape(g, K, M, nr)
+
+
+def _valiant_hops(fab, rng, hop, U, G1, G2, N_eb, N_be, flows_tot, num_valiant: int = 4, hashed=None):
     """UGAL's non-minimal group pairs (routing.dragonfly_ugal): each flow splits evenly over ``k`` Valiant
     paths through the intermediate groups at ``k`` consecutive hashed offsets among the ``g - 2`` others;
     a path takes a hashed global link to the intermediate group and another onward. Drawn like the minimal
     hops: per (unit, source router) the flows' first offsets, then per offset the first global link; per
     (unit, intermediate group, first link) the second; per (unit, destination router) offsets and second
-    links again for the last local hop. Each sub-path carries 1/k of its flow (as per flow)."""
+    links again for the last local hop. Each sub-path carries 1/k of its flow (as per flow). ``hashed``
+    (from :func:`_hashed_valiant_choices`) replaces the three draws by the per-flow hash's counts."""
     tb = fab.tables
     a, g, base = tb["a"], tb["groups"], tb["router_base"]
     K = g - 2
@@ -508,11 +714,14 @@ def _valiant_hops(fab, rng, hop, U, G1, G2, N_eb, N_be, flows_tot, num_valiant: 
     # source side: per (unit, router) offsets, then per (unit, router, offset) the first global link
     ru = np.repeat(np.arange(nu), a)
     rr = G1[ru] * a + np.tile(np.arange(a), nu)
-    F = window(_multinomial_rows(rng, N_eb[rr, G2[ru]].astype(np.int64), np.full(K, 1.0 / K)))
     ro = np.repeat(np.arange(ru.size), K)
     oo = np.tile(np.arange(K), ru.size)
     gmid = gi[ru[ro], oo]
-    c1 = _uniform_counts(rng, F[ro, oo], gc[G1[ru[ro]], gmid], M)
+    if hashed is None:
+        F = window(_multinomial_rows(rng, N_eb[rr, G2[ru]].astype(np.int64), np.full(K, 1.0 / K)))
+        c1 = _uniform_counts(rng, F[ro, oo], gc[G1[ru[ro]], gmid], M)
+    else:
+        c1 = hashed[0][rr[ro], G2[ru[ro]], oo]
     l1 = glob[G1[ru[ro]][:, None], gmid[:, None], np.arange(M)[None, :]]
     r1 = fab.link_src[np.maximum(l1, 0)] - base
     src = rr[ro][:, None]
@@ -529,7 +738,8 @@ def _valiant_hops(fab, rng, hop, U, G1, G2, N_eb, N_be, flows_tot, num_valiant: 
     m1 = np.tile(np.arange(M), nu * K)
     u3, o3 = uu[rows], ko[rows]
     g3 = gi[u3, o3]
-    c2 = _uniform_counts(rng, T[u3, o3, m1], gc[g3, G2[u3]], M)
+    c2 = (_uniform_counts(rng, T[u3, o3, m1], gc[g3, G2[u3]], M) if hashed is None
+          else hashed[1][G1[u3], G2[u3], o3, m1])
     r2 = fab.link_dst[np.maximum(g1l[rows, m1], 0)] - base
     l2 = glob[g3[:, None], G2[u3][:, None], np.arange(M)[None, :]]
     r3 = fab.link_src[np.maximum(l2, 0)] - base
@@ -542,11 +752,14 @@ def _valiant_hops(fab, rng, hop, U, G1, G2, N_eb, N_be, flows_tot, num_valiant: 
     # destination side: per (unit, router) offsets, then the second global link, then the local hop
     rd = np.repeat(np.arange(nu), a)
     rt = G2[rd] * a + np.tile(np.arange(a), nu)
-    F = window(_multinomial_rows(rng, N_be[G1[rd], rt].astype(np.int64), np.full(K, 1.0 / K)))
     ro = np.repeat(np.arange(rd.size), K)
     oo = np.tile(np.arange(K), rd.size)
     gmid = gi[rd[ro], oo]
-    c3 = _uniform_counts(rng, F[ro, oo], gc[gmid, G2[rd[ro]]], M)
+    if hashed is None:
+        F = window(_multinomial_rows(rng, N_be[G1[rd], rt].astype(np.int64), np.full(K, 1.0 / K)))
+        c3 = _uniform_counts(rng, F[ro, oo], gc[gmid, G2[rd[ro]]], M)
+    else:
+        c3 = hashed[2][G1[rd[ro]], oo, :, rt[ro]]
     l2 = glob[gmid[:, None], G2[rd[ro]][:, None], np.arange(M)[None, :]]
     r4 = fab.link_dst[np.maximum(l2, 0)] - base
     dst = rt[ro][:, None]

@@ -32,9 +32,40 @@ def splitmix(x: np.ndarray) -> np.ndarray:
     return z ^ (z >> np.uint64(31))
 
 
+def _splitmix_inplace(z: np.ndarray, tmp: np.ndarray) -> np.ndarray:
+    """:func:`splitmix` of ``z`` (uint64) computed in place, ``tmp`` a scratch array of its shape."""
+    z += _GOLD
+    np.right_shift(z, np.uint64(30), out=tmp)
+    z ^= tmp
+    z *= _M1
+    np.right_shift(z, np.uint64(27), out=tmp)
+    z ^= tmp
+    z *= _M2
+    np.right_shift(z, np.uint64(31), out=tmp)
+    z ^= tmp
+    return z
+
+
+def flow_hash(src, dst, seed: int, salt: int, out: np.ndarray | None = None,
+              tmp: np.ndarray | None = None) -> np.ndarray:
+    """The ECMP hash of flows ``src[i] -> dst[i]`` (GPU ids): splitmix(splitmix(key) ^ seed/salt word).
+
+    In place in ``out`` (uint64, the flows' shape) with scratch ``tmp`` when given: a caller hashing many
+    flows in chunks reuses two buffers instead of allocating a dozen temporaries per chunk (path classes
+    count hashed choices this way, :mod:`tierwise.netsim.classes`)."""
+    src, dst = np.asarray(src), np.asarray(dst)
+    shape = np.broadcast_shapes(src.shape, dst.shape)
+    z = np.empty(shape, dtype=np.uint64) if out is None else out
+    tmp = np.empty(shape, dtype=np.uint64) if tmp is None else tmp
+    np.multiply(src.astype(np.uint64), np.uint64(0x100000001B3), out=z)
+    z ^= dst.astype(np.uint64)
+    _splitmix_inplace(z, tmp)
+    z ^= np.uint64((seed * 1_000_003 + salt) & 0xFFFFFFFFFFFFFFFF)
+    return _splitmix_inplace(z, tmp)
+
+
 def _hash(src, dst, seed: int, salt: int) -> np.ndarray:
-    key = src.astype(np.uint64) * np.uint64(0x100000001B3) ^ dst.astype(np.uint64)
-    return splitmix(splitmix(key) ^ np.uint64((seed * 1_000_003 + salt) & 0xFFFFFFFFFFFFFFFF))
+    return flow_hash(src, dst, seed, salt)
 
 
 def nic_access(fab: Fabric) -> tuple[np.ndarray, np.ndarray]:

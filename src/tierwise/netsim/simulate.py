@@ -245,7 +245,7 @@ def simulate(fab: Fabric, kind: str, size_bytes: float, *, algorithm: str = "aut
     if spans:
         unreachable |= set(np.nonzero(nics[:n] < 0)[0].tolist())
     link_cap = fab.link_cap * link_ok
-    method, results = "per flow", None
+    method, results, hop_choices = "per flow", None, "hashed"
     if kind == "all-to-all" and algorithm == "direct":
         from tierwise.netsim.classes import NotAggregated, class_problem
 
@@ -257,6 +257,7 @@ def simulate(fab: Fabric, kind: str, size_bytes: float, *, algorithm: str = "aut
                                      link_cap=link_cap)
                 results = [_run_classes(fab, prob, size_bytes / alive.size, max_events)]
                 method = "path classes"
+                hop_choices = prob.hop_choices
             except NotAggregated as e:
                 why = f"path classes do not model {e}"
         if results is None and n > MAX_ALL_TO_ALL_RANKS:
@@ -296,6 +297,7 @@ def simulate(fab: Fabric, kind: str, size_bytes: float, *, algorithm: str = "aut
         "algorithm": algorithm,
         "routing": routing,
         "method": method,
+        "hop_choices": hop_choices,
         "seed": seed,
         "shift": shift,
         "size_bytes": float(size_bytes),
