@@ -89,18 +89,20 @@ def test_an_interrupted_run_keeps_its_completed_sizes(tmp_path):
     out = tmp_path / "partial.json"
     env = dict(os.environ, PYTHONPATH=str(SRC), OMP_NUM_THREADS="1")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tierwise", "measure", "collective", "--sizes", "4KiB:256MiB", "--iters", "20",
+        # 200 iterations: the large sizes take minutes, so the sweep cannot end before the interrupt even when
+        # this test process is starved on a loaded host (with 20 it once finished, exit 0, before the SIGINT)
+        [sys.executable, "-m", "tierwise", "measure", "collective", "--sizes", "4KiB:256MiB", "--iters", "200",
          "--ranks", "2", "--out", str(out)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
-    deadline = time.time() + 60
+    deadline = time.time() + 180  # two spawned ranks importing torch on a loaded 2-core host
     while time.time() < deadline and proc.poll() is None:
         if out.exists() and len(json.loads(out.read_text())) >= 2:
             break
         time.sleep(0.2)
     assert proc.poll() is None, "the sweep finished before it could be interrupted"
     proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=60)
+    stdout, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 130
     rows = json.loads(out.read_text())
     assert 2 <= len(rows) < 17  # 4 KiB .. 256 MiB is 17 sizes
