@@ -111,6 +111,18 @@ def test_catalog_entries_have_sources_and_unmeasured_are_listed():
     assert "b300" in listed and "h100-sxm" not in listed and "tpu-v4" in listed
 
 
+
+def test_blackwell_streaming_hbm_is_its_own_measurement():
+    # B200's device-to-device copy (> 6.0 of 8.0 TB/s) replaces the H100 fraction it borrowed; the other
+    # Blackwell parts borrow B200's, not Hopper's
+    b200 = compute_profile(load_accelerator("b200"))
+    assert b200.hbm_from == "measured" and b200.hbm_fraction == pytest.approx(0.75)
+    assert b200.hbm_fraction < compute_profile(load_accelerator("h100-sxm")).hbm_fraction
+    for name in ("gb200", "gb300", "b300"):
+        prof = compute_profile(load_accelerator(name))
+        assert prof.hbm_fraction == b200.hbm_fraction and prof.hbm_from == "as b200", name
+
+
 def test_torchtitan_500w_h100_sustains_a_lower_clock():
     from tierwise.specs.cluster import cluster_from_mapping
     from tierwise.validate.mapping import GRAND_TETON_H100_96GB

@@ -137,6 +137,19 @@ def test_framework_defaults_are_listed_in_assumed():
     assert plan_from_mapping({**data, "fused_elementwise": True}, num_gpus=8, framework="torchtitan").fused_elementwise
 
 
+def test_nemo_fp8_reduces_gradients_in_bf16():
+    # NeMo's performance scripts set grad_reduce_in_fp32 = False for FP8 (scripts/performance/helpers.py
+    # set_precision_configs); BF16 NeMo runs and Megatron-LM keep fp32, a stated dtype wins
+    data = {"tp": 2, "global_batch_size": 64, "seq_length": 2048}
+    fp8 = plan_from_mapping({**data, "precision": "fp8"}, num_gpus=8, framework="nemo", generation="blackwell")
+    assert fp8.grad_reduce_dtype == "bf16"
+    assert any(a.startswith("grad_reduce_dtype=bf16 (NeMo performance scripts") for a in fp8.assumed)
+    assert plan_from_mapping(data, num_gpus=8, framework="nemo").grad_reduce_dtype == "fp32"
+    assert plan_from_mapping({**data, "precision": "fp8"}, num_gpus=8, framework="megatron").grad_reduce_dtype == "fp32"
+    stated = plan_from_mapping({**data, "precision": "fp8", "grad_reduce_dtype": "fp32"}, num_gpus=8, framework="nemo")
+    assert stated.grad_reduce_dtype == "fp32"
+
+
 def test_unknown_framework_is_one_line():
     with pytest.raises(SpecError, match="framework='jax'"):
         plan_from_mapping({"global_batch_size": 8, "seq_length": 2048, "framework": "jax"}, num_gpus=8)

@@ -44,16 +44,18 @@ def test_every_row_is_predicted(summary):
 
 def test_median_of_per_source_medians(summary):
     # KNOWN GAP (issue bound 6%): 6.5% measured. The sources above 10% are the Blackwell NeMo 25.02/25.04 FP8
-    # tables (signed +10/+11%: predicted too fast; the model has no FP8 current-scaling amax pass and the B200's
-    # HBM fraction is the H100's) and the Megatron MoE Model Zoo (signed -19%: MoE grouped GEMMs and full
-    # recompute under Megatron-FSDP priced too slow, row 439)
+    # tables (medians 11.8 / 12.2%, signed +9/+10%: predicted too fast; B200 at 1000 W sustains less of its
+    # datasheet clock than the model gives it, GB200 rows run 21-27% faster than B200 rows of the same model
+    # where the model says 11%: docs/validation.md) and the Megatron MoE Model Zoo (signed -19%: MoE grouped
+    # GEMMs and full recompute under Megatron-FSDP priced too slow, row 439)
     assert summary["median_of_source_medians"] <= 6.8
 
 
 def test_p90(summary):
-    # KNOWN GAP (issue bound 15%): 19.3% measured, set by the Blackwell FP8 rows (+20..+31%), the FlagPerf
-    # A800 row 427 (-29%) and the DeepSpeed ZeRO-3 rows of 2021 (+-23..29%)
-    assert summary["overall"]["p90"] <= 19.8
+    # KNOWN GAP (issue bound 15%): 17.8% measured with the shipped parameters (18.5% after a refit), set by
+    # the Blackwell FP8 rows (+17..+28%), the FlagPerf A800 row 427 (-29%), the DeepSpeed ZeRO-3 rows of 2021
+    # (+-23..29%) and llm-foundry's MPT at 8k-64k tokens (+11..+28%)
+    assert summary["overall"]["p90"] <= 18.6
 
 
 def test_max(summary):

@@ -18,7 +18,10 @@ Sources, per framework:
   Hopper and later, FlashAttention-2 on Ampere.
 * ``nemo`` (NeMo 2 / Megatron-Bridge recipes): as Megatron-Core, except that the MoE recipes set
   ``expert_tensor_parallel_size: 1`` and the performance recipes turn ``tp_comm_overlap`` on
-  (``CommOverlapConfig``); ``grad_reduce_in_fp32: True`` (``bf16_mixed``).
+  (``CommOverlapConfig``); ``grad_reduce_in_fp32: True`` (``bf16_mixed``), except FP8 runs: NeMo's
+  performance scripts set ``recipe.trainer.plugins.grad_reduce_in_fp32 = False`` whenever the compute dtype
+  is FP8 (``scripts/performance/helpers.py`` ``set_precision_configs``, NeMo 25.02-25.07; the GPT-3 175B
+  script of 25.02 does the same inline), so FP8 runs reduce gradients in bf16.
 * ``torchtitan``: eager elementwise kernels unless ``--compile`` (``fused_elementwise`` false), FSDP2
   ``fully_shard`` (ZeRO-3, per-parameter shards) with ``reduce_dtype=float32``
   (``mixed_precision_reduce``), ``F.scaled_dot_product_attention`` (PyTorch SDPA, FlashAttention-2 backend),
@@ -103,11 +106,12 @@ def framework_for_text(text: str) -> str:
 
 
 def framework_defaults(framework: str, *, generation: str = "", moe: bool = False,
-                       tp: int = 1) -> dict[str, tuple[object, str]]:
+                       tp: int = 1, precision: str = "bf16") -> dict[str, tuple[object, str]]:
     """``{plan key: (value, why)}`` that ``framework`` sets when a plan does not state the key.
 
     ``generation`` is the accelerator's (``ampere``, ``hopper``, ``blackwell``; "" when unknown): the
-    attention kernel family depends on it. ``moe`` and ``tp`` give the expert-TP default.
+    attention kernel family depends on it. ``moe`` and ``tp`` give the expert-TP default; ``precision``
+    (``bf16`` / ``fp8``) NeMo's gradient-reduce dtype.
     """
     hopper = generation.lower() in _HOPPER_OR_LATER
     if framework in ("megatron", "nemo"):
@@ -123,8 +127,11 @@ def framework_defaults(framework: str, *, generation: str = "", moe: bool = Fals
             "tp_comm_overlap": (framework == "nemo" and tp > 1,
                                 "NeMo performance recipes turn tp_comm_overlap on" if framework == "nemo"
                                 else "Megatron-LM --tp-comm-overlap is off unless given"),
-            "grad_reduce_dtype": ("fp32", "bf16 training reduces gradients in fp32 (Megatron-LM arguments.py "
-                                          "accumulate_allreduce_grads_in_fp32; NeMo grad_reduce_in_fp32)"),
+            "grad_reduce_dtype": (("bf16", "NeMo performance scripts set grad_reduce_in_fp32 = False for FP8 "
+                                           "(scripts/performance/helpers.py set_precision_configs)")
+                                  if framework == "nemo" and str(precision).lower() == "fp8" else
+                                  ("fp32", "bf16 training reduces gradients in fp32 (Megatron-LM arguments.py "
+                                           "accumulate_allreduce_grads_in_fp32; NeMo grad_reduce_in_fp32)")),
             "zero2_sync": ("per-step", "the distributed optimizer reduce-scatters once per step"),
             "attention_kernel": kernel,
         }

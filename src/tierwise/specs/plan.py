@@ -266,8 +266,10 @@ def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "
     fw_defaults: dict[str, tuple[object, str]] = {}
     if framework:
         tp_given = data.get("tp", 1)
+        precision_given = data.get("precision", "bf16")
         fw_defaults = framework_defaults(framework, generation=generation, moe=moe,
-                                         tp=tp_given if isinstance(tp_given, int) else 1)
+                                         tp=tp_given if isinstance(tp_given, int) else 1,
+                                         precision=precision_given if isinstance(precision_given, str) else "bf16")
 
     def default_of(key: str, fallback):
         """The framework's default for ``key`` (noted with its reason) or tierwise's ``fallback``."""

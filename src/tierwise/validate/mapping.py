@@ -423,6 +423,13 @@ def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str], gener
         data["grad_reduce_dtype"] = "fp32"
     elif "mp mode pure" in framework:
         data["grad_reduce_dtype"] = "bf16"
+    elif framework.startswith("nemo 24."):
+        # NeMo 24.x trained through the NeMo 1 launcher (NeMo-Framework-Launcher conf/training/*.yaml):
+        # distributed_fused_adam without grad_sync_dtype reduces the fp32 main gradients, FP8 or not; the
+        # framework default (NeMo 2 performance scripts: bf16 for FP8) does not apply
+        data["grad_reduce_dtype"] = "fp32"
+        filled.append("grad_reduce_dtype=fp32 (NeMo 24.x launcher: distributed_fused_adam reduces fp32 main "
+                      "gradients; grad_sync_dtype not set)")
     if "compile" in framework:
         data["fused_elementwise"] = True  # torch.compile fuses the elementwise ops the eager default would not
     fw_text = row["framework"].lower()
