@@ -44,7 +44,7 @@ FrameworkOpt = Annotated[str | None, typer.Option(
     "--framework", help="megatron, nemo, torchtitan, llm-foundry or deepspeed: its defaults for --eager and "
                         "--zero3-gather when they are not given")]
 Zero3Opt = Annotated[str | None, typer.Option("--zero3-gather", help="how ZeRO-3 plans are implemented: flat (FSDP1), "
-                                        "per-parameter (FSDP2) or tensor-list (DeepSpeed 2021)")]
+                                        "per-parameter (FSDP2), tensor-list (DeepSpeed 2021) or zero-copy (Megatron-FSDP)")]
 FusedCeOpt = Annotated[bool, typer.Option("--fused-ce", help="score plans with a fused cross-entropy kernel "
                                            "(Megatron-Core cross_entropy_loss_fusion, Liger)")]
 HtmlOpt = Annotated[str | None, typer.Option("--html", help="write a self-contained HTML report here")]

@@ -345,8 +345,20 @@ def _compute_params():
     return {k: v for k, v in p.items() if k not in ("source", "fit")}
 
 
+def moe_imbalance(plans: PlanBatch, cparams) -> np.ndarray:
+    """The busiest EP rank's routed tokens over the mean, per plan: ``moe_load_imbalance`` for a trained
+    (dropless) router over ``ep > 1`` ranks; 1 when the router is forced to balance (plan ``moe_force_balance``:
+    Megatron-Core ``--moe-router-force-load-balancing``, NeMo Automodel's fake balanced gate) and when one rank
+    holds every expert (``ep = 1``: its grouped GEMMs run all ``tokens x top_k`` rows however they are spread).
+    Every rank waits for the busiest at the combine all-to-all, so it scales the routed-expert GEMMs and the
+    dispatch / combine (the busiest rank receives and returns that many tokens)."""
+    force = getattr(plans, "moe_force_balance", None)
+    force = np.zeros(len(plans), bool) if force is None else np.asarray(force, bool)
+    return np.where(force | (plans.ep <= 1), 1.0, float(cparams.get("moe_load_imbalance", 1.0)))
+
+
 def _gemm_time(gemm: Gemm, tokens, tp, etp, peak, cp_params, experts_per_rank=None, top_k=1, *,
-               hbm_bytes_per_s=None, in_bytes=2.0, sms=0):
+               hbm_bytes_per_s=None, in_bytes=2.0, sms=0, imbalance=1.0):
     """Seconds and FLOPs of one forward GEMM over ``tokens`` tokens on one rank (arrays).
 
     ``t = max(2 M N K / (peak x eff(M, N, K)), bytes / HBM) + w x bytes / HBM`` with
@@ -359,9 +371,9 @@ def _gemm_time(gemm: Gemm, tokens, tp, etp, peak, cp_params, experts_per_rank=No
 
     A routed-expert GEMM runs as one grouped GEMM over the rank's experts: its efficiency is further
     multiplied by :func:`tierwise.specs.compute.grouped_gemm_efficiency` (tile quantization of the rows per
-    expert and of the expert width, wave quantization over ``sms``), and its time by ``moe_load_imbalance``
-    (the busiest rank's tokens over the mean: the EP ranks meet at the combine all-to-all, so the busiest sets
-    the pace).
+    expert and of the expert width, wave quantization over ``sms``), and its time by ``imbalance``
+    (:func:`moe_imbalance`: the busiest rank's tokens over the mean; the EP ranks meet at the combine
+    all-to-all, so the busiest sets the pace).
     """
     split = np.where(gemm.expert, etp, tp) if gemm.split != "none" else 1
     split = np.asarray(split, dtype=float)
@@ -383,7 +395,7 @@ def _gemm_time(gemm: Gemm, tokens, tp, etp, peak, cp_params, experts_per_rank=No
         eff = eff * grouped_gemm_efficiency(rows, n, k, experts_per_rank, sms)
     t = flops / (peak * eff)
     if gemm.expert:
-        t = t * cp_params.get("moe_load_imbalance", 1.0)
+        t = t * imbalance
     if hbm_bytes_per_s is not None:
         traffic = copies * (in_bytes * (rows * k + k * n) + 2.0 * rows * n)
         memory_t = traffic / hbm_bytes_per_s
@@ -452,7 +464,8 @@ def _layer_times(model, shape: ModelShape, plans: PlanBatch, tokens, peak, cpara
         e_tokens = expert_tokens_per_rank(plans, tokens)
         for g in shape.moe_gemms:
             t, f = _gemm_time(g, e_tokens if g.expert else tokens, tp, etp, peak, cparams, experts_per_rank,
-                              shape.top_k, hbm_bytes_per_s=hbm_bytes_per_s, in_bytes=in_bytes, sms=sms)
+                              shape.top_k, hbm_bytes_per_s=hbm_bytes_per_s, in_bytes=in_bytes, sms=sms,
+                              imbalance=moe_imbalance(plans, cparams))
             lin_t, lin_f = lin_t + t, lin_f + f
     else:
         gemms += list(shape.dense_mlp_gemms)
@@ -867,6 +880,9 @@ def _layer_comm(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derived,
         ep_layer_t, ep_layer_bytes, (a2a,) = _price(traffic["ep"], ep_span, cluster, n)
         dedup = _deepep_node_dedup(model, plans, ep_span)
         ep_layer_t, ep_layer_bytes, a2a = ep_layer_t * dedup, ep_layer_bytes * dedup, a2a * dedup
+        # the all-to-all ends when the busiest rank has received (dispatch) and returned (combine) its tokens
+        imb = moe_imbalance(plans, cparams)
+        ep_layer_t, a2a = ep_layer_t * imb, a2a * imb
         # combined 1F1B (Megatron-Core --overlap-moe-expert-parallel-comm, after DeepSeek-V3's DualPipe,
         # arXiv:2412.19437 section 3.2.1): a micro-batch's forward dispatch + combine run behind the adjacent
         # micro-batch's backward of the layer (2 x forward), its backward pair behind the adjacent forward; what
@@ -1204,6 +1220,9 @@ def _shard_copy_bytes(mode, wb: float, gb: float, regather) -> np.ndarray:
       divide kernel (``_get_gradient_divide_factors``). 2 x 4 + 6 = 14 bytes.
     * ``tensor-list`` (DeepSpeed 2021): its per-rank copies are counted as launch time (``torch_op_overhead``),
       not here.
+    * ``zero-copy`` (Megatron-FSDP): the parameters and gradients are views of the collectives' own buffers
+      (megatron/core/distributed/fsdp/src/README.md, "Zero copy communication ... ParamAndGradBuffer"), and
+      with ``--calculate-per-token-loss`` (its user guide's recommended setting) no gradient scaling pass: 0.
     """
     flat = 2.0 * wb + np.where(np.not_equal(gb, wb), wb + gb, 0.0) + 2.0 * gb
     per_param = 2.0 * wb * (1.0 + regather) + wb + gb
