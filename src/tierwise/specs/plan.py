@@ -118,10 +118,11 @@ class Plan:
     """Megatron-Core's combined 1F1B (``--overlap-moe-expert-parallel-comm``): the expert all-to-all of one
     micro-batch runs behind the compute of the adjacent one."""
     moe_force_balance: bool = False
-    """The router is forced to spread tokens evenly over the experts (Megatron-Core
-    ``--moe-router-force-load-balancing``, "for benchmark only"; NeMo Automodel's fake balanced gate), so every EP
-    rank gets the mean load; false: the trained (dropless) router's load, whose busiest rank the others wait
-    for (``moe_load_imbalance``)."""
+    """Every expert runs its mean load: the router is forced to spread tokens evenly (Megatron-Core
+    ``--moe-router-force-load-balancing``, "for benchmark only"; NeMo Automodel's fake balanced gate), or token
+    dropping pads every expert to a capacity factor of 1 (Megatron-Core ``moe_expert_capacity_factor`` 1.0 with
+    ``moe_pad_expert_input_to_capacity``: NeMo's ``MegatronTokenDropCallback`` defaults); false: the trained
+    router's dropless load, whose busiest rank the others wait for (``moe_load_imbalance``)."""
     fused_elementwise: bool = True
     """Elementwise work runs in fused kernels (Megatron/Transformer Engine, torch.compile); false: eager PyTorch,
     one kernel per op (RMSNorm, SwiGLU, RoPE each several passes over HBM)."""
@@ -357,10 +358,12 @@ def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "
         if key not in data:
             assumed.append(f"{key}={str(default).lower()}{why}")
         bools[key] = get_bool(data, key, origin, default=default)
+    balance_default, balance_why = default_of("moe_force_balance", False)
     if moe and "moe_force_balance" not in data:
-        assumed.append("moe_force_balance=false (the router's own, dropless load; Megatron-Core forces balance only "
-                       "with --moe-router-force-load-balancing)")
-    bools["moe_force_balance"] = get_bool(data, "moe_force_balance", origin, default=False)
+        assumed.append(f"moe_force_balance={str(balance_default).lower()}" + (
+            balance_why or " (the router's own, dropless load; Megatron-Core forces balance only with "
+                           "--moe-router-force-load-balancing)"))
+    bools["moe_force_balance"] = get_bool(data, "moe_force_balance", origin, default=balance_default)
     layout = _layout_fields(data, pp, vpp, num_layers, origin)
     plan = Plan(tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, etp=etp, vpp=vpp, micro_batch_size=mbs, global_batch_size=gbs,
                 seq_length=seq, sequence_parallel=sp, zero_stage=zero, dp_shard=dp_shard, schedule=schedule,

@@ -388,6 +388,12 @@ def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str], gener
         # Megatron-FSDP: parameters and gradients are views of its communication buffers (zero-copy); the source
         # names it, so this is not a filled default
         data["zero3_gather"] = "zero-copy"
+        if "grad" not in row["precision"].lower() and "grad" not in row["notes"].lower():
+            # Megatron-FSDP's user guide recommends --grad-reduce-in-bf16 (docs/discussions/megatron-fsdp-user-guide:
+            # "Enables gradient reduction in BF16 precision instead of FP32, reducing communication volume")
+            data["grad_reduce_dtype"] = "bf16"
+            filled.append("grad_reduce_dtype=bf16 (not stated: the Megatron-FSDP user guide's recommended "
+                          "--grad-reduce-in-bf16)")
     elif zero == 3 and "fsdp2" in row["zero_fsdp"].lower():
         # FSDP2 (torch.distributed fully_shard): per-parameter shards, each all-gather copied out into the
         # parameters; the source names it, so this is not a filled default
@@ -458,7 +464,7 @@ def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str], gener
 
 
 _FRAMEWORK_KEYS = ("fused_elementwise", "fused_cross_entropy", "tp_comm_overlap", "grad_reduce_dtype", "zero2_sync",
-                   "attention_kernel", "etp", "zero3_gather", "moe_dispatcher")
+                   "attention_kernel", "etp", "zero3_gather", "moe_dispatcher", "moe_force_balance")
 
 
 # ------------------------------------------------------------------------------------------------ metric
