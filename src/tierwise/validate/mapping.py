@@ -409,6 +409,9 @@ def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str], gener
             # stated: routing forced uniform (NeMo Automodel's fake balanced gate, Megatron-Core
             # --moe-router-force-load-balancing): every EP rank gets the mean load
             data["moe_force_balance"] = True
+            if "forced balanced, inferred" in notes:
+                filled.append("moe_force_balance=true (not in the table: the source's own script for this layout "
+                              "passes --moe-router-force-load-balancing; notes)")
         if "overlap of ep communication" in notes:
             data["ep_comm_overlap"] = True  # stated: Megatron-Core's combined 1F1B overlap of the EP all-to-all
         m = re.search(r"\betp (\d+)", notes)
