@@ -17,10 +17,11 @@ from tierwise.validate import load_cases, validate
 from tierwise.validate.fit import cross_validate_groups, fit_parameters, objective_residuals
 
 LOGO_MEDIAN = 10.0
-"""Issue 14's bound, met: 8.7% measured (torchtitan-2024, the only SDPA stack, is priced at FlashAttention-2's
-efficiency since SDPA's flash backend is FA2, so its fold no longer keeps an unlearnt start value)."""
+"""Issue 14's bound, met: 8.1% measured (8.7% before the MoE terms; torchtitan-2024, the only SDPA stack, is
+priced at FlashAttention-2's efficiency since SDPA's flash backend is FA2, so its fold no longer keeps an
+unlearnt start value)."""
 LOGO_P90 = 25.0
-"""Issue 14's bound, met: 22.1% measured."""
+"""Issue 14's bound, met: 22.8% measured (22.1% before the MoE terms)."""
 
 
 @pytest.fixture(scope="module")
@@ -43,23 +44,23 @@ def test_every_row_is_predicted(summary):
 
 
 def test_median_of_per_source_medians(summary):
-    # KNOWN GAP (issue bound 6%): 6.5% measured. The sources above 10% are the Blackwell NeMo 25.02/25.04 FP8
-    # tables (signed +10/+11%: predicted too fast; the model has no FP8 current-scaling amax pass and the B200's
-    # HBM fraction is the H100's) and the Megatron MoE Model Zoo (signed -19%: MoE grouped GEMMs and full
-    # recompute under Megatron-FSDP priced too slow, row 439)
-    assert summary["median_of_source_medians"] <= 6.8
+    # KNOWN GAP (issue bound 6%): 6.07% measured. The sources above 10% are the Blackwell NeMo 25.02/25.04 FP8
+    # tables (signed +7/+13%: predicted too fast; the model has no FP8 current-scaling amax pass and the B200's
+    # HBM fraction is the H100's)
+    assert summary["median_of_source_medians"] <= 6.2
 
 
 def test_p90(summary):
-    # KNOWN GAP (issue bound 15%): 19.3% measured, set by the Blackwell FP8 rows (+20..+31%), the FlagPerf
-    # A800 row 427 (-29%) and the DeepSpeed ZeRO-3 rows of 2021 (+-23..29%)
-    assert summary["overall"]["p90"] <= 19.8
+    # KNOWN GAP (issue bound 15%): 15.7% measured, set by the Blackwell FP8 rows (+20..+28%), the FlagPerf
+    # A800 row 427 (-28%) and the DeepSpeed ZeRO-3 rows of 2021 (+-28..31%)
+    assert summary["overall"]["p90"] <= 16.0
 
 
 def test_max(summary):
-    # KNOWN GAP (issue bound 30%): 47.6% measured, row 439 (Qwen3-235B-A22B, EP 8 + Megatron-FSDP + full
-    # recompute on 256 H100): the predicted GEMM time alone (17 s) is near the measured step (17.6 s)
-    assert summary["overall"]["max"] <= 48.5
+    # KNOWN GAP (issue bound 30%): 43.1% measured, row 439 (Qwen3-235B-A22B, EP 8 + Megatron-FSDP + full
+    # recompute on 256 H100): its expert-FSDP traffic alone is 13.7 s of the 17.6 s measured step at line rate,
+    # and the modelled compute with full recompute and the dropless imbalance about as much (docs/validation.md)
+    assert summary["overall"]["max"] <= 43.5
 
 
 def test_every_source_is_scored(summary):
