@@ -3,8 +3,8 @@
 Issue 14 ("Done when"): every row predicted; calibration median of per-source medians <= 6%, p90 <= 15%,
 max <= 30%; leave-one-(hardware x stack)-out median of group medians <= 10%, p90 <= 25%. Where a bound is
 not met on the 161-row set, the test asserts the measured figure as a bounded known gap (it fails if the
-figure gets worse), with the cause named (docs/validation.md, "Issue 14: integration, refit, what each term
-bought").
+figure gets worse), with the cause named (docs/validation.md: "Issue 14: integration, refit, what each term
+bought", "the MoE rows, term by term", "dense rows").
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from tierwise.validate import load_cases, validate
 from tierwise.validate.fit import cross_validate_groups, fit_parameters, objective_residuals
 
 LOGO_MEDIAN = 10.0
-"""Issue 14's bound, met: 8.7% measured (torchtitan-2024, the only SDPA stack, is priced at FlashAttention-2's
-efficiency since SDPA's flash backend is FA2, so its fold no longer keeps an unlearnt start value)."""
+"""Issue 14's bound, met: 8.2% measured (8.7% before the MoE and dense-row terms; torchtitan-2024, the only SDPA stack, is
+priced at FlashAttention-2's efficiency since SDPA's flash backend is FA2, so its fold no longer keeps an
+unlearnt start value)."""
 LOGO_P90 = 25.0
-"""Issue 14's bound, met: 22.1% measured."""
+"""Issue 14's bound, met: 21.7% measured (22.1% before the MoE and dense-row terms)."""
 
 
 @pytest.fixture(scope="module")
@@ -43,25 +44,24 @@ def test_every_row_is_predicted(summary):
 
 
 def test_median_of_per_source_medians(summary):
-    # KNOWN GAP (issue bound 6%): 6.5% measured. The sources above 10% are the Blackwell NeMo 25.02/25.04 FP8
-    # tables (medians 11.8 / 12.2%, signed +9/+10%: predicted too fast; B200 at 1000 W sustains less of its
-    # datasheet clock than the model gives it, GB200 rows run 21-27% faster than B200 rows of the same model
-    # where the model says 11%: docs/validation.md) and the Megatron MoE Model Zoo (signed -19%: MoE grouped
-    # GEMMs and full recompute under Megatron-FSDP priced too slow, row 439)
-    assert summary["median_of_source_medians"] <= 6.8
+    # KNOWN GAP (issue bound 6%): 6.26% measured; 7 of the 13 sources are at or under 6.3%. Above it: the
+    # Megatron MoE Model Zoo (11.6%, row 439 below), NeMo 25.04 / 25.02 (10.1 / 8.4%, signed +8 / +5%: Blackwell
+    # FP8 predicted too fast; the GB200-over-B200 speed the tables show, 1.06-1.27x by model, is not what the
+    # datasheet clocks give), FlagPerf (8.4%, row 427 on A800 at -28%), NeMo 25.07 (7.4%), torchtitan (6.5%)
+    assert summary["median_of_source_medians"] <= 6.3
 
 
 def test_p90(summary):
-    # KNOWN GAP (issue bound 15%): 17.8% measured with the shipped parameters (18.5% after a refit), set by
-    # the Blackwell FP8 rows (+17..+28%), the FlagPerf A800 row 427 (-29%), the DeepSpeed ZeRO-3 rows of 2021
-    # (+-23..29%) and llm-foundry's MPT at 8k-64k tokens (+11..+28%)
-    assert summary["overall"]["p90"] <= 18.6
+    # issue bound, met: 13.6% measured (19.3% before the MoE and dense-row terms of docs/validation.md)
+    assert summary["overall"]["p90"] <= 15.0
 
 
 def test_max(summary):
-    # KNOWN GAP (issue bound 30%): 47.6% measured, row 439 (Qwen3-235B-A22B, EP 8 + Megatron-FSDP + full
-    # recompute on 256 H100): the predicted GEMM time alone (17 s) is near the measured step (17.6 s)
-    assert summary["overall"]["max"] <= 48.5
+    # KNOWN GAP (issue bound 30%): 44.6% measured, row 439 (Qwen3-235B-A22B, EP 8 + Megatron-FSDP + full
+    # recompute on 256 H100, predicted too slow): its expert-FSDP traffic alone is 13.7 s of the 17.6 s measured
+    # step at line rate, and the modelled compute with full recompute and the dropless imbalance about as much;
+    # its published cells equal row 438's, a different layout (docs/validation.md). Next worst: 30.1% (row 14)
+    assert summary["overall"]["max"] <= 45.0
 
 
 def test_every_source_is_scored(summary):

@@ -44,9 +44,12 @@ FrameworkOpt = Annotated[str | None, typer.Option(
     "--framework", help="megatron, nemo, torchtitan, llm-foundry or deepspeed: its defaults for --eager and "
                         "--zero3-gather when they are not given")]
 Zero3Opt = Annotated[str | None, typer.Option("--zero3-gather", help="how ZeRO-3 plans are implemented: flat (FSDP1), "
-                                        "per-parameter (FSDP2) or tensor-list (DeepSpeed 2021)")]
+                                        "per-parameter (FSDP2), tensor-list (DeepSpeed 2021) or zero-copy (Megatron-FSDP)")]
 FusedCeOpt = Annotated[bool, typer.Option("--fused-ce", help="score plans with a fused cross-entropy kernel "
                                            "(Megatron-Core cross_entropy_loss_fusion, Liger)")]
+BalancedMoeOpt = Annotated[bool, typer.Option("--balanced-moe", help="score MoE plans with every expert at its "
+                                              "mean load (forced-balanced routing or capacity factor 1 with "
+                                              "padding), not a trained router's dropless load")]
 HtmlOpt = Annotated[str | None, typer.Option("--html", help="write a self-contained HTML report here")]
 EagerOpt = Annotated[bool, typer.Option("--eager", help="score plans as eager PyTorch (no fused kernels, no "
                                                            "torch.compile)")]
@@ -276,6 +279,7 @@ def register(app: typer.Typer) -> None:
         recompute: ListOpt = None, precision: ListOpt = None,
         zero: ZeroOpt = None, objective: ObjOpt = "step_time", ep_overlap: EpOverlapOpt = True,
         eager: EagerOpt = False, zero3_gather: Zero3Opt = None, fused_ce: FusedCeOpt = False,
+        balanced_moe: BalancedMoeOpt = False,
         framework: FrameworkOpt = None,
         show_infeasible: Annotated[bool, typer.Option("--show-infeasible", help="list the nearest misses")] = False,
         tokens: TokensOpt = None, prices: PricesOpt = None, reduce_dtype: ReduceDtypeOpt = None,
@@ -295,7 +299,8 @@ def register(app: typer.Typer) -> None:
         c = _constraints(tp=tp, pp=pp, cp=cp, ep=ep, dp=dp, vpp=vpp, micro_batch_size=mbs, max_tp=max_tp,
                          max_pp=max_pp, max_cp=max_cp, max_ep=max_ep, max_vpp=max_vpp, max_micro_batch_size=max_mbs,
                          recompute=recompute, precision=precision, zero=zero, ep_comm_overlap=ep_overlap,
-                         fused_elementwise=fused, zero3_gather=z3, fused_cross_entropy=fused_ce)
+                         fused_elementwise=fused, zero3_gather=z3, fused_cross_entropy=fused_ce,
+                         moe_force_balance=balanced_moe)
         if html is not None:  # issue 19: before the work
             from tierwise.report import check_html
 
@@ -333,6 +338,7 @@ def register(app: typer.Typer) -> None:
         recompute: ListOpt = None, precision: ListOpt = None,
         zero: ZeroOpt = None, objective: ObjOpt = "step_time", ep_overlap: EpOverlapOpt = True,
         eager: EagerOpt = False, zero3_gather: Zero3Opt = None, fused_ce: FusedCeOpt = False,
+        balanced_moe: BalancedMoeOpt = False,
         framework: FrameworkOpt = None,
         goodput: GoodputFlag = False, failure_rates: GoodputRatesOpt = None, node_failure_rate: GoodputNodeOpt = None,
         html: HtmlOpt = None,
@@ -344,7 +350,8 @@ def register(app: typer.Typer) -> None:
         counts = parse_gpu_range(gpus)
         fused, z3 = _framework_switches(framework, eager, zero3_gather)
         c = _constraints(recompute=recompute, precision=precision, zero=zero, ep_comm_overlap=ep_overlap,
-                         fused_elementwise=fused, zero3_gather=z3, fused_cross_entropy=fused_ce)
+                         fused_elementwise=fused, zero3_gather=z3, fused_cross_entropy=fused_ce,
+                         moe_force_balance=balanced_moe)
         if html is not None:  # issue 19: before the work
             from tierwise.report import check_html
 

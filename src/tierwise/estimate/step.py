@@ -345,8 +345,20 @@ def _compute_params():
     return {k: v for k, v in p.items() if k not in ("source", "fit")}
 
 
+def moe_imbalance(plans: PlanBatch, cparams) -> np.ndarray:
+    """The busiest EP rank's routed tokens over the mean, per plan: ``moe_load_imbalance`` for a trained
+    (dropless) router over ``ep > 1`` ranks; 1 when the router is forced to balance (plan ``moe_force_balance``:
+    Megatron-Core ``--moe-router-force-load-balancing``, NeMo Automodel's fake balanced gate) and when one rank
+    holds every expert (``ep = 1``: its grouped GEMMs run all ``tokens x top_k`` rows however they are spread).
+    Every rank waits for the busiest at the combine all-to-all, so it scales the routed-expert GEMMs and the
+    dispatch / combine (the busiest rank receives and returns that many tokens)."""
+    force = getattr(plans, "moe_force_balance", None)
+    force = np.zeros(len(plans), bool) if force is None else np.asarray(force, bool)
+    return np.where(force | (plans.ep <= 1), 1.0, float(cparams.get("moe_load_imbalance", 1.0)))
+
+
 def _gemm_time(gemm: Gemm, tokens, tp, etp, peak, cp_params, experts_per_rank=None, top_k=1, *,
-               hbm_bytes_per_s=None, in_bytes=2.0, sms=0):
+               hbm_bytes_per_s=None, in_bytes=2.0, sms=0, imbalance=1.0):
     """Seconds and FLOPs of one forward GEMM over ``tokens`` tokens on one rank (arrays).
 
     ``t = max(2 M N K / (peak x eff(M, N, K)), bytes / HBM) + w x bytes / HBM`` with
@@ -359,9 +371,9 @@ def _gemm_time(gemm: Gemm, tokens, tp, etp, peak, cp_params, experts_per_rank=No
 
     A routed-expert GEMM runs as one grouped GEMM over the rank's experts: its efficiency is further
     multiplied by :func:`tierwise.specs.compute.grouped_gemm_efficiency` (tile quantization of the rows per
-    expert and of the expert width, wave quantization over ``sms``), and its time by ``moe_load_imbalance``
-    (the busiest rank's tokens over the mean: the EP ranks meet at the combine all-to-all, so the busiest sets
-    the pace).
+    expert and of the expert width, wave quantization over ``sms``), and its time by ``imbalance``
+    (:func:`moe_imbalance`: the busiest rank's tokens over the mean; the EP ranks meet at the combine
+    all-to-all, so the busiest sets the pace).
     """
     split = np.where(gemm.expert, etp, tp) if gemm.split != "none" else 1
     split = np.asarray(split, dtype=float)
@@ -383,7 +395,7 @@ def _gemm_time(gemm: Gemm, tokens, tp, etp, peak, cp_params, experts_per_rank=No
         eff = eff * grouped_gemm_efficiency(rows, n, k, experts_per_rank, sms)
     t = flops / (peak * eff)
     if gemm.expert:
-        t = t * cp_params.get("moe_load_imbalance", 1.0)
+        t = t * imbalance
     if hbm_bytes_per_s is not None:
         traffic = copies * (in_bytes * (rows * k + k * n) + 2.0 * rows * n)
         memory_t = traffic / hbm_bytes_per_s
@@ -419,18 +431,41 @@ def _stage_layers(model: ModelSpec, plans: PlanBatch):
     return (first, mid, last), (moe_first, moe_mid, moe_last)
 
 
+def expert_tokens_per_rank(plans: PlanBatch, tokens):
+    """Tokens whose routed-expert work one rank runs per micro-batch (before ``top_k``): ``T etp / tp`` with
+    sequence parallelism, ``T`` without.
+
+    Megatron-Core's MoE layer receives the sequence-parallel shard, ``[S/TP, B, H]`` (token_dispatcher.py: "we
+    use the following notation ... num_local_tokens: S/TP*B"; MoE with tp > 1 requires sequence parallelism,
+    arguments.py "When using MoE and tensor parallelism, sequence parallelism must be used"); each rank routes
+    its own ``T / tp`` tokens, the all-to-all over the EP group returns as many on average, and with expert
+    tensor parallelism the dispatcher then all-gathers them over the ``etp`` expert-TP ranks
+    (``permute -> A2A(EP) -> AG(TP)``, MoEAlltoAllTokenDispatcher), each of which holds ``1 / etp`` of every
+    local expert's width. So a rank's grouped GEMMs run ``T etp / tp`` tokens (``x top_k`` rows) on experts
+    ``f / etp`` wide: ``T top_k f / tp`` per rank whatever ``etp`` is. With ``etp = tp`` (Megatron-Core's default)
+    that is ``T`` rows at ``f / tp``; with NeMo's and the MoE Model Zoo's ``etp = 1`` under ``tp = 2`` it is ``T / 2``
+    rows at the full width, not ``T`` (half the expert work per rank).
+    """
+    tp, etp = plans.tp.astype(float), plans.etp.astype(float)
+    sp = plans.sequence_parallel & (plans.tp > 1)
+    return np.where(sp, tokens * etp / tp, tokens)
+
+
 def _layer_times(model, shape: ModelShape, plans: PlanBatch, tokens, peak, cparams, moe_layer: bool,
                  hbm_bytes_per_s=None, in_bytes=2.0, sms=0):
-    """Forward seconds and FLOPs of the weight GEMMs of one layer on one rank."""
+    """Forward seconds and FLOPs of the weight GEMMs of one layer on one rank (routed experts over
+    :func:`expert_tokens_per_rank` tokens)."""
     tp, etp, ep = plans.tp.astype(float), plans.etp.astype(float), plans.ep.astype(float)
     lin_t = np.zeros(len(plans))
     lin_f = np.zeros(len(plans))
     gemms = list(shape.attention_gemms)
     if moe_layer:
         experts_per_rank = shape.num_experts / ep
+        e_tokens = expert_tokens_per_rank(plans, tokens)
         for g in shape.moe_gemms:
-            t, f = _gemm_time(g, tokens, tp, etp, peak, cparams, experts_per_rank, shape.top_k,
-                              hbm_bytes_per_s=hbm_bytes_per_s, in_bytes=in_bytes, sms=sms)
+            t, f = _gemm_time(g, e_tokens if g.expert else tokens, tp, etp, peak, cparams, experts_per_rank,
+                              shape.top_k, hbm_bytes_per_s=hbm_bytes_per_s, in_bytes=in_bytes, sms=sms,
+                              imbalance=moe_imbalance(plans, cparams))
             lin_t, lin_f = lin_t + t, lin_f + f
     else:
         gemms += list(shape.dense_mlp_gemms)
@@ -583,7 +618,10 @@ def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P: Derived, 
     elem_dense = tokens * (cparams["elementwise_bytes_per_h"] * model.hidden_size / seq_shard
                            + f_bytes * f_dense / tp) / hbm
     if model.moe is not None:
-        f_moe = model.moe.top_k * model.moe.ffn_hidden_size / etp + model.moe.shared_experts * model.moe.shared_ffn_hidden_size / tp
+        # the routed experts' activation runs over expert_tokens_per_rank tokens x top_k rows of f / etp
+        e_share = expert_tokens_per_rank(plans, tokens) / np.maximum(tokens, 1e-30)
+        f_moe = (model.moe.top_k * model.moe.ffn_hidden_size / etp * e_share
+                 + model.moe.shared_experts * model.moe.shared_ffn_hidden_size / tp)
         elem_moe = tokens * (cparams["elementwise_bytes_per_h"] * model.hidden_size / seq_shard + f_bytes * f_moe) / hbm
         # token permute and unpermute (Megatron-Core moe_utils permute / unpermute): the permute reads each
         # token's h and writes top_k copies, the unpermute reads the top_k expert outputs and writes their
@@ -609,13 +647,16 @@ def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P: Derived, 
     q_in = model.q_channels if model.mla is None else model.num_attention_heads * shape.v_head_dim
     cast_dense = tokens * cast_b * (2 * model.hidden_size + (q_in + f_dense) / tp) / hbm
     cast_moe = (tokens * cast_b * (2 * model.hidden_size + q_in / tp
-                                   + (model.moe.top_k * model.moe.ffn_hidden_size / etp if model.moe else 0.0)) / hbm)
+                                   + (model.moe.top_k * model.moe.ffn_hidden_size / etp
+                                      * expert_tokens_per_rank(plans, tokens) / np.maximum(tokens, 1e-30)
+                                      if model.moe else 0.0)) / hbm)
     elem_dense = elem_dense + np.where(is_fp8, cast_dense, 0.0)
     elem_moe = elem_moe + np.where(is_fp8, cast_moe, 0.0)
     # eager PyTorch (fused_elementwise false) runs each elementwise op as its own kernel(s); skipped when no
     # plan of the batch is eager (the planner's batches never are unless asked)
     if not np.all(plans.fused_elementwise):
-        eager_dense, eager_moe = _eager_extra_bytes(model, tokens, tp, etp, seq_shard, cparams)
+        eager_dense, eager_moe = _eager_extra_bytes(model, tokens, tp, etp, seq_shard, cparams,
+                                                    expert_tokens_per_rank(plans, tokens))
         elem_dense = elem_dense + np.where(plans.fused_elementwise, 0.0, eager_dense / hbm)
         elem_moe = elem_moe + np.where(plans.fused_elementwise, 0.0, eager_moe / hbm)
     fwd_dense = dense_lin_t + core_t + elem_dense
@@ -638,36 +679,46 @@ def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P: Derived, 
 
 
 def _deepep_node_dedup(model, plans: PlanBatch, span):
-    """Fraction of the EP all-to-all's bytes a DeepEP dispatcher moves when the EP group spans several
-    scale-up domains (1 otherwise, and for the other dispatchers).
+    """Fraction of the EP all-to-all's bytes a DeepEP dispatcher moves (1 for the other dispatchers).
 
-    DeepEP's normal (high-throughput) kernels send a token once over RDMA to each *domain* that holds at least
-    one of its experts, and forward it over NVLink inside that domain (DeepSeek-V3 report, arXiv:2412.19437,
-    sec. 3.2.2: "each token ... first transmitted via IB to the GPUs with the same in-node index on its target
-    nodes ... then forwarded via NVLink"; DeepEP README, "normal kernels ... NVLink and RDMA forwarding"). The
-    all-to-all record counts one copy per routed expert (``top_k`` per token). Derivation: with ``E`` experts
-    spread evenly over ``m`` domains and ``k`` experts drawn without replacement per token (uniform routing),
-    a token reaches a given other domain with probability ``1 - C(E - E/m, k) / C(E, k)``, so it crosses the
-    scale-out tier ``(m - 1) (1 - C(E - E/m, k) / C(E, k))`` times against ``k (m - 1) / m`` copies without
+    The all-to-all record counts one copy per routed expert (``top_k`` per token), as Megatron-Core's
+    all-to-all dispatcher sends them (it permutes the tokens by expert, then exchanges the expert-sorted copies).
+    DeepEP sends a token once to each *unit* that holds at least one of its experts and expands it to the
+    unit's experts on arrival (the combine reduces them there before sending one result back):
+
+    * inside one scale-up domain the unit is the rank: the normal kernels' layout is ``is_token_in_rank:
+      [num_tokens, num_ranks] ... whether a token be sent to a rank`` (DeepEP deep_ep/buffer.py
+      ``get_dispatch_layout``), and Megatron-Core's flex dispatcher permutes the received tokens to the local
+      experts afterwards (token_dispatcher.py MoEFlexTokenDispatcher);
+    * across domains the unit is the domain: a token crosses RDMA once per domain and is forwarded over NVLink
+      inside it (DeepSeek-V3 report, arXiv:2412.19437, sec. 3.2.2: "each token ... first transmitted via IB to
+      the GPUs with the same in-node index on its target nodes ... then forwarded via NVLink"; DeepEP README,
+      "normal kernels ... NVLink and RDMA forwarding").
+
+    Derivation: with ``E`` experts spread evenly over ``u`` units and ``k`` experts drawn without replacement per
+    token (uniform routing), a token reaches a given other unit with probability ``1 - C(E - E/u, k) / C(E, k)``,
+    so it is sent ``(u - 1) (1 - C(E - E/u, k) / C(E, k))`` times against ``k (u - 1) / u`` copies without
     deduplication; the ratio scales the priced all-to-all (whose time the scale-out tier sets once the group
-    leaves a domain; the NVLink forwarding runs at the scale-up rate beside it and is not added).
+    leaves a domain; the NVLink forwarding runs at the scale-up rate beside it and is not added). Units are the
+    ``ep`` ranks inside a domain, the ``num_domains`` domains otherwise.
     """
     from tierwise.specs.framework import MOE_DISPATCHERS
 
     raw = getattr(plans, "moe_dispatcher", None)
-    m = np.asarray(span.num_domains, dtype=float)
     if raw is None or model.moe is None:
         return np.ones(len(plans))
-    deepep = (np.asarray(raw) == MOE_DISPATCHERS.index("deepep")) & (m > 1)
+    domains = np.asarray(span.num_domains, dtype=float)
+    u = np.where(domains > 1, domains, plans.ep.astype(float))
+    deepep = (np.asarray(raw) == MOE_DISPATCHERS.index("deepep")) & (u > 1)
     if not np.any(deepep):
         return np.ones(len(plans))
     E, k = float(model.moe.num_experts), int(model.moe.top_k)
-    m = np.maximum(m, 1.0)
+    u = np.maximum(u, 1.0)
     miss = np.ones(len(plans))
-    for i in range(k):  # C(E - E/m, k) / C(E, k) = prod_i (E - E/m - i) / (E - i)
-        miss = miss * np.clip((E - E / m - i) / (E - i), 0.0, None)
-    distinct = (m - 1.0) * (1.0 - miss)
-    copies = k * (m - 1.0) / m
+    for i in range(k):  # C(E - E/u, k) / C(E, k) = prod_i (E - E/u - i) / (E - i)
+        miss = miss * np.clip((E - E / u - i) / (E - i), 0.0, None)
+    distinct = (u - 1.0) * (1.0 - miss)
+    copies = k * (u - 1.0) / u
     return np.where(deepep, np.minimum(distinct / np.maximum(copies, 1e-12), 1.0), 1.0)
 
 
@@ -751,7 +802,7 @@ def _attention_kernels(plans: PlanBatch, generation: str, cparams):
     return eff, overlap
 
 
-def _eager_extra_bytes(model: ModelSpec, tokens, tp, etp, seq_shard, cparams):
+def _eager_extra_bytes(model: ModelSpec, tokens, tp, etp, seq_shard, cparams, e_tokens=None):
     """HBM bytes per layer forward that eager PyTorch moves on top of the fused kernels' count, for one rank.
 
     Counted from the reference implementations (Llama's ``RMSNorm``: ``x.float()``, ``pow``, ``mean``, ``x *
@@ -767,7 +818,9 @@ def _eager_extra_bytes(model: ModelSpec, tokens, tp, etp, seq_shard, cparams):
     dense = tokens * (per_h * model.hidden_size / seq_shard + per_f * model.ffn_hidden_size / tp + rope / tp)
     if model.moe is None:
         return dense, dense * 0
-    f_moe = model.moe.top_k * model.moe.ffn_hidden_size / etp + model.moe.shared_experts * model.moe.shared_ffn_hidden_size / tp
+    e_share = 1.0 if e_tokens is None else e_tokens / np.maximum(tokens, 1e-30)
+    f_moe = (model.moe.top_k * model.moe.ffn_hidden_size / etp * e_share
+             + model.moe.shared_experts * model.moe.shared_ffn_hidden_size / tp)
     return dense, tokens * (per_h * model.hidden_size / seq_shard + per_f * f_moe + rope / tp)
 
 
@@ -828,6 +881,9 @@ def _layer_comm(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derived,
         ep_layer_t, ep_layer_bytes, (a2a,) = _price(traffic["ep"], ep_span, cluster, n)
         dedup = _deepep_node_dedup(model, plans, ep_span)
         ep_layer_t, ep_layer_bytes, a2a = ep_layer_t * dedup, ep_layer_bytes * dedup, a2a * dedup
+        # the all-to-all ends when the busiest rank has received (dispatch) and returned (combine) its tokens
+        imb = moe_imbalance(plans, cparams)
+        ep_layer_t, a2a = ep_layer_t * imb, a2a * imb
         # combined 1F1B (Megatron-Core --overlap-moe-expert-parallel-comm, after DeepSeek-V3's DualPipe,
         # arXiv:2412.19437 section 3.2.1): a micro-batch's forward dispatch + combine run behind the adjacent
         # micro-batch's backward of the layer (2 x forward), its backward pair behind the adjacent forward; what
@@ -1165,6 +1221,9 @@ def _shard_copy_bytes(mode, wb: float, gb: float, regather) -> np.ndarray:
       divide kernel (``_get_gradient_divide_factors``). 2 x 4 + 6 = 14 bytes.
     * ``tensor-list`` (DeepSpeed 2021): its per-rank copies are counted as launch time (``torch_op_overhead``),
       not here.
+    * ``zero-copy`` (Megatron-FSDP): the parameters and gradients are views of the collectives' own buffers
+      (megatron/core/distributed/fsdp/src/README.md, "Zero copy communication ... ParamAndGradBuffer"), and
+      with ``--calculate-per-token-loss`` (its user guide's recommended setting) no gradient scaling pass: 0.
     """
     flat = 2.0 * wb + np.where(np.not_equal(gb, wb), wb + gb, 0.0) + 2.0 * gb
     per_param = 2.0 * wb * (1.0 + regather) + wb + gb

@@ -99,6 +99,10 @@ class Constraints:
     fused_cross_entropy: bool = False
     """True: score every plan with a fused cross-entropy kernel (plan ``fused_cross_entropy``); a property of
     the user's software, not searched."""
+    moe_force_balance: bool = False
+    """True: score MoE plans with every expert at its mean load (forced-balanced routing, or a capacity factor of
+    1 with padding: plan ``moe_force_balance``); false: a trained router's dropless load (``moe_load_imbalance``
+    on ep > 1). A property of the user's training setup, not searched."""
     zero3_gather: str = "flat"
     """How ZeRO-3 plans are implemented (:data:`~tierwise.specs.plan.ZERO3_GATHER`: FSDP1 ``flat``, FSDP2
     ``per-parameter``, DeepSpeed-2021 ``tensor-list``); a property of the user's software, not searched."""
@@ -325,6 +329,7 @@ def build_space(model, cluster, num_gpus: int, global_batch_size: int, seq_lengt
     table = _add_experts(model, table, c)
     table["fused_elementwise"] = np.full(len(table["tp"]), c.fused_elementwise)
     table["fused_cross_entropy"] = np.full(len(table["tp"]), c.fused_cross_entropy)
+    table["moe_force_balance"] = np.full(len(table["tp"]), c.moe_force_balance)
     if c.inside_scale_up:
         table = _inside(table, c.inside_scale_up, cluster.scale_up_domain)
     if len(table["tp"]):

@@ -142,6 +142,11 @@ def framework_defaults(framework: str, *, generation: str = "", moe: bool = Fals
             out["moe_dispatcher"] = (("allgather", "Megatron-Core --moe-token-dispatcher-type defaults to allgather "
                                                    "(arguments.py)") if framework == "megatron"
                                      else ("alltoall", "NeMo MoE recipes set moe_token_dispatcher_type alltoall"))
+            if framework == "nemo":
+                out["moe_force_balance"] = (True, "NeMo's MoE performance recipes add MegatronTokenDropCallback: "
+                                                  "capacity factor 1.0, padded to capacity, so every expert runs "
+                                                  "its mean load (recipes/mixtral_8x7b.py "
+                                                  "pretrain_performance_optimizations)")
         return out
     if framework == "torchtitan":
         return {

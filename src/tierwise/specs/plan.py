@@ -11,7 +11,8 @@ batch of one. Plan keys and defaults (issue 2 "Contracts"):
 ``overlap_param_gather`` (true), ``schedule`` (1f1b; interleaved when vpp > 1), ``order`` (tp-cp-dp-pp),
 ``first_stage_layers`` / ``last_stage_layers`` (derived: :func:`stage_layout`), ``zero3_gather`` (flat),
 ``grad_reduce_dtype`` (fp32), ``zero2_sync`` (per-step), ``attention_kernel`` (by framework and accelerator),
-``moe_dispatcher`` (alltoall; listed under ``assumed`` for MoE models only).
+``moe_dispatcher`` (alltoall; listed under ``assumed`` for MoE models only), ``moe_force_balance`` (false; listed
+for MoE models only).
 A ``framework`` (:mod:`tierwise.specs.framework`) changes the defaults of the switches to that framework's.
 Every default applied is listed in ``assumed``.
 
@@ -64,7 +65,7 @@ class Recompute(IntEnum):
 
 PRECISION = ("bf16", "fp8")
 SCHEDULES = ("1f1b", "interleaved")
-ZERO3_GATHER = ("flat", "per-parameter", "tensor-list")
+ZERO3_GATHER = ("flat", "per-parameter", "tensor-list", "zero-copy")
 """How ZeRO-3 moves each layer's parameters and gradients, by implementation:
 
 * ``flat``: PyTorch FSDP1's ``FlatParameter`` (default). One ``all_gather_into_tensor`` straight into the
@@ -75,6 +76,10 @@ ZERO3_GATHER = ("flat", "per-parameter", "tensor-list")
   averages, so there is no divide pass.
 * ``tensor-list``: DeepSpeed ZeRO-3 of 2021. One list-form ``torch.distributed`` collective per parameter
   tensor, which copies each rank's chunk separately (eager ops on the CPU thread).
+* ``zero-copy``: Megatron-FSDP (``--use-megatron-fsdp``). Parameters and main gradients live in the
+  communication buffers themselves (``ParamAndGradBuffer``: "Zero copy communication is achieved by
+  reorganizing the storage of parameters and main grad", megatron/core/distributed/fsdp/src/README.md), so
+  the gathers and reduce-scatters move no bytes outside the collectives.
 
 The estimator counts the extra HBM passes of each (``estimate.step._shard_copy_bytes``)."""
 ORDERS = ("tp-cp-dp-pp", "tp-cp-pp-dp", "tp-dp-cp-pp", "cp-tp-dp-pp", "tp-pp-cp-dp", "dp-tp-cp-pp")
@@ -85,7 +90,7 @@ _KEYS = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "global
          "tp_comm_overlap", "ep_comm_overlap", "fused_elementwise", "fused_cross_entropy", "overlap_grad_reduce", "overlap_param_gather", "schedule", "order",
          "first_stage_layers", "last_stage_layers", "zero3_gather", "pipeline_layout",
          "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "grad_reduce_dtype",
-         "zero2_sync", "attention_kernel", "moe_dispatcher")
+         "zero2_sync", "attention_kernel", "moe_dispatcher", "moe_force_balance")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,6 +117,12 @@ class Plan:
     ep_comm_overlap: bool = False
     """Megatron-Core's combined 1F1B (``--overlap-moe-expert-parallel-comm``): the expert all-to-all of one
     micro-batch runs behind the compute of the adjacent one."""
+    moe_force_balance: bool = False
+    """Every expert runs its mean load: the router is forced to spread tokens evenly (Megatron-Core
+    ``--moe-router-force-load-balancing``, "for benchmark only"; NeMo Automodel's fake balanced gate), or token
+    dropping pads every expert to a capacity factor of 1 (Megatron-Core ``moe_expert_capacity_factor`` 1.0 with
+    ``moe_pad_expert_input_to_capacity``: NeMo's ``MegatronTokenDropCallback`` defaults); false: the trained
+    router's dropless load, whose busiest rank the others wait for (``moe_load_imbalance``)."""
     fused_elementwise: bool = True
     """Elementwise work runs in fused kernels (Megatron/Transformer Engine, torch.compile); false: eager PyTorch,
     one kernel per op (RMSNorm, SwiGLU, RoPE each several passes over HBM)."""
@@ -349,6 +360,12 @@ def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "
         if key not in data:
             assumed.append(f"{key}={str(default).lower()}{why}")
         bools[key] = get_bool(data, key, origin, default=default)
+    balance_default, balance_why = default_of("moe_force_balance", False)
+    if moe and "moe_force_balance" not in data:
+        assumed.append(f"moe_force_balance={str(balance_default).lower()}" + (
+            balance_why or " (the router's own, dropless load; Megatron-Core forces balance only with "
+                           "--moe-router-force-load-balancing)"))
+    bools["moe_force_balance"] = get_bool(data, "moe_force_balance", origin, default=balance_default)
     layout = _layout_fields(data, pp, vpp, num_layers, origin)
     plan = Plan(tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, etp=etp, vpp=vpp, micro_batch_size=mbs, global_batch_size=gbs,
                 seq_length=seq, sequence_parallel=sp, zero_stage=zero, dp_shard=dp_shard, schedule=schedule,
@@ -493,7 +510,7 @@ _INT_FIELDS = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "
 _BOOL_FIELDS = ("sequence_parallel", "reshard_after_forward", "tp_comm_overlap", "ep_comm_overlap", "fused_elementwise",
                 "fused_cross_entropy",
                 "overlap_grad_reduce", "overlap_param_gather", "layout_explicit", "embedding_in_split",
-                "loss_in_split")
+                "loss_in_split", "moe_force_balance")
 _CODE_FIELDS = {"recompute": RECOMPUTE, "precision": PRECISION, "schedule": SCHEDULES, "order": ORDERS,
                 "zero3_gather": ZERO3_GATHER, "grad_reduce_dtype": GRAD_REDUCE_DTYPES, "zero2_sync": ZERO2_SYNC,
                 "attention_kernel": ATTENTION_KERNELS, "moe_dispatcher": MOE_DISPATCHERS}
@@ -524,6 +541,7 @@ class PlanBatch:
     reshard_after_forward: np.ndarray
     tp_comm_overlap: np.ndarray
     ep_comm_overlap: np.ndarray
+    moe_force_balance: np.ndarray
     fused_elementwise: np.ndarray
     fused_cross_entropy: np.ndarray
     overlap_grad_reduce: np.ndarray

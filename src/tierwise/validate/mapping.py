@@ -384,6 +384,16 @@ def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str], gener
         # came later
         data["zero3_gather"] = "tensor-list"
         filled.append("zero3_gather=tensor-list (DeepSpeed ZeRO-3 of 2021: one list-form all_gather per parameter)")
+    elif zero == 3 and "megatron-fsdp" in row["zero_fsdp"].lower():
+        # Megatron-FSDP: parameters and gradients are views of its communication buffers (zero-copy); the source
+        # names it, so this is not a filled default
+        data["zero3_gather"] = "zero-copy"
+        if "grad" not in row["precision"].lower() and "grad" not in row["notes"].lower():
+            # Megatron-FSDP's user guide recommends --grad-reduce-in-bf16 (docs/discussions/megatron-fsdp-user-guide:
+            # "Enables gradient reduction in BF16 precision instead of FP32, reducing communication volume")
+            data["grad_reduce_dtype"] = "bf16"
+            filled.append("grad_reduce_dtype=bf16 (not stated: the Megatron-FSDP user guide's recommended "
+                          "--grad-reduce-in-bf16)")
     elif zero == 3 and "fsdp2" in row["zero_fsdp"].lower():
         # FSDP2 (torch.distributed fully_shard): per-parameter shards, each all-gather copied out into the
         # parameters; the source names it, so this is not a filled default
@@ -395,6 +405,13 @@ def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str], gener
             ep = 1
             filled.append("ep=1 (expert parallelism not stated)")
         data["ep"] = ep
+        if "balanced gate" in notes or "force-load-balancing" in notes or "forced balance" in notes:
+            # stated: routing forced uniform (NeMo Automodel's fake balanced gate, Megatron-Core
+            # --moe-router-force-load-balancing): every EP rank gets the mean load
+            data["moe_force_balance"] = True
+            if "forced balanced, inferred" in notes:
+                filled.append("moe_force_balance=true (not in the table: the source's own script for this layout "
+                              "passes --moe-router-force-load-balancing; notes)")
         if "overlap of ep communication" in notes:
             data["ep_comm_overlap"] = True  # stated: Megatron-Core's combined 1F1B overlap of the EP all-to-all
         m = re.search(r"\betp (\d+)", notes)
@@ -457,7 +474,7 @@ def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str], gener
 
 
 _FRAMEWORK_KEYS = ("fused_elementwise", "fused_cross_entropy", "tp_comm_overlap", "grad_reduce_dtype", "zero2_sync",
-                   "attention_kernel", "etp", "zero3_gather", "moe_dispatcher")
+                   "attention_kernel", "etp", "zero3_gather", "moe_dispatcher", "moe_force_balance")
 
 
 # ------------------------------------------------------------------------------------------------ metric

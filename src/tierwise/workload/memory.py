@@ -20,7 +20,8 @@ activation output           2 f                                         t
 
 Flash attention (Dao et al. 2022) stores no s x s matrix, so Korthikanti's 5 a s^2 b term vanishes; no
 dropout masks are stored (modern LLM recipes train without dropout). An MoE layer stores its routed
-tokens' expert inputs and outputs for ``top_k`` copies of each token, divided by etp, plus its shared experts.
+tokens' expert inputs (full width) and outputs (1 / etp of the width) for ``top_k`` copies of each of the
+``T etp / tp`` tokens its grouped GEMMs run (``T`` without sequence parallelism), plus its shared experts.
 Full recompute stores only each layer's input (2 h per token, /t with SP). Selective recompute
 (Korthikanti section 5) drops the attention core's stored tensors: with flash attention those are
 already gone, so it saves nothing more here.
@@ -54,7 +55,12 @@ def activation_bytes_per_token_per_layer(model, shape, tp, etp, sp, recompute_co
     if moe_layer and model.moe is not None:
         e = model.moe
         up = (2 if model.gated_mlp else 1) * e.ffn_hidden_size
-        routed = e.top_k * (2 * h + 2 * up + 2 * e.ffn_hidden_size) / np.asarray(etp, dtype=float)
+        # a rank's grouped GEMMs run T etp / tp of its T tokens with sequence parallelism (T without), top_k rows
+        # each (estimate.step.expert_tokens_per_rank): each row stores its full-width input (2 h) and its
+        # up-projection and activation outputs, 1 / etp of the expert width
+        etp_ = np.asarray(etp, dtype=float)
+        share = np.where(sp & (t > 1), etp_ / t, 1.0)
+        routed = e.top_k * share * (2 * h + (2 * up + 2 * e.ffn_hidden_size) / etp_)
         shared_f = e.shared_experts * e.shared_ffn_hidden_size
         shared = (2 * (2 if model.gated_mlp else 1) * shared_f + 2 * shared_f) / t if shared_f else 0.0
         mlp = 2 * h / seq_shard * 2 + routed + shared + 4 * e.num_experts / seq_shard
