@@ -75,8 +75,12 @@ def test_framework_defaults_are_filled_and_marked():
     # Korthikanti rows state everything but the framework's own defaults (specs/framework.py), listed
     assert "fused_cross_entropy=false" in [f.split(" ")[0] for f in CASES["23"].filled]
     assert all(f.split("=")[0] in ("fused_elementwise", "fused_cross_entropy", "tp_comm_overlap",
-                                    "grad_reduce_dtype", "zero2_sync", "attention_kernel", "etp", "zero3_gather")
+                                    "grad_reduce_dtype", "zero2_sync", "attention_kernel", "etp", "zero3_gather",
+                                    "pp_scatter_gather")
                for f in CASES["23"].filled)
+    # Megatron-LM 2021-22: the unfused attention core and the pipeline scatter/gather of that era's code
+    assert CASES["23"].plan.attention_kernel == "unfused" and CASES["27"].plan.pp_scatter_gather
+    assert CASES["33"].plan.attention_kernel != "unfused" and not CASES["33"].plan.pp_scatter_gather
 
 
 def test_catalog_models_where_ours_inline_otherwise():

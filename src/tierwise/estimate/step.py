@@ -76,6 +76,7 @@ from tierwise.workload.flops import (
     Gemm,
     ModelShape,
     attention_core_flops_per_token,
+    attention_scores_per_token,
     model_shape,
 )
 from tierwise.workload.memory import activation_bytes_per_token_per_layer, in_flight_microbatches
@@ -608,6 +609,13 @@ def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P: Derived, 
     t_exp = core_f / (2.0 * (shape.qk_head_dim + shape.v_head_dim)) / prof.exp2_per_s
     core_t = _overlapped(core_f / (bf16_peak * mm_eff), t_exp, overlap)
     bwd_t = _overlapped(2.0 * core_f / (bf16_peak * mm_eff * cparams["attention_backward_ratio"]), t_exp, overlap)
+    unfused = _unfused_attention(plans, acc.generation)
+    if np.any(unfused):
+        # the score passes stream hundreds of MB each: the accelerator's measured streaming HBM fraction (its
+        # device-to-device copy), not the fitted residual that also carries the small elementwise kernels' losses
+        u_core, u_bwd = _unfused_core_times(model, shape, P, bf16_peak, cparams,
+                                            acc.hbm_bytes_per_s * prof.hbm_fraction)
+        core_t, bwd_t = np.where(unfused, u_core, core_t), np.where(unfused, u_bwd, bwd_t)
     # the extra time of one layer's attention backward over the 2 x forward that "3 x forward" already counts
     attn_bwd_extra = bwd_t - 2.0 * core_t
     hbm = acc.hbm_bytes_per_s * cparams["memory_bound_efficiency"]
@@ -779,6 +787,55 @@ def resolved_attention_kernel(name: str, generation: str) -> str:
     return name if name in ATTENTION_KERNELS else default_attention_kernel(generation)
 
 
+UNFUSED_SCORE_BYTES_FORWARD = 13.0
+"""HBM bytes per attention score of the unfused (pre-FlashAttention) Megatron-LM attention core, forward.
+
+Megatron-LM 2021-22 ``megatron/model/transformer.py`` ``ParallelAttention`` (``CoreAttention`` from mid 2022)
+materializes the ``b x a/t x s x s`` score tensor in fp16/bf16 (Korthikanti et al. 2022, arXiv:2205.05198,
+section 4.1: the attention core stores ``5 a s^2 b`` bytes, softmax output 2, dropout mask 1, dropout output 2):
+``torch.baddbmm`` writes the scores (2 B), ``FusedScaleMaskSoftmax`` (the fused upper-triangular masked
+softmax kernel) reads and writes them (4 B), ``attention_dropout`` reads them and writes its output and a
+one-byte mask (5 B), and ``torch.bmm`` with V reads the dropout output (2 B): 13 B per score."""
+
+UNFUSED_SCORE_BYTES_BACKWARD = 19.0
+"""HBM bytes per score of the same core's backward: the bmm with V writes the probabilities' gradient (2 B) and
+reads the dropout output for V's gradient (2 B); the dropout backward reads the gradient and the mask and
+writes (5 B); the softmax backward reads the gradient and the softmax output and writes (6 B); the baddbmm's
+two gradient GEMMs (Q and K) read the scores' gradient (4 B): 19 B."""
+
+
+def _unfused_attention(plans: PlanBatch, generation: str) -> np.ndarray:
+    """Which plans run the unfused attention core (plan ``attention_kernel`` ``unfused``), as a bool array."""
+    from tierwise.specs.framework import ATTENTION_KERNELS as PLAN_KERNELS
+
+    raw = getattr(plans, "attention_kernel", None)
+    if raw is None or "unfused" not in PLAN_KERNELS:
+        return np.zeros(len(plans), dtype=bool)
+    return np.asarray(raw) == PLAN_KERNELS.index("unfused")
+
+
+def _unfused_core_times(model, shape: ModelShape, P: Derived, bf16_peak, cparams, hbm):
+    """Forward and backward seconds of one layer's unfused attention core on one rank (one micro-batch).
+
+    Before FlashAttention (Dao et al. 2022; Megatron-LM took ``--use-flash-attn`` in 2023), Megatron-LM's
+    attention core computed every score of the ``s x s`` matrix (the causal mask is applied inside the softmax,
+    so no FLOPs are saved) with two batched cuBLAS GEMMs (``baddbmm`` QK^T, ``bmm`` with V) and ran the scale,
+    mask, softmax and dropout as memory-bound kernels over the score tensor: forward
+    :data:`UNFUSED_SCORE_BYTES_FORWARD` and backward :data:`UNFUSED_SCORE_BYTES_BACKWARD` bytes per score at
+    ``hbm`` (the caller passes the accelerator's measured streaming fraction: each pass streams a tensor of
+    hundreds of MB, unlike the small elementwise kernels the fitted ``memory_bound_residual`` also covers), the GEMMs (``2 (d_qk + d_v)`` FLOPs per score forward, twice that backward) at
+    ``matmul_efficiency_max`` of the BF16 peak (as the logits GEMM). The softmax's exponentials run inside the
+    memory-bound softmax kernel. Selective recompute repeats exactly this forward (Korthikanti et al. 2022,
+    section 4.3: QK^T, softmax, softmax dropout and attention over V), which the paper measures at 1.3 ms per
+    layer of its 22B model (Table 4: backward 13.2 ms with selective recompute against 11.9 ms without).
+    """
+    scores = P.tokens * attention_scores_per_token(model, shape, P.s, causal_halving=False) / P.tp
+    gemm_f = 2.0 * (shape.qk_head_dim + shape.v_head_dim) * scores
+    rate = bf16_peak * cparams["matmul_efficiency_max"]
+    return (gemm_f / rate + UNFUSED_SCORE_BYTES_FORWARD * scores / hbm,
+            2.0 * gemm_f / rate + UNFUSED_SCORE_BYTES_BACKWARD * scores / hbm)
+
+
 def _attention_kernels(plans: PlanBatch, generation: str, cparams):
     """(matmul efficiency, overlap) arrays of each plan's attention kernel family.
 
@@ -916,6 +973,14 @@ def _layer_comm(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derived,
     (chain,) = traffic["pp"]
     pp_hops = _hops(cluster, plans.pp, strides["pp"], ring=False)
     pp_t, pp_fill = _pipeline_p2p(cluster, chain, pp_hops, P)
+    # Megatron-LM 2021-22 --scatter-gather-tensors-in-pipeline (plan pp_scatter_gather; Narayanan et al. SC 2021
+    # section 4.1): without sequence parallelism each TP rank sends 1/tp of the replicated activation (the
+    # chain's bytes, workload/traffic.py) and the receiving stage rebuilds it with an all-gather over its TP group
+    gather = plans.pp_scatter_gather & (plans.tp > 1) & ~P.sp & (plans.pp > 1)
+    if np.any(gather):
+        t_ag = _comm("all-gather", 2.0 * P.tokens * model.hidden_size, tp_span, cluster).time_s
+        pp_t = pp_t + np.where(gather, chain.calls * t_ag, 0.0)
+        pp_fill = pp_fill + np.where(gather, 2.0 * (P.pp - 1) * t_ag, 0.0)
     return LayerComm(
         tp_span=tp_span, tp_layer_t=tp_layer_t, tp_layer_bytes=tp_layer_bytes, tp_layer_exposed=tp_layer_exposed,
         ep_span=ep_span, ep_layer_t=ep_layer_t, ep_layer_bytes=ep_layer_bytes, ep_layer_exposed=ep_layer_exposed,

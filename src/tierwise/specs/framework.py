@@ -46,9 +46,11 @@ __all__ = ["FRAMEWORKS", "ATTENTION_KERNELS", "GRAD_REDUCE_DTYPES", "ZERO2_SYNC"
            "check_framework", "framework_for_text"]
 
 FRAMEWORKS = ("megatron", "nemo", "torchtitan", "llm-foundry", "deepspeed")
-ATTENTION_KERNELS = ("flash2", "sdpa", "cudnn", "flash3", "triton", "auto")
+ATTENTION_KERNELS = ("flash2", "sdpa", "cudnn", "flash3", "triton", "auto", "unfused")
 """Attention kernel families: FlashAttention-2 (and Triton ports), PyTorch SDPA (its FlashAttention-2
-backend), cuDNN fused attention / FlashAttention-3 (Hopper and later). Priced by the compute model
+backend), cuDNN fused attention / FlashAttention-3 (Hopper and later), and ``unfused``: the pre-FlashAttention
+core of Megatron-LM 2021-22 (batched GEMMs and a fused masked softmax over the materialized score matrix,
+priced by ``estimate/step.py:_unfused_core_times``). Priced by the compute model
 (``flash3`` as the cuDNN / FA3 class, ``triton`` as FlashAttention-2). ``auto``: the accelerator
 generation's default (:func:`tierwise.specs.compute.default_attention_kernel`), resolved by the estimator
 and listed under ``assumed`` in its document; a plan built without a framework or a generation has it."""

@@ -90,7 +90,7 @@ _KEYS = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "global
          "tp_comm_overlap", "ep_comm_overlap", "fused_elementwise", "fused_cross_entropy", "overlap_grad_reduce", "overlap_param_gather", "schedule", "order",
          "first_stage_layers", "last_stage_layers", "zero3_gather", "pipeline_layout",
          "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "grad_reduce_dtype",
-         "zero2_sync", "attention_kernel", "moe_dispatcher", "moe_force_balance")
+         "zero2_sync", "attention_kernel", "moe_dispatcher", "moe_force_balance", "pp_scatter_gather")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,6 +117,11 @@ class Plan:
     ep_comm_overlap: bool = False
     """Megatron-Core's combined 1F1B (``--overlap-moe-expert-parallel-comm``): the expert all-to-all of one
     micro-batch runs behind the compute of the adjacent one."""
+    pp_scatter_gather: bool = False
+    """Megatron-LM 2021-22 ``--scatter-gather-tensors-in-pipeline`` (on by default there; Narayanan et al. SC 2021
+    section 4.1): without sequence parallelism each TP rank sends 1/tp of the (replicated) activation to the
+    next pipeline stage, which all-gathers it over its TP group. Megatron-Core and the other frameworks send
+    the whole tensor (false)."""
     moe_force_balance: bool = False
     """Every expert runs its mean load: the router is forced to spread tokens evenly (Megatron-Core
     ``--moe-router-force-load-balancing``, "for benchmark only"; NeMo Automodel's fake balanced gate), or token
@@ -366,6 +371,9 @@ def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "
             balance_why or " (the router's own, dropless load; Megatron-Core forces balance only with "
                            "--moe-router-force-load-balancing)"))
     bools["moe_force_balance"] = get_bool(data, "moe_force_balance", origin, default=balance_default)
+    if "pp_scatter_gather" not in data and tp > 1 and pp > 1 and not sp:
+        assumed.append("pp_scatter_gather=false (Megatron-Core sends the whole activation between pipeline stages)")
+    bools["pp_scatter_gather"] = get_bool(data, "pp_scatter_gather", origin, default=False)
     layout = _layout_fields(data, pp, vpp, num_layers, origin)
     plan = Plan(tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, etp=etp, vpp=vpp, micro_batch_size=mbs, global_batch_size=gbs,
                 seq_length=seq, sequence_parallel=sp, zero_stage=zero, dp_shard=dp_shard, schedule=schedule,
@@ -510,7 +518,7 @@ _INT_FIELDS = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "
 _BOOL_FIELDS = ("sequence_parallel", "reshard_after_forward", "tp_comm_overlap", "ep_comm_overlap", "fused_elementwise",
                 "fused_cross_entropy",
                 "overlap_grad_reduce", "overlap_param_gather", "layout_explicit", "embedding_in_split",
-                "loss_in_split", "moe_force_balance")
+                "loss_in_split", "moe_force_balance", "pp_scatter_gather")
 _CODE_FIELDS = {"recompute": RECOMPUTE, "precision": PRECISION, "schedule": SCHEDULES, "order": ORDERS,
                 "zero3_gather": ZERO3_GATHER, "grad_reduce_dtype": GRAD_REDUCE_DTYPES, "zero2_sync": ZERO2_SYNC,
                 "attention_kernel": ATTENTION_KERNELS, "moe_dispatcher": MOE_DISPATCHERS}
@@ -542,6 +550,7 @@ class PlanBatch:
     tp_comm_overlap: np.ndarray
     ep_comm_overlap: np.ndarray
     moe_force_balance: np.ndarray
+    pp_scatter_gather: np.ndarray
     fused_elementwise: np.ndarray
     fused_cross_entropy: np.ndarray
     overlap_grad_reduce: np.ndarray

@@ -452,6 +452,17 @@ def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str], gener
     fw_text = row["framework"].lower()
     if "flashattention-2" in fw_text or "flash-attention 2" in fw_text:
         data["attention_kernel"] = "flash2"  # the row names the kernel (FlagPerf, FlagScale, Pai-Megatron-Patch)
+    if stack_for_row(row) in ("megatron-lm-2021", "megatron-lm-2022"):
+        # Megatron-LM of 2021-22 predates FlashAttention (Dao et al., May 2022; Megatron-LM's --use-flash-attn
+        # came in 2023): its attention core materializes the score matrix (Korthikanti et al. 2022, section 4.1)
+        data["attention_kernel"] = "unfused"
+        filled.append("attention_kernel=unfused (Megatron-LM 2021-22: baddbmm, fused masked softmax, dropout and "
+                      "bmm over the materialized s x s scores; no FlashAttention yet)")
+        # and sends pipeline activations scattered over the TP ranks (--scatter-gather-tensors-in-pipeline, on by
+        # default; Narayanan et al. 2021 section 4.1, the paper of these rows' first source)
+        data["pp_scatter_gather"] = True
+        filled.append("pp_scatter_gather=true (Megatron-LM 2021-22 --scatter-gather-tensors-in-pipeline default; "
+                      "Narayanan et al. 2021 section 4.1)")
     if "automodel" in fw_text and "transformer engine" in fw_text:
         # NeMo Automodel's TE backend: TE DotProductAttention (cuDNN fused attention on Hopper and later,
         # FlashAttention-2 before) and TE's fused norm / linear / RoPE kernels, under FSDP2 (torchtitan's semantics)

@@ -27,7 +27,9 @@ Counts per layer, one micro-batch, hidden size ``h``, ``T`` tokens per rank (``b
   data backward (``2 (cp - 1)`` passes: K/V and their gradients); each pass is every rank sending to its
   neighbour at once (``pattern = "ring"``: paced by the ring's slowest hop).
 * **PP** (Narayanan et al. 2021 section 2.2): one send/recv of the micro-batch's activations
-  (``2 T h / tp`` bytes with SP, scattered over the TP ranks) forward and one of their gradients backward,
+  (``2 T h / tp`` bytes with SP, scattered over the TP ranks; also without SP under Megatron-LM 2021-22's
+  ``--scatter-gather-tensors-in-pipeline``, plan ``pp_scatter_gather``, Narayanan et al. SC 2021 section 4.1,
+  whose receiver all-gathers it over NVLink: priced in estimate/step.py) forward and one of their gradients backward,
   per model chunk (``2 v`` per micro-batch; ``pattern = "chain"``: each stage boundary on its own tier).
 """
 
@@ -148,7 +150,9 @@ def layer_traffic(model: ModelSpec, shape: ModelShape, plans: PlanBatch,
                          counts=phases(passes, 2 * passes, recompute_like_forward=False), per="layer",
                          pattern="ring", hides_behind="attention")]
     chunks = np.where(plans.pp > 1, plans.vpp.astype(float), 0.0)
-    seq_shard = np.where(sp, tp, 1.0)
+    # with SP the activations are already scattered over the TP ranks; Megatron-LM 2021-22's scatter/gather
+    # (plan pp_scatter_gather) sends 1/tp of the replicated activation without SP too
+    seq_shard = np.where(sp | (plans.pp_scatter_gather & on), tp, 1.0)
     out["pp"] = [Traffic(axis="pp", kind="send-recv", bytes=act_bytes / seq_shard, size=plans.pp,
                          stride=strides["pp"], counts=phases(chunks, chunks, recompute_like_forward=False),
                          per="microbatch", pattern="chain")]
