@@ -57,11 +57,12 @@ def test_p90(summary):
 
 
 def test_max(summary):
-    # KNOWN GAP (issue bound 30%): 44.6% measured, row 439 (Qwen3-235B-A22B, EP 8 + Megatron-FSDP + full
+    # KNOWN GAP (issue bound 30%): 44.3% measured, row 439 (Qwen3-235B-A22B, EP 8 + Megatron-FSDP + full
     # recompute on 256 H100, predicted too slow): its expert-FSDP traffic alone is 13.7 s of the 17.6 s measured
     # step at line rate, and the modelled compute with full recompute and the dropless imbalance about as much;
-    # its published cells equal row 438's, a different layout (docs/validation.md). Next worst: 30.1% (row 14)
-    assert summary["overall"]["max"] <= 45.0
+    # its published cells equal row 438's, a different layout (docs/validation.md). Next worst: 28.3% (row 43);
+    # row 14 (DeepSpeed ZeRO-3 of 2021) 27.1% since DeepSpeed's prefetch gate (docs/validation.md)
+    assert summary["overall"]["max"] <= 44.5
 
 
 def test_every_source_is_scored(summary):
