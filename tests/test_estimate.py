@@ -213,6 +213,34 @@ def test_zero3_tensor_list_adds_one_copy_per_rank_per_tensor_and_collective():
         assert float(listed.axis_exposed_s["dp"][0] - flat.axis_exposed_s["dp"][0]) == pytest.approx(extra)
 
 
+def test_deepspeed_2021_prefetch_is_gated_by_max_live_parameters():
+    """DeepSpeed 2021 prefetches the next weight only while the live one is under stage3_max_live_parameters
+    (1e9 elements): GPT-3 175B's matrices (<= 604M) never block, GPT 530B's QKV (1.26B) and MLP (1.68B) block the
+    gather behind them (output projection, MLP out, next QKV: 2/3 of the layer's weights); tp 8 unblocks."""
+    from tierwise.estimate.step import (
+        _compute_params,
+        _deepspeed_blocked_gather_fraction,
+        _param_tensors_per_layer,
+    )
+    from tierwise.workload.flops import model_shape
+
+    s175, s530 = model_shape(load_model("gpt3-175b")), model_shape(load_model("gpt-530b"))
+    assert float(_deepspeed_blocked_gather_fraction(s175, np.array([1.0]))[0]) == 0.0
+    h = 20480
+    assert float(_deepspeed_blocked_gather_fraction(s530, np.array([1.0]))[0]) == pytest.approx(
+        (h * h + 4 * h * h + 3 * h * h) / (12 * h * h))
+    assert float(_deepspeed_blocked_gather_fraction(s530, np.array([8.0]))[0]) == 0.0
+    plan = dict(tp=1, pp=1, zero_stage=3, micro_batch_size=1, seq_length=2048, recompute="full",
+                zero3_gather="tensor-list")
+    model = load_model("gpt-530b")
+    listed = run(model, "dgx-a100", 640, global_batch_size=640, **plan)
+    flat = run(model, "dgx-a100", 640, global_batch_size=640, **{**plan, "zero3_gather": "flat"})
+    launch = model.num_layers * _param_tensors_per_layer(model, s530, False) * 3 * 640 * _compute_params()[
+        "torch_op_overhead"]
+    # beyond the per-rank copies' launch time, the blocked gathers are exposed
+    assert float(listed.axis_exposed_s["dp"][0] - flat.axis_exposed_s["dp"][0]) > launch * 1.01
+
+
 @pytest.mark.parametrize("mode", ["tensor-list", "per-parameter"])
 def test_zero3_gather_modes_need_zero_3(mode):
     from tierwise.errors import PlanError

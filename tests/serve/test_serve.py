@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from tierwise.errors import TierwiseError
 from tierwise.serve import ServeConfig, compare_attention, kv_bytes_per_token, serve_estimate
 from tierwise.serve.kv import kv_fraction_per_gpu, mha_equivalent
 from tierwise.specs.model import load_model
@@ -220,6 +221,12 @@ def test_attention_kernel_family_prices_prefill():
     fa2 = serve_estimate(_cfg(attention_kernel="flash2", input_len=8192))
     auto = serve_estimate(_cfg(input_len=8192))
     assert fa2["phases"]["prefill_s"] > auto["phases"]["prefill_s"]  # Hopper's default is the cuDNN/FA3 family
+
+
+def test_training_only_attention_kernel_is_refused():
+    # Megatron-LM 2021-22's unfused score-matrix attention is priced for training only: no silent substitute
+    with pytest.raises(TierwiseError, match="unfused"):
+        serve_estimate(_cfg(attention_kernel="unfused"))
 
 
 def test_routed_experts_priced_as_grouped_gemms():

@@ -1189,6 +1189,13 @@ def _data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, P: Deriv
     copies = np.where(list_mode & (gather_group > 1), m * tensors * (2 + regather) * gather_group, 0.0)
     cpu_launch_s = copies * cparams["torch_op_overhead"]
     time, exposed = time + cpu_launch_s, exposed + cpu_launch_s
+    # DeepSpeed 2021 prefetches the next sub-module's parameters only while the gathered (live) parameters are
+    # under stage3_max_live_parameters (_deepspeed_blocked_gather_fraction): a gather behind a matrix at least
+    # that large is fetched when its module starts, so the part of it the prefetch model above hid is exposed
+    blocked = np.where(list_mode & (gather_group > 1), _deepspeed_blocked_gather_fraction(shape, P.tp), 0.0)
+    # (_dp_exposed already charged ``overlap_interference`` of that part as hidden: the rest is added)
+    hidden_gather = np.minimum(d_gather + e_gather, pipe.fwd) * (1 + regather) * m
+    exposed = exposed + blocked * hidden_gather * (1.0 - cparams.get("overlap_interference", 0.0))
     # ZeRO-3 buffer passes over the rank's unsharded parameters, every micro-batch (_shard_copy_bytes): streaming
     # kernels on the compute stream, or (FSDP1's cast and divide) on a side stream whose kernels wait for the
     # SMs the backward GEMMs fill, so they are charged in full, at the memory-bound rate
@@ -1294,6 +1301,36 @@ def _shard_copy_bytes(mode, wb: float, gb: float, regather) -> np.ndarray:
     per_param = 2.0 * wb * (1.0 + regather) + wb + gb
     return np.select([mode == ZERO3_GATHER.index("flat"), mode == ZERO3_GATHER.index("per-parameter")],
                      [flat, per_param], 0.0)
+
+
+DEEPSPEED_MAX_LIVE_PARAMETERS = 1_000_000_000
+"""DeepSpeed ZeRO-3's ``stage3_max_live_parameters`` default (deepspeed/runtime/zero/constants.py of 2021,
+``ZERO_OPTIMIZATION_MAX_LIVE_PARAMETERS_DEFAULT = 1000000000``)."""
+
+
+def _deepspeed_blocked_gather_fraction(shape: ModelShape, tp) -> np.ndarray:
+    """Fraction of a dense layer's gathered weight elements whose gather DeepSpeed's 2021 ZeRO-3 cannot prefetch.
+
+    DeepSpeed's ``PartitionedParameterCoordinator.prefetch_next_sub_modules`` (stage3.py, v0.3.x) prefetches
+    the next sub-module's parameters only when ``total_available_parameter_numel <
+    max_available_parameters_in_numel`` (``stage3_max_live_parameters``, 1e9 elements by default) and no
+    prefetch is in flight; it is called right after ``fetch_sub_module`` made the current sub-module's
+    parameters live. So while a weight matrix of at least 1e9 elements is live, the next one is not prefetched:
+    it is gathered when its own module starts (``fetch_sub_module`` then ``_synchronize_communication``, which
+    ends in ``torch.cuda.synchronize()``), exposed. Weights are visited in module order (QKV, output
+    projection, MLP in, MLP out, then the next layer's QKV); norms and biases (under
+    ``stage3_param_persistence_threshold``, 1e5 elements) stay gathered and do not count. TP-local sizes.
+    """
+    tp = np.asarray(tp, dtype=float)
+    sizes = [g.params for g in (*shape.attention_gemms, *shape.dense_mlp_gemms)]
+    if not sizes:
+        return np.zeros_like(tp)
+    total = float(sum(sizes))
+    blocked = np.zeros_like(tp)
+    for j, size in enumerate(sizes):
+        before = sizes[j - 1]  # j = 0: the previous layer's last matrix
+        blocked = blocked + np.where(before / tp >= DEEPSPEED_MAX_LIVE_PARAMETERS, size, 0.0)
+    return blocked / total
 
 
 def _param_tensors_per_layer(model: ModelSpec, shape: ModelShape, moe_layer: bool) -> int:

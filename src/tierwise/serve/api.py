@@ -103,7 +103,8 @@ def _check(cfg: ServeConfig) -> None:
     _choice(cfg.kv_cache_of, "--kv-cache-of", ("total", "free"))
     from tierwise.specs.framework import ATTENTION_KERNELS
 
-    _choice(cfg.attention_kernel, "--attention-kernel", ATTENTION_KERNELS)
+    # "unfused" (Megatron-LM 2021-22's score-matrix attention, training only) has no serving pricing
+    _choice(cfg.attention_kernel, "--attention-kernel", tuple(k for k in ATTENTION_KERNELS if k != "unfused"))
     if cfg.kv_cache_fraction is not None:
         check_float(cfg.kv_cache_fraction, "--kv-cache-fraction", minimum=0.0, min_open=True, maximum=1.0,
                     error=ScenarioError, hint=" (a fraction of HBM, or of the free HBM with --kv-cache-of free)")

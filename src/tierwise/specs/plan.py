@@ -75,7 +75,9 @@ ZERO3_GATHER = ("flat", "per-parameter", "tensor-list", "zero-copy")
   copied out into each parameter; the gradients are copied (and cast) into the reduce-scatter input; NCCL
   averages, so there is no divide pass.
 * ``tensor-list``: DeepSpeed ZeRO-3 of 2021. One list-form ``torch.distributed`` collective per parameter
-  tensor, which copies each rank's chunk separately (eager ops on the CPU thread).
+  tensor, which copies each rank's chunk separately (eager ops on the CPU thread). DeepSpeed's default
+  ``stage3_max_live_parameters`` (1e9 elements) is taken: a weight gathered behind a live matrix at least that
+  large is not prefetched (``estimate.step._deepspeed_blocked_gather_fraction``).
 * ``zero-copy``: Megatron-FSDP (``--use-megatron-fsdp``). Parameters and main gradients live in the
   communication buffers themselves (``ParamAndGradBuffer``: "Zero copy communication is achieved by
   reorganizing the storage of parameters and main grad", megatron/core/distributed/fsdp/src/README.md), so
