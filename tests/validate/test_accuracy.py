@@ -17,11 +17,11 @@ from tierwise.validate import load_cases, validate
 from tierwise.validate.fit import cross_validate_groups, fit_parameters, objective_residuals
 
 LOGO_MEDIAN = 10.0
-"""Issue 14's bound, met: 8.2% measured (8.7% before the MoE and dense-row terms; torchtitan-2024, the only SDPA stack, is
-priced at FlashAttention-2's efficiency since SDPA's flash backend is FA2, so its fold no longer keeps an
-unlearnt start value)."""
+"""Issue 14's bound, met: 7.7% measured (8.7% at the start of the second session; torchtitan-2024, the only SDPA
+stack, is priced at FlashAttention-2's efficiency since SDPA's flash backend is FA2, so its fold no longer
+keeps an unlearnt start value)."""
 LOGO_P90 = 25.0
-"""Issue 14's bound, met: 21.7% measured (22.1% before the MoE and dense-row terms)."""
+"""Issue 14's bound, met: 20.3% measured (22.1% at the start of the second session)."""
 
 
 @pytest.fixture(scope="module")
