@@ -391,7 +391,7 @@ _LAYOUT_SYMBOLS = {"E": "embedding", "t": "decoder", "L": "loss"}
 """Megatron-Core layout symbols tierwise prices (``E`` embedding, ``t`` decoder layer, ``L`` loss) and the
 names its list form uses for them. ``m`` (a multi-token-prediction layer) is refused: no catalog model has
 MTP layers, so they could not be priced."""
-_LAYOUT_NAMES = {name: sym for sym, name in _LAYOUT_SYMBOLS.items()}
+_LAYOUT_NAMES = {name: sym for sym, name in _LAYOUT_SYMBOLS.items()} | {"mtp": "m"}
 _MAX_LAYOUT_STAGES = 4096
 """Most virtual stages a layout string may expand to (pp x vpp; MAX_LAYERS bounds the layers)."""
 
@@ -451,28 +451,27 @@ def layout_counts(raw: Any, origin: str) -> list[int]:
         raise SpecError(f"pipeline_layout={short_repr(raw)} in {origin}; give a list of layer counts, one per "
                         f"(virtual) pipeline stage, e.g. [7, 8, 8, 7], or Megatron-Core's layout string, "
                         f"e.g. \"Et*7|t*8|t*8|t*7L\"")
-    counts = []
+    counts, symbols = [], []  # symbols: each list-form stage's layers as E / t / L
     for i, v in enumerate(stages):
         if isinstance(v, list):
-            n = 0
-            for item in v:
-                sym = _LAYOUT_NAMES.get(item, item) if isinstance(item, str) else None
-                if sym == "m" or item == "mtp":
+            syms = [_LAYOUT_NAMES.get(x, x) if isinstance(x, str) else None for x in v]
+            for item, sym in zip(v, syms, strict=True):
+                if sym == "m":
                     raise SpecError(f"pipeline_layout stage {i} in {origin} holds an MTP layer (m); tierwise "
                                     "models no multi-token-prediction layers: drop m from the layout")
                 if sym not in _LAYOUT_SYMBOLS:
                     raise SpecError(f"pipeline_layout stage {i} holds {short_repr(item)} in {origin}; each layer "
                                     f"is one of E, t, L (or embedding, decoder, loss)")
-                n += sym == "t"
-            counts.append(n)
+            counts.append(syms.count("t"))
+            symbols.append(syms)
             continue
         if isinstance(v, bool) or not isinstance(v, int) or v < 0 or v > MAX_LAYERS:
             raise SpecError(f"pipeline_layout[{i}]={short_repr(v)} in {origin}; each entry is a count of layers "
                             f"(an integer 0..{MAX_LAYERS})")
         counts.append(v)
-    if isinstance(raw, str) or all(isinstance(v, list) for v in stages):
+    if len(symbols) == len(stages):
         for sym, where, name in (("E", 0, "first"), ("L", -1, "last")):
-            holders = [j for j, st in enumerate(stages) for x in st if _LAYOUT_NAMES.get(x, x) == sym]
+            holders = [j for j, syms in enumerate(symbols) for x in syms if x == sym]
             if holders and holders != [range(len(stages))[where]]:
                 raise SpecError(f"pipeline_layout={short_repr(raw)} in {origin} puts {_LAYOUT_SYMBOLS[sym]} ({sym}) "
                                 f"in stage(s) {holders}; Megatron-Core places it once, in the {name} stage")
