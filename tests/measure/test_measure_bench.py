@@ -94,6 +94,9 @@ def test_an_interrupted_run_keeps_its_completed_sizes(tmp_path):
         [sys.executable, "-m", "tierwise", "measure", "collective", "--sizes", "4KiB:256MiB", "--iters", "200",
          "--ranks", "2", "--out", str(out)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # a user's Ctrl-C reaches a command whose SIGINT is at its default; a test runner started as a background
+        # job without job control (nohup ... &) inherits SIGINT ignored, and Python then keeps it ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.time() + 180  # two spawned ranks importing torch on a loaded 2-core host
     while time.time() < deadline and proc.poll() is None:

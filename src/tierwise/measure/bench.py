@@ -232,11 +232,7 @@ def launch(worker: Callable, args: tuple, num_ranks: int | None, backend: str = 
             while not ctx.join():
                 pass
         except KeyboardInterrupt:
-            for proc in ctx.processes:
-                if proc.is_alive():
-                    proc.terminate()
-            for proc in ctx.processes:
-                proc.join(timeout=10)
+            _stop_ranks(ctx.processes)
             raise
         except mp.ProcessRaisedException as exc:
             last = str(exc).strip().splitlines()[-1]
@@ -246,13 +242,27 @@ def launch(worker: Callable, args: tuple, num_ranks: int | None, backend: str = 
         except mp.ProcessExitedException:
             # a rank killed by a signal after rank 0 wrote its result died in teardown (gloo's worker
             # threads occasionally abort at exit on a loaded host); the measurement itself completed
-            for proc in ctx.processes:
-                if proc.is_alive():
-                    proc.terminate()
-                proc.join(timeout=10)
+            _stop_ranks(ctx.processes)
             if not Path(result_path).exists():
                 raise
         return pickle.loads(Path(result_path).read_bytes())
+
+
+def _stop_ranks(processes, grace_s: float = 10.0) -> None:
+    """SIGTERM every live rank, wait up to ``grace_s`` for each, then SIGKILL what is left and reap it.
+
+    The spawned ranks are not daemons, so multiprocessing's exit handler joins them without a timeout: a
+    rank still alive after its SIGTERM (a gloo worker thread mid-transfer on a loaded host) would hang the
+    interrupted command at exit. SIGKILL cannot be ignored.
+    """
+    for proc in processes:
+        if proc.is_alive():
+            proc.terminate()
+    for proc in processes:
+        proc.join(timeout=grace_s)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(timeout=grace_s)
 
 
 # --- the per-rank benchmark ---------------------------------------------------------------------------
