@@ -252,8 +252,8 @@ def _stop_ranks(processes, grace_s: float = 10.0) -> None:
     """SIGTERM every live rank, wait up to ``grace_s`` for each, then SIGKILL what is left and reap it.
 
     The spawned ranks are not daemons, so multiprocessing's exit handler joins them without a timeout: a
-    rank still alive after its SIGTERM (a gloo worker thread mid-transfer on a loaded host) would hang the
-    interrupted command at exit. SIGKILL cannot be ignored.
+    rank still alive after its SIGTERM would hang the interrupted command at exit. SIGKILL cannot be
+    ignored.
     """
     for proc in processes:
         if proc.is_alive():
