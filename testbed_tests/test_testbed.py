@@ -106,7 +106,10 @@ def test_second_up_repairs_leftovers(tmp_path):
 def test_ctrl_c_during_up_leaves_nothing(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "tierwise", "testbed", "up", "--nodes", "2", "--link",
                              "1Gbit/s", "--name", NAME, "--dir", str(tmp_path / "tb")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            # Ctrl-C at a terminal finds SIGINT at its default; a runner started as a background
+                            # job without job control inherits it ignored, and Python keeps it ignored
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 60
         while not net.list_namespaces(NAME) and time.monotonic() < deadline and proc.poll() is None:
