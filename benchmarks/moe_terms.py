@@ -14,7 +14,9 @@ median, p90, max) and the errors of the MoE rows. Switching off means (patches f
 * ``Zoo forced (inferred)``: the five Model Zoo rows (437-441) routed dropless, as the table alone would be
   read (their forced routing is inferred from the Zoo's example script for the table's layouts);
 * ``439-441 forced (inferred)``: only the three intra-node rows routed dropless (the reading before the
-  example script was found: 437/438 forced from their later best-practice script, 439-441 dropless).
+  example script was found: 437/438 forced from their later best-practice script, 439-441 dropless);
+* ``per-expert launches``: the host floor counts the grouped MLP as one kernel per GEMM whatever the local
+  experts (the count before compute.yaml ``moe_expert_launches``: 2 forward, 4 backward per MoE layer).
 
 Run: ``PYTHONPATH=src python benchmarks/moe_terms.py`` (about a minute).
 """
@@ -71,6 +73,17 @@ def main() -> None:
         return real_copy(mode, wb, gb, regather)
 
     real_comm = st._layer_comm
+    real_kernels = st._dispatcher_kernels
+
+    def gemm_kernels_fixed(plans):
+        kf, kb = real_kernels(plans)
+        return kf + 2.0, kb + 4.0
+
+    @contextlib.contextmanager
+    def one_launch_per_gemm():
+        with (mock.patch.object(st, "moe_expert_launches", lambda: (0, 0)),
+              mock.patch.object(st, "_dispatcher_kernels", gemm_kernels_fixed)):
+            yield
 
     def comm_without_imbalance(*args, **kwargs):
         # the all-to-all priced at the mean load; the GEMMs (priced before, in _layer_compute) keep it
@@ -91,6 +104,7 @@ def main() -> None:
          _replace_plans(cases, lambda c: c.row_id in ZOO_ROWS, moe_force_balance=False), None),
         ("439-441 forced (inferred)", contextlib.nullcontext(),
          _replace_plans(cases, lambda c: c.row_id in ZOO_ROWS[2:], moe_force_balance=False), None),
+        ("per-expert launches", one_launch_per_gemm(), cases, None),
     ]
     print("| term switched off | median of source medians | median | p90 | max | " + " | ".join(MOE_ROWS) + " |")
     print("|---" * (5 + len(MOE_ROWS)) + "|")

@@ -15,6 +15,7 @@ from tierwise.specs.compute import (
     compute_catalog,
     compute_profile,
     grouped_gemm_efficiency,
+    moe_expert_launches,
     unmeasured,
 )
 from tierwise.specs.model import load_model
@@ -83,14 +84,38 @@ def test_moe_layer_costs_the_host_launch_time_at_tiny_micro_batches():
     from tierwise.specs.compute import moe_kernels_per_layer
 
     kf, kb = moe_kernels_per_layer()
+    ef, eb = moe_expert_launches()
     op = _compute_params()["torch_op_overhead"]
     layers = load_model("mixtral-8x7b").num_moe_layers
-    # the compute of a micro-batch is at least the host floor of its MoE layers
-    assert float(tiny.compute_s[0]) >= layers * (kf + kb) * op * float(tiny.num_microbatches[0]) * 0.999
+    # the compute of a micro-batch is at least the host floor of its MoE layers (ep = 8: one local expert)
+    floor = layers * (kf + kb + ef + eb) * op
+    assert float(tiny.compute_s[0]) >= floor * float(tiny.num_microbatches[0]) * 0.999
     big = _step("mixtral-8x7b", "dgx-h100", 8, tp=1, ep=8, pp=1, micro_batch_size=8, global_batch_size=64,
                 seq_length=4096)
     per_mb = float(big.compute_s[0] / big.num_microbatches[0])
-    assert per_mb > 3 * layers * (kf + kb) * op
+    assert per_mb > 3 * floor
+
+
+def test_moe_host_floor_grows_with_the_local_experts():
+    """TE GroupedLinear issues one GEMM per local expert (compute.yaml moe_expert_launches): with every expert on
+    one rank (ep = 1, 8 local experts) the tiny micro-batch's floor has 7 x (2 + 8) more launches per MoE layer
+    than with one expert per rank (ep = 8), and its compute shows them; at a large micro-batch the GPU time
+    covers both."""
+    from tierwise.estimate.step import _compute_params
+    from tierwise.specs.compute import moe_kernels_per_layer
+
+    kf, kb = moe_kernels_per_layer()
+    ef, eb = moe_expert_launches()
+    assert (ef, eb) == (2, 8)
+    op = _compute_params()["torch_op_overhead"]
+    layers = load_model("mixtral-8x7b").num_moe_layers
+    kw = dict(tp=1, pp=1, micro_batch_size=1, global_batch_size=8, seq_length=128)
+    one = _step("mixtral-8x7b", "dgx-h100", 8, ep=1, **kw)
+    eight = _step("mixtral-8x7b", "dgx-h100", 8, ep=8, **kw)
+    per_mb_one = float(one.compute_s[0] / one.num_microbatches[0])
+    per_mb_eight = float(eight.compute_s[0] / eight.num_microbatches[0])
+    assert per_mb_one >= layers * (kf + kb + 8 * (ef + eb)) * op * 0.999
+    assert per_mb_one - per_mb_eight >= 0.9 * layers * 7 * (ef + eb) * op
 
 
 def test_catalog_entries_have_sources_and_unmeasured_are_listed():

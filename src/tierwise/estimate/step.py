@@ -65,6 +65,7 @@ from tierwise.specs.compute import (
     compute_profile,
     default_attention_kernel,
     grouped_gemm_efficiency,
+    moe_expert_launches,
     moe_kernels_per_layer,
 )
 from tierwise.specs.framework import GRAD_REDUCE_DTYPES, ZERO2_SYNC
@@ -638,8 +639,14 @@ def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P: Derived, 
         elem_moe = elem_moe + permute
         # host side: the dispatcher copies the tokens-per-expert counts to the host to size the all-to-all, so
         # the CPU cannot run ahead of the GPU into the MoE block; its kernels then start at the CPU's launch
-        # pace, and the block costs max(GPU time, kernels x torch_op_overhead), forward and backward
+        # pace, and the block costs max(GPU time, launches x torch_op_overhead), forward and backward. The
+        # launches: the dispatcher's kernels, and per local expert its GEMMs (TE GroupedLinear issues one
+        # cuBLASLt call per expert) and backward gradient bookkeeping (compute.yaml moe_expert_launches), so
+        # few EP ranks over many experts at a small micro-batch are host-bound
         kf, kb = _dispatcher_kernels(plans)
+        ef, eb = moe_expert_launches()
+        local_experts = shape.num_experts / np.maximum(P.ep, 1)
+        kf, kb = kf + ef * local_experts, kb + eb * local_experts
         op = cparams["torch_op_overhead"]
         gpu_moe = moe_lin_t + permute
         moe_host_extra = np.maximum(kf * op - gpu_moe, 0.0) + np.maximum(kb * op - 2.0 * gpu_moe, 0.0)

@@ -29,7 +29,7 @@ from tierwise.specs import catalog
 
 __all__ = ["ComputeProfile", "compute_profile", "compute_catalog", "unmeasured", "attention_kernel_overlap",
            "attention_efficiency_family", "default_attention_kernel", "ATTENTION_KERNELS", "clock_factor", "moe_kernels_per_layer",
-           "grouped_gemm_efficiency"]
+           "moe_expert_launches", "grouped_gemm_efficiency"]
 
 ATTENTION_KERNELS = ("flash2", "sdpa", "cudnn")
 """Attention kernel families (FlashAttention-2 / Triton, PyTorch SDPA, cuDNN / FlashAttention-3 class)."""
@@ -180,6 +180,15 @@ def moe_kernels_per_layer(dispatcher: str = "alltoall") -> tuple[int, int]:
     table = compute_catalog()["moe_dispatchers"]
     d = table.get(dispatcher, table["alltoall"])
     return int(d["kernels_forward"]), int(d["kernels_backward"])
+
+
+def moe_expert_launches() -> tuple[int, int]:
+    """(forward, backward) host launches per local expert and MoE layer (compute.yaml moe_expert_launches):
+    Transformer Engine's GroupedLinear issues one cuBLASLt GEMM per expert for each of fc1 and fc2 (forward 2;
+    backward dgrad and wgrad, 4) and the backward adds, per expert weight, TE's placeholder gradient and
+    Megatron-Core DDP's gradient-accumulation hook (4): 2 and 8."""
+    d = compute_catalog()["moe_expert_launches"]
+    return int(d["forward"]), int(d["backward"])
 
 
 def grouped_gemm_efficiency(rows, n, k, groups, sms):
