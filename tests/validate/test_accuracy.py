@@ -58,13 +58,14 @@ def test_p90(summary):
 
 
 def test_max(summary):
-    # KNOWN GAP (issue bound 30%): 54.2% measured, row 441 (Qwen3-235B-A22B, TP 4 / EP 8 / PP 8 / VPP 4 at
-    # micro-batch 1 on 256 H100, forced-balanced per the Zoo's example script; predicted too fast: 18.8 s
-    # against 29.0 s). Its TP 2 neighbour (437) fits within 6%, the same layout at 16k tokens is bracketed; the likely
-    # cause is host-bound MoE layers at 1,024 tokens per rank, with no published x86 figure to price it
-    # (docs/validation.md, "What is still wrong"). Next: row 439 (Megatron-FSDP) -31.0%, row 427 (FlagPerf
-    # A800) 28.3%. Before the forced reading of rows 439-441 the max was 44.7% (row 439, read as dropless)
-    assert summary["overall"]["max"] <= 54.5
+    # KNOWN GAP (issue bound 30%): 47.6% measured, row 441 (Qwen3-235B-A22B, TP 4 / EP 8 / PP 8 / VPP 4 at
+    # micro-batch 1 on 256 H100, forced-balanced per the Zoo's example script; predicted too fast: 19.6 s
+    # against 29.0 s). The host floor now counts TE GroupedLinear's per-expert launches (16 local experts) and
+    # the dispatcher's kernels as counted from the code (54.2% before); the rest is unpriced host or kernel
+    # time at 1,024 tokens per rank that no published x86 figure sizes (docs/validation.md, "What is still
+    # wrong"). Next: row 439 (Megatron-FSDP) -31.0%, row 427 (FlagPerf A800) -28.3%. Before the forced reading
+    # of rows 439-441 the max was 44.7% (row 439, read as dropless)
+    assert summary["overall"]["max"] <= 48.0
 
 
 def test_every_source_is_scored(summary):
