@@ -93,3 +93,24 @@ def test_megatron_fsdp_moves_no_bytes_outside_its_collectives():
     codes = np.array([ZERO3_GATHER.index(k) for k in ZERO3_GATHER])
     per = dict(zip(ZERO3_GATHER, _shard_copy_bytes(codes, 2.0, 4.0, 1.0), strict=True))
     assert per["zero-copy"] == 0.0 and per["flat"] > 0 and per["per-parameter"] > 0
+
+
+def test_moe_layer_tp_traffic_is_the_attention_pair_plus_the_expert_tp_pair():
+    """With sequence parallelism a MoE layer's MLP block gathers and scatters over the expert-TP group, not TP
+    (Megatron-Core's dispatcher uses the expert-TP group): at etp 1 a MoE layer has only the attention block's
+    all-gather + reduce-scatter, half a dense layer's TP traffic; at etp = tp it has a dense layer's. Mixtral
+    8x7B has every layer MoE, so the step's TP bytes halve from etp = tp to etp = 1."""
+    from tierwise.workload.flops import model_shape
+    from tierwise.workload.traffic import layer_traffic
+
+    m = load_model("mixtral-8x7b")
+    c = load_cluster("dgx-h100")
+    one_b = _batch(m, 16, tp=4, etp=1, ep=8, sequence_parallel=True, **BASE)
+    tp_b = _batch(m, 16, tp=4, etp=4, ep=2, sequence_parallel=True, **BASE)
+    assert all(float(r.calls[0]) == 0.0 for r in layer_traffic(m, model_shape(m), one_b)["tp_moe"])
+    moe_records = layer_traffic(m, model_shape(m), tp_b)["tp_moe"]
+    assert [(r.kind, float(r.counts["forward"][0]), float(r.counts["backward"][0])) for r in moe_records] == [
+        ("all-gather", 1.0, 1.0), ("reduce-scatter", 1.0, 1.0)]
+    one, full = estimate(m, c, one_b), estimate(m, c, tp_b)
+    assert float(one.axis_bytes["tp"][0]) == pytest.approx(0.5 * float(full.axis_bytes["tp"][0]), rel=1e-9)
+    assert float(one.axis_time_s["tp"][0]) < 0.55 * float(full.axis_time_s["tp"][0])

@@ -211,6 +211,11 @@ class LayerComm:
     tp_layer_t: np.ndarray
     tp_layer_bytes: np.ndarray
     tp_layer_exposed: np.ndarray
+    tp_moe_layer_t: np.ndarray
+    """A MoE layer's TP time: the attention block's pair over tp, the MoE block's over the expert-TP group
+    (``layer_traffic`` ``tp_moe``: none with etp = 1); equal to ``tp_layer_t`` for a dense model."""
+    tp_moe_layer_bytes: np.ndarray
+    tp_moe_layer_exposed: np.ndarray
     ep_span: GroupSpan
     ep_layer_t: np.ndarray
     ep_layer_bytes: np.ndarray
@@ -539,15 +544,17 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
                               + np.where((pipe.slow == 1) | (P.pp == 1), C.logits_elem / 3, 0.0))
     memory = _memory(model, shape, cluster, plans, P, S, D, cparams)
     axis_bytes = {
-        "tp": np.where(plans.tp > 1, X.tp_layer_bytes * layers_slow * m, 0.0),
+        "tp": np.where(plans.tp > 1, (X.tp_layer_bytes * (layers_slow - moe_slow) + X.tp_moe_layer_bytes * moe_slow)
+                       * m, 0.0),
         "cp": np.where(plans.cp > 1, X.cp_layer_bytes * layers_slow * m, 0.0),
         "ep": np.where(plans.ep > 1, X.ep_layer_bytes * moe_slow * m, 0.0),
         "pp": X.pp_bytes_mb * m,
         "dp": D.bytes,
     }
-    axis_time = {"tp": X.tp_layer_t * layers_slow * m, "cp": X.cp_layer_t * layers_slow * m,
+    axis_time = {"tp": (X.tp_layer_t * (layers_slow - moe_slow) + X.tp_moe_layer_t * moe_slow) * m, "cp": X.cp_layer_t * layers_slow * m,
                  "ep": X.ep_layer_t * moe_slow * m, "pp": X.pp_t * m, "dp": D.time}
-    axis_exposed = {"tp": X.tp_layer_exposed * layers_slow * m, "cp": X.cp_layer_exposed * layers_slow * m,
+    axis_exposed = {"tp": (X.tp_layer_exposed * (layers_slow - moe_slow) + X.tp_moe_layer_exposed * moe_slow) * m,
+                    "cp": X.cp_layer_exposed * layers_slow * m,
                     "ep": X.ep_layer_exposed * moe_slow * m + ep_unpaired, "pp": X.pp_t * m, "dp": D.exposed}
     axis_tier = {"tp": X.tp_span.tier, "cp": X.cp_tier, "ep": X.ep_span.tier, "pp": X.pp_tier,
                  "dp": D.tier}
@@ -935,9 +942,20 @@ def _layer_comm(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derived,
     # full-recompute forward; with tp_comm_overlap they hide behind the layer's GEMMs (3 x forward)
     tp_span = _span(cluster, plans.tp, strides["tp"])
     tp_layer_t, tp_layer_bytes, _ = _price(traffic["tp"], tp_span, cluster, n)
-    tp_hidden_ok = np.maximum(tp_layer_t - 3 * C.dense_lin_t, 0.0)
-    tp_layer_exposed = np.where(plans.tp_comm_overlap, tp_hidden_ok + interference * (tp_layer_t - tp_hidden_ok),
-                                tp_layer_t)
+
+    def tp_exposed(t):
+        hidden_ok = np.maximum(t - 3 * C.dense_lin_t, 0.0)
+        return np.where(plans.tp_comm_overlap, hidden_ok + interference * (t - hidden_ok), t)
+
+    tp_layer_exposed = tp_exposed(tp_layer_t)
+    # a MoE layer (with SP): the MLP block's pair (half the SP records) runs over the expert-TP group instead
+    if model.moe is not None and np.any(P.sp):
+        etp_t, etp_bytes, _ = _price(traffic["tp_moe"], _span(cluster, plans.etp, strides["tp"]), cluster, n)
+        tp_moe_layer_t = np.where(P.sp, 0.5 * tp_layer_t + etp_t, tp_layer_t)
+        tp_moe_layer_bytes = np.where(P.sp, 0.5 * tp_layer_bytes + etp_bytes, tp_layer_bytes)
+        tp_moe_layer_exposed = tp_exposed(tp_moe_layer_t)
+    else:
+        tp_moe_layer_t, tp_moe_layer_bytes, tp_moe_layer_exposed = tp_layer_t, tp_layer_bytes, tp_layer_exposed
 
     # expert parallel all-to-all: dispatch + combine, forward and backward (+ forward again under full recompute)
     ep_span = _span(cluster, plans.ep, P.etp.astype(np.int64))
@@ -990,6 +1008,8 @@ def _layer_comm(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derived,
         pp_fill = pp_fill + np.where(gather, 2.0 * (P.pp - 1) * t_ag, 0.0)
     return LayerComm(
         tp_span=tp_span, tp_layer_t=tp_layer_t, tp_layer_bytes=tp_layer_bytes, tp_layer_exposed=tp_layer_exposed,
+        tp_moe_layer_t=tp_moe_layer_t, tp_moe_layer_bytes=tp_moe_layer_bytes,
+        tp_moe_layer_exposed=tp_moe_layer_exposed,
         ep_span=ep_span, ep_layer_t=ep_layer_t, ep_layer_bytes=ep_layer_bytes, ep_layer_exposed=ep_layer_exposed,
         cp_tier=cp_hops.tier, cp_layer_t=cp_layer_t, cp_layer_exposed=cp_layer_exposed, cp_layer_bytes=cp_layer_bytes,
         pp_tier=pp_hops.tier, pp_t=pp_t, pp_fill=pp_fill, pp_bytes_mb=chain.calls * chain.bytes,
@@ -1025,7 +1045,8 @@ def _pipeline(P: Derived, C: LayerCompute, S: StageCompute, X: LayerComm) -> Pip
     """Per-micro-batch time of each stage; the slowest sets the pace; the bubble; the slowest stage's parts."""
     per_mb, comm_mb = [], []
     for fwd, rec, layers, moe_layers in zip(S.fwd, S.rec, S.layers, S.moe, strict=True):
-        comm = layers * (X.tp_layer_exposed + X.cp_layer_exposed) + moe_layers * X.ep_layer_exposed + X.pp_t
+        comm = ((layers - moe_layers) * X.tp_layer_exposed + moe_layers * X.tp_moe_layer_exposed
+                + layers * X.cp_layer_exposed + moe_layers * X.ep_layer_exposed + X.pp_t)
         per_mb.append(3 * fwd + rec + layers * C.attn_bwd_extra + moe_layers * C.moe_host_extra + comm)
         comm_mb.append(comm)
     t_mb = np.maximum(per_mb[0], per_mb[1])

@@ -19,6 +19,13 @@ Counts per layer, one micro-batch, hidden size ``h``, ``T`` tokens per rank (``b
   the reverse: **2 all-gathers + 2 reduce-scatters per layer forward**, 2 + 2 backward, each over the full
   ``2 T h`` buffer ("the same communication volume" as the all-reduces). Full recompute reruns the forward:
   2 + 2 (or 2 all-reduces) more.
+* **TP in a MoE layer** (``tp_moe``, per MoE layer; Megatron-Core MoE with sequence parallelism, which it
+  requires with TP): the attention block keeps its pair of the TP records, but the MLP block's pair runs over
+  the expert-TP group instead: the token dispatcher's TP group is the expert-TP group
+  (``token_dispatcher.py``: ``tp_group = expt_tp``), so it all-gathers the ``etp`` ranks' sequence shards
+  (``2 T h etp / tp`` bytes) before the experts and reduce-scatters them after, 1 + 1 forward and backward
+  (and under full recompute); with ``etp = 1`` none: each rank dispatches its own shard. The estimator
+  prices a MoE layer's TP as the ``tp`` records less the MLP's pair (half the SP records) plus these.
 * **EP** (GShard, Lepikhin et al. 2021 section 2.2; Megatron-Core MoE): a dispatch and a combine all-to-all
   of ``top_k x T' x h x 2`` bytes per MoE layer forward (``T' = T / tp`` with SP), the same two backward, two
   more under full recompute.
@@ -136,13 +143,19 @@ def layer_traffic(model: ModelSpec, shape: ModelShape, plans: PlanBatch,
         ],
     }
     if model.moe is not None:
+        etp = plans.etp.astype(float)
+        moe_pair = np.where(sp & (plans.etp > 1), 1.0, 0.0)
+        out["tp_moe"] = [
+            Traffic(axis="tp", kind=kind, bytes=act_bytes * etp / tp, size=plans.etp, stride=tp_stride,
+                    counts=phases(moe_pair, moe_pair), per="moe_layer", hides_behind="layer_gemms")
+            for kind in ("all-gather", "reduce-scatter")]
         a2a = np.where(sp, tokens / tp, tokens) * model.moe.top_k * model.hidden_size * 2.0
         calls = np.where(plans.ep > 1, 2.0, 0.0)
         # the expert groups: ep ranks at stride etp (experts fold into the tp x cp x dp ranks: etp x ep x edp)
         out["ep"] = [Traffic(axis="ep", kind="all-to-all", bytes=a2a, size=plans.ep, stride=plans.etp.astype(np.int64),
                              counts=phases(calls, calls), per="moe_layer", hides_behind="adjacent_microbatch")]
     else:
-        out["ep"] = []
+        out["ep"], out["tp_moe"] = [], []
     kv_split = np.minimum(tp, model.num_kv_heads if model.mla is None else tp)
     kv_chunk = 2.0 * tokens * shape.kv_bytes_channels / kv_split
     passes = np.where(plans.cp > 1, cp - 1, 0.0)
