@@ -16,7 +16,9 @@ median, p90, max) and the errors of the MoE rows. Switching off means (patches f
 * ``439-441 forced (inferred)``: only the three intra-node rows routed dropless (the reading before the
   example script was found: 437/438 forced from their later best-practice script, 439-441 dropless);
 * ``per-expert launches``: the host floor counts the grouped MLP as one kernel per GEMM whatever the local
-  experts (the count before compute.yaml ``moe_expert_launches``: 2 forward, 4 backward per MoE layer).
+  experts (the count before compute.yaml ``moe_expert_launches``: 2 forward, 4 backward per MoE layer);
+* ``MoE-layer TP over etp``: a MoE layer pays a dense layer's TP traffic (the MLP block's all-gather and
+  reduce-scatter over TP, as before workload/traffic.py ``tp_moe``), whatever the expert TP.
 
 Run: ``PYTHONPATH=src python benchmarks/moe_terms.py`` (about a minute).
 """
@@ -85,6 +87,11 @@ def main() -> None:
               mock.patch.object(st, "_dispatcher_kernels", gemm_kernels_fixed)):
             yield
 
+    def comm_dense_tp(*args, **kwargs):
+        x = real_comm(*args, **kwargs)
+        return dataclasses.replace(x, tp_moe_layer_t=x.tp_layer_t, tp_moe_layer_bytes=x.tp_layer_bytes,
+                                   tp_moe_layer_exposed=x.tp_layer_exposed)
+
     def comm_without_imbalance(*args, **kwargs):
         # the all-to-all priced at the mean load; the GEMMs (priced before, in _layer_compute) keep it
         with mock.patch.object(st, "moe_imbalance", lambda plans, cparams: np.ones(len(plans))):
@@ -105,6 +112,7 @@ def main() -> None:
         ("439-441 forced (inferred)", contextlib.nullcontext(),
          _replace_plans(cases, lambda c: c.row_id in ZOO_ROWS[2:], moe_force_balance=False), None),
         ("per-expert launches", one_launch_per_gemm(), cases, None),
+        ("MoE-layer TP over etp", mock.patch.object(st, "_layer_comm", comm_dense_tp), cases, None),
     ]
     print("| term switched off | median of source medians | median | p90 | max | " + " | ".join(MOE_ROWS) + " |")
     print("|---" * (5 + len(MOE_ROWS)) + "|")
