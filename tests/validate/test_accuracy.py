@@ -64,7 +64,7 @@ def test_max(summary):
     # directions: the host floor counts TE GroupedLinear's per-expert launches and the dispatcher's counted
     # kernels (54.2 -> 47.6%), and a MoE layer's MLP block no longer pays TP's all-gather / reduce-scatter at
     # etp 1 (47.6 -> 58.6%). What is left costs about 3.5 ms per layer and micro-batch at 1,024 tokens per rank
-    # and nothing at 2,048 (rows 437 / 438 / 440 within 12%); no published x86 figure sizes it
+    # and does not show at 2,048 (rows 437 / 438 / 440 within 12%); no published x86 figure sizes it
     # (docs/validation.md, "What is still wrong"). Next: row 439 (Megatron-FSDP) -29.6%, row 427 (FlagPerf
     # A800) -28.3%.
     assert summary["overall"]["max"] <= 59.0

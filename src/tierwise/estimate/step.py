@@ -551,8 +551,9 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
         "pp": X.pp_bytes_mb * m,
         "dp": D.bytes,
     }
-    axis_time = {"tp": (X.tp_layer_t * (layers_slow - moe_slow) + X.tp_moe_layer_t * moe_slow) * m, "cp": X.cp_layer_t * layers_slow * m,
-                 "ep": X.ep_layer_t * moe_slow * m, "pp": X.pp_t * m, "dp": D.time}
+    axis_time = {"tp": (X.tp_layer_t * (layers_slow - moe_slow) + X.tp_moe_layer_t * moe_slow) * m,
+                 "cp": X.cp_layer_t * layers_slow * m, "ep": X.ep_layer_t * moe_slow * m, "pp": X.pp_t * m,
+                 "dp": D.time}
     axis_exposed = {"tp": (X.tp_layer_exposed * (layers_slow - moe_slow) + X.tp_moe_layer_exposed * moe_slow) * m,
                     "cp": X.cp_layer_exposed * layers_slow * m,
                     "ep": X.ep_layer_exposed * moe_slow * m + ep_unpaired, "pp": X.pp_t * m, "dp": D.exposed}
