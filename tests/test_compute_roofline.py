@@ -97,10 +97,10 @@ def test_moe_layer_costs_the_host_launch_time_at_tiny_micro_batches():
 
 
 def test_moe_host_floor_grows_with_the_local_experts():
-    """TE GroupedLinear issues one GEMM per local expert (compute.yaml moe_expert_launches): with every expert on
-    one rank (ep = 1, 8 local experts) the tiny micro-batch's floor has 7 x (2 + 8) more launches per MoE layer
-    than with one expert per rank (ep = 8), and its compute shows them; at a large micro-batch the GPU time
-    covers both."""
+    """TE GroupedLinear issues one GEMM per local expert (compute.yaml moe_expert_launches). Qwen3-30B-A3B has 128
+    small experts: with all of them on one rank (ep = 1) a 512-token micro-batch's MoE layers are host-bound, each
+    costing at least its (dispatcher + 128 x (2 + 8)) launches; with 16 per rank (ep = 8) the floor is 8x lower
+    and the micro-batch several times cheaper."""
     from tierwise.estimate.step import _compute_params
     from tierwise.specs.compute import moe_kernels_per_layer
 
@@ -108,14 +108,15 @@ def test_moe_host_floor_grows_with_the_local_experts():
     ef, eb = moe_expert_launches()
     assert (ef, eb) == (2, 8)
     op = _compute_params()["torch_op_overhead"]
-    layers = load_model("mixtral-8x7b").num_moe_layers
-    kw = dict(tp=1, pp=1, micro_batch_size=1, global_batch_size=8, seq_length=128)
-    one = _step("mixtral-8x7b", "dgx-h100", 8, ep=1, **kw)
-    eight = _step("mixtral-8x7b", "dgx-h100", 8, ep=8, **kw)
+    m = load_model("qwen3-30b-a3b")
+    kw = dict(tp=1, pp=1, micro_batch_size=1, global_batch_size=8, seq_length=512)
+    one = _step("qwen3-30b-a3b", "dgx-h100", 8, ep=1, **kw)
+    eight = _step("qwen3-30b-a3b", "dgx-h100", 8, ep=8, **kw)
     per_mb_one = float(one.compute_s[0] / one.num_microbatches[0])
     per_mb_eight = float(eight.compute_s[0] / eight.num_microbatches[0])
-    assert per_mb_one >= layers * (kf + kb + 8 * (ef + eb)) * op * 0.999
-    assert per_mb_one - per_mb_eight >= 0.9 * layers * 7 * (ef + eb) * op
+    floor_one = m.num_moe_layers * (kf + kb + 128 * (ef + eb)) * op
+    assert per_mb_one >= floor_one * 0.999
+    assert per_mb_eight < per_mb_one / 3
 
 
 def test_catalog_entries_have_sources_and_unmeasured_are_listed():
@@ -166,3 +167,32 @@ def test_unmasked_scores_per_token_are_heads_times_half_the_context_under_a_caus
     assert np.allclose(attention_scores_per_token(m, model_shape(m), s), m.num_attention_heads * s / 2)
     assert np.allclose(attention_scores_per_token(m, model_shape(m), s, causal_halving=False),
                        m.num_attention_heads * s)
+
+
+def test_one_grouped_kernel_per_gemm_keeps_the_host_floor_flat():
+    """moe_grouped_gemm = single (torchtitan's torch._grouped_mm, a CUTLASS grouped kernel) launches one kernel
+    per GEMM whatever the local experts: with all 128 Qwen3-30B-A3B experts on one rank a 512-token micro-batch
+    is several times cheaper than with Megatron-Core's per-expert launches, which make it host-bound. The
+    framework field sets it and says so under ``assumed``."""
+    from tierwise.specs.framework import framework_defaults
+
+    kw = dict(tp=1, pp=1, ep=1, micro_batch_size=1, global_batch_size=8, seq_length=512)
+    per_expert = _step("qwen3-30b-a3b", "dgx-h100", 8, moe_grouped_gemm="per-expert", **kw)
+    single = _step("qwen3-30b-a3b", "dgx-h100", 8, moe_grouped_gemm="single", **kw)
+    assert float(single.compute_s[0]) < float(per_expert.compute_s[0]) / 3
+    assert framework_defaults("torchtitan", moe=True)["moe_grouped_gemm"][0] == "single"
+    assert framework_defaults("megatron", moe=True)["moe_grouped_gemm"][0] == "per-expert"
+    plan = plan_from_mapping({"ep": 8, "global_batch_size": 8, "seq_length": 4096}, num_gpus=8,
+                             framework="torchtitan", moe=True)
+    assert plan.moe_grouped_gemm == "single"
+    assert any(a.startswith("moe_grouped_gemm=single (torchtitan") for a in plan.assumed)
+    dense = plan_from_mapping({"global_batch_size": 8, "seq_length": 4096}, num_gpus=8)
+    assert not any(a.startswith("moe_grouped_gemm") for a in dense.assumed)
+
+
+def test_an_unknown_grouped_gemm_is_a_one_line_error():
+    from tierwise.errors import TierwiseError
+
+    with pytest.raises(TierwiseError, match=r"moe_grouped_gemm.*'cutlas'.*per-expert"):
+        plan_from_mapping({"ep": 8, "global_batch_size": 8, "seq_length": 4096, "moe_grouped_gemm": "cutlas"},
+                          num_gpus=8, moe=True)

@@ -654,7 +654,11 @@ def _layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P: Derived, 
         kf, kb = _dispatcher_kernels(plans)
         ef, eb = moe_expert_launches()
         local_experts = shape.num_experts / np.maximum(P.ep, 1)
-        kf, kb = kf + ef * local_experts, kb + eb * local_experts
+        # plan moe_grouped_gemm: one launch per local expert, or one kernel per GEMM (fc1, fc2 forward; their
+        # dgrad and wgrad backward) whatever the experts (torch._grouped_mm, a CUTLASS grouped kernel)
+        per_expert = _per_expert_gemms(plans)
+        kf = kf + np.where(per_expert, ef * local_experts, 2.0)
+        kb = kb + np.where(per_expert, eb * local_experts, 4.0)
         op = cparams["torch_op_overhead"]
         gpu_moe = moe_lin_t + permute
         moe_host_extra = np.maximum(kf * op - gpu_moe, 0.0) + np.maximum(kb * op - 2.0 * gpu_moe, 0.0)
@@ -743,6 +747,17 @@ def _deepep_node_dedup(model, plans: PlanBatch, span):
     distinct = (u - 1.0) * (1.0 - miss)
     copies = k * (u - 1.0) / u
     return np.where(deepep, np.minimum(distinct / np.maximum(copies, 1e-12), 1.0), 1.0)
+
+
+def _per_expert_gemms(plans: PlanBatch) -> np.ndarray:
+    """Whether each plan launches its expert GEMMs one per local expert (plan ``moe_grouped_gemm``
+    ``per-expert``; a batch without the field: yes, Megatron-Core's Transformer Engine path)."""
+    from tierwise.specs.framework import MOE_GROUPED_GEMMS
+
+    raw = getattr(plans, "moe_grouped_gemm", None)
+    if raw is None:
+        return np.ones(len(plans), dtype=bool)
+    return np.asarray(raw) == MOE_GROUPED_GEMMS.index("per-expert")
 
 
 def _dispatcher_kernels(plans: PlanBatch):

@@ -15,7 +15,8 @@ Sources, per framework:
   (``distributed/param_and_grad_buffer.py``, ``finish_grad_sync``); expert TP = TP when unset
   (``expert_tensor_parallel_size`` defaults to ``tensor_model_parallel_size``, ``parallel_state.py``);
   attention through Transformer Engine's ``DotProductAttention``, the cuDNN fused-attention backend on
-  Hopper and later, FlashAttention-2 on Ampere.
+  Hopper and later, FlashAttention-2 on Ampere; ``--moe-grouped-gemm`` through Transformer Engine's
+  ``GroupedLinear``, one cuBLASLt GEMM per local expert (``moe_grouped_gemm: per-expert``).
 * ``nemo`` (NeMo 2 / Megatron-Bridge recipes): as Megatron-Core, except that the MoE recipes set
   ``expert_tensor_parallel_size: 1`` and the performance recipes turn ``tp_comm_overlap`` on
   (``CommOverlapConfig``); ``grad_reduce_in_fp32: True`` (``bf16_mixed``), except FP8 runs: NeMo's
@@ -26,7 +27,8 @@ Sources, per framework:
   ``fully_shard`` (ZeRO-3, per-parameter shards) with ``reduce_dtype=float32``
   (``mixed_precision_reduce``), ``F.scaled_dot_product_attention`` (PyTorch SDPA, FlashAttention-2 backend),
   ``F.cross_entropy``; gradient accumulation without ``set_requires_gradient_sync(False)``, so a ZeRO-2
-  (``reshard_after_forward=False``) run reduce-scatters and re-gathers every micro-batch.
+  (``reshard_after_forward=False``) run reduce-scatters and re-gathers every micro-batch; grouped experts
+  through ``torch._grouped_mm``, one kernel per GEMM (``moe_grouped_gemm: single``).
 * ``llm-foundry`` (Composer + PyTorch FSDP1): FSDP ``FULL_SHARD`` with ``FlatParameter`` (ZeRO-3, ``flat``),
   ``mixed_precision: PURE`` (bf16 reduce), FlashAttention-2 (``attn_impl: flash``), eager elementwise
   kernels; ``SHARD_GRAD_OP`` (ZeRO-2) reduce-scatters and re-gathers every micro-batch and pays FSDP1's
@@ -42,7 +44,8 @@ from __future__ import annotations
 from tierwise.errors import SpecError
 from tierwise.files import short_repr
 
-__all__ = ["FRAMEWORKS", "ATTENTION_KERNELS", "GRAD_REDUCE_DTYPES", "ZERO2_SYNC", "MOE_DISPATCHERS", "framework_defaults",
+__all__ = ["FRAMEWORKS", "ATTENTION_KERNELS", "GRAD_REDUCE_DTYPES", "ZERO2_SYNC", "MOE_DISPATCHERS", "MOE_GROUPED_GEMMS",
+           "framework_defaults",
            "check_framework", "framework_for_text"]
 
 FRAMEWORKS = ("megatron", "nemo", "torchtitan", "llm-foundry", "deepspeed")
@@ -59,6 +62,16 @@ MOE_DISPATCHERS = ("alltoall", "allgather", "deepep")
 """MoE token dispatchers (Megatron-Core ``moe_token_dispatcher_type``: ``alltoall``, ``allgather``, and
 ``flex`` with DeepEP): they differ in the kernels one MoE layer launches (compute.yaml moe_dispatchers),
 which sets the host-launch floor of the layer."""
+MOE_GROUPED_GEMMS = ("per-expert", "single")
+"""How the routed experts' GEMMs are launched, which sets the host launches of a MoE layer (compute.yaml
+``moe_expert_launches``):
+
+* ``per-expert``: one GEMM launch per local expert and GEMM, plus per expert weight the backward's gradient
+  bookkeeping: Megatron-Core's ``--moe-grouped-gemm`` through Transformer Engine's ``GroupedLinear``
+  (multi-stream cuBLASLt, one call per expert), the MegaBlocks / ``grouped_gemm`` package's default cuBLAS
+  build (a loop of cuBLAS GEMMs), DeepSpeed-MoE's expert modules.
+* ``single``: one kernel per GEMM over all local experts (``torch._grouped_mm`` in torchtitan's grouped
+  experts, a CUTLASS grouped kernel): the launches do not grow with the experts."""
 ZERO2_SYNC = ("per-step", "reduce-per-microbatch", "fsdp-per-microbatch")
 """What ZeRO-2 does under gradient accumulation:
 
@@ -144,6 +157,8 @@ def framework_defaults(framework: str, *, generation: str = "", moe: bool = Fals
             out["moe_dispatcher"] = (("allgather", "Megatron-Core --moe-token-dispatcher-type defaults to allgather "
                                                    "(arguments.py)") if framework == "megatron"
                                      else ("alltoall", "NeMo MoE recipes set moe_token_dispatcher_type alltoall"))
+            out["moe_grouped_gemm"] = ("per-expert", "Megatron-Core --moe-grouped-gemm runs Transformer Engine's "
+                                                     "GroupedLinear: one cuBLASLt GEMM per local expert")
             if framework == "nemo":
                 out["moe_force_balance"] = (True, "NeMo's MoE performance recipes add MegatronTokenDropCallback: "
                                                   "capacity factor 1.0, padded to capacity, so every expert runs "
@@ -160,7 +175,9 @@ def framework_defaults(framework: str, *, generation: str = "", moe: bool = Fals
             "grad_reduce_dtype": ("fp32", "torchtitan mixed_precision_reduce = float32"),
             "zero2_sync": ("fsdp-per-microbatch", "torchtitan accumulates without set_requires_gradient_sync(False)"),
             "attention_kernel": ("sdpa", "torchtitan: F.scaled_dot_product_attention (FlashAttention-2 backend)"),
-            **({"etp": (1, "torchtitan: expert weights not tensor-parallel unless asked")} if moe else {}),
+            **({"etp": (1, "torchtitan: expert weights not tensor-parallel unless asked"),
+                "moe_grouped_gemm": ("single", "torchtitan's grouped experts run torch._grouped_mm: one kernel "
+                                               "per GEMM over all local experts")} if moe else {}),
         }
     if framework == "llm-foundry":
         return {

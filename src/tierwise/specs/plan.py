@@ -11,8 +11,8 @@ batch of one. Plan keys and defaults (issue 2 "Contracts"):
 ``overlap_param_gather`` (true), ``schedule`` (1f1b; interleaved when vpp > 1), ``order`` (tp-cp-dp-pp),
 ``first_stage_layers`` / ``last_stage_layers`` (derived: :func:`stage_layout`), ``zero3_gather`` (flat),
 ``grad_reduce_dtype`` (fp32), ``zero2_sync`` (per-step), ``attention_kernel`` (by framework and accelerator),
-``moe_dispatcher`` (alltoall; listed under ``assumed`` for MoE models only), ``moe_force_balance`` (false; listed
-for MoE models only).
+``moe_dispatcher`` (alltoall; listed under ``assumed`` for MoE models only), ``moe_grouped_gemm`` (per-expert;
+MoE models only), ``moe_force_balance`` (false; listed for MoE models only).
 A ``framework`` (:mod:`tierwise.specs.framework`) changes the defaults of the switches to that framework's.
 Every default applied is listed in ``assumed``.
 
@@ -43,6 +43,7 @@ from tierwise.specs.framework import (
     ATTENTION_KERNELS,
     GRAD_REDUCE_DTYPES,
     MOE_DISPATCHERS,
+    MOE_GROUPED_GEMMS,
     ZERO2_SYNC,
     check_framework,
     framework_defaults,
@@ -92,7 +93,8 @@ _KEYS = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "global
          "tp_comm_overlap", "ep_comm_overlap", "fused_elementwise", "fused_cross_entropy", "overlap_grad_reduce", "overlap_param_gather", "schedule", "order",
          "first_stage_layers", "last_stage_layers", "zero3_gather", "pipeline_layout",
          "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "grad_reduce_dtype",
-         "zero2_sync", "attention_kernel", "moe_dispatcher", "moe_force_balance", "pp_scatter_gather")
+         "zero2_sync", "attention_kernel", "moe_dispatcher", "moe_grouped_gemm", "moe_force_balance",
+         "pp_scatter_gather")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -164,6 +166,9 @@ class Plan:
     accelerator generation's default, resolved by the estimator."""
     moe_dispatcher: str = "alltoall"
     """MoE token dispatcher (:data:`tierwise.specs.framework.MOE_DISPATCHERS`): the kernels per MoE layer."""
+    moe_grouped_gemm: str = "per-expert"
+    """How the experts' GEMMs are launched (:data:`tierwise.specs.framework.MOE_GROUPED_GEMMS`): the host
+    launches per local expert."""
     framework: str = ""
     """The framework whose defaults filled unstated switches ("" = tierwise's own defaults)."""
     assumed: tuple[str, ...] = ()
@@ -337,15 +342,18 @@ def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "
                                    ("grad_reduce_dtype", GRAD_REDUCE_DTYPES, "fp32"),
                                    ("zero2_sync", ZERO2_SYNC, "per-step"),
                                    ("attention_kernel", ATTENTION_KERNELS, _kernel_fallback(generation)),
-                                   ("moe_dispatcher", MOE_DISPATCHERS, "alltoall")):
+                                   ("moe_dispatcher", MOE_DISPATCHERS, "alltoall"),
+                                   ("moe_grouped_gemm", MOE_GROUPED_GEMMS, "per-expert")):
         default, why = default_of(key, fallback)
         if key not in data:
             if key == "recompute":
                 inferred.append("recompute")  # the cheapest that fits memory, chosen by the estimate
-            elif key == "moe_dispatcher" and not moe:
+            elif key in ("moe_dispatcher", "moe_grouped_gemm") and not moe:
                 pass  # no experts: nothing dispatched
             elif key == "moe_dispatcher":
                 assumed.append(f"{key}={default}{why or ' (the all-to-all dispatcher of NeMo / Megatron-Core MoE recipes)'}")
+            elif key == "moe_grouped_gemm":
+                assumed.append(f"{key}={default}{why or ' (one GEMM launch per local expert: Transformer Engine GroupedLinear, as Megatron-Core runs it)'}")
             else:
                 assumed.append(f"{key}={default}{why}")
         choices[key] = _choice(data, key, options, default, origin)
@@ -522,7 +530,8 @@ _BOOL_FIELDS = ("sequence_parallel", "reshard_after_forward", "tp_comm_overlap",
                 "loss_in_split", "moe_force_balance", "pp_scatter_gather")
 _CODE_FIELDS = {"recompute": RECOMPUTE, "precision": PRECISION, "schedule": SCHEDULES, "order": ORDERS,
                 "zero3_gather": ZERO3_GATHER, "grad_reduce_dtype": GRAD_REDUCE_DTYPES, "zero2_sync": ZERO2_SYNC,
-                "attention_kernel": ATTENTION_KERNELS, "moe_dispatcher": MOE_DISPATCHERS}
+                "attention_kernel": ATTENTION_KERNELS, "moe_dispatcher": MOE_DISPATCHERS,
+                "moe_grouped_gemm": MOE_GROUPED_GEMMS}
 
 
 @dataclass
@@ -568,6 +577,7 @@ class PlanBatch:
     zero2_sync: np.ndarray
     attention_kernel: np.ndarray
     moe_dispatcher: np.ndarray
+    moe_grouped_gemm: np.ndarray
 
     def __len__(self) -> int:
         return int(self.tp.shape[0])

@@ -485,7 +485,7 @@ def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str], gener
 
 
 _FRAMEWORK_KEYS = ("fused_elementwise", "fused_cross_entropy", "tp_comm_overlap", "grad_reduce_dtype", "zero2_sync",
-                   "attention_kernel", "etp", "zero3_gather", "moe_dispatcher", "moe_force_balance")
+                   "attention_kernel", "etp", "zero3_gather", "moe_dispatcher", "moe_grouped_gemm", "moe_force_balance")
 
 
 # ------------------------------------------------------------------------------------------------ metric
