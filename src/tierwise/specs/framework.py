@@ -68,10 +68,11 @@ MOE_GROUPED_GEMMS = ("per-expert", "single")
 
 * ``per-expert``: one GEMM launch per local expert and GEMM, plus per expert weight the backward's gradient
   bookkeeping: Megatron-Core's ``--moe-grouped-gemm`` through Transformer Engine's ``GroupedLinear``
-  (multi-stream cuBLASLt, one call per expert), the MegaBlocks / ``grouped_gemm`` package's default cuBLAS
-  build (a loop of cuBLAS GEMMs), DeepSpeed-MoE's expert modules.
+  (multi-stream cuBLASLt, one call per expert), the ``grouped_gemm`` package's default cuBLAS build (a loop
+  of cuBLAS GEMMs), DeepSpeed-MoE's expert modules.
 * ``single``: one kernel per GEMM over all local experts (``torch._grouped_mm`` in torchtitan's grouped
-  experts, a CUTLASS grouped kernel): the launches do not grow with the experts."""
+  experts, MegaBlocks' default block-sparse ``mlp_impl``, a CUTLASS grouped kernel): the launches do not
+  grow with the experts."""
 ZERO2_SYNC = ("per-step", "reduce-per-microbatch", "fsdp-per-microbatch")
 """What ZeRO-2 does under gradient accumulation:
 
@@ -189,6 +190,8 @@ def framework_defaults(framework: str, *, generation: str = "", moe: bool = Fals
             "grad_reduce_dtype": ("bf16", "llm-foundry mixed_precision: PURE reduces in bf16"),
             "zero2_sync": ("fsdp-per-microbatch", "FSDP SHARD_GRAD_OP without no_sync"),
             "attention_kernel": ("flash2", "llm-foundry attn_impl: flash (FlashAttention-2)"),
+            **({"moe_grouped_gemm": ("single", "llm-foundry MoE runs MegaBlocks, whose default mlp_impl 'sparse' "
+                                               "runs block-sparse kernels over all experts at once")} if moe else {}),
         }
     if framework == "deepspeed":
         return {
@@ -198,5 +201,7 @@ def framework_defaults(framework: str, *, generation: str = "", moe: bool = Fals
             "grad_reduce_dtype": ("bf16", "DeepSpeed communication_data_type defaults to the model dtype"),
             "zero2_sync": ("reduce-per-microbatch", "DeepSpeed ZeRO-2 reduces every micro-batch's gradients"),
             "attention_kernel": ("flash2", "FlashAttention-2"),
+            **({"moe_grouped_gemm": ("per-expert", "DeepSpeed-MoE runs each local expert as its own module")}
+               if moe else {}),
         }
     raise SpecError(f"framework={framework!r}; choose one of {', '.join(FRAMEWORKS)}")
