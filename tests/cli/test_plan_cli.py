@@ -157,3 +157,69 @@ def test_scale_json_contract(capsys):
 def test_scale_bad_range_is_one_line(capsys):
     rc, _, err = _run(capsys, "scale", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "64:8")
     assert rc == 2 and "--gpus '64:8'" in err
+
+
+MOE_FIXED = ["plan", "--model", "qwen3-30b-a3b", "--cluster", "dgx-h100", "--gpus", "8", "--global-batch", "64",
+             "--seq", "512", "--tp", "1", "--pp", "1", "--ep", "1", "--mbs", "1", "--zero", "3",
+             "--precision", "bf16", "--recompute", "none", "--top", "1", "--json", *SMALL]
+
+
+def test_plan_framework_sets_every_software_switch(capsys):
+    """--framework gives every plan the framework's software defaults (the table ``estimate`` fills a
+    scenario's from), lists them under ``assumed``, and changes the score: torchtitan's one
+    torch._grouped_mm kernel per expert GEMM instead of Megatron-Core's launch per local expert (128 on one
+    rank here) lifts the host-launch floor of every MoE layer."""
+    rc, out, _ = _run(capsys, *MOE_FIXED, "--framework", "torchtitan")
+    assert rc == 0
+    titan = json.loads(out)
+    plan = titan["plans"][0]["estimate"]["plan"]
+    assert titan["framework"] == "torchtitan" and plan["framework"] == "torchtitan"
+    assert (plan["attention_kernel"], plan["moe_grouped_gemm"], plan["zero2_sync"]) == (
+        "sdpa", "single", "fsdp-per-microbatch")
+    assert plan["fused_elementwise"] is False and plan["ep_comm_overlap"] is False
+    assert any(a.startswith("moe_grouped_gemm=single") for a in titan["assumed"])
+    assert any(a.startswith("ep_comm_overlap not searched") for a in titan["assumed"])
+    rc, out, _ = _run(capsys, *MOE_FIXED, "--framework", "megatron")
+    assert rc == 0
+    mega = json.loads(out)
+    mplan = mega["plans"][0]["estimate"]["plan"]
+    assert (mplan["attention_kernel"], mplan["moe_grouped_gemm"], mplan["moe_dispatcher"]) == (
+        "cudnn", "per-expert", "allgather")
+    # the torchtitan plan is scored as torchtitan runs it: with Megatron-Core's 128 launches per expert GEMM
+    # (every expert on one rank) the same plan is host-bound and far slower
+    from dataclasses import replace
+
+    from tierwise.estimate import estimate
+    from tierwise.specs.cluster import load_cluster
+    from tierwise.specs.model import load_model
+    from tierwise.specs.plan import Plan, PlanBatch
+
+    model, cluster = load_model("qwen3-30b-a3b"), load_cluster("dgx-h100")
+    single = Plan(**plan)
+    steps = estimate(model, cluster, PlanBatch.from_plans([single, replace(single, moe_grouped_gemm="per-expert")]))
+    assert titan["plans"][0]["estimate"]["step_time_s"] == pytest.approx(float(steps.step_time_s[0]), rel=1e-9)
+    assert float(steps.step_time_s[1]) > 1.5 * float(steps.step_time_s[0])
+
+
+def test_plan_explicit_flags_win_over_the_framework(capsys):
+    rc, out, _ = _run(capsys, *MOE_FIXED, "--framework", "torchtitan", "--fused")
+    assert rc == 0
+    doc = json.loads(out)
+    assert doc["plans"][0]["fused_elementwise"] is True
+    assert not any(a.startswith("fused_elementwise") for a in doc["assumed"])
+    rc, out, _ = _run(capsys, *MOE_FIXED, "--framework", "nemo")
+    assert rc == 0
+    nemo = json.loads(out)
+    assert nemo["plans"][0]["estimate"]["plan"]["moe_force_balance"] is True
+    rc, out, _ = _run(capsys, *MOE_FIXED, "--framework", "nemo", "--dropless-moe")
+    assert rc == 0
+    assert json.loads(out)["plans"][0]["estimate"]["plan"]["moe_force_balance"] is False
+
+
+def test_plan_without_framework_keeps_the_plan_defaults(capsys):
+    rc, out, _ = _run(capsys, *MOE_FIXED)
+    assert rc == 0
+    doc = json.loads(out)
+    assert "assumed" not in doc and "framework" not in doc
+    plan = doc["plans"][0]["estimate"]["plan"]
+    assert (plan["attention_kernel"], plan["moe_grouped_gemm"], plan["framework"]) == ("auto", "per-expert", "")

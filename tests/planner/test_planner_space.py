@@ -95,3 +95,32 @@ def test_interleaved_schedule_follows_vpp():
     table.update(pp=np.array([4, 4]), dp=np.array([2, 2]), vpp=np.array([1, 2]))
     batch = to_batch(table, 64, 4096)
     assert [batch.plan(i).schedule for i in range(2)] == ["1f1b", "interleaved"]
+
+
+def test_framework_switches_fill_the_space(h100):
+    """Constraints.framework: the switches the search does not choose take the framework's defaults, per
+    precision where the framework makes them depend on it (NeMo reduces FP8 runs' gradients in bf16), and
+    only the overlaps the framework runs are searched."""
+    from tierwise.planner.space import expand_switches
+    from tierwise.specs.framework import ATTENTION_KERNELS, GRAD_REDUCE_DTYPES, ZERO2_SYNC
+    from tierwise.specs.plan import PRECISION
+
+    model = load_model("qwen3-30b-a3b")
+    nemo = build_space(model, h100, 16, 64, 4096, Constraints(framework="nemo", max_micro_batch_size=1, max_vpp=1))
+    assert nemo.framework == "nemo" and nemo.ep_comm_overlap == (False, True)
+    assert np.all(nemo.structure["attention_kernel"] == ATTENTION_KERNELS.index("cudnn"))
+    assert np.all(nemo.structure["moe_force_balance"])
+    rows = expand_switches(nemo, model, nemo.structure)
+    fp8 = rows["precision"] == PRECISION.index("fp8")
+    assert fp8.any() and (~fp8).any()
+    assert np.all(rows["grad_reduce_dtype"][fp8] == GRAD_REDUCE_DTYPES.index("bf16"))
+    assert np.all(rows["grad_reduce_dtype"][~fp8] == GRAD_REDUCE_DTYPES.index("fp32"))
+    foundry = build_space(model, h100, 16, 64, 4096, Constraints(framework="llm-foundry", max_micro_batch_size=1))
+    assert foundry.tp_comm_overlap == (False,) and foundry.ep_comm_overlap == (False,)
+    assert np.all(foundry.structure["zero2_sync"] == ZERO2_SYNC.index("fsdp-per-microbatch"))
+    assert not foundry.structure["fused_elementwise"].any()
+    assert any(a.startswith("tp_comm_overlap not searched") for a in foundry.assumed)
+    plain = build_space(model, h100, 16, 64, 4096, Constraints(max_micro_batch_size=1))
+    assert plain.framework == "" and plain.assumed == () and "attention_kernel" not in plain.structure
+    with pytest.raises(Exception, match="framework='jax'"):
+        build_space(model, h100, 16, 64, 4096, Constraints(framework="jax"))

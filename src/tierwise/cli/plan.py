@@ -41,30 +41,22 @@ EpOverlapOpt = Annotated[bool, typer.Option(
     "--ep-overlap/--no-ep-overlap",
     help="search Megatron-Core's expert all-to-all overlap (combined 1F1B) where it applies")]
 FrameworkOpt = Annotated[str | None, typer.Option(
-    "--framework", help="megatron, nemo, torchtitan, llm-foundry or deepspeed: its defaults for --eager and "
-                        "--zero3-gather when they are not given")]
+    "--framework", help="megatron, nemo, torchtitan, llm-foundry or deepspeed: every plan takes its defaults "
+                        "(attention kernel, gradient-reduce dtype, ZeRO-2 semantics, MoE dispatcher and expert "
+                        "GEMMs; --eager, --zero3-gather and --balanced-moe when not given) and only the overlaps "
+                        "it runs are searched; listed under 'assumed'")]
 Zero3Opt = Annotated[str | None, typer.Option("--zero3-gather", help="how ZeRO-3 plans are implemented: flat (FSDP1), "
                                         "per-parameter (FSDP2), tensor-list (DeepSpeed 2021) or zero-copy (Megatron-FSDP)")]
 FusedCeOpt = Annotated[bool, typer.Option("--fused-ce", help="score plans with a fused cross-entropy kernel "
                                            "(Megatron-Core cross_entropy_loss_fusion, Liger)")]
-BalancedMoeOpt = Annotated[bool, typer.Option("--balanced-moe", help="score MoE plans with every expert at its "
-                                              "mean load (forced-balanced routing or capacity factor 1 with "
-                                              "padding), not a trained router's dropless load")]
+BalancedMoeOpt = Annotated[bool | None, typer.Option(
+    "--balanced-moe/--dropless-moe", help="score MoE plans with every expert at its mean load (forced-balanced "
+                                          "routing or capacity factor 1 with padding), or with a trained router's "
+                                          "dropless load (the default unless --framework nemo)")]
 HtmlOpt = Annotated[str | None, typer.Option("--html", help="write a self-contained HTML report here")]
-EagerOpt = Annotated[bool, typer.Option("--eager", help="score plans as eager PyTorch (no fused kernels, no "
-                                                           "torch.compile)")]
-
-
-def _framework_switches(framework: str | None, eager: bool, zero3_gather: str | None) -> tuple[bool, str]:
-    """(fused_elementwise, zero3_gather) for the search: the flags when given, else the framework's defaults
-    (tierwise.specs.framework), else fused kernels and FSDP1's flat gathers."""
-    if framework is None:
-        return not eager, zero3_gather or "flat"
-    from tierwise.specs.framework import check_framework, framework_defaults
-
-    defaults = framework_defaults(check_framework(framework, "--framework"))
-    fused = not eager and bool(defaults.get("fused_elementwise", (True, ""))[0])
-    return fused, zero3_gather or str(defaults.get("zero3_gather", ("flat", ""))[0])
+EagerOpt = Annotated[bool | None, typer.Option(
+    "--eager/--fused", help="score plans as eager PyTorch (no fused kernels, no torch.compile), or with fused "
+                            "kernels (the default unless --framework names an eager one)")]
 
 
 def _names(text: str | None, allowed: tuple[str, ...], what: str) -> tuple[str, ...] | None:
@@ -109,6 +101,10 @@ def _constraints(**kw):
     from tierwise.specs.plan import PRECISION, RECOMPUTE
 
     fields = {k: v for k, v in kw.items() if k not in ("recompute", "precision", "zero") and v is not None}
+    if "framework" in fields:  # before any loading: a one-line error naming the value and the choices
+        from tierwise.specs.framework import check_framework
+
+        fields["framework"] = check_framework(fields["framework"], "--framework")
     recompute = _names(kw["recompute"], RECOMPUTE, "recompute")
     precision = _names(kw["precision"], PRECISION, "precision")
     zero = _zero(kw["zero"])
@@ -162,6 +158,8 @@ def render_plans(console, doc: dict) -> None:
     for miss in doc.get("infeasible", []):
         console.print(f"does not fit: {miss['plan']}: {format_bytes(miss['memory_per_gpu_bytes'])} of "
                       f"{format_bytes(miss['capacity_bytes'])}", style="dim")
+    for line in doc.get("assumed", []):
+        console.print(f"assumed ({doc['framework']}): {line}", style="dim")
     for note in doc.get("notes", []):
         console.print(f"note: {note}", style="yellow")
 
@@ -278,8 +276,8 @@ def register(app: typer.Typer) -> None:
         max_mbs: Annotated[int, typer.Option(help="upper bound on the micro-batch size")] = 8,
         recompute: ListOpt = None, precision: ListOpt = None,
         zero: ZeroOpt = None, objective: ObjOpt = "step_time", ep_overlap: EpOverlapOpt = True,
-        eager: EagerOpt = False, zero3_gather: Zero3Opt = None, fused_ce: FusedCeOpt = False,
-        balanced_moe: BalancedMoeOpt = False,
+        eager: EagerOpt = None, zero3_gather: Zero3Opt = None, fused_ce: FusedCeOpt = False,
+        balanced_moe: BalancedMoeOpt = None,
         framework: FrameworkOpt = None,
         show_infeasible: Annotated[bool, typer.Option("--show-infeasible", help="list the nearest misses")] = False,
         tokens: TokensOpt = None, prices: PricesOpt = None, reduce_dtype: ReduceDtypeOpt = None,
@@ -291,7 +289,6 @@ def register(app: typer.Typer) -> None:
         """Search every parallel layout, fit memory, rank by the estimator, and explain the winner."""
         from tierwise.planner.answer import plan_document
 
-        fused, z3 = _framework_switches(framework, eager, zero3_gather)
 
         _check_counts(gpus=gpus, global_batch=global_batch, seq=seq, top=top, tp=tp, pp=pp, cp=cp, ep=ep, dp=dp,
                       vpp=vpp, mbs=mbs, max_tp=max_tp, max_pp=max_pp, max_cp=max_cp, max_ep=max_ep,
@@ -299,8 +296,8 @@ def register(app: typer.Typer) -> None:
         c = _constraints(tp=tp, pp=pp, cp=cp, ep=ep, dp=dp, vpp=vpp, micro_batch_size=mbs, max_tp=max_tp,
                          max_pp=max_pp, max_cp=max_cp, max_ep=max_ep, max_vpp=max_vpp, max_micro_batch_size=max_mbs,
                          recompute=recompute, precision=precision, zero=zero, ep_comm_overlap=ep_overlap,
-                         fused_elementwise=fused, zero3_gather=z3, fused_cross_entropy=fused_ce,
-                         moe_force_balance=balanced_moe)
+                         fused_elementwise=None if eager is None else not eager, zero3_gather=zero3_gather,
+                         fused_cross_entropy=fused_ce, moe_force_balance=balanced_moe, framework=framework)
         if html is not None:  # issue 19: before the work
             from tierwise.report import check_html
 
@@ -337,8 +334,8 @@ def register(app: typer.Typer) -> None:
         global_batch: BatchOpt = 1024, seq: SeqOpt = 8192, as_json: JsonOpt = False,
         recompute: ListOpt = None, precision: ListOpt = None,
         zero: ZeroOpt = None, objective: ObjOpt = "step_time", ep_overlap: EpOverlapOpt = True,
-        eager: EagerOpt = False, zero3_gather: Zero3Opt = None, fused_ce: FusedCeOpt = False,
-        balanced_moe: BalancedMoeOpt = False,
+        eager: EagerOpt = None, zero3_gather: Zero3Opt = None, fused_ce: FusedCeOpt = False,
+        balanced_moe: BalancedMoeOpt = None,
         framework: FrameworkOpt = None,
         goodput: GoodputFlag = False, failure_rates: GoodputRatesOpt = None, node_failure_rate: GoodputNodeOpt = None,
         html: HtmlOpt = None,
@@ -348,10 +345,9 @@ def register(app: typer.Typer) -> None:
 
         _check_counts(global_batch=global_batch, seq=seq)
         counts = parse_gpu_range(gpus)
-        fused, z3 = _framework_switches(framework, eager, zero3_gather)
         c = _constraints(recompute=recompute, precision=precision, zero=zero, ep_comm_overlap=ep_overlap,
-                         fused_elementwise=fused, zero3_gather=z3, fused_cross_entropy=fused_ce,
-                         moe_force_balance=balanced_moe)
+                         fused_elementwise=None if eager is None else not eager, zero3_gather=zero3_gather,
+                         fused_cross_entropy=fused_ce, moe_force_balance=balanced_moe, framework=framework)
         if html is not None:  # issue 19: before the work
             from tierwise.report import check_html
 

@@ -3,6 +3,7 @@ best plan per GPU count with its scaling efficiency. Library functions first; th
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -29,7 +30,6 @@ def _estimate(model, cluster, batch: PlanBatch):
 def _neighbours(model, cluster, result: SearchResult, plan, c: Constraints) -> list[tuple[str, float, bool, float]]:
     """The winner with one memory-saving choice undone: less recompute, a lower ZeRO stage, a doubled
     micro-batch. (description, step, fits, memory fraction) of each valid one."""
-    from dataclasses import replace
 
     cands = []
     order = ("none", "selective", "full")
@@ -59,7 +59,6 @@ def _neighbours(model, cluster, result: SearchResult, plan, c: Constraints) -> l
 def _crossing_lines(model, cluster, result: SearchResult, est, plans, c: Constraints) -> list[str]:
     """For TP or EP groups of the winner that cross scale-out: what crossing buys against the best plan that
     keeps that axis inside one scale-up domain (a second, constrained search)."""
-    from dataclasses import replace
 
     lines = []
     w = plans[0]
@@ -90,7 +89,6 @@ def _crossing_lines(model, cluster, result: SearchResult, est, plans, c: Constra
 
 def _expert_line(model, cluster, result: SearchResult, plans, c: Constraints) -> list[str]:
     """For an MoE model whose winner uses no expert parallelism: what the best plan with ep >= 2 trades."""
-    from dataclasses import replace
 
     if model.moe is None or plans[0].ep > 1 or c.ep is not None:
         return []
@@ -137,9 +135,13 @@ def plan_document(model, cluster, num_gpus: int, global_batch_size: int, seq_len
                            "global_batch_size": global_batch_size, "seq_length": seq_length, "objective": objective}
     n = len(result.plans["tp"])
     plans, entries, lines = [], [], []
+    if result.space.framework:
+        doc.update({"framework": result.space.framework, "assumed": list(result.space.assumed)})
     if n:
         batch = result.batch()
         plans = [batch.plan(i) for i in range(n)]
+        if result.space.framework:
+            plans = [replace(p, framework=result.space.framework) for p in plans]
         est = _estimate(model, cluster, batch)
         entries = [plan_entry(model, cluster, num_gpus, plans[i], est, i) for i in range(n)]
         lines = explain_lines(model, cluster, est, plans,

@@ -99,16 +99,25 @@ class Constraints:
     fused_cross_entropy: bool = False
     """True: score every plan with a fused cross-entropy kernel (plan ``fused_cross_entropy``); a property of
     the user's software, not searched."""
-    moe_force_balance: bool = False
+    moe_force_balance: bool | None = None
     """True: score MoE plans with every expert at its mean load (forced-balanced routing, or a capacity factor of
     1 with padding: plan ``moe_force_balance``); false: a trained router's dropless load (``moe_load_imbalance``
-    on ep > 1). A property of the user's training setup, not searched."""
-    zero3_gather: str = "flat"
+    on ep > 1). A property of the user's training setup, not searched; ``None``: the framework's default, else
+    false."""
+    zero3_gather: str | None = None
     """How ZeRO-3 plans are implemented (:data:`~tierwise.specs.plan.ZERO3_GATHER`: FSDP1 ``flat``, FSDP2
-    ``per-parameter``, DeepSpeed-2021 ``tensor-list``); a property of the user's software, not searched."""
-    fused_elementwise: bool = True
+    ``per-parameter``, DeepSpeed-2021 ``tensor-list``); a property of the user's software, not searched;
+    ``None``: the framework's default, else ``flat``."""
+    fused_elementwise: bool | None = None
     """False: score every plan as eager PyTorch (``fused_elementwise`` false: extra HBM passes for RMSNorm,
-    SwiGLU and rotary embedding); a property of the user's software, not searched."""
+    SwiGLU and rotary embedding); a property of the user's software, not searched; ``None``: the framework's
+    default, else fused."""
+    framework: str | None = None
+    """The training framework (:data:`~tierwise.specs.framework.FRAMEWORKS`) whose defaults every plan takes for
+    the software switches the search does not choose (attention kernel, gradient-reduce dtype, ZeRO-2
+    semantics, MoE dispatcher and expert-GEMM launches, and the three fields above when ``None``), and which
+    limits the overlaps searched to those it runs (:data:`~tierwise.specs.framework.TP_OVERLAP_FRAMEWORKS`,
+    :data:`~tierwise.specs.framework.EP_OVERLAP_FRAMEWORKS`); ``None``: tierwise's plan defaults."""
     min_cp_tokens: int = 1024
     """Smallest sequence chunk per context-parallel rank when cp is not fixed."""
     inside_scale_up: tuple[str, ...] = ()
@@ -136,6 +145,12 @@ class Space:
     cluster: object = None
     zero3_gather: int = 0
     """Code (index into ZERO3_GATHER) that ZeRO-3 rows take."""
+    grad_reduce_dtype: tuple[int, int] = (0, 0)
+    """Codes (index into GRAD_REDUCE_DTYPES) that rows of a 16-bit and of an FP8 precision take (NeMo's
+    performance scripts reduce FP8 runs' gradients in bf16)."""
+    framework: str = ""
+    assumed: tuple[str, ...] = ()
+    """The framework defaults every plan of the space takes, each with its reason (``plan`` lists them)."""
 
     def __len__(self) -> int:
         return len(self.structure["tp"])
@@ -327,9 +342,13 @@ def build_space(model, cluster, num_gpus: int, global_batch_size: int, seq_lengt
     table = _add_stage_split(model, table)
     table = _add_vpp(model, table, global_batch_size, c)
     table = _add_experts(model, table, c)
-    table["fused_elementwise"] = np.full(len(table["tp"]), c.fused_elementwise)
-    table["fused_cross_entropy"] = np.full(len(table["tp"]), c.fused_cross_entropy)
-    table["moe_force_balance"] = np.full(len(table["tp"]), c.moe_force_balance)
+    sw = _software(model, cluster, c)
+    n = len(table["tp"])
+    table["fused_elementwise"] = np.full(n, sw.fused_elementwise)
+    table["fused_cross_entropy"] = np.full(n, c.fused_cross_entropy)
+    table["moe_force_balance"] = np.full(n, sw.moe_force_balance)
+    for key, code in sw.codes.items():
+        table[key] = np.full(n, code, dtype=np.int8)
     if c.inside_scale_up:
         table = _inside(table, c.inside_scale_up, cluster.scale_up_domain)
     if len(table["tp"]):
@@ -344,12 +363,91 @@ def build_space(model, cluster, num_gpus: int, global_batch_size: int, seq_lengt
         num_gpus=num_gpus, global_batch_size=global_batch_size, seq_length=seq_length, structure=table,
         recompute=tuple(RECOMPUTE.index(r) for r in c.recompute), zero_stages=tuple(sorted(c.zero_stages)),
         precision=tuple(PRECISION.index(p) for p in precisions), orders=tuple(ORDERS.index(o) for o in c.orders),
-        tp_comm_overlap=(False, True) if c.tp_comm_overlap else (False,),
-        ep_comm_overlap=(False, True) if c.ep_comm_overlap else (False,), hsdp=c.hsdp,
+        tp_comm_overlap=(False, True) if c.tp_comm_overlap and sw.tp_overlap else (False,),
+        ep_comm_overlap=(False, True) if c.ep_comm_overlap and sw.ep_overlap else (False,), hsdp=c.hsdp,
         scale_up_domain=cluster.scale_up_domain,
         scale_out_domains=tuple(lv.domain_size for lv in cluster.scale_out_levels), cluster=cluster,
-        zero3_gather=_zero3_code(c.zero3_gather),
+        zero3_gather=_zero3_code(sw.zero3_gather), grad_reduce_dtype=sw.grad_reduce_dtype,
+        framework=sw.framework, assumed=sw.assumed,
     )
+
+
+@dataclass(frozen=True)
+class _Software:
+    """The software switches every plan of a space takes (:func:`_software`)."""
+
+    framework: str
+    fused_elementwise: bool
+    zero3_gather: str
+    moe_force_balance: bool
+    codes: dict[str, int]
+    """Plan code fields set for every row (attention kernel, ZeRO-2 semantics, MoE dispatcher and GEMMs)."""
+    grad_reduce_dtype: tuple[int, int]
+    tp_overlap: bool
+    ep_overlap: bool
+    assumed: tuple[str, ...]
+
+
+def _software(model, cluster, c: Constraints) -> _Software:
+    """The constraints' software switches, each left ``None`` taken from ``c.framework``'s defaults
+    (:func:`tierwise.specs.framework.framework_defaults` for the cluster's accelerator generation; the same
+    table ``tierwise estimate`` fills a scenario's unstated switches from), else tierwise's plan defaults.
+    What the framework sets is listed, with its reason, in :attr:`Space.assumed`."""
+    from tierwise.specs.framework import (
+        ATTENTION_KERNELS,
+        EP_OVERLAP_FRAMEWORKS,
+        GRAD_REDUCE_DTYPES,
+        MOE_DISPATCHERS,
+        MOE_GROUPED_GEMMS,
+        TP_OVERLAP_FRAMEWORKS,
+        ZERO2_SYNC,
+        check_framework,
+        framework_defaults,
+    )
+
+    if c.framework is None:
+        return _Software(framework="", fused_elementwise=True if c.fused_elementwise is None else c.fused_elementwise,
+                         zero3_gather=c.zero3_gather or "flat",
+                         moe_force_balance=bool(c.moe_force_balance), codes={}, grad_reduce_dtype=(0, 0),
+                         tp_overlap=True, ep_overlap=True, assumed=())
+    fw = check_framework(c.framework, "--framework")
+    moe = model.moe is not None
+    generation = cluster.accelerator.generation
+    d16 = framework_defaults(fw, generation=generation, moe=moe, precision="bf16")
+    d8 = framework_defaults(fw, generation=generation, moe=moe, precision="fp8")
+    assumed: list[str] = []
+
+    def take(key: str, given, fallback):
+        if given is not None:
+            return given
+        if key not in d16:
+            return fallback
+        value, why = d16[key]
+        assumed.append(f"{key}={str(value).lower()} ({why})")
+        return value
+
+    fused = take("fused_elementwise", c.fused_elementwise, True)
+    zero3 = take("zero3_gather", c.zero3_gather, "flat")
+    balance = take("moe_force_balance", c.moe_force_balance, False) if moe else bool(c.moe_force_balance)
+    codes: dict[str, int] = {}
+    for key, choices in (("attention_kernel", ATTENTION_KERNELS), ("zero2_sync", ZERO2_SYNC),
+                         ("moe_dispatcher", MOE_DISPATCHERS), ("moe_grouped_gemm", MOE_GROUPED_GEMMS)):
+        if key in d16:
+            codes[key] = choices.index(take(key, None, None))
+    g16, g8 = d16["grad_reduce_dtype"], d8["grad_reduce_dtype"]
+    if g16[0] == g8[0]:
+        assumed.append(f"grad_reduce_dtype={g16[0]} ({g16[1]})")
+    else:
+        assumed.append(f"grad_reduce_dtype={g16[0]}, {g8[0]} for FP8 plans ({g16[1]}; {g8[1]})")
+    tp_overlap, ep_overlap = fw in TP_OVERLAP_FRAMEWORKS, fw in EP_OVERLAP_FRAMEWORKS
+    if not tp_overlap:
+        assumed.append(f"tp_comm_overlap not searched ({fw} has no TP communication overlap)")
+    if moe and not ep_overlap:
+        assumed.append(f"ep_comm_overlap not searched (combined 1F1B is Megatron-Core's; {fw} does not run it)")
+    return _Software(framework=fw, fused_elementwise=bool(fused), zero3_gather=str(zero3),
+                     moe_force_balance=bool(balance), codes=codes,
+                     grad_reduce_dtype=(GRAD_REDUCE_DTYPES.index(g16[0]), GRAD_REDUCE_DTYPES.index(g8[0])),
+                     tp_overlap=tp_overlap, ep_overlap=ep_overlap, assumed=tuple(assumed))
 
 
 def _zero3_code(name: str) -> int:
@@ -388,6 +486,9 @@ def expand_switches(space: Space, model, structure: Table, *, recompute=None, ze
     table = _take(table, sp_ok)
     table["order"] = np.full(len(table["tp"]), space.orders[0], dtype=np.int8)  # the default refinement
     table["zero3_gather"] = np.where(table["zero_stage"] == 3, space.zero3_gather, 0).astype(np.int8)
+    if space.grad_reduce_dtype != (0, 0):
+        b16, b8 = space.grad_reduce_dtype
+        table["grad_reduce_dtype"] = np.where(table["precision"] == PRECISION.index("fp8"), b8, b16).astype(np.int8)
     return table
 
 

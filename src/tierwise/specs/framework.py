@@ -45,7 +45,7 @@ from tierwise.errors import SpecError
 from tierwise.files import short_repr
 
 __all__ = ["FRAMEWORKS", "ATTENTION_KERNELS", "GRAD_REDUCE_DTYPES", "ZERO2_SYNC", "MOE_DISPATCHERS", "MOE_GROUPED_GEMMS",
-           "framework_defaults",
+           "TP_OVERLAP_FRAMEWORKS", "EP_OVERLAP_FRAMEWORKS", "framework_defaults",
            "check_framework", "framework_for_text"]
 
 FRAMEWORKS = ("megatron", "nemo", "torchtitan", "llm-foundry", "deepspeed")
@@ -84,6 +84,15 @@ ZERO2_SYNC = ("per-step", "reduce-per-microbatch", "fsdp-per-microbatch")
 * ``fsdp-per-microbatch``: FSDP ``SHARD_GRAD_OP`` (FSDP2 ``reshard_after_forward=False``) without
   ``no_sync``: every micro-batch reduce-scatters its gradients and re-gathers the weights (they are
   resharded after each backward), and pays the implementation's buffer passes (``zero3_gather``)."""
+
+TP_OVERLAP_FRAMEWORKS = ("megatron", "nemo", "torchtitan")
+"""Frameworks that can overlap TP communication with the layer's GEMMs (plan ``tp_comm_overlap``): Megatron-Core
+and NeMo through Transformer Engine's userbuffers (``--tp-comm-overlap``), torchtitan through async TP
+(``--parallelism.enable_async_tensor_parallel``, opt-in). llm-foundry and DeepSpeed have none, so the planner
+does not offer it there."""
+EP_OVERLAP_FRAMEWORKS = ("megatron", "nemo")
+"""Frameworks that run Megatron-Core's combined 1F1B expert all-to-all overlap (plan ``ep_comm_overlap``:
+``--overlap-moe-expert-parallel-comm`` / ``--combined-1f1b``); the planner offers it only there."""
 
 _HOPPER_OR_LATER = ("hopper", "blackwell", "rubin")
 
