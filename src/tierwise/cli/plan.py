@@ -289,7 +289,6 @@ def register(app: typer.Typer) -> None:
         """Search every parallel layout, fit memory, rank by the estimator, and explain the winner."""
         from tierwise.planner.answer import plan_document
 
-
         _check_counts(gpus=gpus, global_batch=global_batch, seq=seq, top=top, tp=tp, pp=pp, cp=cp, ep=ep, dp=dp,
                       vpp=vpp, mbs=mbs, max_tp=max_tp, max_pp=max_pp, max_cp=max_cp, max_ep=max_ep,
                       max_vpp=max_vpp, max_mbs=max_mbs)
