@@ -101,10 +101,6 @@ def _constraints(**kw):
     from tierwise.specs.plan import PRECISION, RECOMPUTE
 
     fields = {k: v for k, v in kw.items() if k not in ("recompute", "precision", "zero") and v is not None}
-    if "framework" in fields:  # before any loading: a one-line error naming the value and the choices
-        from tierwise.specs.framework import check_framework
-
-        fields["framework"] = check_framework(fields["framework"], "--framework")
     recompute = _names(kw["recompute"], RECOMPUTE, "recompute")
     precision = _names(kw["precision"], PRECISION, "precision")
     zero = _zero(kw["zero"])

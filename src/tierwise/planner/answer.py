@@ -30,7 +30,6 @@ def _estimate(model, cluster, batch: PlanBatch):
 def _neighbours(model, cluster, result: SearchResult, plan, c: Constraints) -> list[tuple[str, float, bool, float]]:
     """The winner with one memory-saving choice undone: less recompute, a lower ZeRO stage, a doubled
     micro-batch. (description, step, fits, memory fraction) of each valid one."""
-
     cands = []
     order = ("none", "selective", "full")
     if plan.recompute != "none":
@@ -59,7 +58,6 @@ def _neighbours(model, cluster, result: SearchResult, plan, c: Constraints) -> l
 def _crossing_lines(model, cluster, result: SearchResult, est, plans, c: Constraints) -> list[str]:
     """For TP or EP groups of the winner that cross scale-out: what crossing buys against the best plan that
     keeps that axis inside one scale-up domain (a second, constrained search)."""
-
     lines = []
     w = plans[0]
     for axis in ("tp", "ep"):
@@ -89,7 +87,6 @@ def _crossing_lines(model, cluster, result: SearchResult, est, plans, c: Constra
 
 def _expert_line(model, cluster, result: SearchResult, plans, c: Constraints) -> list[str]:
     """For an MoE model whose winner uses no expert parallelism: what the best plan with ep >= 2 trades."""
-
     if model.moe is None or plans[0].ep > 1 or c.ep is not None:
         return []
     try:
