@@ -137,7 +137,8 @@ TERMS = {
 
 
 def run(term: str, logo: bool = True) -> dict:
-    from tierwise.estimate.step import _compute_params, comm_memo
+    from tierwise.estimate.compute import compute_params
+    from tierwise.pricing.comm import comm_memo
     from tierwise.validate.fit import cross_validate_groups, fit_parameters
     from tierwise.validate.run import load_cases, predict, summarize
 
@@ -148,7 +149,7 @@ def run(term: str, logo: bool = True) -> dict:
                      or c.model.num_layers % (c.plan.pp * c.plan.vpp) == 0]
         fitted, _ = fit_parameters(cases)
         with comm_memo():
-            pred, _ = predict(cases, {**_compute_params(), **fitted})
+            pred, _ = predict(cases, {**compute_params(), **fitted})
         meas = np.array([c.measured_tokens_per_s_per_gpu for c in cases])
         s = summarize(cases, (pred - meas) / meas * 100.0)
         out = {"term": term, "rows": s["scored"], "mosm": s["median_of_source_medians"],

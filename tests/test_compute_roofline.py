@@ -41,8 +41,8 @@ def test_attention_max_vs_sum_by_family():
     assert attention_kernel_overlap("flash2", "hopper") == 0.0
     assert attention_kernel_overlap("sdpa", "blackwell") == 0.0
     assert attention_kernel_overlap("cudnn", "ampere") == 0.0  # no async warpgroup MMA on Ampere
-    from tierwise.estimate.step import _overlapped
-    assert _overlapped(3.0, 1.0, 1.0) == 4.0 - 1.0 and _overlapped(3.0, 1.0, 0.0) == 4.0
+    from tierwise.pricing.kernels import overlapped
+    assert overlapped(3.0, 1.0, 1.0) == 4.0 - 1.0 and overlapped(3.0, 1.0, 0.0) == 4.0
 
 
 def _step(model, cluster, n, **plan):
@@ -55,7 +55,7 @@ def _step(model, cluster, n, **plan):
 def test_attention_exponentials_cost_more_without_overlap(monkeypatch):
     """The same plan's attention takes longer when the kernel runs softmax after the GEMMs (sum) than when
     it overlaps them (max); the difference is at most the exponential time."""
-    import tierwise.estimate.step as st
+    import tierwise.pricing.kernels as st
 
     plan = dict(tp=1, pp=1, micro_batch_size=1, global_batch_size=8, seq_length=8192)
     overlap = _step("llama3.1-8b", "dgx-h100", 8, **plan)
@@ -80,12 +80,12 @@ def test_moe_layer_costs_the_host_launch_time_at_tiny_micro_batches():
     by the host excess; at a large micro-batch the GPU time dominates and the excess vanishes."""
     tiny = _step("mixtral-8x7b", "dgx-h100", 8, tp=1, ep=8, pp=1, micro_batch_size=1, global_batch_size=8,
                  seq_length=128)
-    from tierwise.estimate.step import _compute_params
+    from tierwise.estimate.compute import compute_params
     from tierwise.specs.compute import moe_kernels_per_layer
 
     kf, kb = moe_kernels_per_layer()
     ef, eb = moe_expert_launches()
-    op = _compute_params()["torch_op_overhead"]
+    op = compute_params()["torch_op_overhead"]
     layers = load_model("mixtral-8x7b").num_moe_layers
     # the compute of a micro-batch is at least the host floor of its MoE layers (ep = 8: one local expert)
     floor = layers * (kf + kb + ef + eb) * op
@@ -101,13 +101,13 @@ def test_moe_host_floor_grows_with_the_local_experts():
     small experts: with all of them on one rank (ep = 1) a 512-token micro-batch's MoE layers are host-bound, each
     costing at least its (dispatcher + 128 x (2 + 8)) launches; with 16 per rank (ep = 8) the floor is 8x lower
     and the micro-batch several times cheaper."""
-    from tierwise.estimate.step import _compute_params
+    from tierwise.estimate.compute import compute_params
     from tierwise.specs.compute import moe_kernels_per_layer
 
     kf, kb = moe_kernels_per_layer()
     ef, eb = moe_expert_launches()
     assert (ef, eb) == (2, 8)
-    op = _compute_params()["torch_op_overhead"]
+    op = compute_params()["torch_op_overhead"]
     m = load_model("qwen3-30b-a3b")
     kw = dict(tp=1, pp=1, micro_batch_size=1, global_batch_size=8, seq_length=512)
     one = _step("qwen3-30b-a3b", "dgx-h100", 8, ep=1, **kw)

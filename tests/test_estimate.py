@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from tierwise.estimate import estimate
-from tierwise.estimate.step import memory_bound_bytes_per_s
+from tierwise.estimate.compute import memory_bound_bytes_per_s
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.model import load_model, model_from_mapping
 from tierwise.specs.plan import PlanBatch, plan_from_mapping, validate_plan_batch
@@ -156,7 +156,7 @@ EP_PLAN = dict(tp=1, pp=1, ep=8, etp=1, micro_batch_size=1, global_batch_size=64
 def test_expert_overlap_hides_the_all_to_all_but_one_micro_batch():
     """Combined 1F1B: the same traffic, less of it exposed; never less than the interference share of the
     hidden part plus one unpaired micro-batch's all-to-all, never more than without overlap."""
-    from tierwise.estimate.step import _compute_params
+    from tierwise.estimate.compute import compute_params
 
     off = run("mixtral-8x7b", "dgx-h100", 8, **EP_PLAN)
     on = run("mixtral-8x7b", "dgx-h100", 8, ep_comm_overlap=True, **EP_PLAN)
@@ -165,7 +165,7 @@ def test_expert_overlap_hides_the_all_to_all_but_one_micro_batch():
     assert float(off.axis_exposed_s["ep"][0]) == pytest.approx(total)
     exposed = float(on.axis_exposed_s["ep"][0])
     m = int(on.num_microbatches[0])
-    interference = _compute_params()["overlap_interference"]
+    interference = compute_params()["overlap_interference"]
     assert total / m <= exposed < total
     assert exposed >= total / m + interference * total * (m - 1) / m * (1 - 1e-9)
     assert float(on.step_time_s[0]) < float(off.step_time_s[0])
@@ -197,12 +197,12 @@ def test_expert_overlap_rules_are_one_line_each(change, needle):
 def test_zero3_tensor_list_adds_one_copy_per_rank_per_tensor_and_collective():
     """DeepSpeed-2021 ZeRO-3: each parameter tensor's list-form gather (forward, backward) and reduce-scatter
     costs one eager copy per rank; the CPU time adds to the step and grows with the group."""
-    from tierwise.estimate.step import _compute_params
+    from tierwise.estimate.compute import compute_params
 
     model = load_model("gpt3-175b")
     assert model.bias  # GPT-3: 4 weights + 2 norms, each with a bias -> 12 tensors per layer
     plan = dict(tp=1, pp=1, zero_stage=3, micro_batch_size=1, seq_length=2048, recompute="full")
-    overhead = _compute_params()["torch_op_overhead"]
+    overhead = compute_params()["torch_op_overhead"]
     for n in (384, 768):
         flat = run(model, "dgx-a100", n, global_batch_size=n, **plan)
         listed = run(model, "dgx-a100", n, global_batch_size=n, zero3_gather="tensor-list", **plan)
@@ -217,25 +217,22 @@ def test_deepspeed_2021_prefetch_is_gated_by_max_live_parameters():
     """DeepSpeed 2021 prefetches the next weight only while the live one is under stage3_max_live_parameters
     (1e9 elements): GPT-3 175B's matrices (<= 604M) never block, GPT 530B's QKV (1.26B) and MLP (1.68B) block the
     gather behind them (output projection, MLP out, next QKV: 2/3 of the layer's weights); tp 8 unblocks."""
-    from tierwise.estimate.step import (
-        _compute_params,
-        _deepspeed_blocked_gather_fraction,
-        _param_tensors_per_layer,
-    )
+    from tierwise.estimate.compute import compute_params
+    from tierwise.parallel.dp import deepspeed_blocked_gather_fraction, param_tensors_per_layer
     from tierwise.workload.flops import model_shape
 
     s175, s530 = model_shape(load_model("gpt3-175b")), model_shape(load_model("gpt-530b"))
-    assert float(_deepspeed_blocked_gather_fraction(s175, np.array([1.0]))[0]) == 0.0
+    assert float(deepspeed_blocked_gather_fraction(s175, np.array([1.0]))[0]) == 0.0
     h = 20480
-    assert float(_deepspeed_blocked_gather_fraction(s530, np.array([1.0]))[0]) == pytest.approx(
+    assert float(deepspeed_blocked_gather_fraction(s530, np.array([1.0]))[0]) == pytest.approx(
         (h * h + 4 * h * h + 3 * h * h) / (12 * h * h))
-    assert float(_deepspeed_blocked_gather_fraction(s530, np.array([8.0]))[0]) == 0.0
+    assert float(deepspeed_blocked_gather_fraction(s530, np.array([8.0]))[0]) == 0.0
     plan = dict(tp=1, pp=1, zero_stage=3, micro_batch_size=1, seq_length=2048, recompute="full",
                 zero3_gather="tensor-list")
     model = load_model("gpt-530b")
     listed = run(model, "dgx-a100", 640, global_batch_size=640, **plan)
     flat = run(model, "dgx-a100", 640, global_batch_size=640, **{**plan, "zero3_gather": "flat"})
-    launch = model.num_layers * _param_tensors_per_layer(model, s530, False) * 3 * 640 * _compute_params()[
+    launch = model.num_layers * param_tensors_per_layer(model, s530, False) * 3 * 640 * compute_params()[
         "torch_op_overhead"]
     # beyond the per-rank copies' launch time, the blocked gathers are exposed
     assert float(listed.axis_exposed_s["dp"][0] - flat.axis_exposed_s["dp"][0]) > launch * 1.01
@@ -252,9 +249,9 @@ def test_zero3_gather_modes_need_zero_3(mode):
 def test_unfused_cross_entropy_moves_36_more_bytes_per_logit_element():
     """fused_cross_entropy false (Megatron-Core's default): the fp32 copy and separate passes over the logits
     cost 48 B per element against the fused kernel's 12, on the last stage, split over tp like the logits."""
-    from tierwise.estimate.step import _compute_params
+    from tierwise.estimate.compute import compute_params
 
-    cp_ = _compute_params()
+    cp_ = compute_params()
     assert cp_["cross_entropy_unfused_extra_bytes"] == 36
     hbm = memory_bound_bytes_per_s(load_cluster("dgx-h100").accelerator)
     model = load_model("llama3.1-8b")
@@ -298,14 +295,14 @@ def test_zero3_buffer_passes_counted_per_micro_batch_over_the_unsharded_paramete
 def test_eager_pytorch_moves_more_elementwise_bytes_only_where_the_ops_differ():
     """fused_elementwise false (eager PyTorch): RMSNorm, SwiGLU and rotary embedding cost extra HBM passes;
     a LayerNorm/GELU model without rotary embedding (MPT, GPT) runs the same native kernels either way."""
-    from tierwise.estimate.step import _compute_params
+    from tierwise.estimate.compute import compute_params
 
     llama, mpt = load_model("llama3.1-8b"), load_model("mpt-7b")
     assert (llama.norm, llama.rotary, mpt.norm, mpt.rotary) == ("rmsnorm", True, "layernorm", False)
     plan = dict(micro_batch_size=1, global_batch_size=8, seq_length=4096, zero_stage=3)
     fused = run(llama, "dgx-h100", 8, **plan)
     eager = run(llama, "dgx-h100", 8, fused_elementwise=False, **plan)
-    c = _compute_params()
+    c = compute_params()
     per_token_layer = (c["eager_rmsnorm_extra_bytes"] * 2 * llama.hidden_size
                        + c["eager_swiglu_extra_bytes"] * llama.ffn_hidden_size
                        + c["eager_rope_extra_bytes"] * (llama.q_channels + llama.kv_channels))
@@ -320,9 +317,9 @@ def test_eager_pytorch_moves_more_elementwise_bytes_only_where_the_ops_differ():
 def test_attention_efficiency_falls_on_short_sequence_chunks():
     """Attention time per token grows like s + s_half, not like s (flash attention's measured efficiency
     against sequence length, catalog parameter attention_half_seq_tokens)."""
-    from tierwise.estimate.step import _compute_params
+    from tierwise.estimate.compute import compute_params
 
-    s_half = _compute_params()["attention_half_seq_tokens"]
+    s_half = compute_params()["attention_half_seq_tokens"]
     short = run("llama3.1-8b", "dgx-h100", 8, global_batch_size=64, seq_length=1024)
     long = run("llama3.1-8b", "dgx-h100", 8, global_batch_size=8, seq_length=8192)  # same tokens per step
     ratio = float(long.attention_s[0]) / float(short.attention_s[0])

@@ -5,7 +5,7 @@ function (a lazy import is still a dependency), is read with :mod:`ast` and chec
 order, lowest first::
 
     errors < limits < units; errors < files, atomic < report; all of them < specs < hierarchy < collectives
-        < workload < estimate < serve, goodput, planner, validate < design < sweep < cli
+        < workload < pricing < parallel < estimate < serve, goodput, planner, validate < design < sweep < cli
     specs < topology < netsim (netsim also above collectives) < cli; topology < goodput, design
     collectives < measure < testbed (also above netsim) < cli
 
@@ -37,7 +37,9 @@ ABOVE = {
     "hierarchy": ("specs",),
     "collectives": ("hierarchy",),
     "workload": ("collectives",),
-    "estimate": ("workload",),
+    "pricing": ("workload",),  # one roofline per kernel family; traffic priced on the tier its group spans
+    "parallel": ("pricing",),  # one module per parallel axis: its records, pricing and overlap rule
+    "estimate": ("parallel",),
     "planner": ("estimate",),
     "validate": ("estimate", "report"),
     "serve": ("estimate",),  # prefill / decode / KV transfer on the same tiers and efficiencies

@@ -246,7 +246,7 @@ def test_attention_kernel_auto_resolves_by_framework_then_generation():
     """Issue 14 integration: no framework and no generation -> ``auto`` (priced as the accelerator's default);
     a generation gives its default (A100 FlashAttention-2, Hopper cuDNN); a framework gives its own."""
     from tierwise.estimate.scenario import estimate_scenario, scenario_from_mapping
-    from tierwise.estimate.step import resolved_attention_kernel
+    from tierwise.pricing.kernels import resolved_attention_kernel
 
     data = {"global_batch_size": 8, "seq_length": 4096}
     assert plan_from_mapping(data, num_gpus=8).attention_kernel == "auto"

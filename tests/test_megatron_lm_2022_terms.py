@@ -5,6 +5,8 @@ import dataclasses
 import numpy as np
 
 from tierwise.estimate import step as S
+from tierwise.estimate.compute import compute_params, layer_compute
+from tierwise.parallel.records import derive
 from tierwise.specs.plan import PlanBatch
 from tierwise.validate.run import load_cases
 from tierwise.workload.traffic import layer_traffic
@@ -14,9 +16,9 @@ CASES = {c.row_id: c for c in load_cases(source="korthikanti2022")}
 
 def _layer(case, **kw):
     plans = PlanBatch.from_plans([dataclasses.replace(case.plan, **kw)])
-    cparams = {**S._compute_params(), **case.cluster.compute}
-    P = S._derive(plans)
-    return S._layer_compute(case.model, S.model_shape(case.model), case.cluster.accelerator, plans, P, cparams)
+    cparams = {**compute_params(), **case.cluster.compute}
+    P = derive(plans)
+    return layer_compute(case.model, S.model_shape(case.model), case.cluster.accelerator, plans, P, cparams)
 
 
 def test_unfused_selective_recompute_matches_korthikanti_table4():

@@ -5,12 +5,8 @@ import numpy as np
 import pytest
 
 from tierwise.estimate import estimate
-from tierwise.estimate.step import (
-    _deepep_node_dedup,
-    _shard_copy_bytes,
-    expert_tokens_per_rank,
-    moe_imbalance,
-)
+from tierwise.parallel.dp import shard_copy_bytes
+from tierwise.parallel.ep import deepep_node_dedup, expert_tokens_per_rank, moe_imbalance
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.model import load_model
 from tierwise.specs.plan import ZERO3_GATHER, PlanBatch, plan_from_mapping, validate_plan_batch
@@ -53,14 +49,14 @@ def test_deepep_sends_a_token_once_per_rank_inside_a_domain():
     m = load_model("qwen3-30b-a3b")
     c = load_cluster("dgx-h100")
     b = _batch(m, 8, tp=1, ep=8, moe_dispatcher="deepep", **BASE)
-    from tierwise.estimate.step import _span
+    from tierwise.pricing.comm import placed_span
 
-    span = _span(c, b.ep, b.etp.astype(np.int64))
+    span = placed_span(c, b.ep, b.etp.astype(np.int64))
     hit = 1 - comb(112, 8) / comb(128, 8)
     want = 7 * hit / (8 * 7 / 8)
-    assert float(_deepep_node_dedup(m, b, span)[0]) == pytest.approx(want, rel=1e-9)
+    assert float(deepep_node_dedup(m, b, span)[0]) == pytest.approx(want, rel=1e-9)
     a2a = _batch(m, 8, tp=1, ep=8, moe_dispatcher="alltoall", **BASE)
-    assert float(_deepep_node_dedup(m, a2a, span)[0]) == 1.0
+    assert float(deepep_node_dedup(m, a2a, span)[0]) == 1.0
 
 
 def test_imbalance_applies_to_dropless_routing_over_several_ranks_only():
@@ -91,7 +87,7 @@ def test_nemo_moe_recipes_pad_to_capacity_and_say_so():
 
 def test_megatron_fsdp_moves_no_bytes_outside_its_collectives():
     codes = np.array([ZERO3_GATHER.index(k) for k in ZERO3_GATHER])
-    per = dict(zip(ZERO3_GATHER, _shard_copy_bytes(codes, 2.0, 4.0, 1.0), strict=True))
+    per = dict(zip(ZERO3_GATHER, shard_copy_bytes(codes, 2.0, 4.0, 1.0), strict=True))
     assert per["zero-copy"] == 0.0 and per["flat"] > 0 and per["per-parameter"] > 0
 
 

@@ -68,14 +68,14 @@ def test_hbm_result_is_written_as_the_streaming_fraction(tmp_path):
     result = calibrate([_write(tmp_path, "hbm.json", HBM)], cluster="dgx-h100")
     assert result.document["compute"] == {"memory_bound_efficiency": pytest.approx(3.07 / 3.35, rel=2e-3)}
     assert "91.6%" in result.device[0] and "memory_bound_efficiency" in result.device[0]  # 3.07 of 3.35 TB/s
-    from tierwise.estimate.step import memory_bound_bytes_per_s
+    from tierwise.estimate.compute import memory_bound_bytes_per_s
     from tierwise.specs.cluster import load_cluster
 
     acc = load_cluster("dgx-h100").accelerator
     measured = memory_bound_bytes_per_s(acc, result.document["compute"])
-    from tierwise.estimate.step import _compute_params
+    from tierwise.estimate.compute import compute_params
 
-    assert measured == pytest.approx(acc.hbm_bytes_per_s * 3.07 / 3.35 * _compute_params()["memory_bound_residual"],
+    assert measured == pytest.approx(acc.hbm_bytes_per_s * 3.07 / 3.35 * compute_params()["memory_bound_residual"],
                                      rel=2e-3)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tierwise.estimate.step import _compute_params
+from tierwise.estimate.compute import compute_params
 from tierwise.validate import load_cases, validate
 from tierwise.validate.fit import cross_validate_groups, fit_parameters, objective_residuals
 
@@ -86,7 +86,7 @@ def test_leave_one_group_out_p90(logo):
 
 def test_shipped_parameters_are_the_fit(cases):
     """catalog/parameters.yaml holds what `tierwise validate --fit` finds: refitting does not improve it."""
-    shipped = _compute_params()
+    shipped = compute_params()
     fitted, info = fit_parameters(cases)
     cost_shipped = float(np.sum(np.log1p(objective_residuals(cases, shipped) ** 2 / 0.05**2)))
     cost_refit = float(np.sum(np.log1p(objective_residuals(cases, {**shipped, **fitted}) ** 2 / 0.05**2)))

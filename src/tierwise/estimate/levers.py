@@ -28,9 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import numpy as np
-
 from tierwise.errors import SpecError
+from tierwise.parallel.dp import powersgd_factor
 
 __all__ = ["Levers", "with_levers", "powersgd_factor", "REDUCE_DTYPES", "PUBLISHED", "CONVERGENCE_NOTE"]
 
@@ -110,22 +109,3 @@ def with_levers(cluster, levers: Levers | None):
     if levers is None or not levers.active:
         return cluster
     return replace(cluster, compute={**dict(cluster.compute), **levers.params()})
-
-
-def powersgd_factor(gemms, rank: float, tp: np.ndarray) -> np.ndarray:
-    """Elements PowerSGD sends per gradient element of a layer's weight matrices, per plan's tp degree.
-
-    Each GEMM's shard on a rank is ``a x b`` (its TP-split dimension divided by tp); rank-r PowerSGD sends
-    ``min(r, a, b) (a + b)`` elements for it (Vogels et al. 2019, section 3): factor = sum over the layer's
-    GEMMs of that, over the sum of ``a b``.
-    """
-    tp = np.asarray(tp, dtype=float)
-    sent = np.zeros_like(tp)
-    total = np.zeros_like(tp)
-    for g in gemms:
-        a = g.out_features / np.where(g.split == "out", tp, 1.0)
-        b = g.in_features / np.where(g.split == "in", tp, 1.0)
-        r = np.minimum(rank, np.minimum(a, b))
-        sent += r * (a + b)
-        total += a * b
-    return np.minimum(sent / np.maximum(total, 1.0), 1.0)

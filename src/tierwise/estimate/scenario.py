@@ -158,7 +158,7 @@ def _assumed_kernel(plan: Plan, scenario: Scenario | None) -> list[str]:
     names a kernel priced as another family (``flash3``, ``triton``): the resolved family, said once."""
     if scenario is None or plan.attention_kernel not in ("auto", "flash3", "triton"):
         return []
-    from tierwise.estimate.step import resolved_attention_kernel
+    from tierwise.pricing.kernels import resolved_attention_kernel
 
     gen = scenario.cluster.accelerator.generation
     kind = resolved_attention_kernel(plan.attention_kernel, gen)

@@ -96,9 +96,9 @@ class Evaluator:
         self.num_evaluated = 0
         self.num_feasible = 0
         self.bound_violations = 0
-        from tierwise.estimate.step import _compute_params
+        from tierwise.estimate.compute import compute_params
 
-        self._interference = float(_compute_params().get("overlap_interference", 0.0))
+        self._interference = float(compute_params().get("overlap_interference", 0.0))
 
     def __call__(self, table: Table) -> dict[str, np.ndarray]:
         n = len(table["tp"])

@@ -57,7 +57,7 @@ def efficiencies(cluster: Cluster, precision: str, params: ServingParameters) ->
     profile (:func:`tierwise.specs.compute.compute_profile`, catalog/compute.yaml) and its global residuals.
 
     * GEMMs: ``gemm_bf16_fraction x clock_factor x matmul_residual`` -- exactly the training model's
-      large-GEMM efficiency (:func:`tierwise.estimate.step._per_accelerator`), or the cluster's own
+      large-GEMM efficiency (:func:`tierwise.pricing.kernels.per_accelerator`), or the cluster's own
       ``compute: matmul_efficiency_max`` (a ``measure gemm`` figure) in place of the catalog fraction; FP8
       weights at ``fp8_efficiency_ratio`` of it, FP4 at ``fp4_efficiency_ratio`` of FP8's.
     * Attention: the fitted forward efficiency of the kernel family the engine runs (``params.attention_kernel``;
@@ -76,7 +76,7 @@ def efficiencies(cluster: Cluster, precision: str, params: ServingParameters) ->
     gemm = float(own.get("matmul_efficiency_max", prof.gemm_fraction * prof.clock_factor)) * params.matmul_residual
     if precision in ("fp8", "fp4"):
         gemm *= params.fp8_efficiency_ratio
-    from tierwise.estimate.step import resolved_attention_kernel
+    from tierwise.pricing.kernels import resolved_attention_kernel
 
     family = attention_efficiency_family(resolved_attention_kernel(params.attention_kernel, acc.generation))
     att = getattr(params, f"attention_efficiency_{family}", params.attention_efficiency_flash2) * prof.clock_factor

@@ -78,13 +78,13 @@ ZERO3_GATHER = ("flat", "per-parameter", "tensor-list", "zero-copy")
 * ``tensor-list``: DeepSpeed ZeRO-3 of 2021. One list-form ``torch.distributed`` collective per parameter
   tensor, which copies each rank's chunk separately (eager ops on the CPU thread). DeepSpeed's default
   ``stage3_max_live_parameters`` (1e9 elements) is taken: a weight gathered behind a live matrix at least that
-  large is not prefetched (``estimate.step._deepspeed_blocked_gather_fraction``).
+  large is not prefetched (``parallel.dp.deepspeed_blocked_gather_fraction``).
 * ``zero-copy``: Megatron-FSDP (``--use-megatron-fsdp``). Parameters and main gradients live in the
   communication buffers themselves (``ParamAndGradBuffer``: "Zero copy communication is achieved by
   reorganizing the storage of parameters and main grad", megatron/core/distributed/fsdp/src/README.md), so
   the gathers and reduce-scatters move no bytes outside the collectives.
 
-The estimator counts the extra HBM passes of each (``estimate.step._shard_copy_bytes``)."""
+The estimator counts the extra HBM passes of each (``parallel.dp.shard_copy_bytes``)."""
 ORDERS = ("tp-cp-dp-pp", "tp-cp-pp-dp", "tp-dp-cp-pp", "cp-tp-dp-pp", "tp-pp-cp-dp", "dp-tp-cp-pp")
 """Supported placement orders, innermost axis first (Megatron-Core's default first)."""
 

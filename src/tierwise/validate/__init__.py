@@ -43,7 +43,7 @@ def validation_document(path: str | Path | None = None, *, source: str | None = 
 
 
 def _document(path, source, cross_validate, fit_out) -> dict:
-    from tierwise.estimate.step import _compute_params
+    from tierwise.estimate.compute import compute_params
 
     doc: dict = {"dataset": str(path or default_dataset_path()), "_cases": None}
     all_cases = load_cases(path)
@@ -55,7 +55,7 @@ def _document(path, source, cross_validate, fit_out) -> dict:
 
         from tierwise.validate.fit import fit_parameters, write_parameters
 
-        before = {k: float(v) for k, v in _compute_params().items() if isinstance(v, int | float)}
+        before = {k: float(v) for k, v in compute_params().items() if isinstance(v, int | float)}
         params, info = fit_parameters(all_cases)
         note = (f"fitted {date.today().isoformat()} by tierwise validate --fit on {info['rows']} high/medium-"
                 f"confidence rows of {Path(doc['dataset']).name}: {info['method']}; {info['evaluations']} "
@@ -67,12 +67,12 @@ def _document(path, source, cross_validate, fit_out) -> dict:
 
 
 def _finish(doc: dict, path, source, cross_validate) -> dict:
-    from tierwise.estimate.step import _compute_params
+    from tierwise.estimate.compute import compute_params
 
     all_cases = doc.pop("_cases")
     cases = [c for c in all_cases if source is None or c.source_id == source]
     v = validate(cases=cases)
-    doc["parameters"] = {k: v_ for k, v_ in _compute_params().items() if isinstance(v_, int | float)}
+    doc["parameters"] = {k: v_ for k, v_ in compute_params().items() if isinstance(v_, int | float)}
     from tierwise.specs.compute import unmeasured
 
     # catalog accelerators without their own large-GEMM / HBM microbenchmark, and the figure each uses instead

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tierwise.estimate.step import _compute_params, comm_memo
+from tierwise.estimate.compute import compute_params
+from tierwise.pricing.comm import comm_memo
 from tierwise.validate.mapping import Case
 from tierwise.validate.run import SCORED_CONFIDENCE, predict
 
@@ -75,7 +76,7 @@ def fit_parameters(cases: Sequence[Case], start: dict[str, float] | None = None,
     from scipy.optimize import least_squares
 
     names = list(names or FITTED)
-    base = {**_compute_params(), **START, **(start or {})}
+    base = {**compute_params(), **START, **(start or {})}
     x0 = np.array([float(base[n]) for n in names])
     lo = np.array([FITTED[n][0] for n in names])
     hi = np.array([FITTED[n][1] for n in names])
@@ -119,7 +120,7 @@ def _fold(source: str) -> tuple[str, dict, np.ndarray]:
     test = [c for i, c in enumerate(cases) if c.source_id == source and scored[i]]
     params, _ = fit_parameters(train)
     with comm_memo():
-        pred, _ = predict(test, {**_compute_params(), **params})
+        pred, _ = predict(test, {**compute_params(), **params})
     meas = np.array([c.measured_tokens_per_s_per_gpu for c in test])
     err = np.abs(pred - meas) / meas * 100.0
     return source, params, err
@@ -191,7 +192,7 @@ def _group_fold(fold: tuple[str, list[int], list[int]]) -> tuple[str, dict, np.n
     params, _ = fit_parameters([cases[i] for i in train_idx])
     test = [cases[i] for i in test_idx]
     with comm_memo():
-        pred, _ = predict(test, {**_compute_params(), **params})
+        pred, _ = predict(test, {**compute_params(), **params})
     meas = np.array([c.measured_tokens_per_s_per_gpu for c in test])
     return group, params, np.abs(pred - meas) / meas * 100.0
 

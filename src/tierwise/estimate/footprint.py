@@ -1,0 +1,79 @@
+"""Bytes per GPU of a training plan on its fullest pipeline stage (:mod:`tierwise.workload.memory`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tierwise.parallel.records import DataParallel, Derived, StageCompute
+from tierwise.specs.plan import PRECISION, PlanBatch
+from tierwise.units import parse_bytes
+from tierwise.workload.flops import ModelShape
+from tierwise.workload.memory import activation_bytes_per_token_per_layer, in_flight_microbatches
+
+
+def memory_footprint(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derived, S: StageCompute, D: DataParallel,
+            cparams):
+    """Bytes per GPU on the fullest stage (see :mod:`tierwise.workload.memory`).
+
+    The first stage holds the embedding and the most in-flight activations, the last the LM head and the
+    fp32 logits. When an uneven split gives the middle stages more layers than the first, the second stage
+    (``pp - 1`` micro-batches in flight in 1F1B) is checked too. The breakdown is the fullest stage's.
+    Reads tokens per micro-batch, sequence parallelism, recompute and micro-batches from ``P``, each stage's
+    layers and MoE layers from ``S``, and parameters per GPU and the sharding groups from ``D``.
+    """
+    tokens, sp, rc, m = P.tokens, P.sp, P.rc, P.m
+    dp_group, edp, shard, hsdp = D.dp_group, D.edp, D.shard, D.hsdp
+    zero = plans.zero_stage
+    tp, etp = plans.tp.astype(float), plans.etp.astype(float)
+    dense_shard = np.where(hsdp, shard, dp_group)
+    wb, gb, ob = cparams["weight_bytes"], cparams["grad_bytes"], cparams["optimizer_state_bytes"]
+    fp8_extra = np.where(plans.precision == PRECISION.index("fp8"), 1.0, 0.0)
+
+    def sharded(params, shard_deg, stage_min):
+        return np.where(zero >= stage_min, params / np.maximum(shard_deg, 1), params)
+
+    in_flight = in_flight_microbatches(m, plans.pp, plans.vpp)
+    dense_act = activation_bytes_per_token_per_layer(model, shape, tp, etp, sp, rc, moe_layer=False)
+    moe_act = (activation_bytes_per_token_per_layer(model, shape, tp, etp, sp, rc, moe_layer=True)
+               if model.moe is not None else dense_act)
+    overhead = parse_bytes(cparams["memory_overhead"])
+
+    def stage(params, layers, moe_layers, last, in_flight=in_flight):
+        dense_params, expert_params = params
+        weights = (sharded(dense_params, dense_shard, 3) + sharded(expert_params, edp, 3)) * (wb + fp8_extra)
+        grads = (sharded(dense_params, dense_shard, 2) + sharded(expert_params, edp, 2)) * gb
+        optimizer = (sharded(dense_params, dense_shard, 1) + sharded(expert_params, edp, 1)) * ob
+        # ZeRO-3 keeps the gathered weights of the layers in flight (prefetch: about two layers)
+        gathered = np.where(zero == 3, 2 * (dense_params + expert_params) / np.maximum(layers, 1) * wb, 0.0)
+        per_mb = ((layers - moe_layers) * dense_act + moe_layers * moe_act) * tokens
+        logits = np.where(last, tokens * model.vocab_size / tp * (4 + 4 + 2), 0.0)
+        held = np.where(last, np.minimum(m, 1.0), in_flight)
+        # combined 1F1B runs the next micro-batch's forward before this one's backward frees its activations
+        held = held + np.where(plans.ep_comm_overlap, 1.0, 0.0)
+        activations = per_mb * held + logits
+        total = weights + gathered + grads + optimizer + activations + overhead
+        return total, weights + gathered, grads, optimizer, activations
+
+    first = stage(D.stage_params[0], S.layers[0], S.moe[0], plans.pp == 1)
+    last = stage(D.stage_params[1], S.layers[1], S.moe[1], np.ones(len(plans), bool))
+    fullest = first[0] >= last[0]
+    parts = [np.where(fullest, a, b) for a, b in zip(first, last, strict=True)]
+    if np.any(S.mid_exists & (S.layers[2] > S.layers[0])):
+        # an uneven split can give a middle stage more layers than the first: the second stage (the fullest
+        # middle one in 1F1B, which holds pp - 1 micro-batches at its peak) is checked too
+        held_mid = in_flight * np.minimum(m, np.maximum(plans.pp - 1, 1)) / np.maximum(np.minimum(m, plans.pp), 1)
+        mid = stage(D.stage_params[2], S.layers[2], S.moe[2], np.zeros(len(plans), bool), held_mid)
+        take = S.mid_exists & (mid[0] > parts[0])
+        parts = [np.where(take, a, b) for a, b in zip(mid, parts, strict=True)]
+    total, weights, grads, optimizer, activations = parts
+    capacity = cluster.accelerator.hbm_capacity_bytes
+    return {
+        "per_gpu_bytes": total,
+        "capacity_bytes": np.full(len(plans), capacity),
+        "fits": total <= capacity,
+        "weights_bytes": weights,
+        "gradients_bytes": grads,
+        "optimizer_bytes": optimizer,
+        "activations_bytes": activations,
+        "overhead_bytes": np.full(len(plans), overhead),
+    }

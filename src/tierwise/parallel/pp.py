@@ -1,0 +1,121 @@
+"""Pipeline parallelism: layers per stage, the stages' micro-batch times, the 1F1B bubble and the send/recv
+of each stage boundary on the tier it crosses."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tierwise.hierarchy import GroupHops
+from tierwise.parallel.records import Derived, LayerComm, LayerCompute, Pipeline, StageCompute
+from tierwise.pricing.comm import hop_times, pick, placed_hops, price_collective
+from tierwise.specs.model import ModelSpec
+from tierwise.specs.plan import PlanBatch, stage_layout
+
+
+def stage_layers(model: ModelSpec, plans: PlanBatch):
+    """(first, middle, last) layer counts and their MoE layer counts per plan; middle is the fullest middle
+    stage (:func:`tierwise.specs.plan.stage_layout`: explicit layout, Megatron-Core's first/last and
+    embedding/loss accounting, else the (most) even split), so the slowest stage is the one priced.
+
+    MoE layers: the first stage's are the model's first ``first`` layers', the last stage's its last ``last``
+    layers'; the fullest middle stage holds its share of the middle range's MoE layers, rounded up.
+    """
+    L = model.num_layers
+    first, last, mid, _ = stage_layout(L, plans)
+    pp = plans.pp
+    n_mid = np.maximum(pp - 2, 0)
+    last = np.where(pp == 1, first, last)
+    first, last, mid = first.astype(float), last.astype(float), np.where(n_mid > 0, mid, 0).astype(float)
+    if model.moe is None:
+        none = np.zeros(first.shape)
+        return (first, mid, last), (none, none, none)
+    cum = np.concatenate([[0], np.cumsum(np.array(model.moe_layer_mask, dtype=float))])
+    moe_first = cum[np.clip(first, 0, L).astype(int)]
+    moe_last = np.where(pp == 1, moe_first, cum[L] - cum[np.clip(L - last, 0, L).astype(int)])
+    mid_range = np.maximum(L - first - last, 1)
+    moe_in_mid = np.maximum(cum[L] - moe_first - np.where(pp == 1, 0.0, moe_last), 0.0)
+    moe_mid = np.where(n_mid > 0, np.minimum(mid, np.ceil(mid * moe_in_mid / mid_range - 1e-9)), 0.0)
+    return (first, mid, last), (moe_first, moe_mid, moe_last)
+
+
+def stage_compute(model, plans: PlanBatch, P: Derived, C: LayerCompute) -> StageCompute:
+    """Layers, MoE layers, forward and recompute time per micro-batch of the (first, last, middle) stages."""
+    (l_first, l_mid, l_last), (e_first, e_mid, e_last) = stage_layers(model, plans)
+    n = P.n
+
+    def stage(layers, moe_layers, last):
+        dense_layers = layers - moe_layers
+        fwd = dense_layers * C.fwd_dense + moe_layers * C.fwd_moe + np.where(last, C.logits_t + C.logits_elem / 3, 0.0)
+        return fwd, dense_layers * C.rec_dense + moe_layers * C.rec_moe
+
+    stages = (stage(l_first, e_first, P.pp == 1), stage(l_last, e_last, np.ones(n, bool)),
+              stage(l_mid, e_mid, np.zeros(n, bool)))
+    return StageCompute(layers=(l_first, l_last, l_mid), moe=(e_first, e_last, e_mid),
+                           fwd=tuple(st[0] for st in stages), rec=tuple(st[1] for st in stages),
+                           mid_exists=P.pp > 2)
+
+
+def pipeline_p2p(cluster, chain, hops: GroupHops, P):
+    """Pipeline send/recv per micro-batch of the slowest stage (``pp_t``) and in the fill and drain
+    (``pp_fill``), each stage boundary priced on the tier it crosses.
+
+    Derivation (Megatron-LM's 1F1B schedule, Narayanan et al. SC 2021 section 2.2; its p2p ops are blocking on
+    the critical path, ``send_forward_recv_backward`` / ``send_backward_recv_forward``): in the steady state a
+    stage ``p`` exchanges one micro-batch's activation and gradient across each of its two boundaries, so
+    its slot holds ``c(p-1, p) + c(p, p+1)`` per chunk, ``v`` chunks when interleaved (the ``2 v c`` of a
+    uniform pipeline; the first and last stages are charged as a middle one). The slowest stage sets the
+    pace; with aligned blocks (:func:`tierwise.hierarchy.group_hops`) every boundary that leaves a node has
+    on its other side a boundary of the group's fastest class, so the slowest stage pays ``c_slow + c_fast``
+    (``2 c_slow`` when every boundary leaves a node; with interleaving the wrap from the last stage to the
+    first is a boundary of the slowest class too). The fill and drain carry the first micro-batch's forward
+    across each of the ``pp - 1`` boundaries once and the last one's backward back: ``2 sum_j c_j``, which
+    replaces the ``(pp - 1) / v x 2 v c`` that the bubble term ``(pp - 1) / v x t_mb`` would charge. For a
+    pipeline inside one tier both are the former uniform ``2 v c`` and ``2 (pp - 1) c``.
+    """
+    times = hop_times(cluster, chain.bytes, hops)
+    many = P.pp > 1
+    # the chain's calls per micro-batch are 2 v (a forward and a backward transfer per chunk)
+    pp_t = np.where(many, chain.calls / 2 * (pick(hops.slowest, times) + pick(hops.fastest, times)), 0.0)
+    fill = sum(hops.hops[k] * t for k, t in enumerate(times) if t is not None)
+    return pp_t, np.where(many, 2.0 * fill, 0.0)
+
+
+def pipeline(P: Derived, C: LayerCompute, S: StageCompute, X: LayerComm) -> Pipeline:
+    """Per-micro-batch time of each stage; the slowest sets the pace; the bubble; the slowest stage's parts."""
+    per_mb, comm_mb = [], []
+    for fwd, rec, layers, moe_layers in zip(S.fwd, S.rec, S.layers, S.moe, strict=True):
+        comm = ((layers - moe_layers) * X.tp_layer_exposed + moe_layers * X.tp_moe_layer_exposed
+                + layers * X.cp_layer_exposed + moe_layers * X.ep_layer_exposed + X.pp_t)
+        per_mb.append(3 * fwd + rec + layers * C.attn_bwd_extra + moe_layers * C.moe_host_extra + comm)
+        comm_mb.append(comm)
+    t_mb = np.maximum(per_mb[0], per_mb[1])
+    t_mb = np.where(S.mid_exists, np.maximum(t_mb, per_mb[2]), t_mb)
+    slow = np.where(per_mb[0] >= per_mb[1], 0, 1)
+    slow = np.where(S.mid_exists & (per_mb[2] > np.maximum(per_mb[0], per_mb[1])), 2, slow)
+    # the bubble: (pp - 1) / v micro-batch slots of the slowest stage without its steady-state send/recv, plus
+    # the fill and drain's send/recv across every stage boundary on its own tier (pipeline_p2p)
+    return Pipeline(
+        t_mb=t_mb, slow=slow, bubble=(P.pp - 1) / P.vpp * (t_mb - X.pp_t) + X.pp_fill,
+        fwd=np.choose(slow, S.fwd), rec=np.choose(slow, S.rec), comm=np.choose(slow, comm_mb),
+        layers=np.choose(slow, S.layers), moe_layers=np.choose(slow, S.moe),
+    )
+
+
+def pp_comm(model, cluster, plans: PlanBatch, P, traffic, strides, tp_span):
+    """(tier, steady-state seconds per micro-batch, fill-and-drain seconds, bytes per micro-batch) of the
+    pipeline's send/recv of one micro-batch's activations (scattered over tp with SP), forward and backward, per
+    chunk (:func:`pipeline_p2p`).
+
+    Megatron-LM 2021-22 ``--scatter-gather-tensors-in-pipeline`` (plan ``pp_scatter_gather``; Narayanan et al.
+    SC 2021 section 4.1): without sequence parallelism each TP rank sends 1/tp of the replicated activation (the
+    chain's bytes, workload/traffic.py) and the receiving stage rebuilds it with an all-gather over its TP
+    group (``tp_span``)."""
+    (chain,) = traffic["pp"]
+    hops = placed_hops(cluster, plans.pp, strides["pp"], ring=False)
+    pp_t, pp_fill = pipeline_p2p(cluster, chain, hops, P)
+    gather = plans.pp_scatter_gather & (plans.tp > 1) & ~P.sp & (plans.pp > 1)
+    if np.any(gather):
+        t_ag = price_collective("all-gather", 2.0 * P.tokens * model.hidden_size, tp_span, cluster).time_s
+        pp_t = pp_t + np.where(gather, chain.calls * t_ag, 0.0)
+        pp_fill = pp_fill + np.where(gather, 2.0 * (P.pp - 1) * t_ag, 0.0)
+    return hops.tier, pp_t, pp_fill, chain.calls * chain.bytes
