@@ -292,7 +292,8 @@ def lm_head_time(model: ModelSpec, rates: ComputeRates, *, tokens, tp, peak):
     p = rates.params
     flops = 2.0 * model.hidden_size * model.vocab_size / tp * tokens
     memory_t = 2.0 * model.hidden_size * model.vocab_size / tp / rates.hbm
-    return np.maximum(flops / (peak * p["matmul_efficiency_max"]), memory_t) + p.get("matmul_memory_weight", 0.0) * memory_t
+    return (np.maximum(flops / (peak * p["matmul_efficiency_max"]), memory_t)
+            + p.get("matmul_memory_weight", 0.0) * memory_t)
 
 
 @dataclass(frozen=True)
