@@ -17,13 +17,16 @@ def test_validate_serving_json_and_criteria():
     assert thr["rows"] >= 40
     assert thr["median"] <= 15.0
     assert thr["p90"] <= 35.0  # the criteria, met
-    # regression guard a few points above today's figures (docs/serving.md: 13.0 / 24.7, latency median 15.8)
-    assert thr["p90"] < 28.0 and thr["median"] < 14.0
+    # regression guard a few points above today's figures (docs/serving.md, after the pricing core: 11.8 / 22.4,
+    # latency median 16.7)
+    assert thr["p90"] < 25.0 and thr["median"] < 14.0
     assert doc["summary"]["latency"]["median"] < 18.0
     # known gap, bounded (docs/serving.md): OCI's early vLLM on MI300X, whose step grows 3x faster with the batch
-    # than the model's, is predicted fast at batch 256 and offline 128/2048, not at batch 1
+    # than the model's, is predicted fast at batch 256 and offline 128/2048 by 40-55%; at batch 1 by 10-25% since
+    # its weight read runs on the training GEMM roofline (HBM / (1 + matmul_memory_weight)) rather than at a
+    # serving-fitted fraction of the streaming rate
     errs = sorted(r["error_pct"] for r in doc["rows"] if r["source_id"] == "S24")
-    assert -10.0 < errs[0] < 10.0 and 25.0 < errs[1] <= errs[2] < 60.0
+    assert 10.0 < errs[0] < 25.0 and 35.0 < errs[1] <= errs[2] < 60.0
     assert all(r["predicted"] is not None for r in doc["rows"] if r["metric"] == "output_tokens_per_s_total")
 
 

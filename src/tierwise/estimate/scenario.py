@@ -284,6 +284,7 @@ def result_dict(result, i: int, plan: Plan, scenario: Scenario | None = None) ->
             "exposed_comm_s": float(result.exposed_comm_s[i]),
             "optimizer_s": float(result.optimizer_s[i]),
             "shard_copy_s": float(result.shard_copy_s[i]),
+            "forward_layers_s": float(result.forward_layers_s[i]),
             "per_tier": result.per_tier(i),
             "per_axis": per_axis,
         },

@@ -114,6 +114,10 @@ class StepEstimates:
     """Of ``compute_s``: the attention core (flash-attention forward and backward) of the slowest stage."""
     memory_bound_s: np.ndarray | None = None
     """Of ``compute_s``: elementwise (memory-bound) kernels of the slowest stage."""
+    forward_layers_s: np.ndarray | None = None
+    """One micro-batch's forward through all the model's transformer layers on one rank (its tp / cp shard; no
+    embedding, LM head or loss, no host launches): :func:`tierwise.pricing.kernels.layer_forward` times the
+    layers, what a serving prefill of the same tokens costs (``serve`` ``phases.prefill_layers_s``)."""
 
     def __len__(self) -> int:
         return int(self.step_time_s.shape[0])
@@ -219,6 +223,7 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
         axis_bytes=axis_bytes, axis_time_s=axis_time, axis_exposed_s=axis_exposed, axis_tier=axis_tier,
         num_microbatches=m, peak_flops_per_s=C.plan_peak,
         attention_s=m * layers_slow * (3 * C.core_t + C.attn_bwd_extra), memory_bound_s=memory_bound_s,
+        forward_layers_s=shape.num_dense_layers * C.fwd_dense + shape.num_moe_layers * C.fwd_moe,
     )
 
 

@@ -317,8 +317,12 @@ class LayerWork:
     imbalance: np.ndarray
     """The busiest EP rank's routed tokens over the mean."""
     fp8: np.ndarray
-    """FP8 (or FP4) GEMMs: inputs cast per GEMM."""
+    """FP8 (or FP4) GEMMs."""
     fp4: np.ndarray
+    cast_inputs: np.ndarray
+    """Each low-precision GEMM's activation input cast by a kernel of its own (Transformer Engine, per GEMM);
+    False where the cast is fused into the kernel that writes the input (serving engines' fused
+    norm-and-quantize and activation-and-quantize kernels)."""
     attention_eff: np.ndarray
     attention_overlap: np.ndarray
     unfused: np.ndarray
@@ -392,7 +396,7 @@ def layer_forward(model: ModelSpec, shape: ModelShape, rates: ComputeRates, work
         u_fwd, u_bwd = unfused_attention_times(model, shape, rates, tokens=work.tokens, seq=work.seq, tp=work.tp)
         fwd, bwd = np.where(work.unfused, u_fwd, fwd), np.where(work.unfused, u_bwd, bwd)
     eb = elementwise_bytes(model, shape, rates.params, tokens=work.tokens, tp=work.tp, etp=work.etp,
-                           seq_shard=work.seq_shard, expert_tokens=work.expert_tokens, fp8=work.fp8,
+                           seq_shard=work.seq_shard, expert_tokens=work.expert_tokens, fp8=work.cast_inputs,
                            fused=work.fused_elementwise)
     return LayerForward(
         dense_gemm=dense_t, moe_gemm=moe_t, attention=fwd, attention_backward=bwd,

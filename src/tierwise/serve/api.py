@@ -288,6 +288,7 @@ def serve_estimate(cfg: ServeConfig) -> dict:
         "kv_link_bytes_per_s_per_gpu": float(r["kv_link_bytes_per_s_per_gpu"]) if disagg else None,
         "phases": {
             "prefill_s": float(pf["total_s"]), "prefill_compute_s": float(pf["compute_s"]),
+            "prefill_layers_s": float(pf["layers_s"]), "prefill_head_s": float(pf["head_s"]),
             "prefill_comm_s": float(pf["comm_s"]),
             "decode_step_s": float(step["total_s"]), "decode_memory_s": float(step["memory_s"]),
             "decode_compute_s": float(step["compute_s"]), "decode_comm_s": float(step["comm_s"]),

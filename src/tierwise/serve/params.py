@@ -1,6 +1,6 @@
-"""The global parameters of the serving model: the training model's compute efficiencies (read through
-:func:`tierwise.specs.parameters.load_parameters`, so serving follows any refit of them) and the few
-serving-only values below, each with its source or its fit (docs/serving.md, "Parameters").
+"""The global parameters of the serving model: the few serving-only values below, each with its source or its
+fit (docs/serving.md, "Parameters"). Every kernel is priced by :mod:`tierwise.pricing.kernels` with the training
+model's ``compute:`` parameters, so serving follows any refit of them.
 
 Nothing here is specific to one row, source or system of the serving set.
 """
@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-
-from tierwise.specs.parameters import load_parameters
 
 __all__ = ["ServingParameters", "serving_parameters", "BYTES_PER_PARAM", "KV_BYTES_PER_ELEMENT"]
 
@@ -27,45 +25,16 @@ KV_BYTES_PER_ELEMENT = {"bf16": 2.0, "fp8": 1.0}
 class ServingParameters:
     """Global parameters of :mod:`tierwise.serve` (one value each, for every model and part)."""
 
-    matmul_residual: float
-    """What serving GEMMs reach of each accelerator's measured large-GEMM fraction: the training model's fitted
-    global ``compute.matmul_residual`` (issue 14), read through :func:`load_parameters`, so serving and training
-    share one GEMM model. A part's absolute efficiency is ``gemm_bf16_fraction x clock_factor x
-    matmul_residual`` (catalog/compute.yaml measured fractions: H100 0.801, H200 0.830, B200 0.776, MI300X
-    0.598 of the dense peak; :func:`tierwise.serve.phases.efficiencies`), applied to the dense peak at the
-    weight precision (FP8 GEMMs at the training model's ``fp8_efficiency_ratio``)."""
-    fp8_efficiency_ratio: float = 1.0
-    """FP8 GEMMs reach this fraction of the BF16 efficiency against their own (2x) peak: the training model's
-    ``compute.fp8_efficiency_ratio`` (held at 1 there)."""
-    gemm_memory_overlap_loss: float = 0.0
-    """How much of a weight GEMM's HBM read is not hidden behind its math in serving steps: the step's GEMM time
-    is ``max(t_math, t_read) + loss x min(t_math, t_read)`` (0: the ideal max roofline; 1: the additive
-    roofline, Williams et al. 2009). Fitted on the serving set's throughput rows (docs/serving.md)."""
     fp4_efficiency_ratio: float = 1.0
     """FP4 GEMMs reach this fraction of the efficiency FP8 GEMMs reach against their own (2x) peak (NVFP4's
     per-16-element block scales are applied in the MMA pipeline; the analogue of the training model's
-    ``fp8_efficiency_ratio``). Fitted on the serving set's FP4 rows (docs/serving.md)."""
-    attention_efficiency_flash2: float
-    """Forward attention-core efficiency against the BF16 dense peak of the FlashAttention-2 family (PyTorch
-    SDPA, ROCm kernels): the training model's fitted ``compute.attention_efficiency_flash2`` (its backward is
-    priced apart there by ``attention_backward_ratio``, so the value is a forward one)."""
-    attention_efficiency_cudnn: float
-    """The same for the cuDNN / FlashAttention-3 family (TensorRT-LLM and FlashInfer FMHA on Hopper and
-    Blackwell): the training model's ``compute.attention_efficiency_cudnn``. The family a part runs is
-    compute.yaml's ``default_attention_kernel`` of its generation (ampere: flash2; hopper and blackwell:
-    cudnn; any other: sdpa, which runs at the flash2 value)."""
-    attention_half_seq_tokens: float
-    """Sequence length at which attention reaches half its efficiency: ``compute.attention_half_seq_tokens``."""
-    hbm_residual: float
-    """What the decode step's long weight and KV reads reach of each accelerator's measured streaming HBM
-    fraction (catalog/compute.yaml ``hbm_fraction``: H100 0.922 of the datasheet, a device-to-device copy;
-    parts without their own measurement use it too). Fitted on the serving set's throughput rows
-    (docs/serving.md); the training model's ``memory_bound_residual`` (0.47) is for its small elementwise
-    kernels, not for streaming GEMV reads."""
+    ``fp8_efficiency_ratio``), passed to :func:`tierwise.pricing.kernels.gemm_peak`. Fitted on the serving set's
+    FP4 rows (docs/serving.md): 1, no loss against FP8."""
     step_overhead_s: float
     """Per decode step software time not hidden behind the GPU (scheduler, sampling, launches between CUDA
     graphs). vLLM v0.5.3 spent 62% of a Llama-3-8B step outside GPU execution (vLLM blog, 2024-09-05: "only 38%
-    of time in GPU execution"); fitted on the serving set's TPOT and throughput rows (docs/serving.md)."""
+    of time in GPU execution"); fitted on the serving set's TPOT and throughput rows (docs/serving.md,
+    ``tools/fit_serving.py``)."""
     attention_kernel: str = "auto"
     """The attention kernel family the engine runs (a deployment setting carried here as ``max_batch`` is;
     ``--attention-kernel``): ``auto`` is the generation's default (catalog/compute.yaml), ``flash2`` for
@@ -85,10 +54,6 @@ class ServingParameters:
     tcp_latency_s: float = 50e-6
     """Per-transfer TCP setup and kernel round trip (Linux loopback-free RTT on a datacenter LAN is tens of
     microseconds; the per-request KV transfer is dominated by bytes, not by this)."""
-    cuda_graph_launch_s: float = 0.0
-    """Launch cost of one collective inside a CUDA graph. The collective model's ``launch_overhead`` (15 us,
-    a host-side NCCL enqueue) is removed from every per-layer collective of the decode step because serving
-    engines capture the decode step in CUDA graphs (TensorRT-LLM, vLLM ``--enforce-eager`` off)."""
 
 
 _OVERRIDES: dict[str, float] = {}
@@ -96,18 +61,7 @@ _OVERRIDES: dict[str, float] = {}
 
 
 def serving_parameters() -> ServingParameters:
-    """The parameters in force: the training compute block (as the estimator reads it today) plus the
-    serving values above."""
-    compute = load_parameters().compute
-    base = ServingParameters(
-        matmul_residual=float(compute["matmul_residual"]),
-        fp8_efficiency_ratio=float(compute.get("fp8_efficiency_ratio", 1.0)),
-        attention_efficiency_flash2=float(compute["attention_efficiency_flash2"]),
-        attention_efficiency_cudnn=float(compute["attention_efficiency_cudnn"]),
-        attention_half_seq_tokens=float(compute.get("attention_half_seq_tokens", 240)),
-        hbm_residual=0.85,
-        step_overhead_s=12.0e-3,
-        fp4_efficiency_ratio=0.85,
-        gemm_memory_overlap_loss=0.75,
-    )
+    """The serving values in force (the kernels themselves are priced with the training model's ``compute:``
+    parameters, :func:`tierwise.serve.phases.serving_rates`)."""
+    base = ServingParameters(step_overhead_s=8.0e-3, fp4_efficiency_ratio=1.0)
     return dataclasses.replace(base, **_OVERRIDES) if _OVERRIDES else base

@@ -3,158 +3,115 @@
 One model for ``serve`` (a batch of one) and ``serve-plan`` (thousands of candidates at once); there is no
 scalar copy. All times are seconds on one model instance (``tp`` ranks; experts spread over ``ep`` of them).
 
-Prefill of ``T`` tokens of context ``s`` (compute-bound roofline; Williams et al. 2009, CACM 52(4)):
-``t = max(F_lin / (tp P eff_mm) + F_attn / (tp P_bf16 eff_att(s)), W / HBM) + t_TP + t_EP`` with ``F_lin =
-2 N_active T`` (the weight GEMMs of :func:`tierwise.workload.flops.model_shape`), ``F_attn`` the causal
-attention core (``attention_core_flops_per_token``), ``eff_att(s) = eff_att s / (s + s_half)`` (the training
-model's sequence-length curve). TP: two all-reduces of ``T h`` BF16 activations per layer (Megatron-LM,
-Shoeybi et al. 2019, sec. 3); EP: a dispatch and a combine all-to-all of ``T k h`` per MoE layer (GShard,
-Lepikhin et al. 2020, sec. 2.2), each priced by :func:`tierwise.collectives.model.collective_cost` on the tiers
-the group spans (:func:`tierwise.hierarchy.group_span`).
+Every kernel is priced by :mod:`tierwise.pricing.kernels`, the functions the training step uses: this module
+has no efficiency law of its own, only what makes a serving step a serving step.
 
-Decode step of ``B`` sequences with mean context ``c`` (memory-bound): ``t = max(W_read(B) / HBM', F_lin / (tp P eff_mm)) [+ loss x min(...)] + max(B c kv_gpu /
-HBM', F_att / (tp P_bf16 eff_att)) + t_TP + t_EP + t_overhead`` (the GEMMs and the attention kernel run one
-after the other, each on its own roofline; ``HBM' = HBM x eff_hbm``); weights are read once per step and shared by
-the batch, the KV cache once per sequence (Pope et al. 2022, "Efficiently Scaling Transformer Inference",
-sec. 2); MoE weights by the experts the batch touches (:func:`.kv.weight_bytes_read_per_step`). Collectives
-are small messages, so their latency term dominates; the per-collective host launch is dropped (CUDA graphs).
+* **Prefill** of ``n`` prompts of ``s`` tokens is :func:`tierwise.pricing.kernels.layer_forward` over ``n s``
+  tokens at sequence ``s`` (the forward of a training micro-batch of the same tokens: weight GEMMs on their
+  roofline, the causal attention core, the elementwise kernels), times the layers, plus the LM head for the
+  last position of each prompt only (engines compute logits only where a token is sampled: vLLM's
+  ``LogitsProcessor`` prunes the hidden states to the sampled positions; TensorRT-LLM's
+  ``gather_context_logits`` is off by default), plus the TP and EP collectives.
+* **A decode step** of ``B`` sequences at mean context ``c`` (Pope et al. 2022, "Efficiently Scaling
+  Transformer Inference", sec. 2): the weight GEMMs over ``B`` rows on the same roofline (memory-bound at
+  small ``B``: the weights are read once per step, shared by the batch; a MoE layer reads only the experts its
+  tokens picked), the attention core over ``B`` queries of ``c`` keys each with the KV cache read as its
+  memory side, the elementwise kernels, the LM head over ``B`` rows, the collectives (small messages: their
+  latency term dominates; the per-collective host launch is dropped, CUDA graphs), and the engine's per-step
+  host time ``step_overhead_s`` (serve/params.py). Prompt tokens mixed into the step (chunked prefill, Agrawal
+  et al. 2024 "Sarathi-Serve", sec. 4) add their GEMM rows and their own causal attention.
+
+TP: two all-reduces of ``T h`` BF16 activations per layer (Megatron-LM, Shoeybi et al. 2019, sec. 3); EP: a
+dispatch and a combine all-to-all of ``T k h`` per MoE layer (GShard, Lepikhin et al. 2020, sec. 2.2), each
+priced by :func:`tierwise.collectives.model.collective_cost` on the tiers the group spans
+(:func:`tierwise.hierarchy.group_span`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from tierwise.collectives.model import collective_cost
+from tierwise.estimate.compute import compute_params
 from tierwise.hierarchy import group_span
-from tierwise.serve.kv import kv_fraction_per_gpu, shape_of, weight_bytes_read_per_step
+from tierwise.pricing.kernels import (
+    ComputeRates,
+    LayerWork,
+    attention_kernel_rates,
+    attention_time,
+    compute_rates,
+    elementwise_time,
+    gemm_peak,
+    layer_forward,
+    layer_gemms,
+    lm_head_time,
+)
+from tierwise.serve.kv import kv_fraction_per_gpu, shape_of, weight_bytes_per_gpu, weight_bytes_read_per_step
 from tierwise.serve.params import ServingParameters
 from tierwise.specs.cluster import Cluster
-from tierwise.specs.compute import attention_efficiency_family, compute_profile, grouped_gemm_efficiency
 from tierwise.specs.model import ModelSpec
 from tierwise.specs.parameters import load_parameters
 from tierwise.workload.flops import attention_core_flops_per_token
+from tierwise.workload.kernels import elementwise_bytes
 
-__all__ = ["linear_flops_per_token", "linear_time", "prefill_time", "decode_step_time", "comm_time", "peak_flops", "efficiencies",
-           "Efficiencies"]
-
-
-@dataclass(frozen=True)
-class Efficiencies:
-    """A part's serving efficiencies (:func:`efficiencies`)."""
-
-    matmul: float
-    """Fraction of the dense peak at the weight precision the weight GEMMs reach."""
-    attention: float
-    """Fraction of the dense BF16 peak the attention core reaches (at long sequences)."""
-    hbm: float
-    """Fraction of the datasheet HBM bandwidth the decode step's streaming reads reach."""
+__all__ = ["serving_rates", "layer_work", "linear_time", "prefill_time", "decode_step_time", "comm_time"]
 
 
-def efficiencies(cluster: Cluster, precision: str, params: ServingParameters) -> Efficiencies:
-    """The serving efficiencies of ``cluster``'s accelerator, from the training model's per-accelerator compute
-    profile (:func:`tierwise.specs.compute.compute_profile`, catalog/compute.yaml) and its global residuals.
-
-    * GEMMs: ``gemm_bf16_fraction x clock_factor x matmul_residual`` -- exactly the training model's
-      large-GEMM efficiency (:func:`tierwise.pricing.kernels.per_accelerator`), or the cluster's own
-      ``compute: matmul_efficiency_max`` (a ``measure gemm`` figure) in place of the catalog fraction; FP8
-      weights at ``fp8_efficiency_ratio`` of it, FP4 at ``fp4_efficiency_ratio`` of FP8's.
-    * Attention: the fitted forward efficiency of the kernel family the engine runs (``params.attention_kernel``;
-      ``auto``: the generation's default, :func:`tierwise.specs.compute.default_attention_kernel`), at the
-      sustained clock.
-    * HBM: the measured streaming fraction (or the cluster's ``compute: memory_bound_efficiency``) times
-      ``hbm_residual``.
-    """
-    key = (id(cluster), cluster.name, precision, params, id(load_parameters()))
-    hit = _EFFICIENCIES.get(key)
-    if hit is not None and hit[0] is cluster:
-        return hit[1]
-    acc = cluster.accelerator
-    prof = compute_profile(acc)
-    own = getattr(cluster, "compute", None) or {}
-    gemm = float(own.get("matmul_efficiency_max", prof.gemm_fraction * prof.clock_factor)) * params.matmul_residual
-    if precision in ("fp8", "fp4"):
-        gemm *= params.fp8_efficiency_ratio
-    from tierwise.pricing.kernels import resolved_attention_kernel
-
-    family = attention_efficiency_family(resolved_attention_kernel(params.attention_kernel, acc.generation))
-    att = getattr(params, f"attention_efficiency_{family}", params.attention_efficiency_flash2) * prof.clock_factor
-    hbm = float(own.get("memory_bound_efficiency", prof.hbm_fraction)) * params.hbm_residual
-    out = Efficiencies(matmul=min(gemm, 1.0), attention=min(att, 1.0), hbm=min(hbm, 1.0))
-    if len(_EFFICIENCIES) > 256:
-        _EFFICIENCIES.clear()
-    _EFFICIENCIES[key] = (cluster, out)
-    return out
+def serving_rates(cluster: Cluster, params: ServingParameters) -> ComputeRates:
+    """The cluster accelerator's rates under the ``compute:`` parameters in force (the training fit, the
+    cluster's own measured ``compute:`` block over it) and the serving set's ``fp4_efficiency_ratio``, through
+    :func:`tierwise.pricing.kernels.compute_rates`: the rates the training step prices the same part with."""
+    cparams = {**compute_params(), **cluster.compute, "fp4_efficiency_ratio": params.fp4_efficiency_ratio}
+    return compute_rates(cluster.accelerator, cparams)
 
 
-_EFFICIENCIES: dict = {}
-"""Computed efficiencies by (cluster, precision, parameters), kept for the process (the bisections ask for the
-same few hundreds of times)."""
+def layer_work(model: ModelSpec, rates: ComputeRates, precision: str, params: ServingParameters, *, tp, ep,
+               tokens, seq) -> LayerWork:
+    """What one rank of an instance runs of one layer over ``tokens`` tokens of sequences ``seq`` long
+    (:class:`tierwise.pricing.kernels.LayerWork`): no sequence parallelism (every rank holds every token), routed
+    experts over ``ep`` ranks each split ``tp / ep`` ways (the vLLM / TensorRT-LLM layout,
+    :func:`tierwise.serve.kv.weight_bytes_per_gpu`), the busiest EP rank at the training fit's
+    ``moe_load_imbalance``, the engine's attention kernel (``params.attention_kernel``).
+
+    Low-precision GEMM inputs are quantized inside the kernel that writes them (TensorRT-LLM's fused
+    RMSNorm-quantize and SwiGLU-quantize kernels; vLLM's fused ``rms_norm_static_fp8_quant`` and
+    ``silu_and_mul_quant`` ops), not by a cast kernel per GEMM as Transformer Engine runs in training, so no
+    cast bytes are charged (``cast_inputs`` False). On the serving set this is what the throughput rows
+    support: with per-GEMM casts the FP8 rows' p90 error is 33.4% against 27.7% without (docs/serving.md)."""
+    tp, ep = np.asarray(tp, dtype=float), np.asarray(ep, dtype=float)
+    tokens, seq = np.asarray(tokens, dtype=float), np.asarray(seq, dtype=float)
+    tp, ep, tokens, seq = np.broadcast_arrays(tp, ep, tokens, seq)
+    shape = tp.shape
+    eff, overlap = attention_kernel_rates([params.attention_kernel], np.zeros(shape, dtype=np.int64), rates)
+    imbalance = np.where(ep > 1, float(rates.params.get("moe_load_imbalance", 1.0)), 1.0)
+    low = precision in ("fp8", "fp4")
+    return LayerWork(
+        tokens=tokens, seq=seq, seq_chunk=seq, tp=tp, etp=tp / ep, ep=ep, seq_shard=np.ones(shape),
+        expert_tokens=tokens, imbalance=imbalance, fp8=np.full(shape, low), fp4=np.full(shape, precision == "fp4"),
+        cast_inputs=np.zeros(shape, dtype=bool),
+        attention_eff=eff, attention_overlap=overlap, unfused=np.zeros(shape, dtype=bool),
+        fused_elementwise=np.ones(shape, dtype=bool),
+    )
 
 
-def peak_flops(cluster: Cluster, precision: str, params: ServingParameters | None = None) -> float:
-    """Dense peak FLOP/s of the part at the weight precision (FP4 weights run FP4 GEMMs on Blackwell), scaled
-    for FP4 by ``fp4_efficiency_ratio`` (the GEMM efficiency is applied on top by the callers)."""
-    peak = cluster.accelerator.peak_flops_per_s(precision)
-    if precision == "fp4" and params is not None:
-        peak *= params.fp4_efficiency_ratio
-    return peak
-
-
-def linear_flops_per_token(model: ModelSpec) -> float:
-    """Forward FLOPs of the weight GEMMs per token (``2 x active parameters``; ``top_k`` routed experts, the
-    shared experts and the router on MoE layers; the LM head once per token)."""
+def _layers(model: ModelSpec, dense, moe):
+    """Sum over the model's layers of a per-layer time (dense and MoE layers)."""
     s = shape_of(model)
-    attn = sum(g.flops_per_token for g in s.attention_gemms)
-    dense = sum(g.flops_per_token for g in s.dense_mlp_gemms)
-    moe = sum(g.flops_per_token * (s.top_k if g.expert else 1) for g in s.moe_gemms)
-    return s.num_layers * attn + s.num_dense_layers * dense + s.num_moe_layers * moe + 2.0 * s.lm_head_params
+    return s.num_dense_layers * dense + s.num_moe_layers * moe
 
 
-def linear_time(model: ModelSpec, cluster: Cluster, precision: str, tp, ep, tokens, params: ServingParameters
-                ) -> np.ndarray:
-    """Seconds of the weight GEMMs' math over ``tokens`` tokens on one instance (``tp`` ranks, experts over ``ep``).
-
-    Dense GEMMs: ``F / (tp P eff_mm)``. Routed experts run as one grouped GEMM per projection over the rank's
-    ``E / ep`` experts, each split ``tp / ep`` ways, with ``T k / E`` rows per expert (balanced routing): the
-    training model's tile- and wave-quantization efficiency
-    (:func:`tierwise.specs.compute.grouped_gemm_efficiency`) multiplies ``eff_mm``, and across ``ep > 1`` ranks
-    the busiest one sets the pace (the training fit's ``moe_load_imbalance``, read through
-    :func:`load_parameters`).
-    """
+def linear_time(model: ModelSpec, cluster: Cluster, precision: str, tp, ep, tokens, params: ServingParameters,
+                *, touched_fraction=None) -> np.ndarray:
+    """Seconds of the weight GEMMs of every layer over ``tokens`` tokens on one instance
+    (:func:`tierwise.pricing.kernels.layer_gemms`; ``touched_fraction``: the share of a rank's experts whose
+    weights a decode step reads)."""
+    rates = serving_rates(cluster, params)
+    work = layer_work(model, rates, precision, params, tp=tp, ep=ep, tokens=tokens, seq=1.0)
     shape = shape_of(model)
-    tp = np.asarray(tp, dtype=float)
-    tokens = np.asarray(tokens, dtype=float)
-    eff = efficiencies(cluster, precision, params).matmul
-    peak = peak_flops(cluster, precision, params)
-    if shape.num_moe_layers == 0:
-        return linear_flops_per_token(model) * tokens / (tp * peak * eff)
-    ep = np.asarray(ep, dtype=float)
-    k_top, experts = shape.top_k, shape.num_experts
-    expert_flops = sum(g.flops_per_token for g in shape.moe_gemms if g.expert) * k_top * shape.num_moe_layers
-    dense_t = (linear_flops_per_token(model) - expert_flops) * tokens / (tp * peak * eff)
-    etp = tp / ep
-    rows = tokens * k_top / experts
-    sms = compute_profile(cluster.accelerator).sms
-    imbalance = np.where(ep > 1, float(load_parameters().compute.get("moe_load_imbalance", 1.0)), 1.0)
-    expert_t = 0.0
-    for g in shape.moe_gemms:
-        if not g.expert:
-            continue
-        n = g.out_features / (etp if g.split == "out" else 1)
-        k = g.in_features / (etp if g.split == "in" else 1)
-        geff = grouped_gemm_efficiency(rows, n, k, experts / ep, sms)
-        expert_t = expert_t + g.flops_per_token * k_top * shape.num_moe_layers * tokens / (tp * peak * eff * geff)
-    return dense_t + expert_t * imbalance
-
-
-def _attn_flops_per_token(model: ModelSpec, context) -> np.ndarray:
-    """Attention core FLOPs per token over all layers at average context ``context`` (no causal halving:
-    the caller passes the average keys a query sees)."""
-    s = shape_of(model)
-    return attention_core_flops_per_token(model, s, np.maximum(np.asarray(context, dtype=float), 1.0),
-                                          causal_halving=False) * model.num_layers
+    dense = layer_gemms(model, shape, rates, work, False)[0]
+    moe = (layer_gemms(model, shape, rates, work, True, touched_fraction=touched_fraction)[0]
+           if model.moe is not None else 0.0)
+    return _layers(model, dense, moe)
 
 
 _CURVES: dict = {}
@@ -216,64 +173,78 @@ def comm_time(model: ModelSpec, cluster: Cluster, tp, ep, tokens, weight_precisi
 
 def prefill_time(model: ModelSpec, cluster: Cluster, precision: str, tp, ep, input_len,
                  params: ServingParameters, num_requests=1.0) -> dict[str, np.ndarray]:
-    """Prefill of ``num_requests`` prompts of ``input_len`` tokens on one instance: times and what bounds it.
+    """Prefill of ``num_requests`` prompts of ``input_len`` tokens on one instance (module docstring).
 
-    Returns ``compute_s``, ``memory_s`` (the weights read once), ``comm_s`` and ``total_s`` (module docstring).
+    Returns ``layers_s`` (the transformer layers alone: :func:`tierwise.pricing.kernels.layer_forward` times the
+    layers, what a training micro-batch's forward of the same tokens costs), ``head_s`` (the LM head at each
+    prompt's last position), ``compute_s`` (their sum), ``memory_s`` (the weights read once, for reference:
+    every GEMM's roofline already counts its own read), ``comm_s`` and ``total_s``.
     """
-    tp = np.asarray(tp, dtype=float)
+    rates = serving_rates(cluster, params)
     n = np.asarray(num_requests, dtype=float)
     s = np.asarray(input_len, dtype=float)
-    tokens = n * s
-    bf16 = cluster.accelerator.peak_flops_per_s("bf16")
-    eff = efficiencies(cluster, precision, params)
-    lin = linear_time(model, cluster, precision, tp, ep, tokens, params)
-    # causal: a query at position i sees i keys, s/2 on average
-    eff_att = eff.attention * s / (s + params.attention_half_seq_tokens)
-    att = _attn_flops_per_token(model, s / 2.0) * tokens / (tp * bf16 * eff_att)
-    compute = lin + att
-    from tierwise.serve.kv import weight_bytes_per_gpu
-
-    memory = weight_bytes_per_gpu(model, precision, tp, ep) / (cluster.accelerator.hbm_bytes_per_s * eff.hbm)
-    comm = comm_time(model, cluster, tp.astype(np.int64), ep, tokens, precision)
-    total = np.maximum(compute, memory) + params.gemm_memory_overlap_loss * np.minimum(compute, memory) + comm
-    return {"compute_s": compute + 0 * total, "memory_s": memory + 0 * total, "comm_s": comm + 0 * total,
-            "total_s": total}
+    work = layer_work(model, rates, precision, params, tp=tp, ep=ep, tokens=n * s, seq=s)
+    fwd = layer_forward(model, shape_of(model), rates, work)
+    layers = _layers(model, fwd.dense, fwd.moe)
+    head = lm_head_time(model, rates, tokens=n, tp=work.tp, peak=fwd.gemm_peak)
+    memory = weight_bytes_per_gpu(model, precision, work.tp, work.ep) / rates.hbm
+    comm = comm_time(model, cluster, work.tp.astype(np.int64), work.ep.astype(np.int64), work.tokens, precision)
+    compute = layers + head
+    total = compute + comm
+    return {"layers_s": layers, "head_s": head + 0 * total, "compute_s": compute, "memory_s": memory + 0 * total,
+            "comm_s": comm + 0 * total, "total_s": total}
 
 
 def decode_step_time(model: ModelSpec, cluster: Cluster, precision: str, kv_bytes_token: float, tp, ep, batch,
                      context, params: ServingParameters, prefill_tokens=0.0, prefill_context=0.0
                      ) -> dict[str, np.ndarray]:
-    """One decode step of ``batch`` sequences at mean context ``context`` on one instance.
+    """One decode step of ``batch`` sequences at mean context ``context`` on one instance (module docstring).
 
     ``prefill_tokens`` (with their mean context ``prefill_context``) are prompt tokens mixed into the same step
-    (chunked prefill, Agrawal et al. 2024 "Sarathi-Serve", sec. 4): they add compute and communication but
-    share the step's single read of the weights. Returns ``memory_s``, ``compute_s``, ``comm_s``,
-    ``overhead_s``, ``total_s`` and ``bound`` (``memory`` or ``compute``).
+    (chunked prefill): they add GEMM rows, their own causal attention and communication, and share the step's
+    single read of the weights. Returns ``memory_s`` (weights and KV cache read once at the datasheet rate),
+    ``compute_s`` (the math alone), ``comm_s``, ``overhead_s``, ``total_s`` and ``bound`` (``memory`` or
+    ``compute``).
     """
-    tp = np.asarray(tp, dtype=float)
+    rates = serving_rates(cluster, params)
+    shape = shape_of(model)
     batch = np.asarray(batch, dtype=float)
-    ctx = np.asarray(context, dtype=float)
+    ctx = np.maximum(np.asarray(context, dtype=float), 1.0)
     pt = np.asarray(prefill_tokens, dtype=float)
-    acc = cluster.accelerator
-    eff = efficiencies(cluster, precision, params)
-    hbm = acc.hbm_bytes_per_s * eff.hbm
-    kv_gpu = kv_bytes_token * kv_fraction_per_gpu(model, tp)
-    w_read = weight_bytes_read_per_step(model, precision, tp, ep, batch + pt)
-    kv_read = batch * ctx * kv_gpu
-    memory = (w_read + kv_read) / hbm
-    bf16 = acc.peak_flops_per_s("bf16")
-    lin = linear_time(model, cluster, precision, tp, ep, batch + pt, params)
-    att_decode = _attn_flops_per_token(model, ctx) * batch / (tp * bf16 * eff.attention)
     pc = np.maximum(np.asarray(prefill_context, dtype=float), 1.0)
-    eff_pf = eff.attention * pc / (pc + params.attention_half_seq_tokens)
-    att_prefill = _attn_flops_per_token(model, pc / 2.0) * pt / (tp * bf16 * eff_pf)
-    compute = lin + att_decode + att_prefill
-    # the GEMMs and the attention kernel run one after the other: each is its own roofline
-    gemm_t = np.maximum(w_read / hbm, lin) + params.gemm_memory_overlap_loss * np.minimum(w_read / hbm, lin)
-    attn_t = np.maximum(kv_read / hbm, att_decode) + att_prefill
-    comm = comm_time(model, cluster, tp.astype(np.int64), ep, batch + pt, precision)
-    overhead = params.step_overhead_s + 0 * memory
-    total = gemm_t + attn_t + comm + overhead
+    rows = batch + pt
+    work = layer_work(model, rates, precision, params, tp=tp, ep=ep, tokens=rows, seq=pc)
+    tp_ = work.tp
+    touched = (1.0 - (1.0 - shape.top_k / shape.num_experts) ** np.maximum(rows, 1.0)
+               if shape.num_moe_layers else None)
+    dense_g, dense_f = layer_gemms(model, shape, rates, work, False)
+    moe_g, moe_f = (layer_gemms(model, shape, rates, work, True, touched_fraction=touched)
+                    if model.moe is not None else (0.0, 0.0))
+    # attention: B queries over c cached keys each (the cache read is the kernel's memory side), and the mixed-in
+    # prompt tokens' causal attention over their own chunk
+    kv_layer = batch * ctx * kv_bytes_token * kv_fraction_per_gpu(model, tp_) / model.num_layers
+    dec_f = attention_core_flops_per_token(model, shape, ctx, causal_halving=False) * batch / tp_
+    att_dec, _ = attention_time(dec_f, shape, rates, seq_len=ctx, eff=work.attention_eff,
+                                overlap=work.attention_overlap, kv_bytes=kv_layer)
+    pre_f = attention_core_flops_per_token(model, shape, pc, causal_halving=True) * pt / tp_
+    att_pre, _ = attention_time(pre_f, shape, rates, seq_len=pc, eff=work.attention_eff,
+                                overlap=work.attention_overlap)
+    eb = elementwise_bytes(model, shape, rates.params, tokens=rows, tp=tp_, etp=work.etp, seq_shard=work.seq_shard,
+                           expert_tokens=rows, fp8=work.cast_inputs, fused=work.fused_elementwise)
+    per_layer_dense = dense_g + att_dec + att_pre + elementwise_time(eb.dense, rates)
+    per_layer_moe = moe_g + att_dec + att_pre + elementwise_time(eb.moe, rates)
+    gemm_rate = gemm_peak(rates, work.fp8, work.fp4)[0]
+    head = lm_head_time(model, rates, tokens=batch, tp=tp_, peak=gemm_rate)
+    layers = _layers(model, per_layer_dense, per_layer_moe)
+    w_read = weight_bytes_read_per_step(model, precision, tp_, work.ep, rows)
+    memory = (w_read + model.num_layers * kv_layer) / rates.hbm
+    flops = (_layers(model, dense_f, moe_f) + model.num_layers * (dec_f + pre_f)
+             + 2.0 * model.hidden_size * model.vocab_size / tp_ * batch)
+    compute = flops / gemm_rate
+    comm = comm_time(model, cluster, tp_.astype(np.int64), work.ep.astype(np.int64), rows, precision)
+    overhead = params.step_overhead_s + 0 * layers
+    total = layers + head + comm + overhead
     bound = np.where(memory >= compute, "memory", "compute")
     return {"memory_s": memory + 0 * total, "compute_s": compute + 0 * total, "comm_s": comm + 0 * total,
             "overhead_s": overhead + 0 * total, "total_s": total, "bound": bound}
+

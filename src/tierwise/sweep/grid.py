@@ -35,18 +35,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from tierwise.errors import TierwiseError
 from tierwise.limits import MAX_GPUS, check_int
+from tierwise.sweep.errors import SweepError
 
 __all__ = ["SweepError", "Point", "load_grid", "grid_from_mapping", "parse_shard", "shard_points", "point_id",
            "MAX_POINTS"]
 
 MAX_POINTS = 1_000_000
 """Points one grid may expand to: a million rows of results is far past what one sweep directory serves well."""
-
-
-class SweepError(TierwiseError, ValueError):
-    """A bad grid, shard or results directory."""
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tierwise.limits import MAX_BATCH, MAX_FABRIC_GPUS, MAX_GPUS, MAX_SEQ, check_int
-from tierwise.sweep.grid import SweepError
+from tierwise.sweep.errors import SweepError
 
 __all__ = ["PointKind", "register_kind", "get_kind", "KINDS", "cluster_label", "COMMON_COLUMNS"]
 
