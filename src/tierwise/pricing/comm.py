@@ -23,7 +23,7 @@ def price_collective(kind, size, span, cluster):
     if _COMM_MEMO is None:
         return _collective_cost(kind, size, span, cluster)
     size_arr = np.asarray(size, dtype=float)
-    key = (kind, id(cluster), cluster.name, size_arr.tobytes(), size_arr.shape,
+    key = (kind, cluster.fingerprint, size_arr.tobytes(), size_arr.shape,
            *(np.asarray(getattr(span, f)).tobytes() for f in span.__dataclass_fields__))
     if key not in _COMM_MEMO:
         _COMM_MEMO[key] = _collective_cost(kind, size, span, cluster)
@@ -47,14 +47,14 @@ def _arrays_key(*arrays):
 
 def placed_span(cluster, size, stride, outer_size=None, outer_stride=None):
     """:func:`tierwise.hierarchy.group_span`, memoized like :func:`_comm` inside :func:`comm_memo` blocks."""
-    return _memo(lambda: ("span", id(cluster), cluster.name, outer_size is None,
+    return _memo(lambda: ("span", cluster.fingerprint, outer_size is None,
                           *_arrays_key(size, stride, outer_size, outer_stride)),
                  lambda: group_span(cluster, size, stride, outer_size, outer_stride))
 
 
 def placed_hops(cluster, size, stride, *, ring: bool) -> GroupHops:
     """:func:`tierwise.hierarchy.group_hops`, memoized like :func:`_span`."""
-    return _memo(lambda: ("hops", ring, id(cluster), cluster.name, *_arrays_key(size, stride)),
+    return _memo(lambda: ("hops", ring, cluster.fingerprint, *_arrays_key(size, stride)),
                  lambda: group_hops(cluster, size, stride, ring=ring))
 
 

@@ -14,6 +14,8 @@ KV bytes per token (one copy, all layers, no tensor-parallel replication; infere
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from tierwise.serve.params import BYTES_PER_PARAM, KV_BYTES_PER_ELEMENT, ServingParameters
@@ -23,18 +25,13 @@ from tierwise.workload.flops import ModelShape, model_shape
 __all__ = ["kv_bytes_per_token", "kv_fraction_per_gpu", "weight_bytes_per_gpu", "workspace_bytes_per_gpu",
            "attention_kind", "mha_equivalent", "shape_of"]
 
-_SHAPES: dict[int, tuple[ModelSpec, ModelShape]] = {}
 
 
+@functools.lru_cache(maxsize=256)
 def shape_of(model: ModelSpec) -> ModelShape:
     """:func:`tierwise.workload.flops.model_shape` of ``model``, kept for the process (the planner's bisections
-    ask for the same model's shape thousands of times; specs are frozen)."""
-    hit = _SHAPES.get(id(model))
-    if hit is None or hit[0] is not model:
-        if len(_SHAPES) > 256:
-            _SHAPES.clear()
-        hit = _SHAPES[id(model)] = (model, model_shape(model))
-    return hit[1]
+    ask for the same model's shape thousands of times; specs are frozen and hashed by their content)."""
+    return model_shape(model)
 
 
 def attention_kind(model: ModelSpec) -> str:

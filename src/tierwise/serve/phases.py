@@ -50,7 +50,7 @@ from tierwise.serve.kv import kv_fraction_per_gpu, shape_of, weight_bytes_per_gp
 from tierwise.serve.params import ServingParameters
 from tierwise.specs.cluster import Cluster
 from tierwise.specs.model import ModelSpec
-from tierwise.specs.parameters import load_parameters
+from tierwise.specs.parameters import load_parameters, parameters_source
 from tierwise.workload.flops import attention_core_flops_per_token
 from tierwise.workload.kernels import elementwise_bytes
 
@@ -123,7 +123,7 @@ def _curve(cluster: Cluster, kind: str, group: int, bytes_per_token: float) -> n
     """Time of ``kind`` over ``group`` consecutive ranks at every :data:`_GRID_TOKENS` (one vectorized
     :func:`collective_cost` call per geometry, kept for the process: the planner's bisections query the same
     few geometries hundreds of times)."""
-    key = (id(cluster), cluster.name, kind, group, bytes_per_token, id(load_parameters()))
+    key = (cluster.fingerprint, kind, group, bytes_per_token, parameters_source())
     if key not in _CURVES:
         size = _GRID_TOKENS * bytes_per_token
         span = group_span(cluster, np.full(size.shape, group), 1)

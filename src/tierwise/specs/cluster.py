@@ -14,6 +14,7 @@ global compute parameters with what was measured on this cluster's accelerator (
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -113,6 +114,12 @@ class Cluster:
     display_name: str = ""
     source: str = ""
     notes: str = ""
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """The cluster's whole content as text: a key for caches of what depends on the cluster (two clusters
+        with equal fingerprints price every collective alike; a modified copy gets its own)."""
+        return repr(self)
 
     @property
     def scale_out_bytes_per_s(self) -> float:

@@ -47,11 +47,16 @@ def _times(table: dict[str, Any]) -> dict[str, float]:
     return {k: parse_time(v) for k, v in table.items()}
 
 
+def parameters_source() -> str | None:
+    """The parameters file in force (None: the installed catalog): :func:`load_parameters` is cached by it, so
+    it keys any cache of what the parameters determine."""
+    return _OVERRIDE[-1] if _OVERRIDE else (os.environ.get(PARAMETERS_ENV) or None)
+
+
 def load_parameters() -> Parameters:
     """The parameters in force: the installed catalog, updated by ``$TIERWISE_PARAMETERS`` (or
     :func:`using_parameters`) when one is named."""
-    path = _OVERRIDE[-1] if _OVERRIDE else (os.environ.get(PARAMETERS_ENV) or None)
-    return _load(path)
+    return _load(parameters_source())
 
 
 @functools.cache

@@ -67,7 +67,9 @@ _TERMS = ("compute_s", "attention_s", "memory_bound_s", "recompute_s", "bubble_s
           "shard_copy_s", "step_time_s", "memory_fits", "memory_per_gpu_bytes")
 
 
-_BATCHES: dict[tuple, tuple] = {}
+_BATCHES: dict[tuple, PlanBatch] = {}
+"""The PlanBatch of each group of rows' plans (frozen, hashed by content), kept for the process: a fit estimates
+the same groups hundreds of times."""
 
 
 def predict(cases: Sequence[Case], params: Mapping[str, float] | None = None) -> tuple[np.ndarray, dict]:
@@ -80,11 +82,11 @@ def predict(cases: Sequence[Case], params: Mapping[str, float] | None = None) ->
             groups.setdefault((c.model, c.cluster.name), []).append(i)
     for idx in groups.values():
         first = cases[idx[0]]
-        key = tuple(id(cases[i].plan) for i in idx)
+        key = tuple(cases[i].plan for i in idx)
         batch = _BATCHES.get(key)
-        if batch is None or batch[0] != [cases[i].plan for i in idx]:
-            batch = _BATCHES[key] = ([cases[i].plan for i in idx], PlanBatch.from_plans([cases[i].plan for i in idx]))
-        est = estimate(first.model, first.cluster, batch[1], params=params)
+        if batch is None:
+            batch = _BATCHES[key] = PlanBatch.from_plans(list(key))
+        est = estimate(first.model, first.cluster, batch, params=params)
         pred[idx] = est.tokens_per_s_per_gpu
         for t in _TERMS:
             if t in ("memory_fits", "memory_per_gpu_bytes"):
