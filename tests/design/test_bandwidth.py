@@ -112,3 +112,15 @@ def _one_line_error(capsys, args, word):
 def test_bad_input_one_line(capsys, extra, word):
     _one_line_error(capsys, ["bandwidth", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "64"] + extra,
                     word)
+
+
+def test_trend_names_the_generation_that_turns_interconnect_bound():
+    """405B on 8,192 GPUs (docs/design.md trend table): A100 5.7% exposed comm, B200 13.5%: at a 10% bound the
+    job is compute-bound on A100 and interconnect-bound on B200."""
+    from tierwise.design.bandwidth import interconnect_bound_generation
+
+    d = interconnect_bound_generation(load_model("llama3.1-405b"), 8192, clusters=("dgx-a100", "dgx-b200"),
+                                      bound_share=0.10)
+    shares = {r["cluster"]: r["comm_share"] for r in d["generations"]}
+    assert shares["dgx-a100"] < 0.10 < shares["dgx-b200"]
+    assert d["first_interconnect_bound"] == "dgx-b200"

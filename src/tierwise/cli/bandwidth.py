@@ -41,6 +41,7 @@ def register(app: typer.Typer) -> None:
         bound_share: Annotated[float, typer.Option("--bound-share", help="with --trend: exposed comm share that "
                                                    "counts as interconnect-bound, percent")] = 10.0,
         as_json: Annotated[bool, typer.Option("--json", help="print the JSON document")] = False,
+        html: Annotated[str | None, typer.Option("--html", help="write an HTML page with a plot to FILE")] = None,
     ) -> None:
         """What bandwidth does this job need? Per axis: the tier and the rate that hides it / costs 5% / 20%."""
         from tierwise.design.bandwidth import interconnect_bound_generation, inverse_bandwidth, job_plan
@@ -67,6 +68,10 @@ def register(app: typer.Typer) -> None:
         tgt = parse_time(target_step, what="--target-step", allow_zero=False) if target_step is not None else None
         share = check_float(bound_share, "--bound-share", minimum=0.01, maximum=100.0, error=PlanError,
                             hint=" (percent)") / 100
+        if html is not None:
+            from tierwise.report import check_html
+
+            check_html(html)
         m, cl = load_model(model), load_cluster(cluster)
         plan, origin = job_plan(m, cl, gpus, global_batch, seq, precision=precision.lower(), zero=zero,
                                 grad_reduce_dtype=reduce_dtype.lower() if reduce_dtype else None, tp=tp, pp=pp,
@@ -76,6 +81,11 @@ def register(app: typer.Typer) -> None:
         if trend:
             doc["trend"] = interconnect_bound_generation(m, gpus, global_batch=global_batch, seq=seq,
                                                          bound_share=share)
+        if html is not None:
+            from tierwise.report import write_page
+            from tierwise.report.design import bandwidth_page
+
+            doc["html"] = write_page(html, bandwidth_page(doc))
         emit(doc, as_json, lambda con: _render(con, doc))
 
 
