@@ -6,8 +6,9 @@ import pytest
 from typer.testing import CliRunner
 
 from tierwise.cli import app, main
-from tierwise.design.domain import domain_cluster, load_figures, scale_up_extra
+from tierwise.design.domain import domain_cluster
 from tierwise.design.power import parse_power
+from tierwise.design.scaleup import load_figures, scale_up_extra
 from tierwise.specs.cluster import load_cluster
 
 runner = CliRunner()
@@ -95,3 +96,23 @@ def test_power_parse_and_bad_budget(capsys):
     _one_line_error(capsys, ["design", "--model", "llama3.1-405b", "--power", "5kW"], "below one server or rack")
     _one_line_error(capsys, ["design", "--model", "llama3.1-405b", "--power", "fifty"], "--power")
     _one_line_error(capsys, ["design", "--model", "llama3.1-405b", "--power", "50MW", "--gpus", "8"], "--gpus")
+
+
+def test_open_standard_and_amd_designs_in_the_comparison():
+    d = _json(["design", "--model", "llama3.1-70b", "--gpus", "1024", "--global-batch", "512", "--json"])
+    rows = {r["name"]: r for r in d["designs"]}
+    for name, cluster in (("MI355X 8-GPU, RoCE 400G, rail-optimized", "mi355x-8"),
+                          ("MI355X 8-GPU, Ultra Ethernet 400G", "mi355x-8-uec"),
+                          ("MI355X-class UALink 1,024 pod, Ultra Ethernet 400G", "ualink-pod-1024")):
+        assert rows[name]["cluster"] == cluster and rows[name]["fits"]
+        assert load_cluster(cluster).source  # every preset says where its figures come from
+    pod = load_cluster("ualink-pod-1024")
+    # 7 UALink x4 ports x 800 Gb/s x 93% effective (network.csv ualink_1_0), one way
+    assert pod.scale_up_bytes_per_s == pytest.approx(7 * 800e9 / 8 * 0.93, rel=1e-3)
+    assert pod.scale_up_domain == 1024
+    # the pod's spine (switches and optics past a rack) is priced: 14 optical ports per GPU
+    assert rows["MI355X-class UALink 1,024 pod, Ultra Ethernet 400G"]["economics"]["capex_usd"][
+        "network_scale_up_spine"] > 1024 * 14 * 1250
+    # UEC is priced and stepped as Ethernet: the same figures as the RoCE design
+    assert rows["MI355X 8-GPU, Ultra Ethernet 400G"]["tokens_per_s"] == rows[
+        "MI355X 8-GPU, RoCE 400G, rail-optimized"]["tokens_per_s"]

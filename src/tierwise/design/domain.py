@@ -30,37 +30,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from importlib import resources
 from typing import Any
 
 from tierwise.design.bandwidth import job_plan
 from tierwise.design.cost import fabric_cost
+from tierwise.design.scaleup import OPTICS, load_figures, scale_up_extra, value
 from tierwise.errors import TierwiseError
 from tierwise.estimate.step import estimate
-from tierwise.files import load_yaml
 from tierwise.goodput import GoodputOptions, evaluate, failure_model
 from tierwise.specs import catalog
 from tierwise.specs.cluster import Cluster, load_cluster
 from tierwise.specs.plan import PlanBatch
 from tierwise.topology.costs import load_prices
 
-__all__ = ["DOMAIN_SIZES", "UALINK_POD", "OPTICS", "load_figures", "max_domain", "domain_cluster", "scale_up_extra", "domain_sweep"]
+__all__ = ["DOMAIN_SIZES", "UALINK_POD", "max_domain", "domain_cluster", "domain_sweep"]
 
 DOMAIN_SIZES = (8, 16, 36, 72, 144, 576)
 """NVLink domain sizes swept by default (NVL8 baseboard, NVL16, NVL36, NVL72, two and eight racks)."""
 UALINK_POD = 1024
-OPTICS = ("pluggable", "lpo", "cpo")
 _SECONDS_PER_YEAR = 365.25 * 24 * 3600
-
-
-def load_figures() -> dict:
-    """The sourced figures of ``design/scaleup.yaml``."""
-    text = resources.files("tierwise.design").joinpath("scaleup.yaml").read_text(encoding="utf-8")
-    return load_yaml(text, "the shipped design/scaleup.yaml")
-
-
-def _value(entry) -> float:
-    return float(entry["value"]) if isinstance(entry, dict) else float(entry)
 
 
 def max_domain(cluster: Cluster) -> int:
@@ -87,48 +75,19 @@ def domain_cluster(base: Cluster, size: int, *, ualink: bool = False, figures: d
                             f"use a multiple of {gpn}")
     if ualink:
         u = figures["ualink"]
-        if size > _value(u["pod_max"]):
-            raise TierwiseError(f"domain size {size}: a UALink 1.0 pod holds at most {_value(u['pod_max']):.0f} "
+        if size > value(u["pod_max"]):
+            raise TierwiseError(f"domain size {size}: a UALink 1.0 pod holds at most {value(u['pod_max']):.0f} "
                                 "accelerators")
-        rate = _value(u["ports_per_accelerator"]) * _value(u["port_gbps_one_way"]) * 1e9 / 8
-        eff = rate * _value(u["effective_fraction"])
+        rate = value(u["ports_per_accelerator"]) * value(u["port_gbps_one_way"]) * 1e9 / 8
+        eff = rate * value(u["effective_fraction"])
         return replace(base, scale_up_domain=size, scale_up_bytes_per_s=eff, scale_up_p2p_bytes_per_s=eff,
-                       scale_up_latency_s=_value(u["latency_one_way_s"]), in_network_reduction=False,
+                       scale_up_latency_s=value(u["latency_one_way_s"]), in_network_reduction=False,
                        name=f"{base.accelerator.name} UALink {size}", fitted={})
     limit = max_domain(base)
     if size > limit:
         raise TierwiseError(f"domain size {size}: {base.accelerator.name}'s scale-up fabric builds domains of at most "
                             f"{limit} GPUs; choose a smaller size (or the UALink pod row)")
     return replace(base, scale_up_domain=size, name=f"{base.accelerator.name} NVL{size}")
-
-
-def scale_up_extra(cluster: Cluster, size: int, figures: dict, optics: str = "pluggable", *,
-                   ualink: bool = False) -> dict[str, Any]:
-    """Capex and power per GPU of the scale-up fabric beyond one rack's copper (module docstring): spine
-    switches and 2 optical 800G ports per 800 Gb/s of the GPU's one-way scale-up rate (0 within a rack)."""
-    if optics not in OPTICS:
-        raise TierwiseError(f"--optics {optics!r}; choose one of {', '.join(OPTICS)}")
-    nv = figures["nvlink"]
-    trays_per_gpu = _value(nv["trays_per_72_gpus"]) / 72
-    if size <= 72 and not ualink:
-        return {"usd_per_gpu": 0.0, "w_per_gpu": 0.0, "optical_ports_per_gpu": 0.0, "switches_per_gpu": trays_per_gpu,
-                "basis": "inside one rack: copper NVLink spine, in the rack's price and power"}
-    if ualink:
-        u = figures["ualink"]
-        ports = _value(u["ports_per_accelerator"])
-        raw_gbps = ports * _value(u["port_gbps_one_way"])
-        spine_per_gpu = ports / _value(u["switch_ports_800g"])
-    else:
-        raw_gbps = cluster.scale_up_bytes_per_s * 8 / 1e9
-        spine_per_gpu = trays_per_gpu
-    o = figures["optics"][optics]
-    optical = 2 * raw_gbps / 800
-    usd = optical * float(o["usd_per_800g_port"]) + spine_per_gpu * _value(nv["tray_usd"])
-    w = optical * float(o["w_per_800g_port"]) + spine_per_gpu * _value(nv["tray_w"])
-    return {"usd_per_gpu": usd, "w_per_gpu": w, "optical_ports_per_gpu": optical,
-            "switches_per_gpu": trays_per_gpu + spine_per_gpu, "optics": optics,
-            "basis": f"spine {spine_per_gpu:.3f} switches per GPU + {optical:g} x 800G {o['name']} ports per GPU "
-                     f"({o['w_per_800g_port']} W, ${o['usd_per_800g_port']} each)"}
 
 
 def _failure_model(cluster: Cluster, num_gpus: int, opts: GoodputOptions, switches: int) -> dict:

@@ -25,7 +25,7 @@ from typing import Any
 from tierwise.design.bandwidth import job_plan
 from tierwise.design.cost import default_fabric, fabric_cost
 from tierwise.design.designs import design_cluster
-from tierwise.design.domain import OPTICS, load_figures
+from tierwise.design.scaleup import OPTICS, load_figures
 from tierwise.errors import TierwiseError
 from tierwise.estimate.step import estimate
 from tierwise.specs.cluster import load_cluster
@@ -66,7 +66,7 @@ POWER_DESIGNS = (
     PowerDesign("B200 8-GPU, IB 400G", "dgx-b200"),
     PowerDesign("GB200 NVL72, IB 400G", "gb200-nvl72"),
     PowerDesign("GB200 NVL72, IB 800G", "gb200-nvl72", nic_gbps=800),
-    PowerDesign("MI355X 8-GPU, Ultra Ethernet 400G", "mi355x-8", fabric="roce"),
+    PowerDesign("MI355X 8-GPU, Ultra Ethernet 400G", "mi355x-8-uec", fabric="roce"),
 )
 
 
