@@ -116,3 +116,25 @@ def test_open_standard_and_amd_designs_in_the_comparison():
     # UEC is priced and stepped as Ethernet: the same figures as the RoCE design
     assert rows["MI355X 8-GPU, Ultra Ethernet 400G"]["tokens_per_s"] == rows[
         "MI355X 8-GPU, RoCE 400G, rail-optimized"]["tokens_per_s"]
+
+
+def test_topo_nvl72_implies_the_rack_part(capsys):
+    one = _json(["topo", "nvl72", "--gpus", "72", "--json"])
+    assert one["cluster"] == "gb200-nvl72"
+    assert one["servers"]["units"] == 1 and one["servers"]["gpus_per_unit"] == 72
+    big = _json(["topo", "nvl72", "--gpus", "1152", "--json"])
+    assert big["servers"]["units"] == 16 and big["servers"]["price_key"] == "rack_gb200_nvl72_usd"
+    # the seeds' 130 TB/s: 72 GPUs x 1.8 TB/s bidirectional
+    dom = big["scale_up_domain"]
+    assert dom["aggregate_bidirectional_bytes_per_s"] == pytest.approx(129.6e12)
+    assert dom["bisection_bytes_per_s"] == pytest.approx(36 * 900e9)
+    _one_line_error(capsys, ["topo", "nvl72", "--gpus", "1152", "--cluster", "dgx-h100"], "rack part")
+
+
+def test_tiers_show_the_scale_up_domain():
+    rows = _json(["tiers", "gb200-nvl72", "--json"])
+    up = next(r for r in rows if r["name"] == "scale_up")
+    assert up["domain_aggregate_bidirectional_bytes_per_s"] == pytest.approx(129.6e12)
+    mesh = next(r for r in _json(["tiers", "mi300x-8", "--json"]) if r["name"] == "scale_up")
+    # full mesh of 8: 16 links cross the cut, each at the per-peer one-way rate
+    assert mesh["domain_bisection_bytes_per_s"] == pytest.approx(16 * load_cluster("mi300x-8").scale_up_p2p_bytes_per_s)
