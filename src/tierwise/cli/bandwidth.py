@@ -89,9 +89,9 @@ def register(app: typer.Typer) -> None:
         emit(doc, as_json, lambda con: _render(con, doc))
 
 
-def _rate(n: dict) -> str:
+def _rate(n: dict, floor: float) -> str:
     if n["status"] == "never":
-        return "never (floor)"
+        return f"never (floor {floor:.1%})"
     text = f"{n['gbytes_per_s_per_gpu']:,.1f} GB/s ({n['gbits_per_s_per_gpu']:,.0f} Gb/s) | " \
            f"{n['group_aggregate_tbytes_per_s']:,.2f} TB/s group"
     return ("<= " if n["status"] == "at_min" else "") + text
@@ -114,8 +114,8 @@ def _render(con, doc: dict) -> None:
             return {"never": "never", "at_min": "bw alone"}.get(x["status"]) or f"{x['latency_us']:,.0f} us"
 
         t.add_row(f"{a['axis']} x{a['degree']}", f"{a['tier']} ({a['tier_gbytes_per_s_per_gpu']:,.0f} GB/s)",
-                  f"{a['exposed_s']:.3f} s ({a['share_of_step']:.1%})", _rate(a["bandwidth"]["hidden"]),
-                  _rate(a["bandwidth"]["5%"]), _rate(a["bandwidth"]["20%"]),
+                  f"{a['exposed_s']:.3f} s ({a['share_of_step']:.1%})",
+                  *(_rate(a["bandwidth"][k], a["floor_share_at_unlimited_bandwidth"]) for k in ("hidden", "5%", "20%")),
                   f"{_lat(lat['5%'])} / {_lat(lat['20%'])} (now {lat['tier_latency_us']:g} us)")
     print_table(con, t)
     if "window" in doc:

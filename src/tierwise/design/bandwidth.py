@@ -296,8 +296,8 @@ def inverse_bandwidth(model, cluster: Cluster, plan: Plan, *, window_s: float | 
         "hidden_share": HIDDEN_SHARE,
         "estimator_calls": sum(len(p._memo) for p in probes.values()) + 1,
         "notes": ["rates are one-way per GPU (catalog convention); the group aggregate is rate x group size",
-                  "the plan is held fixed while a tier's bandwidth (or latency) is scaled; every axis on that tier "
-                  "scales with it, so the step changes too",
+                  "the plan is held fixed while a tier's bandwidth (or latency) is scaled; an axis's share is its "
+                  "own: exposed x(k) / (step(1) - x(1) + x(k)), the other axes at the cluster's figures",
                   f"hidden: exposed <= {HIDDEN_SHARE:.0%} of the step; 'never': not reached at 10,000x the tier's "
                   "bandwidth (latency, or exposed by design); 'at_min': met even at 1/10,000 of it; latency 'at_min': the "
                   "bandwidth term alone already exceeds the share"],
