@@ -46,24 +46,13 @@ def register(app: typer.Typer) -> None:
         """What bandwidth does this job need? Per axis: the tier and the rate that hides it / costs 5% / 20%."""
         from tierwise.design.bandwidth import interconnect_bound_generation, inverse_bandwidth, job_plan
         from tierwise.errors import PlanError
-        from tierwise.limits import MAX_BATCH, MAX_GPUS, MAX_SEQ, check_float, check_int
+        from tierwise.limits import check_float
         from tierwise.specs.cluster import load_cluster
         from tierwise.specs.model import load_model
         from tierwise.units import parse_time
 
-        check_int(gpus, "--gpus", maximum=MAX_GPUS, error=PlanError)
-        check_int(global_batch, "--global-batch", maximum=MAX_BATCH, error=PlanError)
-        check_int(seq, "--seq", maximum=MAX_SEQ, error=PlanError)
-        for name, v in (("--tp", tp), ("--pp", pp), ("--cp", cp), ("--ep", ep), ("--dp", dp), ("--vpp", vpp),
-                        ("--mbs", mbs)):
-            if v is not None:
-                check_int(v, name, maximum=MAX_GPUS, error=PlanError)
-        if zero is not None and zero not in (0, 1, 2, 3):
-            raise PlanError(f"--zero {zero}: choose 0, 1, 2 or 3")
-        if precision.lower() not in ("bf16", "fp8"):
-            raise PlanError(f"--precision {precision!r}; choose bf16 or fp8")
-        if reduce_dtype is not None and reduce_dtype.lower() not in ("fp32", "bf16"):
-            raise PlanError(f"--reduce-dtype {reduce_dtype!r}; choose fp32 or bf16")
+        _check(gpus, global_batch, seq, zero, precision, reduce_dtype, tp=tp, pp=pp, cp=cp, ep=ep, dp=dp, vpp=vpp,
+               mbs=mbs)
         win = parse_time(window, what="--window", allow_zero=False) if window is not None else None
         tgt = parse_time(target_step, what="--target-step", allow_zero=False) if target_step is not None else None
         share = check_float(bound_share, "--bound-share", minimum=0.01, maximum=100.0, error=PlanError,
@@ -87,6 +76,25 @@ def register(app: typer.Typer) -> None:
 
             doc["html"] = write_page(html, bandwidth_page(doc))
         emit(doc, as_json, lambda con: _render(con, doc))
+
+
+def _check(gpus, global_batch, seq, zero, precision, reduce_dtype, **degrees) -> None:
+    """Every number and name a user gave, one line naming the option when it is out of range."""
+    from tierwise.errors import PlanError
+    from tierwise.limits import MAX_BATCH, MAX_GPUS, MAX_SEQ, check_int
+
+    check_int(gpus, "--gpus", maximum=MAX_GPUS, error=PlanError)
+    check_int(global_batch, "--global-batch", maximum=MAX_BATCH, error=PlanError)
+    check_int(seq, "--seq", maximum=MAX_SEQ, error=PlanError)
+    for name, v in degrees.items():
+        if v is not None:
+            check_int(v, f"--{name}", maximum=MAX_GPUS, error=PlanError)
+    if zero is not None and zero not in (0, 1, 2, 3):
+        raise PlanError(f"--zero {zero}: choose 0, 1, 2 or 3")
+    if precision.lower() not in ("bf16", "fp8"):
+        raise PlanError(f"--precision {precision!r}; choose bf16 or fp8")
+    if reduce_dtype is not None and reduce_dtype.lower() not in ("fp32", "bf16"):
+        raise PlanError(f"--reduce-dtype {reduce_dtype!r}; choose fp32 or bf16")
 
 
 def _rate(n: dict, floor: float) -> str:

@@ -144,6 +144,11 @@ class _Probe:
     def __post_init__(self):
         self._memo: dict[float, Any] = {}
 
+    @property
+    def calls(self) -> int:
+        """Estimator calls made (one per distinct factor)."""
+        return len(self._memo)
+
     def at(self, k: float):
         if k not in self._memo:
             kw = {self.what: k}
@@ -294,7 +299,7 @@ def inverse_bandwidth(model, cluster: Cluster, plan: Plan, *, window_s: float | 
                   for t in ("scale_up", "host", "scale_out") if tier_bytes_per_s(cluster, t) > 0},
         "axes": [a.as_dict() for a in axes],
         "hidden_share": HIDDEN_SHARE,
-        "estimator_calls": sum(len(p._memo) for p in probes.values()) + 1,
+        "estimator_calls": sum(p.calls for p in probes.values()) + 1,
         "notes": ["rates are one-way per GPU (catalog convention); the group aggregate is rate x group size",
                   "the plan is held fixed while a tier's bandwidth (or latency) is scaled; an axis's share is its "
                   "own: exposed x(k) / (step(1) - x(1) + x(k)), the other axes at the cluster's figures",

@@ -131,6 +131,30 @@ def _best_count(model, cl, d, n, global_batch, seq, precision, cache):
     return best
 
 
+def _row(model, d: PowerDesign, cl, optics: str, budget_w, prices, option, pue, global_batch, seq, precision,
+         cache) -> dict[str, Any]:
+    """One design with one optics option under the budget: GPUs it powers, the job's count and plan, the rates."""
+    life, kwh = float(prices["life_years"]["value"]), float(prices["usd_per_kwh"]["value"])
+    row: dict[str, Any] = {"design": d.name, "cluster": d.cluster, "optics": optics, "fabric": d.fabric,
+                           "nic_gbps": cl.nic_bytes_per_s * 8 / 1e9}
+    fit = _fit_gpus(cl, budget_w, prices, d.fabric, d.nic_gbps, option, pue)
+    if fit is None:
+        row.update(fits=False, why="the budget powers fewer than 64 GPUs of this design")
+        return row
+    job_n, plan, est = _best_count(model, cl, d, fit["gpus"], global_batch, seq, precision, cache)
+    row.update(gpus=fit["gpus"], job_gpus=job_n, gpus_bought=fit["gpus_bought"], facility_w=fit["facility_w"],
+               it_w=fit["it_w"], network_w=fit["network_w"], servers_w=fit["servers_w"], capex_usd=fit["capex_usd"])
+    if plan is None:
+        row.update(fits=False, why=est)
+        return row
+    tps = float(est.tokens_per_s[0])
+    usd_per_s = fit["capex_usd"] / (life * _SECONDS_PER_YEAR) + fit["facility_w"] * kwh / 3.6e6
+    row.update(fits=True, plan={k: getattr(plan, k) for k in ("tp", "pp", "cp", "dp", "ep")},
+               step_time_s=float(est.step_time_s[0]), tokens_per_s=tps, mfu=float(est.mfu[0]),
+               tokens_per_usd=tps / usd_per_s, tokens_per_joule=tps / fit["facility_w"])
+    return row
+
+
 def power_capped(model, facility_budget_w: float, *, designs=POWER_DESIGNS, optics=OPTICS, global_batch: int = 2048,
                  seq: int = 8192, precision: str = "bf16", prices: dict | None = None,
                  pue: float | None = None) -> dict[str, Any]:
@@ -138,7 +162,6 @@ def power_capped(model, facility_budget_w: float, *, designs=POWER_DESIGNS, opti
     prices = prices or load_prices()
     figures = load_figures()
     pue = float(prices["pue"]["value"]) if pue is None else pue
-    life, kwh = float(prices["life_years"]["value"]), float(prices["usd_per_kwh"]["value"])
     if not 1.0 <= pue <= 5.0:
         raise TierwiseError(f"--pue {pue:g}: use a power usage effectiveness between 1.0 and 5.0")
     for o in optics:
@@ -153,33 +176,8 @@ def power_capped(model, facility_budget_w: float, *, designs=POWER_DESIGNS, opti
         raise TierwiseError(f"--power {facility_budget_w / 1e3:,.1f} kW is below one server or rack of any design "
                             f"(the smallest takes {smallest / 1e3:,.1f} kW at PUE {pue:g}); give a larger budget")
     cache: dict = {}
-    rows = []
-    for d in designs:
-        cl = design_cluster(clusters[d.cluster], d.nic_gbps)
-        for o in optics:
-            option = figures["optics"][o]
-            fit = _fit_gpus(cl, facility_budget_w, prices, d.fabric, d.nic_gbps, option, pue)
-            row: dict[str, Any] = {"design": d.name, "cluster": d.cluster, "optics": o, "fabric": d.fabric,
-                                   "nic_gbps": cl.nic_bytes_per_s * 8 / 1e9}
-            if fit is None:
-                row.update(fits=False, why="the budget powers fewer than 64 GPUs of this design")
-                rows.append(row)
-                continue
-            n = fit["gpus"]
-            job_n, plan, est = _best_count(model, cl, d, n, global_batch, seq, precision, cache)
-            row.update(gpus=n, job_gpus=job_n, gpus_bought=fit["gpus_bought"], facility_w=fit["facility_w"],
-                       it_w=fit["it_w"], network_w=fit["network_w"], servers_w=fit["servers_w"],
-                       capex_usd=fit["capex_usd"])
-            if plan is None:
-                row.update(fits=False, why=est)
-                rows.append(row)
-                continue
-            tps = float(est.tokens_per_s[0])
-            usd_per_s = fit["capex_usd"] / (life * _SECONDS_PER_YEAR) + fit["facility_w"] * kwh / 3.6e6
-            row.update(fits=True, plan={k: getattr(plan, k) for k in ("tp", "pp", "cp", "dp", "ep")},
-                       step_time_s=float(est.step_time_s[0]), tokens_per_s=tps, mfu=float(est.mfu[0]),
-                       tokens_per_usd=tps / usd_per_s, tokens_per_joule=tps / fit["facility_w"])
-            rows.append(row)
+    rows = [_row(model, d, design_cluster(clusters[d.cluster], d.nic_gbps), o, facility_budget_w, prices,
+                 figures["optics"][o], pue, global_batch, seq, precision, cache) for d in designs for o in optics]
     _savings(rows)
     ok = [r for r in rows if r["fits"]]
     if not ok:
