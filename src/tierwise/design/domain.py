@@ -49,6 +49,9 @@ DOMAIN_SIZES = (8, 16, 36, 72, 144, 576)
 """NVLink domain sizes swept by default (NVL8 baseboard, NVL16, NVL36, NVL72, two and eight racks)."""
 UALINK_POD = 1024
 _SECONDS_PER_YEAR = 365.25 * 24 * 3600
+_RACK_KEYS = {"gb200": ("rack_gb200_nvl72_usd", "rack_gb200_nvl72_w"),
+              "gb300": ("rack_gb300_nvl72_usd", "rack_gb300_nvl72_w")}
+"""The NVL72 rack whose price and power per GPU every row pays (prices.yaml, S38 / S10 / S11)."""
 
 
 def max_domain(cluster: Cluster) -> int:
@@ -126,8 +129,9 @@ def _row(model, base, size, num_gpus, global_batch, seq, precision, prices, figu
     ev = evaluate(model, cl, num_gpus, batch, est, opts, fm=_failure_model(cl, num_gpus, opts, switches))
     ettr, spare = float(ev["ettr"][0]), float(ev["spare_gpus_p99"][0])
     dom = ev["fault_domain"][0]
-    rack_usd = float(prices["rack_gb200_nvl72_usd"]["value"]) / 72
-    rack_w = float(prices["rack_gb200_nvl72_w"]["value"]) / 72
+    usd_key, w_key = _RACK_KEYS[base.accelerator.name]
+    rack_usd = float(prices[usd_key]["value"]) / 72
+    rack_w = float(prices[w_key]["value"]) / 72
     per_gpu_usd = rack_usd + extra["usd_per_gpu"]
     capex = (bought + spare) * per_gpu_usd + net["network_capex_usd"]
     it_w = bought * (rack_w + extra["w_per_gpu"]) + net["network_power_w"]
@@ -154,13 +158,16 @@ def domain_sweep(model, num_gpus: int, *, base: str | Cluster = "gb200-nvl72", s
     figures = load_figures()
     prices = prices or load_prices()
     cl = base if isinstance(base, Cluster) else load_cluster(base)
+    if cl.accelerator.name not in _RACK_KEYS:
+        raise TierwiseError(f"the domain sweep prices NVL72 racks; base {cl.name} has {cl.accelerator.name}: use "
+                            "gb200-nvl72 or gb300-nvl72")
     for s in sizes:  # every size checked before any work
         domain_cluster(cl, int(s), figures=figures)
     if optics not in OPTICS:
         raise TierwiseError(f"--optics {optics!r}; choose one of {', '.join(OPTICS)}")
     opts = goodput or GoodputOptions()
     unit72 = -(-num_gpus // 72) * 72
-    net = fabric_cost(load_cluster("gb200-nvl72") if cl.scale_up_domain != 72 else cl, unit72, prices)
+    net = fabric_cost(replace(cl, scale_up_domain=72), unit72, prices)
     rows = [_row(model, cl, int(s), num_gpus, global_batch, seq, precision, prices, figures, optics, opts, net)
             for s in sizes]
     if ualink_pod:
