@@ -138,3 +138,17 @@ def test_tiers_show_the_scale_up_domain():
     mesh = next(r for r in _json(["tiers", "mi300x-8", "--json"]) if r["name"] == "scale_up")
     # full mesh of 8: 16 links cross the cut, each at the per-peer one-way rate
     assert mesh["domain_bisection_bytes_per_s"] == pytest.approx(16 * load_cluster("mi300x-8").scale_up_p2p_bytes_per_s)
+
+
+def test_html_pages(tmp_path):
+    pytest.importorskip("plotly")
+    for args, name in ((["design", "--model", "llama3.1-70b", "--gpus", "1152", "--global-batch", "512",
+                         "--domain-sweep", "--domains", "8,72,144"], "domain.html"),
+                       (["design", "--model", "llama3.1-70b", "--power", "5MW", "--global-batch", "512"], "power.html"),
+                       (["bandwidth", "--model", "llama3.1-70b", "--cluster", "dgx-h100", "--gpus", "256",
+                         "--global-batch", "256"], "bw.html")):
+        out = tmp_path / name
+        doc = _json([*args, "--html", str(out), "--json"])
+        text = out.read_text()
+        assert doc["html"] and "plotly" in text.lower()
+        assert "<table" in text or name == "bw.html"  # the bandwidth page is one plot
