@@ -68,6 +68,9 @@ def register(app: typer.Typer) -> None:
         from tierwise.limits import check_float
         from tierwise.topology.costs import load_prices
 
+        if (power is not None or domain_sweep) and (tokens is not None or budget is not None):
+            raise TierwiseError("--tokens and --budget belong to the design comparison; --domain-sweep and --power "
+                                "rank by goodput tokens per $ / tokens per s and take neither")
         if power is not None:
             if domain_sweep or gpus is not None:
                 raise TierwiseError("--power chooses the GPU count; give it without --gpus and --domain-sweep")

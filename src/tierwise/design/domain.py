@@ -185,7 +185,10 @@ def domain_sweep(model, num_gpus: int, *, base: str | Cluster = "gb200-nvl72", s
                       "the scale-out fabric (NICs, switches) is the same in every row; a larger domain could "
                       "buy fewer NICs, which this sweep does not take",
                       "spare GPUs (p99 pool in the fault unit) count in capex, not in power",
-                      "optical transceivers are not counted as failing parts (no rate in goodput/rates.yaml)"],
+                      "optical transceivers are not counted as failing parts (no rate in goodput/rates.yaml)",
+                      "a partition smaller than a rack (NVL8..NVL36) counts its own GPUs as the unit an NVLink tray "
+                      "failure takes out; in a partitioned NVL72 rack a tray serves every partition, so the "
+                      "physical blast radius is the rack"],
             "sources": {k: v.get("source") for k, v in figures["optics"].items()}
             | {f"nvlink_{k}": v.get("source") for k, v in figures["nvlink"].items()}
             | {f"ualink_{k}": v.get("source") for k, v in figures["ualink"].items()}}
