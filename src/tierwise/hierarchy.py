@@ -33,7 +33,7 @@ import numpy as np
 from tierwise.specs.cluster import Cluster
 
 __all__ = ["Tier", "TierCode", "tiers", "GroupSpan", "group_span", "TIER_ORDER", "tier_name", "HopClass", "hop_classes",
-           "GroupHops", "group_hops", "pair_span"]
+           "GroupHops", "group_hops", "pair_span", "scale_up_domain"]
 
 TIER_ORDER = ("local", "scale_up", "host", "scale_out")
 """Tier codes used in vectorized results: 0 = the group is one rank, then the tiers a group can cross."""
@@ -121,6 +121,27 @@ def tiers(cluster: Cluster) -> list[Tier]:
                 note=f"traffic leaving a {level.domain_size}-GPU {level.name} group, oversubscribed {factor:g}:1",
             ))
     return out
+
+
+def scale_up_domain(cluster: Cluster) -> dict:
+    """The scale-up domain as a whole (the seeds' "130 TB/s of aggregate NVLink" for NVL72).
+
+    With ``D`` GPUs of one-way rate ``B`` each: aggregate ``D x B`` one way, ``2 D B`` both directions summed
+    (NVIDIA's figure: 72 x 1.8 TB/s = 129.6 TB/s). Bisection, one way, across the worst cut into halves:
+    switched (non-blocking NVSwitch / NVLink Switch): ``D / 2 x B`` (every GPU of one half sends at full rate);
+    full mesh with ``p`` one-way per peer link: ``(D / 2)^2 x p`` links cross the cut; a torus's depends on its
+    shape and is not given here.
+    """
+    d, b = cluster.scale_up_domain, cluster.scale_up_bytes_per_s
+    if cluster.scale_up_topology == "switched":
+        bis, how = d / 2 * b, "switched: D/2 x one-way rate per GPU"
+    elif cluster.scale_up_topology == "mesh":
+        bis, how = (d / 2) ** 2 * cluster.scale_up_p2p_bytes_per_s, "full mesh: (D/2)^2 links x one-way rate per link"
+    else:
+        bis, how = None, "torus: depends on the torus shape (not given)"
+    return {"gpus": d, "aggregate_bytes_per_s": d * b, "aggregate_bidirectional_bytes_per_s": 2 * d * b,
+            "bisection_bytes_per_s": bis, "bisection_basis": how,
+            "note": "aggregate = GPUs x one-way rate (bidirectional: x2, as datasheets quote); bisection one way"}
 
 
 def tier_name(code: int | np.integer, level: int | np.integer = 0) -> str:

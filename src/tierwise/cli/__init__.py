@@ -44,6 +44,7 @@ def _root(
 
 # one module per command group; each defines register(app)
 _COMMAND_MODULES = ("catalog", "tiers", "collective", "estimate", "plan", "validate", "topo", "measure", "design",
+                    "bandwidth",
                     "goodput", "serve", "sweep", "testbed")
 
 

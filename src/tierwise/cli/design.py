@@ -37,7 +37,7 @@ def register(app: typer.Typer) -> None:
     @app.command("design")
     def design_cmd(
         model: Annotated[str, typer.Option("--model", help="catalog name, YAML file or config.json")],
-        gpus: Annotated[int, typer.Option("--gpus", help="GPUs the job runs on")],
+        gpus: Annotated[int | None, typer.Option("--gpus", help="GPUs the job runs on (not with --power)")] = None,
         tokens: Annotated[float | None, typer.Option("--tokens", help="tokens to train on (time, cost, energy)")] = None,
         budget: Annotated[float | None, typer.Option("--budget", help="capex budget in USD")] = None,
         precision: Annotated[str, typer.Option("--precision", help="bf16 | fp8 (A100 has no fp8)")] = "bf16",
@@ -46,15 +46,41 @@ def register(app: typer.Typer) -> None:
         within: Annotated[float, typer.Option("--within", help="right size: slowest NIC speed within this % of "
                                               "the best step")] = 5.0,
         prices: Annotated[str | None, typer.Option("--prices", help="price/power YAML overriding the shipped one")] = None,
+        domain_sweep: Annotated[bool, typer.Option("--domain-sweep", help="sweep the scale-up domain size (NVL8 .. "
+                                                   "NVL576, a 1,024 UALink pod): step, goodput, capex, power")] = False,
+        domains: Annotated[str | None, typer.Option("--domains", help="with --domain-sweep: comma-separated sizes "
+                                                    "(default 8,16,36,72,144,576)")] = None,
+        power: Annotated[str | None, typer.Option("--power", help="facility power budget, e.g. 50MW: the best "
+                                                  "cluster it powers (optics pluggable / LPO / CPO)")] = None,
+        pue: Annotated[float | None, typer.Option("--pue", help="with --power: facility / IT power (default the "
+                                                  "price file's 1.3)")] = None,
+        optics: Annotated[str, typer.Option("--optics", help="with --domain-sweep: optics of a domain beyond a "
+                                            "rack: pluggable | lpo | cpo")] = "pluggable",
         as_json: Annotated[bool, typer.Option("--json", help="print the JSON document")] = False,
         html: Annotated[str | None, typer.Option("--html", help="write an HTML page with plots to FILE")] = None,
     ) -> None:
-        """Compare cluster designs on one job: best plan, throughput, capex, power, tokens per $ and per J."""
+        """Compare cluster designs on one job: best plan, throughput, capex, power, tokens per $ and per J.
+
+        --domain-sweep: scale-up domain size against blast radius. --power 50MW: the best cluster a budget powers.
+        """
         from tierwise.design.designs import compare_designs
         from tierwise.errors import TierwiseError
         from tierwise.limits import check_float
         from tierwise.topology.costs import load_prices
 
+        if (power is not None or domain_sweep) and (tokens is not None or budget is not None):
+            raise TierwiseError("--tokens and --budget belong to the design comparison; --domain-sweep and --power "
+                                "rank by goodput tokens per $ / tokens per s and take neither")
+        if power is not None:
+            if domain_sweep or gpus is not None:
+                raise TierwiseError("--power chooses the GPU count; give it without --gpus and --domain-sweep")
+            _power_design(model, power, pue, global_batch, seq, precision, prices, as_json, html)
+            return
+        if gpus is None:
+            raise TierwiseError("design needs --gpus (or --power BUDGET to let the budget choose the GPU count)")
+        if domain_sweep:
+            _domain_sweep(model, gpus, domains, optics, global_batch, seq, precision, prices, as_json, html)
+            return
         m = _common(model, gpus, global_batch, seq)
         if tokens is not None:
             check_float(tokens, "--tokens", minimum=1.0, maximum=1e18, error=TierwiseError)
@@ -97,6 +123,101 @@ def register(app: typer.Typer) -> None:
 
             doc["html"] = write_page(html, trend_page(doc))
         emit(doc, as_json, lambda con: _render_trend(con, doc))
+
+
+def _domain_sweep(model, gpus, domains, optics, global_batch, seq, precision, prices, as_json, html):
+    from tierwise.design.domain import DOMAIN_SIZES, domain_sweep
+    from tierwise.errors import TierwiseError
+    from tierwise.topology.costs import load_prices
+
+    m = _common(model, gpus, global_batch, seq)
+    sizes = DOMAIN_SIZES
+    if domains is not None:
+        try:
+            sizes = tuple(int(x) for x in domains.split(",") if x.strip())
+        except ValueError:
+            raise TierwiseError(f"--domains {domains!r}: give comma-separated GPU counts, e.g. 8,72,576") from None
+        if not sizes:
+            raise TierwiseError("--domains is empty; give comma-separated GPU counts, e.g. 8,72,576")
+    table_ = load_prices(prices)
+    _html_first(html)
+    doc = domain_sweep(m, gpus, sizes=sizes, global_batch=global_batch, seq=seq, precision=precision.lower(),
+                       prices=table_, optics=optics.lower())
+    if html is not None:
+        from tierwise.report import write_page
+        from tierwise.report.design import domain_page
+
+        doc["html"] = write_page(html, domain_page(doc))
+    emit(doc, as_json, lambda con: _render_domains(con, doc))
+
+
+def _power_design(model, power, pue, global_batch, seq, precision, prices, as_json, html):
+    from tierwise.design.power import parse_power, power_capped
+    from tierwise.topology.costs import load_prices
+
+    budget = parse_power(power)
+    m = _common(model, 8, global_batch, seq)
+    table_ = load_prices(prices)
+    _html_first(html)
+    doc = power_capped(m, budget, global_batch=global_batch, seq=seq, precision=precision.lower(), prices=table_,
+                       pue=pue)
+    if html is not None:
+        from tierwise.report import write_page
+        from tierwise.report.design import power_page
+
+        doc["html"] = write_page(html, power_page(doc))
+    emit(doc, as_json, lambda con: _render_power(con, doc))
+
+
+def _render_domains(con, doc: dict) -> None:
+    from rich.table import Table
+
+    t = Table(title=f"{doc['model']} on {doc['num_gpus']:,} {doc['accelerator']}: scale-up domain size vs blast "
+                    f"radius ({doc['optics']} optics beyond a rack)")
+    for col in ("domain", "plan", "step", "ETTR", "fault unit", "spares p99", "capex", "MW", "goodput tok/$",
+                "goodput tok/J"):
+        t.add_column(col)
+    for r in doc["rows"]:
+        if not r["fits"]:
+            t.add_row(r["domain"], "no plan fits", "", "", "", "", "", "", "", "")
+            continue
+        p = r["plan"]
+        t.add_row(r["domain"] + (" *" if r["domain"] == doc["knee"] else ""),
+                  f"tp{p['tp']} pp{p['pp']} cp{p['cp']} dp{p['dp']}", f"{r['step_time_s']:.3f} s", f"{r['ettr']:.3f}",
+                  f"{r['fault_unit']} ({r['fault_unit_gpus']} GPUs)", f"{r['spare_gpus_p99']:,.0f} GPUs",
+                  f"${r['capex_usd'] / 1e6:,.0f}M", f"{r['facility_w'] / 1e6:.1f}",
+                  f"{r['goodput_tokens_per_usd']:,.0f}", f"{r['goodput_tokens_per_joule']:.4f}")
+    print_table(con, t)
+    con.print(doc["explanation"])
+    con.print(f"best goodput tokens per joule: {doc['best_per_joule']}")
+    for n in doc["notes"]:
+        con.print(f"note: {n}", style="dim")
+
+
+def _render_power(con, doc: dict) -> None:
+    from rich.table import Table
+
+    t = Table(title=f"{doc['model']} under {doc['facility_budget_w'] / 1e6:,.1f} MW facility (PUE {doc['pue']:g}, "
+                    f"{doc['it_budget_w'] / 1e6:,.1f} MW IT)")
+    for col in ("design", "optics", "GPUs (job)", "network MW", "saved vs pluggable", "plan", "step", "tokens/s",
+                "capex", "tok/$", "tok/J"):
+        t.add_column(col)
+    for r in doc["rows"]:
+        if not r["fits"]:
+            t.add_row(r["design"], r["optics"], str(r.get("gpus", "")), "", "", r.get("why", "no plan fits"), "", "",
+                      "", "", "")
+            continue
+        p = r["plan"]
+        saved = r.get("network_w_saved_vs_pluggable", 0.0)
+        t.add_row(r["design"], r["optics"], f"{r['gpus']:,} ({r['job_gpus']:,})", f"{r['network_w'] / 1e6:.2f}",
+                  f"{saved / 1e3:,.0f} kW = {r.get('gpus_saved_watts_power', 0):,.0f} GPUs" if saved else "-",
+                  f"tp{p['tp']} pp{p['pp']} cp{p['cp']} dp{p['dp']}", f"{r['step_time_s']:.3f} s",
+                  f"{r['tokens_per_s']:,.0f}", f"${r['capex_usd'] / 1e6:,.0f}M", f"{r['tokens_per_usd']:,.0f}",
+                  f"{r['tokens_per_joule']:.3f}")
+    print_table(con, t)
+    con.print(doc["explanation"])
+    for n in doc["notes"]:
+        con.print(f"note: {n}", style="dim")
 
 
 def _named(ref: str, cl):

@@ -14,7 +14,7 @@ def register(app: typer.Typer) -> None:
     def tiers_cmd(cluster: Annotated[str, typer.Argument(help="catalog cluster name or cluster YAML path")] = "dgx-h100",
                   as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
         """Show a cluster's tiers: datasheet figure, one-way figure per GPU, latency, ratios to HBM."""
-        from tierwise.hierarchy import tiers
+        from tierwise.hierarchy import scale_up_domain, tiers
         from tierwise.specs.cluster import load_cluster
 
         c = load_cluster(cluster)
@@ -25,6 +25,13 @@ def register(app: typer.Typer) -> None:
             "bytes_per_s": t.bytes_per_s, "latency_s": t.latency_s, "ratio_to_hbm": t.ratio_to_hbm,
             "datasheet_ratio_to_hbm": t.datasheet_ratio_to_hbm, "note": t.note,
         } for t in rows]
+        dom = scale_up_domain(c)
+        for d in data:
+            if d["name"] == "scale_up":
+                d.update(domain_aggregate_bytes_per_s=dom["aggregate_bytes_per_s"],
+                         domain_aggregate_bidirectional_bytes_per_s=dom["aggregate_bidirectional_bytes_per_s"],
+                         domain_bisection_bytes_per_s=dom["bisection_bytes_per_s"], domain_bisection_basis=dom[
+                             "bisection_basis"])
 
         def render(console):
             from rich.table import Table
@@ -44,6 +51,7 @@ def register(app: typer.Typer) -> None:
             for t in rows:
                 if t.note:
                     console.print(f"{t.name}: {t.note}", style="dim")
+            console.print(domain_line(dom))
             up = next((t for t in rows if t.name == "scale_up"), None)
             out = next((t for t in rows if t.name == "scale_out"), None)
             if up and out:
@@ -54,3 +62,13 @@ def register(app: typer.Typer) -> None:
                     f"{up.bytes_per_s / out.bytes_per_s:.3g}x per GPU share")
 
         emit(data, as_json, render)
+
+
+def domain_line(dom: dict) -> str:
+    """One line on the scale-up domain as a whole (also used by ``topo``)."""
+    from tierwise.units import format_bandwidth
+
+    bis = dom["bisection_bytes_per_s"]
+    return (f"scale-up domain of {dom['gpus']} GPUs: aggregate {format_bandwidth(dom['aggregate_bytes_per_s'])} one way "
+            f"({format_bandwidth(dom['aggregate_bidirectional_bytes_per_s'])} bidirectional), bisection "
+            + (f"{format_bandwidth(bis)} one way ({dom['bisection_basis']})" if bis else dom["bisection_basis"]))

@@ -71,8 +71,9 @@ def register(app: typer.Typer) -> None:
         scale_up_bandwidth: str = _O["scale_up_bandwidth"], domain_size: int = _O["domain_size"],
         hop_latency: str = _O["hop_latency"], dims: str = _O["dims"], groups: int = _O["groups"],
         prices: str = typer.Option(None, "--prices", help="price/power YAML overriding the shipped one"),
-        cluster: str = typer.Option("dgx-h100", "--cluster", help="catalog cluster or cluster YAML whose servers "
-                                    "or racks the fabric joins (their price and power)"),
+        cluster: str = typer.Option(None, "--cluster", help="catalog cluster or cluster YAML whose servers "
+                                    "or racks the fabric joins (their price and power; default gb200-nvl72 for "
+                                    "nvl72, else dgx-h100)"),
         fabric: str = typer.Option(None, "--fabric", help="ib | roce (default: roce for a cluster named *roce*, "
                                    "else ib)"),
         leaf_placement: str = typer.Option("row", "--leaf-placement", help="row (leaves a rack away: optical NIC "
@@ -81,6 +82,9 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="print JSON"),
     ) -> None:
         """Inventory, bisection (one-way), hops, capex and power of a scale-out fabric."""
+        from tierwise.cli.tiers import domain_line
+        from tierwise.errors import TopologyError
+        from tierwise.hierarchy import scale_up_domain
         from tierwise.netsim.routing import route
         from tierwise.specs.cluster import load_cluster
         from tierwise.topology import build_fabric
@@ -89,8 +93,15 @@ def register(app: typer.Typer) -> None:
 
         spec = _spec(family, gpus, gpus_per_node, nics_per_node, radix, tiers, oversubscription, nic_bandwidth,
                      scale_up, scale_up_bandwidth, domain_size, hop_latency, dims, groups)
-        cl = load_cluster(cluster)
         assumed = []
+        if cluster is None:
+            cluster = "gb200-nvl72" if spec.family == "nvl72" else "dgx-h100"
+            why = "the rack part the nvl72 family implies" if spec.family == "nvl72" else "the default 8-GPU server"
+            assumed.append(f"--cluster {cluster} ({why})")
+        cl = load_cluster(cluster)
+        if spec.family == "nvl72" and cl.scale_up_domain <= cl.gpus_per_node:
+            raise TopologyError(f"topo nvl72 joins NVLink racks, but --cluster {cluster} is {cl.gpus_per_node}-GPU "
+                                "servers; give a rack part (gb200-nvl72, gb300-nvl72) or leave --cluster out")
         if fabric is None:
             fabric = fabric_of(cluster, cl)
             assumed.append(f"--fabric {fabric} (from the cluster {cluster!r})")
@@ -98,6 +109,8 @@ def register(app: typer.Typer) -> None:
                                  accelerator=cl.accelerator.name, gpu_power_w=cl.accelerator.power_w,
                                  fabric=fabric, placement=leaf_placement, cpo=cpo)
         report["cluster"] = cl.name
+        report["scale_up_domain"] = scale_up_domain(cl)
+        report["scale_updomain_line"] = domain_line(report["scale_up_domain"])
         report["assumed"] = assumed
         emit(report, as_json, lambda con: _render_topo(con, report))
 
@@ -216,6 +229,8 @@ def _render_topo(con, r: dict) -> None:
     a = r["cost_assumptions"]
     con.print(f"assumptions: {a['gpu_cost']}; {a['optics']}; {a['switch_optics']}; {a['fabric']}; "
               f"{a['switch_scaling']}")
+    if r.get("scale_updomain_line"):
+        con.print(r["scale_updomain_line"])
     for note in r.get("notes", []) + [f"assumed {x}" for x in r.get("assumed", [])]:
         con.print(f"note: {note}")
     for k, v in a["estimates"].items():

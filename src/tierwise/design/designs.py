@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from tierwise.design.scaleup import load_figures, scale_up_extra
 from tierwise.errors import TierwiseError
 
 __all__ = ["Design", "DEFAULT_DESIGNS", "compare_designs", "design_cluster", "pareto_front", "best_plan",
@@ -57,9 +58,14 @@ DEFAULT_DESIGNS = (
     Design(name="B200 8-GPU, IB 400G, rail-optimized", cluster="dgx-b200"),
     Design(name="GB200 NVL72, IB 400G", cluster="gb200-nvl72"),
     Design(name="GB200 NVL72, IB 800G", cluster="gb200-nvl72", nic_gbps=800),
+    Design(name="MI355X 8-GPU, RoCE 400G, rail-optimized", cluster="mi355x-8", fabric="roce"),
+    Design(name="MI355X 8-GPU, Ultra Ethernet 400G", cluster="mi355x-8-uec", fabric="roce"),
+    Design(name="MI355X-class UALink 1,024 pod, Ultra Ethernet 400G", cluster="ualink-pod-1024", fabric="roce",
+           family="rail-optimized"),
 )
 """8-GPU servers vs NVL72 racks, IB vs RoCE, NIC speed, rails, oversubscription, fat tree / rail-only /
-dragonfly."""
+dragonfly; AMD MI355X on RoCE and on Ultra Ethernet (priced as Ethernet), and a UALink 1.0 pod (catalog
+clusters mi355x-8, mi355x-8-uec, ualink-pod-1024, each with its sources)."""
 
 
 def design_cluster(base, nic_gbps: float | None = None, oversubscription: float = 1.0, leaf_gpus: int = 256):
@@ -110,6 +116,15 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
     return front
 
 
+def _scale_up_beyond_rack(cl, gpus: int) -> dict | None:
+    """Capex and power of a scale-up domain larger than one 72-GPU rack (a UALink pod): spine switches and
+    optics per GPU (:func:`tierwise.design.scaleup.scale_up_extra`); None for domains of one rack or less."""
+    if cl.scale_up_domain <= 72:
+        return None
+    extra = scale_up_extra(cl, cl.scale_up_domain, load_figures(), ualink=cl.name.startswith("ualink"))
+    return {"usd": extra["usd_per_gpu"] * gpus, "w": extra["w_per_gpu"] * gpus, "basis": extra["basis"]}
+
+
 def _evaluate(design: Design, model, num_gpus, global_batch, seq, precision, prices, tokens, cache) -> dict:
     from tierwise.design.cost import default_fabric, economics, fabric_cost
     from tierwise.specs.cluster import load_cluster
@@ -128,6 +143,11 @@ def _evaluate(design: Design, model, num_gpus, global_batch, seq, precision, pri
     unit = max(base.scale_up_domain, base.gpus_per_node)
     priced = -(-num_gpus // unit) * unit
     net = fabric_cost(cl, priced, prices, spec=replace(spec, gpus=priced), fabric=design.fabric)
+    scale_up = _scale_up_beyond_rack(cl, priced)
+    if scale_up is not None:  # a domain past one rack: its spine switches and optics (design/scaleup.py)
+        net = {**net, "network_capex_usd": net["network_capex_usd"] + scale_up["usd"],
+               "network_power_w": net["network_power_w"] + scale_up["w"],
+               "capex_by_part_usd": {**net["capex_by_part_usd"], "scale_up_spine": scale_up["usd"]}}
     out: dict[str, Any] = {"name": design.name, "cluster": design.cluster, "fabric": design.fabric,
                            "topology": net["topology"], "oversubscription": design.oversubscription,
                            "nic_gbps": cl.nic_bytes_per_s * 8 / 1e9, "gpus_priced": priced,

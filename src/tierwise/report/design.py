@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tierwise.report import esc, figure_div, page, table
 
-__all__ = ["design_page", "trend_page"]
+__all__ = ["design_page", "trend_page", "domain_page", "power_page", "bandwidth_page"]
 
 
 def design_page(doc: dict) -> str:
@@ -73,3 +73,72 @@ def trend_page(doc: dict) -> str:
     body_html = (figure_div(fig, "trend", first=True) + figure_div(fig2, "share", first=False) + table(head, body)
                  + f"<p>{esc(doc['summary'].get('sentence', ''))}</p>")
     return page(f"tierwise trend: {doc['model']} on {doc['num_gpus']} GPUs", body_html)
+
+
+def domain_page(doc: dict) -> str:
+    """Step time and goodput tokens per $ / per J against the scale-up domain size (the knee marked)."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    rows = [r for r in doc["rows"] if r.get("fits")]
+    names = [r["domain"] for r in rows]
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_trace(go.Bar(name="goodput tokens per $", x=names, y=[r["goodput_tokens_per_usd"] for r in rows]))
+    fig.add_trace(go.Scatter(name="step time (s)", x=names, y=[r["step_time_s"] for r in rows], mode="lines+markers"),
+                  secondary_y=True)
+    fig.update_layout(title=f"{doc['model']} on {doc['num_gpus']:,} GPUs: scale-up domain size (knee {doc['knee']})")
+    fig.update_yaxes(title_text="goodput tokens per $", secondary_y=False)
+    fig.update_yaxes(title_text="step time (s)", secondary_y=True)
+    fig2 = go.Figure([go.Bar(name="spare GPUs (p99)", x=names, y=[r["spare_gpus_p99"] for r in rows]),
+                      go.Bar(name="fault unit GPUs", x=names, y=[r["fault_unit_gpus"] for r in rows])])
+    fig2.update_layout(barmode="group", title="blast radius: the fault unit and the spare pool it needs")
+    head = ["domain", "plan", "step s", "ETTR", "fault unit", "spares p99", "capex $M", "facility MW",
+            "goodput tok/$", "goodput tok/J"]
+    body = [[r["domain"], " ".join(f"{k}{v}" for k, v in r["plan"].items()), f"{r['step_time_s']:.3f}",
+             f"{r['ettr']:.3f}", f"{r['fault_unit']} ({r['fault_unit_gpus']})", f"{r['spare_gpus_p99']:,.0f}",
+             f"{r['capex_usd'] / 1e6:,.0f}", f"{r['facility_w'] / 1e6:.1f}", f"{r['goodput_tokens_per_usd']:,.0f}",
+             f"{r['goodput_tokens_per_joule']:.4f}"] for r in rows]
+    notes = "".join(f"<li>{esc(n)}</li>" for n in doc["notes"])
+    body_html = (figure_div(fig, "domain", first=True) + figure_div(fig2, "blast", first=False) + table(head, body)
+                 + f"<p>{esc(doc['explanation'])}</p><ul>{notes}</ul>")
+    return page(f"tierwise design --domain-sweep: {doc['model']} on {doc['num_gpus']} GPUs", body_html)
+
+
+def power_page(doc: dict) -> str:
+    """Tokens/s of each design and optics option under the power budget."""
+    import plotly.graph_objects as go
+
+    rows = [r for r in doc["rows"] if r.get("fits")]
+    fig = go.Figure()
+    for optics in dict.fromkeys(r["optics"] for r in rows):
+        sel = [r for r in rows if r["optics"] == optics]
+        fig.add_trace(go.Bar(name=optics, x=[r["design"] for r in sel], y=[r["tokens_per_s"] for r in sel],
+                             text=[f"{r['gpus']:,} GPUs" for r in sel]))
+    fig.update_layout(barmode="group", yaxis_title="tokens/s",
+                      title=f"{doc['model']} under {doc['facility_budget_w'] / 1e6:,.1f} MW (PUE {doc['pue']:g})")
+    head = ["design", "optics", "GPUs", "job GPUs", "network MW", "step s", "tokens/s", "capex $M", "tokens per J"]
+    body = [[r["design"], r["optics"], f"{r['gpus']:,}", f"{r['job_gpus']:,}", f"{r['network_w'] / 1e6:.2f}",
+             f"{r['step_time_s']:.3f}", f"{r['tokens_per_s']:,.0f}", f"{r['capex_usd'] / 1e6:,.0f}",
+             f"{r['tokens_per_joule']:.3f}"] for r in rows]
+    notes = "".join(f"<li>{esc(n)}</li>" for n in doc["notes"])
+    body_html = (figure_div(fig, "power", first=True) + table(head, body) + f"<p>{esc(doc['explanation'])}</p>"
+                 + f"<ul>{notes}</ul>")
+    return page(f"tierwise design --power: {doc['model']}", body_html)
+
+
+def bandwidth_page(doc: dict) -> str:
+    """Per axis: the per-GPU one-way rate that hides it and at which it costs 5% and 20% of the step."""
+    import plotly.graph_objects as go
+
+    axes = doc["axes"]
+    fig = go.Figure()
+    for label in ("hidden", "5%", "20%"):
+        fig.add_trace(go.Bar(name=label, x=[f"{a['axis']} ({a['tier']})" for a in axes],
+                             y=[a["bandwidth"][label]["gbytes_per_s_per_gpu"] for a in axes]))
+    fig.add_trace(go.Scatter(name="the cluster's rate", x=[f"{a['axis']} ({a['tier']})" for a in axes],
+                             y=[a["tier_gbytes_per_s_per_gpu"] for a in axes], mode="markers",
+                             marker={"size": 14, "symbol": "line-ew-open"}))
+    fig.update_layout(barmode="group", yaxis_type="log", yaxis_title="GB/s per GPU, one way",
+                      title=f"{doc['model']} on {doc['num_gpus']:,} x {doc['cluster']}: bandwidth each axis needs")
+    body_html = figure_div(fig, "bandwidth", first=True) + "".join(f"<p>{esc(n)}</p>" for n in doc["notes"])
+    return page(f"tierwise bandwidth: {doc['model']}", body_html)

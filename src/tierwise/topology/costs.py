@@ -34,7 +34,8 @@ _REQUIRED = ("switch_usd", "switch_w", "switch_eth_usd", "switch_eth_w", "cpo_w_
              "cpo_usd_per_800g_port", "transceiver_switch_usd", "transceiver_switch_w", "transceiver_nic_usd",
              "transceiver_nic_w", "nic_usd", "nic_w", "nic_roce_extra_usd", "nic_roce_extra_w", "cable_usd",
              "dac_usd", "dac_w", "acc_usd", "acc_w", "gpu_server_usd_per_gpu", "server_a100_usd", "server_h100_usd",
-             "server_b200_usd", "rack_gb200_nvl72_usd", "rack_gb300_nvl72_usd", "server_overhead_w_per_gpu",
+             "server_b200_usd", "server_mi355x_usd", "rack_gb200_nvl72_usd", "rack_gb300_nvl72_usd",
+             "server_overhead_w_per_gpu",
              "rack_gb200_nvl72_w", "rack_gb300_nvl72_w", "usd_per_kwh", "pue", "life_years")
 FABRICS = ("ib", "roce")
 PLACEMENTS = ("row", "rack")
@@ -150,12 +151,13 @@ def network_cost(inv: dict, num_gpus: int, nic_bytes_per_s: float, prices: dict,
     }
 
 
-_SERVER_KEYS = ("gpu_server_usd_per_gpu", "server_a100_usd", "server_h100_usd", "server_b200_usd",
+_SERVER_KEYS = ("gpu_server_usd_per_gpu", "server_a100_usd", "server_h100_usd", "server_b200_usd", "server_mi355x_usd",
                 "rack_gb200_nvl72_usd", "rack_gb300_nvl72_usd", "rack_gb200_nvl72_w", "rack_gb300_nvl72_w")
 _SERVER_PRICE = {  # accelerator -> (price key, GPUs the price buys, rack power key or None)
     "a100-sxm-80gb": ("server_a100_usd", 8, None), "a100-sxm-40gb": ("server_a100_usd", 8, None),
     "h100-sxm": ("server_h100_usd", 8, None), "h200-sxm": ("server_h100_usd", 8, None),
     "h800": ("server_h100_usd", 8, None), "b200": ("server_b200_usd", 8, None), "b300": ("server_b200_usd", 8, None),
+    "mi355x": ("server_mi355x_usd", 8, None),
     "gb200": ("rack_gb200_nvl72_usd", 72, "rack_gb200_nvl72_w"),
     "gb300": ("rack_gb300_nvl72_usd", 72, "rack_gb300_nvl72_w"),
 }
