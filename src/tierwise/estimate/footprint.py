@@ -11,8 +11,8 @@ from tierwise.workload.flops import ModelShape
 from tierwise.workload.memory import activation_bytes_per_token_per_layer, in_flight_microbatches
 
 
-def memory_footprint(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derived, S: StageCompute, D: DataParallel,
-            cparams):
+def memory_footprint(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derived, S: StageCompute,
+                     D: DataParallel, cparams):
     """Bytes per GPU on the fullest stage (see :mod:`tierwise.workload.memory`).
 
     The first stage holds the embedding and the most in-flight activations, the last the LM head and the
@@ -65,15 +65,19 @@ def memory_footprint(model, shape: ModelShape, cluster, plans: PlanBatch, P: Der
         mid = stage(D.stage_params[2], S.layers[2], S.moe[2], np.zeros(len(plans), bool), held_mid)
         take = S.mid_exists & (mid[0] > parts[0])
         parts = [np.where(take, a, b) for a, b in zip(mid, parts, strict=True)]
+    return _breakdown(parts, cluster.accelerator.hbm_capacity_bytes, overhead, len(plans))
+
+
+def _breakdown(parts, capacity: float, overhead: float, n: int) -> dict:
+    """The fullest stage's bytes per GPU by kind, against the part's HBM capacity."""
     total, weights, grads, optimizer, activations = parts
-    capacity = cluster.accelerator.hbm_capacity_bytes
     return {
         "per_gpu_bytes": total,
-        "capacity_bytes": np.full(len(plans), capacity),
+        "capacity_bytes": np.full(n, capacity),
         "fits": total <= capacity,
         "weights_bytes": weights,
         "gradients_bytes": grads,
         "optimizer_bytes": optimizer,
         "activations_bytes": activations,
-        "overhead_bytes": np.full(len(plans), overhead),
+        "overhead_bytes": np.full(n, overhead),
     }

@@ -182,7 +182,7 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
     strides = axis_strides(plans)
     X = layer_comm(model, shape, cluster, plans, P, C, strides, cparams)
     pipe = pipeline(P, C, S, X)
-    D = data_parallel(model, shape, cluster, plans, P, S, pipe, strides, cparams, C.hbm)
+    D = data_parallel(model, shape, cluster, plans, P=P, S=S, pipe=pipe, strides=strides, cparams=cparams, hbm=C.hbm)
     # combined 1F1B has no partner for the step's first forward and last backward: one micro-batch's expert
     # all-to-all stays exposed in full
     ep_unpaired = np.where(plans.ep_comm_overlap, pipe.moe_layers * (X.ep_layer_t - X.ep_layer_exposed), 0.0)
@@ -196,22 +196,7 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
     memory_bound_s = m * 3 * ((layers_slow - moe_slow) * C.elem_dense + moe_slow * C.elem_moe
                               + np.where((pipe.slow == 1) | (P.pp == 1), C.logits_elem / 3, 0.0))
     memory = memory_footprint(model, shape, cluster, plans, P, S, D, cparams)
-    axis_bytes = {
-        "tp": np.where(plans.tp > 1, (X.tp_layer_bytes * (layers_slow - moe_slow) + X.tp_moe_layer_bytes * moe_slow)
-                       * m, 0.0),
-        "cp": np.where(plans.cp > 1, X.cp_layer_bytes * layers_slow * m, 0.0),
-        "ep": np.where(plans.ep > 1, X.ep_layer_bytes * moe_slow * m, 0.0),
-        "pp": X.pp_bytes_mb * m,
-        "dp": D.bytes,
-    }
-    axis_time = {"tp": (X.tp_layer_t * (layers_slow - moe_slow) + X.tp_moe_layer_t * moe_slow) * m,
-                 "cp": X.cp_layer_t * layers_slow * m, "ep": X.ep_layer_t * moe_slow * m, "pp": X.pp_t * m,
-                 "dp": D.time}
-    axis_exposed = {"tp": (X.tp_layer_exposed * (layers_slow - moe_slow) + X.tp_moe_layer_exposed * moe_slow) * m,
-                    "cp": X.cp_layer_exposed * layers_slow * m,
-                    "ep": X.ep_layer_exposed * moe_slow * m + ep_unpaired, "pp": X.pp_t * m, "dp": D.exposed}
-    axis_tier = {"tp": X.tp_span.tier, "cp": X.cp_tier, "ep": X.ep_span.tier, "pp": X.pp_tier,
-                 "dp": D.tier}
+    axis_bytes, axis_time, axis_exposed, axis_tier = _per_axis(plans, X, D, pipe, m, ep_unpaired)
     return StepEstimates(
         step_time_s=step, tokens_per_s=tokens_step / step, tokens_per_s_per_gpu=tokens_step / step / P.num_gpus,
         model_flops_per_step=model_flops, hardware_flops_per_step=hw_flops,
@@ -225,6 +210,26 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
         attention_s=m * layers_slow * (3 * C.core_t + C.attn_bwd_extra), memory_bound_s=memory_bound_s,
         forward_layers_s=shape.num_dense_layers * C.fwd_dense + shape.num_moe_layers * C.fwd_moe,
     )
+
+
+def _per_axis(plans: PlanBatch, X: LayerComm, D, pipe, m, ep_unpaired):
+    """(bytes, seconds, exposed seconds, tier) of each axis over the step, from the slowest stage's layers: dense
+    layers pay the TP pair over tp, MoE layers the MoE block's over the expert-TP group; EP only on MoE layers."""
+    layers, moe = pipe.layers, pipe.moe_layers
+    axis_bytes = {
+        "tp": np.where(plans.tp > 1, (X.tp_layer_bytes * (layers - moe) + X.tp_moe_layer_bytes * moe) * m, 0.0),
+        "cp": np.where(plans.cp > 1, X.cp_layer_bytes * layers * m, 0.0),
+        "ep": np.where(plans.ep > 1, X.ep_layer_bytes * moe * m, 0.0),
+        "pp": X.pp_bytes_mb * m,
+        "dp": D.bytes,
+    }
+    axis_time = {"tp": (X.tp_layer_t * (layers - moe) + X.tp_moe_layer_t * moe) * m,
+                 "cp": X.cp_layer_t * layers * m, "ep": X.ep_layer_t * moe * m, "pp": X.pp_t * m, "dp": D.time}
+    axis_exposed = {"tp": (X.tp_layer_exposed * (layers - moe) + X.tp_moe_layer_exposed * moe) * m,
+                    "cp": X.cp_layer_exposed * layers * m,
+                    "ep": X.ep_layer_exposed * moe * m + ep_unpaired, "pp": X.pp_t * m, "dp": D.exposed}
+    axis_tier = {"tp": X.tp_span.tier, "cp": X.cp_tier, "ep": X.ep_span.tier, "pp": X.pp_tier, "dp": D.tier}
+    return axis_bytes, axis_time, axis_exposed, axis_tier
 
 
 def layer_comm(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derived, C: LayerCompute, strides,

@@ -34,7 +34,7 @@ class _NoCost:
     time_s = bytes_per_rank = 0.0
 
 
-def _dp_costs(cluster, plans: PlanBatch, g: DpGroups, params, span_full, group, pieces, cparams, grad_factor=1.0):
+def _dp_costs(cluster, plans: PlanBatch, g: DpGroups, params, *, span_full, group, pieces, cparams, grad_factor=1.0):
     """(gradient seconds, gather seconds, bytes per rank) per step for ``params`` per GPU reduced over
     ``group`` ranks (``span_full``): ZeRO 0 all-reduces the gradients; ZeRO >= 1 reduce-scatters them and
     all-gathers the weights, over the shard group plus an all-reduce of the 1/shard gradients over the replicas
@@ -104,8 +104,8 @@ def _dp_exposed(plans: PlanBatch, P: Derived, pipe: Pipeline, grad_t, gather_t, 
     return time, exposed
 
 
-def data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derived, S: StageCompute,
-                   pipe: Pipeline, strides, cparams, hbm) -> DataParallel:
+def data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, *, P: Derived, S: StageCompute,
+                  pipe: Pipeline, strides, cparams, hbm) -> DataParallel:
     """Gradient reduction, parameter gathers (ZeRO 0-3, HSDP) and the optimizer step of the slowest stage."""
     n, tp, ep, etp, m = P.n, P.tp, P.ep, P.etp, P.m
     single = P.pp == 1
@@ -114,7 +114,6 @@ def data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derive
                     stage_param_counts(shape, S.layers[2], S.moe[2], tp, ep, etp, np.zeros(n, bool), np.zeros(n, bool))]
     dense_params = np.choose(pipe.slow, [sp_[0] for sp_ in stage_params])
     expert_params = np.choose(pipe.slow, [sp_[1] for sp_ in stage_params])
-    gb, wb = cparams["grad_bytes"], cparams["weight_bytes"]
     g = dp_groups(cluster, plans, P, strides)
     zero, hsdp, shard, dp_group, edp = plans.zero_stage, g.hsdp, g.shard, g.dp_group, g.edp
     # ZeRO-3 / FSDP gather and reduce-scatter one layer (one wrapped unit) at a time, so each step pays the
@@ -122,15 +121,39 @@ def data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derive
     pieces = np.where(zero == 3, np.maximum(pipe.layers, 1), 1.0)
     total_params_local = dense_params + expert_params
     factor, lever_s = _dp_levers(model, shape, cluster, P, cparams, total_params_local, hbm)
-    d_grad, d_gather, d_bytes = _dp_costs(cluster, plans, g, dense_params, g.dp_span, dp_group, pieces, cparams,
-                                          factor)
+    d_grad, d_gather, d_bytes = _dp_costs(cluster, plans, g, dense_params, span_full=g.dp_span, group=dp_group,
+                                          pieces=pieces, cparams=cparams, grad_factor=factor)
     if model.moe is not None:
-        e_grad, e_gather, e_bytes = _dp_costs(cluster, plans, g, expert_params, g.edp_span, edp, pieces, cparams,
-                                              factor)
+        e_grad, e_gather, e_bytes = _dp_costs(cluster, plans, g, expert_params, span_full=g.edp_span, group=edp,
+                                              pieces=pieces, cparams=cparams, grad_factor=factor)
     else:
         e_grad = e_gather = e_bytes = np.zeros(n)
     time, exposed = _dp_exposed(plans, P, pipe, d_grad + e_grad, d_gather + e_gather, total_params_local, cparams)
     time, exposed, sync_every = _dp_sync_levers(time, exposed, lever_s, dp_group, P, pipe, cparams)
+    z3 = zero == 3
+    time, exposed, shard_copy_s = _zero3_extras(model, shape, plans, P, pipe, g, cparams, hbm=hbm, time=time,
+                                                exposed=exposed, hidden=d_gather + e_gather,
+                                                local_params=total_params_local)
+    # optimizer step (memory bound), sharded under ZeRO >= 1
+    opt_params = np.where(zero >= 1, dense_params / np.maximum(np.where(hsdp, shard, dp_group), 1)
+                          + expert_params / edp, total_params_local)
+    return DataParallel(
+        time=time, exposed=exposed,
+        bytes=np.where(z3, (d_bytes + e_bytes) * m * np.where(plans.reshard_after_forward, 1.5, 1.0),
+                       d_bytes + e_bytes) / sync_every,
+        tier=np.maximum(g.dp_span.tier, np.where(edp > 1, g.edp_span.tier, 0)),
+        optimizer_s=opt_params * cparams["optimizer_bytes_per_param"] / hbm, shard_copy_s=shard_copy_s,
+        stage_params=stage_params, dp_group=dp_group, edp=edp, shard=shard, hsdp=hsdp,
+    )
+
+
+def _zero3_extras(model, shape: ModelShape, plans: PlanBatch, P: Derived, pipe: Pipeline, g: DpGroups, cparams, *,
+                  hbm, time, exposed, hidden, local_params):
+    """(time, exposed, shard-copy seconds) after ZeRO-3's implementation costs outside its collectives: the
+    list-form gathers' per-rank copies and their host launches, DeepSpeed 2021's blocked prefetch, and the
+    buffer passes over the unsharded parameters (``hidden``: the step's gather seconds the prefetch hid)."""
+    m, zero, hsdp, shard, dp_group = P.m, plans.zero_stage, g.hsdp, g.shard, g.dp_group
+    gb, wb = cparams["grad_bytes"], cparams["weight_bytes"]
     z3 = zero == 3
     regather = np.where(plans.reshard_after_forward, 1.0, 0.0)
     # ZeRO-3 with list-form collectives (zero3_gather = tensor-list, DeepSpeed ZeRO-3 of 2021): one
@@ -156,7 +179,7 @@ def data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derive
     # that large is fetched when its module starts, so the part of it the prefetch model above hid is exposed
     blocked = np.where(list_mode & (gather_group > 1), deepspeed_blocked_gather_fraction(shape, P.tp), 0.0)
     # (_dp_exposed already charged ``overlap_interference`` of that part as hidden: the rest is added)
-    hidden_gather = np.minimum(d_gather + e_gather, pipe.fwd) * (1 + regather) * m
+    hidden_gather = np.minimum(hidden, pipe.fwd) * (1 + regather) * m
     exposed = exposed + blocked * hidden_gather * (1.0 - cparams.get("overlap_interference", 0.0))
     # ZeRO-3 buffer passes over the rank's unsharded parameters, every micro-batch (shard_copy_bytes): streaming
     # kernels on the compute stream, or (FSDP1's cast and divide) on a side stream whose kernels wait for the
@@ -166,18 +189,8 @@ def data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derive
     # weights are not resharded after the forward, so the backward does not gather (and copy) them again
     z2_fsdp = (zero == 2) & (plans.zero2_sync == ZERO2_SYNC.index("fsdp-per-microbatch"))
     copy_bytes = np.where(z2_fsdp, shard_copy_bytes(plans.zero3_gather, wb, gb, 0.0), copy_bytes)
-    shard_copy_s = np.where((z3 | z2_fsdp) & (gather_group > 1), m * total_params_local * copy_bytes / hbm, 0.0)
-    # optimizer step (memory bound), sharded under ZeRO >= 1
-    opt_params = np.where(zero >= 1, dense_params / np.maximum(np.where(hsdp, shard, dp_group), 1)
-                          + expert_params / edp, total_params_local)
-    return DataParallel(
-        time=time, exposed=exposed,
-        bytes=np.where(z3, (d_bytes + e_bytes) * m * np.where(plans.reshard_after_forward, 1.5, 1.0),
-                       d_bytes + e_bytes) / sync_every,
-        tier=np.maximum(g.dp_span.tier, np.where(edp > 1, g.edp_span.tier, 0)),
-        optimizer_s=opt_params * cparams["optimizer_bytes_per_param"] / hbm, shard_copy_s=shard_copy_s,
-        stage_params=stage_params, dp_group=dp_group, edp=edp, shard=shard, hsdp=hsdp,
-    )
+    shard_copy_s = np.where((z3 | z2_fsdp) & (gather_group > 1), m * local_params * copy_bytes / hbm, 0.0)
+    return time, exposed, shard_copy_s
 
 
 def _dp_levers(model, shape: ModelShape, cluster, P: Derived, cparams, local_params, hbm):
