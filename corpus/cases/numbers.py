@@ -73,8 +73,11 @@ CASES.append(Case(id="numbers/topo-torus-ring-too-long", argv=["topo", "torus", 
 CASES.append(Case(id="numbers/topo-torus-dim-zero", argv=["topo", "torus", "--gpus", "64", "--dims", "0x64"],
                   stderr_has=["torus dims"]))
 CASES.append(Case(id="numbers/topo-gpus-past-fabric-bound",
-                  argv=["topo", "fat-tree", "--gpus", str(2**17 + 8), "--radix", "128"],
-                  stderr_has=["--gpus", "131,072"]))
+                  argv=["topo", "fat-tree", "--gpus", str(2**20 + 8), "--radix", "128"],
+                  stderr_has=["--gpus", "1,048,576"]))
+CASES.append(Case(id="numbers/simulate-gpus-past-simulation-bound",  # issue 28: topo goes to 2^20, simulate not
+                  argv=["simulate", "all-reduce", "--gpus", str(2**17 + 8), "--radix", "128"],
+                  stderr_has=["--gpus", "131,072", "for simulate"]))
 _family("topo-", [*_TOPO, "--gpus", "64"], "--oversubscription",
         ("nan", "inf", "zero", "2p31", "1e400"))
 CASES.append(Case(id="numbers/topo-oversubscription-below-one",

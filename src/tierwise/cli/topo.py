@@ -133,7 +133,7 @@ def register(app: typer.Typer) -> None:
         """Flow-level simulation: completion time, algbw/busbw, bottleneck links, degradation under failures."""
         from tierwise.collectives.volumes import normalize_kind
         from tierwise.errors import TopologyError
-        from tierwise.limits import MAX_BYTES, MAX_FABRIC_GPUS, check_int
+        from tierwise.limits import MAX_BYTES, MAX_SIM_GPUS, check_int
         from tierwise.netsim import Failures, simulate
         from tierwise.topology import build_fabric
         from tierwise.units import parse_bytes
@@ -151,13 +151,16 @@ def register(app: typer.Typer) -> None:
         kind = pattern if pattern in ("pipeline", "permutation") else normalize_kind(pattern)
         size_bytes = parse_bytes(size, what="--size", maximum=MAX_BYTES)
         if ranks is not None:
-            check_int(ranks, "--ranks", minimum=2, maximum=MAX_FABRIC_GPUS, error=TopologyError)
-        check_int(stages, "--stages", minimum=2, maximum=MAX_FABRIC_GPUS, error=TopologyError)
+            check_int(ranks, "--ranks", minimum=2, maximum=MAX_SIM_GPUS, error=TopologyError)
+        check_int(stages, "--stages", minimum=2, maximum=MAX_SIM_GPUS, error=TopologyError)
         if shift is not None:
-            check_int(shift, "--shift", minimum=-MAX_FABRIC_GPUS, maximum=MAX_FABRIC_GPUS, error=TopologyError)
+            check_int(shift, "--shift", minimum=-MAX_SIM_GPUS, maximum=MAX_SIM_GPUS, error=TopologyError)
         check_int(seed, "--seed", minimum=0, maximum=2**32 - 1, error=TopologyError)
         spec = _spec(topology, gpus, gpus_per_node, nics_per_node, radix, tiers, oversubscription, nic_bandwidth,
                      scale_up, scale_up_bandwidth, domain_size, hop_latency, dims, groups)
+        check_int(spec.gpus, "--gpus", maximum=MAX_SIM_GPUS, error=TopologyError,
+                  hint=" for simulate (a flow-level simulation of more GPUs takes minutes; topo and design take up "
+                       "to 1,048,576)")
         from tierwise.cli._progress import progress
 
         with progress(f"simulating {pattern}"):

@@ -24,7 +24,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from tierwise.design.cost import default_fabric, economics, fabric_cost
 from tierwise.errors import TierwiseError
+from tierwise.specs.cluster import ScaleOutLevel, load_cluster
+from tierwise.topology.choose import FabricOverrides
+from tierwise.topology.costs import load_prices
+from tierwise.topology.fat_tree import leaf_ports
 
 __all__ = ["Design", "DEFAULT_DESIGNS", "compare_designs", "design_cluster", "pareto_front", "best_plan",
            "RESTRICTED_SPACE"]
@@ -110,33 +115,36 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
     return front
 
 
-def _evaluate(design: Design, model, num_gpus, global_batch, seq, precision, prices, tokens, cache) -> dict:
-    from tierwise.design.cost import default_fabric, economics, fabric_cost
-    from tierwise.specs.cluster import load_cluster
-
+def _evaluate(design: Design, model, num_gpus, global_batch, seq, precision, prices, tokens, cache,
+              overrides: FabricOverrides | None = None) -> dict:
+    """One design's best plan, fabric (chosen for the GPUs: :func:`tierwise.topology.choose.choose_fabric`, the
+    design's topology, fabric and oversubscription fixed unless ``overrides`` fix them), capex and economics."""
     base = load_cluster(design.cluster)
-    spec = default_fabric(base, 8, fabric=design.fabric, family=design.family,
-                          oversubscription=design.oversubscription, nic_gbps=design.nic_gbps)
-    from tierwise.topology.fat_tree import leaf_ports
-
-    leaf_gpus = max(leaf_ports(spec.radix, design.oversubscription)[0] // base.gpus_per_node, 1) * base.gpus_per_node
-    cl = design_cluster(base, design.nic_gbps, design.oversubscription, leaf_gpus)
-    key = (design.cluster, round(cl.nic_bytes_per_s * 8 / 1e9), design.oversubscription)
+    o = overrides or FabricOverrides()
+    fixed = FabricOverrides(topology=o.topology or design.family, fabric=o.fabric or design.fabric, radix=o.radix,
+                            tiers=o.tiers, oversubscription=o.oversubscription or design.oversubscription)
+    over = fixed.oversubscription
+    choice = default_fabric(design_cluster(base, design.nic_gbps), num_gpus, fixed)
+    spec = choice.spec
+    leaf_gpus = max(leaf_ports(spec.radix, over)[0] // base.gpus_per_node, 1) * base.gpus_per_node
+    cl = design_cluster(base, design.nic_gbps, over, leaf_gpus)
+    key = (design.cluster, round(cl.nic_bytes_per_s * 8 / 1e9), over)
     if key not in cache:
         cache[key] = best_plan(model, cl, num_gpus, global_batch, seq, precision)
     entry = cache[key]
-    unit = max(base.scale_up_domain, base.gpus_per_node)
-    priced = -(-num_gpus // unit) * unit
-    net = fabric_cost(cl, priced, prices, spec=replace(spec, gpus=priced), fabric=design.fabric)
+    priced = spec.gpus
+    net = fabric_cost(cl, priced, prices, spec=spec, fabric=choice.fabric)
+    net["fabric_choice"] = choice.reason
     out: dict[str, Any] = {"name": design.name, "cluster": design.cluster, "fabric": design.fabric,
                            "topology": net["topology"], "oversubscription": design.oversubscription,
                            "nic_gbps": cl.nic_bytes_per_s * 8 / 1e9, "gpus_priced": priced,
-                           "num_switches": net["num_switches"], "switch_radix": net["switch_radix"]}
+                           "num_switches": net["num_switches"], "switch_radix": net["switch_radix"],
+                           "fabric_choice": choice.reason}
     if entry is None:
         out.update(fits=False, tokens_per_s=0.0)
         return out
     e = entry["estimate"]
-    econ = economics(e["tokens_per_s"], cl, num_gpus, prices, tokens=tokens, network=net, fabric=design.fabric)
+    econ = economics(e["tokens_per_s"], cl, num_gpus, prices, tokens=tokens, network=net, fabric=choice.fabric)
     out.update(fits=True, plan={k: entry[k] for k in ("tp", "pp", "cp", "dp", "ep", "vpp", "micro_batch_size",
                                                       "recompute", "zero_stage", "precision")},
                step_time_s=e["step_time_s"], tokens_per_s=e["tokens_per_s"], mfu=e["mfu"],
@@ -176,15 +184,16 @@ def right_size(model, base_cluster: str, num_gpus: int, global_batch: int, seq: 
 
 def compare_designs(model, num_gpus: int, *, global_batch: int = 2048, seq: int = 8192, precision: str = "bf16",
                     tokens: float | None = None, budget: float | None = None, prices: dict | None = None,
-                    tolerance: float = 0.05, designs=DEFAULT_DESIGNS) -> dict:
-    """The ``design --json`` document (module docstring)."""
-    from tierwise.topology.costs import load_prices
-
+                    tolerance: float = 0.05, designs=DEFAULT_DESIGNS,
+                    overrides: FabricOverrides | None = None) -> dict:
+    """The ``design --json`` document (module docstring); ``overrides`` fix the fabric of every design (the
+    user's ``--topology --fabric --radix --tiers --oversubscription``)."""
     if precision not in ("bf16", "fp8"):
         raise TierwiseError(f"--precision {precision!r}; choose bf16 or fp8")
     prices = prices or load_prices()
     cache: dict = {}
-    rows = [_evaluate(d, model, num_gpus, global_batch, seq, precision, prices, tokens, cache) for d in designs]
+    rows = [_evaluate(d, model, num_gpus, global_batch, seq, precision, prices, tokens, cache, overrides)
+            for d in designs]
     ok = [i for i, r in enumerate(rows) if r["fits"]]
     front = [ok[i] for i in pareto_front([(rows[i]["tokens_per_s"], rows[i]["tokens_per_usd"]) for i in ok])]
     for i, r in enumerate(rows):

@@ -194,9 +194,10 @@ def copper_access(fab: Fabric, placement: str) -> tuple[bool, str]:
 
 def topology_report(fab: Fabric, prices: dict | None = None, route_fn=None, *, accelerator: str | None = None,
                     gpu_power_w: float | None = None, fabric: str = "ib", placement: str = "row",
-                    cpo: bool = False, sensitivity: bool = True) -> dict:
+                    cpo: bool = False, sensitivity: bool = True, hop_classes: bool = True) -> dict:
     """Everything ``tierwise topo`` prints (``route_fn`` as in :func:`hops`); ``accelerator`` (a catalog name)
-    prices the servers or racks the fabric joins (:func:`tierwise.topology.costs.servers_cost`)."""
+    prices the servers or racks the fabric joins (:func:`tierwise.topology.costs.servers_cost`);
+    ``hop_classes=False`` leaves out the sampled hops per traffic class (the economics block does not print them)."""
     from tierwise.topology.costs import load_prices, network_cost, servers_cost, share_sensitivity
 
     prices = prices or load_prices()
@@ -220,7 +221,7 @@ def topology_report(fab: Fabric, prices: dict | None = None, route_fn=None, *, a
         "bisection_note": "one-way, bytes/s, over balanced halves of the NICs",
         "diameter_hops": h["diameter_hops"],
         "avg_hops": h["avg_hops"],
-        "hops_by_class": hops_by_class(fab),
+        "hops_by_class": hops_by_class(fab) if hop_classes else None,
         **{k: v for k, v in inv.items() if k not in ("num_switches",)},
         **cost,
         "servers": servers,
