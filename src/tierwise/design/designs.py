@@ -70,7 +70,6 @@ dragonfly."""
 def design_cluster(base, nic_gbps: float | None = None, oversubscription: float = 1.0, leaf_gpus: int = 256):
     """The base cluster with the design's NIC speed and, when ``oversubscription > 1``, a leaf level of
     ``leaf_gpus`` GPUs whose uplinks carry ``1/o`` of the NICs' rate."""
-    from tierwise.specs.cluster import ScaleOutLevel
 
     c = base
     if nic_gbps is not None:

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tierwise.limits import MAX_BATCH, MAX_SIM_GPUS, MAX_GPUS, MAX_SEQ, check_int
+from tierwise.limits import MAX_BATCH, MAX_GPUS, MAX_SEQ, MAX_SIM_GPUS, check_int
 from tierwise.sweep.grid import SweepError
 
 __all__ = ["PointKind", "register_kind", "get_kind", "KINDS", "cluster_label", "COMMON_COLUMNS"]
