@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from tierwise.cli._fabric import FabricOpt, OversubOpt, RadixOpt, TiersOpt, TopologyOpt, fabric_overrides
 from tierwise.cli._output import emit, kv_table, print_table
 from tierwise.cli.plan import BatchOpt, Fixed, JsonOpt, ListOpt, SeqOpt, ZeroOpt
 
@@ -36,7 +37,7 @@ def _duration(text: str | None, option: str) -> float | None:
 
 def options_from_flags(*, failure_rates=None, node_failure_rate=None, checkpoint_interval=None,
                        checkpoint_write="auto", storage_bandwidth=None, restart_time=None, spares=None, days=30.0,
-                       runs=0, seed=0, tokens=None):
+                       runs=0, seed=0, tokens=None, fabric=None):
     from tierwise.goodput.model import GoodputOptions
     from tierwise.goodput.rates import GoodputError
     from tierwise.units import UnitError, parse_bandwidth, parse_count
@@ -62,7 +63,7 @@ def options_from_flags(*, failure_rates=None, node_failure_rate=None, checkpoint
                           checkpoint_interval_s=_duration(checkpoint_interval, "--checkpoint-interval"),
                           checkpoint_write=write, storage_bytes_per_s=storage,
                           restart_s=_duration(restart_time, "--restart-time"), spares=spares, days=days, runs=runs,
-                          seed=seed, tokens=n_tokens)
+                          seed=seed, tokens=n_tokens, fabric=fabric)
 
 
 def _best_plan(m, cl, gpus: int, global_batch: int, seq: int, c) -> tuple[Any, str]:
@@ -155,6 +156,8 @@ def register(app: typer.Typer) -> None:
                                                    "topology/prices.yaml (cost and energy of the goodput)")] = None,
         as_json: JsonOpt = False,
         html: Annotated[str | None, typer.Option("--html", help="write a self-contained HTML page")] = None,
+        topology: TopologyOpt = None, fabric: FabricOpt = None, radix: RadixOpt = None, tiers: TiersOpt = None,
+        oversubscription: OversubOpt = None,
     ) -> None:
         """Failures, fault domains and checkpoints: MTTI, optimal checkpoint interval, ETTR and goodput."""
         from tierwise.cli.plan import _check_counts, _constraints, _load
@@ -173,7 +176,8 @@ def register(app: typer.Typer) -> None:
         opts = options_from_flags(failure_rates=failure_rates, node_failure_rate=node_failure_rate,
                                   checkpoint_interval=checkpoint_interval, checkpoint_write=checkpoint_write,
                                   storage_bandwidth=storage_bandwidth, restart_time=restart_time, spares=spares,
-                                  days=days, runs=runs, seed=seed, tokens=tokens)
+                                  days=days, runs=runs, seed=seed, tokens=tokens,
+                                  fabric=fabric_overrides(topology, fabric, radix, tiers, oversubscription))
         if scenario is not None:
             if model or cluster or gpus:
                 raise GoodputError("give a scenario file or --model/--cluster/--gpus, not both")
@@ -206,7 +210,8 @@ def _goodput_economics(doc: dict, cl, n: int, opts, prices) -> dict:
     from tierwise.cli._economics import economics_block
 
     provisioned = n + int(doc["fault_domain"].get("spare_gpus_p99", 0) or 0)
-    e = economics_block(doc["goodput_tokens_per_s"], cl, provisioned, tokens=opts.tokens, prices=prices)
+    e = economics_block(doc["goodput_tokens_per_s"], cl, provisioned, tokens=opts.tokens, prices=prices,
+                        overrides=opts.fabric)
     e["assumed"] = [f"priced at the goodput ({doc['goodput_tokens_per_s']:,.0f} tokens/s, ETTR {doc['ettr']:.3f}) "
                     f"on {provisioned:,} GPUs ({n:,} in the job + spares at p99)", *e["assumed"]]
     return e

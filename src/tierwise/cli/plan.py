@@ -16,6 +16,7 @@ from tierwise.cli._economics import (
     SyncEveryOpt,
     TokensOpt,
 )
+from tierwise.cli._fabric import FabricOpt, OversubOpt, RadixOpt, TiersOpt, TopologyOpt, fabric_overrides
 from tierwise.cli._output import emit, print_table
 from tierwise.errors import PlanError
 from tierwise.limits import MAX_BATCH, MAX_GPUS, MAX_LAYERS, MAX_SEQ, check_int
@@ -192,7 +193,7 @@ def _with_levers(cluster, levers):
     return with_levers(cluster, levers)
 
 
-def _add_economics(doc: dict, cluster, gpus: int, levers, tokens, prices) -> None:
+def _add_economics(doc: dict, cluster, gpus: int, levers, tokens, prices, overrides=None) -> None:
     """The best plan's cost and energy, and each plan's cost per million tokens (same cluster, same capex; with
     ``--goodput``, at each plan's goodput on the GPUs it holds with its spares)."""
     from tierwise.cli._economics import economics_block
@@ -207,7 +208,8 @@ def _add_economics(doc: dict, cluster, gpus: int, levers, tokens, prices) -> Non
         for i, p in enumerate(doc["plans"]):
             g = p["goodput"]
             held = gpus + int(g["spare_gpus_p99"] or 0)
-            e = economics_block(g["goodput_tokens_per_s"], cluster, held, tokens=tokens, prices=prices)
+            e = economics_block(g["goodput_tokens_per_s"], cluster, held, tokens=tokens, prices=prices,
+                                overrides=overrides)
             p["usd_per_million_tokens"] = e["usd_per_million_tokens"]
             if i == 0:
                 e["assumed"] = [f"priced at the goodput ({g['goodput_tokens_per_s']:,.0f} tokens/s, ETTR "
@@ -215,7 +217,8 @@ def _add_economics(doc: dict, cluster, gpus: int, levers, tokens, prices) -> Non
                                 *e["assumed"]]
                 doc["economics"] = e
         return
-    best = economics_block(doc["plans"][0]["estimate"]["tokens_per_s"], cluster, gpus, tokens=tokens, prices=prices)
+    best = economics_block(doc["plans"][0]["estimate"]["tokens_per_s"], cluster, gpus, tokens=tokens, prices=prices,
+                           overrides=overrides)
     doc["economics"] = best
     usd_per_s = best["usd_per_hour"] / 3600
     for p in doc["plans"]:
@@ -245,7 +248,7 @@ def _goodput_pool() -> int:
     return GOODPUT_POOL
 
 
-def _goodput_options(on: bool, failure_rates: str | None, node_failure_rate: float | None):
+def _goodput_options(on: bool, failure_rates: str | None, node_failure_rate: float | None, overrides=None):
     """The goodput options when ``--goodput`` is given (None otherwise); its flags without it are an error."""
     if not on:
         if failure_rates is not None or node_failure_rate is not None:
@@ -253,7 +256,7 @@ def _goodput_options(on: bool, failure_rates: str | None, node_failure_rate: flo
         return None
     from tierwise.cli.goodput import options_from_flags
 
-    return options_from_flags(failure_rates=failure_rates, node_failure_rate=node_failure_rate)
+    return options_from_flags(failure_rates=failure_rates, node_failure_rate=node_failure_rate, fabric=overrides)
 
 
 def register(app: typer.Typer) -> None:
@@ -280,6 +283,8 @@ def register(app: typer.Typer) -> None:
         powersgd_rank: PowerSgdOpt = 0, onebit: OneBitOpt = False, sync_every: SyncEveryOpt = 1,
         async_staleness: StalenessOpt = 0,
         goodput: GoodputFlag = False, failure_rates: GoodputRatesOpt = None, node_failure_rate: GoodputNodeOpt = None,
+        topology: TopologyOpt = None, fabric: FabricOpt = None, radix: RadixOpt = None, tiers: TiersOpt = None,
+        oversubscription: OversubOpt = None,
         html: HtmlOpt = None,
     ) -> None:
         """Search every parallel layout, fit memory, rank by the estimator, and explain the winner."""
@@ -301,7 +306,8 @@ def register(app: typer.Typer) -> None:
         levers, price_table = _levers_and_prices(reduce_dtype, powersgd_rank, onebit, sync_every, async_staleness,
                                                  prices)
         cl = _with_levers(cl, levers)
-        opts = _goodput_options(goodput, failure_rates, node_failure_rate)
+        overrides = fabric_overrides(topology, fabric, radix, tiers, oversubscription)
+        opts = _goodput_options(goodput, failure_rates, node_failure_rate, overrides)
         from tierwise.cli._progress import progress
 
         with progress(f"searching plans on {gpus} GPUs"):
@@ -311,7 +317,7 @@ def register(app: typer.Typer) -> None:
             from tierwise.cli.goodput import rank_plans_by_goodput, render_plan_goodput
 
             doc = rank_plans_by_goodput(doc, m, cl, gpus, top, opts)
-        _add_economics(doc, cl, gpus, levers, tokens, price_table)
+        _add_economics(doc, cl, gpus, levers, tokens, price_table, overrides)
         if html is not None:
             from tierwise.report import write_page
             from tierwise.report.plan import plan_page
@@ -333,6 +339,8 @@ def register(app: typer.Typer) -> None:
         balanced_moe: BalancedMoeOpt = None,
         framework: FrameworkOpt = None,
         goodput: GoodputFlag = False, failure_rates: GoodputRatesOpt = None, node_failure_rate: GoodputNodeOpt = None,
+        topology: TopologyOpt = None, fabric: FabricOpt = None, radix: RadixOpt = None, tiers: TiersOpt = None,
+        oversubscription: OversubOpt = None,
         html: HtmlOpt = None,
     ) -> None:
         """Best plan at each GPU count and its efficiency against linear scaling: where adding GPUs stops paying."""
@@ -348,7 +356,8 @@ def register(app: typer.Typer) -> None:
 
             check_html(html)
         m, cl = _load(model, cluster)
-        opts = _goodput_options(goodput, failure_rates, node_failure_rate)
+        opts = _goodput_options(goodput, failure_rates, node_failure_rate,
+                                fabric_overrides(topology, fabric, radix, tiers, oversubscription))
         from tierwise.cli._progress import progress
 
         with progress(f"best plan at {len(counts)} GPU counts"):
