@@ -152,6 +152,12 @@ def render_plans(console, doc: dict) -> None:
     console.print(f"evaluated {doc['num_evaluated']:,} plans of a space of {doc['space_size']:,} "
                   f"({doc['num_feasible']:,} fit memory); ep shown as ep/etp; ZeRO 'h' = HSDP; vpp > 1 = interleaved "
                   "1F1B", style="dim")
+    if doc.get("gpus"):
+        console.print(f"GPUs: {doc['gpus']['summary']} (of {doc['gpus']['asked']:,} asked)")
+        if doc["gpus"].get("note"):
+            console.print(f"assumed: {doc['gpus']['note']}", style="dim")
+    if doc.get("fabric"):
+        console.print(f"fabric: {doc['fabric']['choice']}; {doc['fabric']['num_switches']:,} switches")
     for miss in doc.get("infeasible", []):
         console.print(f"does not fit: {miss['plan']}: {format_bytes(miss['memory_per_gpu_bytes'])} of "
                       f"{format_bytes(miss['capacity_bytes'])}", style="dim")
@@ -216,10 +222,12 @@ def _add_economics(doc: dict, cluster, gpus: int, levers, tokens, prices, overri
                                 f"{g['ettr']:.3f}) on {held:,} GPUs ({gpus:,} in the job + spares at p99)",
                                 *e["assumed"]]
                 doc["economics"] = e
+                doc["fabric"] = e["fabric"]
         return
     best = economics_block(doc["plans"][0]["estimate"]["tokens_per_s"], cluster, gpus, tokens=tokens, prices=prices,
                            overrides=overrides)
     doc["economics"] = best
+    doc["fabric"] = best["fabric"]
     usd_per_s = best["usd_per_hour"] / 3600
     for p in doc["plans"]:
         p["usd_per_million_tokens"] = usd_per_s / p["estimate"]["tokens_per_s"] * 1e6
@@ -288,7 +296,7 @@ def register(app: typer.Typer) -> None:
         html: HtmlOpt = None,
     ) -> None:
         """Search every parallel layout, fit memory, rank by the estimator, and explain the winner."""
-        from tierwise.planner.answer import plan_document
+        from tierwise.planner.gpus import plan_any_gpus
 
         _check_counts(gpus=gpus, global_batch=global_batch, seq=seq, top=top, tp=tp, pp=pp, cp=cp, ep=ep, dp=dp,
                       vpp=vpp, mbs=mbs, max_tp=max_tp, max_pp=max_pp, max_cp=max_cp, max_ep=max_ep,
@@ -311,12 +319,12 @@ def register(app: typer.Typer) -> None:
         from tierwise.cli._progress import progress
 
         with progress(f"searching plans on {gpus} GPUs"):
-            doc = plan_document(m, cl, gpus, global_batch, seq, constraints=c, objective=objective,
+            doc = plan_any_gpus(m, cl, gpus, global_batch, seq, constraints=c, objective=objective,
                                 top=top if opts is None else max(top, _goodput_pool()), show_infeasible=show_infeasible)
         if opts is not None:
             from tierwise.cli.goodput import rank_plans_by_goodput, render_plan_goodput
 
-            doc = rank_plans_by_goodput(doc, m, cl, gpus, top, opts)
+            doc = rank_plans_by_goodput(doc, m, cl, doc["gpus"]["used"], top, opts)
         _add_economics(doc, cl, gpus, levers, tokens, price_table, overrides)
         if html is not None:
             from tierwise.report import write_page

@@ -117,6 +117,11 @@ def economics(tokens_per_s: float, cluster, num_gpus: int, prices: dict | None =
         "basis": {"servers": servers["basis"], "server_power": servers["power_basis"],
                   "formula": "usd/s = capex / life + facility W x usd/kWh / 3.6e6; facility = IT x PUE"},
         "assumed": assumed,
+        "fabric": {"choice": network.get("fabric_choice", f"{network['topology']} fabric as given"),
+                   "topology": network["topology"], "switch_radix": network["switch_radix"],
+                   "tiers": network["params"].get("tiers_built"), "planes": network["params"].get("planes", 1),
+                   "num_switches": network["num_switches"], "switches_per_tier": network["switches_per_tier"],
+                   "gpus": network["num_gpus"]},
     }
     if servers["power_w"] is None:
         assumed.append("server power unknown for this accelerator: energy counts the network only")
