@@ -141,8 +141,8 @@ def plan_any_gpus(model, cluster, num_gpus: int, global_batch_size: int, seq_len
         doc = plan_document(model, cluster, num_gpus, global_batch_size, seq_length, **kw)
         doc["gpus"] = _gpus_block(cluster, num_gpus, num_gpus)
         return doc
-    except NoLayoutError:
-        pass
+    except NoLayoutError as exc:
+        first = str(exc)
     max_idle = max(int(num_gpus * MAX_IDLE_FRACTION), cluster.scale_up_domain, cluster.gpus_per_node)
     best, tried = None, []
     for n in usable_counts(model, num_gpus, global_batch_size, seq_length, c, max_idle):
@@ -155,8 +155,10 @@ def plan_any_gpus(model, cluster, num_gpus: int, global_batch_size: int, seq_len
             best = doc
         if len(tried) == CANDIDATES:
             break
-    if best is None:
-        raise NoLayoutError(why_no_layout(model, num_gpus, global_batch_size, seq_length, c, max_idle))
+    if best is None:  # the space's own reason when it names a rule (the batch, the bounds), else the rules here
+        generic = first.startswith("no layout satisfies the model's rules")
+        raise NoLayoutError(why_no_layout(model, num_gpus, global_batch_size, seq_length, c, max_idle) if generic
+                            else f"{first} (and no layout uses {num_gpus - max_idle:,}-{num_gpus:,} GPUs)")
     used = best["num_gpus"]
     best["gpus"] = _gpus_block(cluster, num_gpus, used)
     best["gpus"]["note"] = (
