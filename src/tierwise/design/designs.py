@@ -26,6 +26,11 @@ from typing import Any
 
 from tierwise.design.cost import default_fabric, economics, fabric_cost
 from tierwise.errors import TierwiseError
+from tierwise.estimate.step import estimate
+from tierwise.planner import search
+from tierwise.planner.explain import plan_entry
+from tierwise.planner.gpus import CANDIDATES, gpus_block, max_idle_gpus, usable_counts
+from tierwise.planner.space import NoLayoutError
 from tierwise.specs.cluster import ScaleOutLevel, load_cluster
 from tierwise.topology.choose import FabricOverrides
 from tierwise.topology.costs import load_prices
@@ -88,21 +93,37 @@ def _constraints(precision: str):
                        ep_comm_overlap=False)
 
 
-def best_plan(model, cluster, num_gpus: int, global_batch: int, seq: int, precision: str) -> dict[str, Any] | None:
-    """The planner's best plan (restricted space, :data:`RESTRICTED_SPACE`) and its estimate entry; None when
-    no plan fits memory."""
-    from tierwise.planner import search
-    from tierwise.planner.explain import plan_entry
-
+def _best_on(model, cluster, num_gpus: int, global_batch: int, seq: int, precision: str) -> dict[str, Any] | None:
     r = search(model, cluster, num_gpus, global_batch, seq, constraints=_constraints(precision), top=1)
     if not len(r.plans["tp"]):
         return None
-    from tierwise.estimate.step import estimate
-
     batch = r.batch()
-    plan = batch.plan(0)
-    est = estimate(model, cluster, batch)
-    return plan_entry(model, cluster, num_gpus, plan, est, 0)
+    entry = plan_entry(model, cluster, num_gpus, batch.plan(0), estimate(model, cluster, batch), 0)
+    entry["gpus"] = gpus_block(cluster, num_gpus, num_gpus)
+    return entry
+
+
+def best_plan(model, cluster, num_gpus: int, global_batch: int, seq: int, precision: str) -> dict[str, Any] | None:
+    """The planner's best plan (restricted space, :data:`RESTRICTED_SPACE`) and its estimate entry; None when
+    no plan fits memory. When no layout uses every GPU, the best of the largest usable counts, as ``plan``
+    does (:mod:`tierwise.planner.gpus`); ``gpus`` in the entry says how many it uses."""
+    try:
+        return _best_on(model, cluster, num_gpus, global_batch, seq, precision)
+    except NoLayoutError as exc:
+        first = exc
+    best = None
+    idle = max_idle_gpus(cluster, num_gpus)
+    for n in usable_counts(model, num_gpus, global_batch, seq, _constraints(precision), idle)[:CANDIDATES]:
+        try:
+            entry = _best_on(model, cluster, n, global_batch, seq, precision)
+        except NoLayoutError:
+            continue
+        if entry and (best is None or entry["estimate"]["tokens_per_s"] > best["estimate"]["tokens_per_s"]):
+            best = entry
+    if best is None:
+        raise first
+    best["gpus"] = gpus_block(cluster, num_gpus, best["gpus"]["used"])
+    return best
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:
@@ -144,6 +165,7 @@ def _evaluate(design: Design, model, num_gpus, global_batch, seq, precision, pri
         return out
     e = entry["estimate"]
     econ = economics(e["tokens_per_s"], cl, num_gpus, prices, tokens=tokens, network=net, fabric=choice.fabric)
+    out["gpus"] = entry["gpus"]
     out.update(fits=True, plan={k: entry[k] for k in ("tp", "pp", "cp", "dp", "ep", "vpp", "micro_batch_size",
                                                       "recompute", "zero_stage", "precision")},
                step_time_s=e["step_time_s"], tokens_per_s=e["tokens_per_s"], mfu=e["mfu"],

@@ -24,7 +24,8 @@ from tierwise.planner.answer import plan_document
 from tierwise.planner.space import Constraints, NoLayoutError
 from tierwise.specs.plan import PlanBatch, valid_plan_mask
 
-__all__ = ["MAX_IDLE_FRACTION", "CANDIDATES", "usable_counts", "plan_any_gpus", "why_no_layout"]
+__all__ = ["MAX_IDLE_FRACTION", "CANDIDATES", "usable_counts", "plan_any_gpus", "why_no_layout", "max_idle_gpus",
+           "gpus_block"]
 
 MAX_IDLE_FRACTION = 0.02
 """GPUs left idle at most, as a fraction of those asked (a planning choice: 2% of a 100K-GPU cluster is about
@@ -120,7 +121,13 @@ def _better(a: dict[str, Any], b: dict[str, Any], objective: str) -> bool:
     return ea["tokens_per_s"] > eb["tokens_per_s"]
 
 
-def _gpus_block(cluster, asked: int, used: int) -> dict[str, Any]:
+def max_idle_gpus(cluster, num_gpus: int) -> int:
+    """GPUs a plan may leave idle: :data:`MAX_IDLE_FRACTION` of them, or one scale-up domain, whichever is more."""
+    return max(int(num_gpus * MAX_IDLE_FRACTION), cluster.scale_up_domain, cluster.gpus_per_node)
+
+
+def gpus_block(cluster, asked: int, used: int) -> dict[str, Any]:
+    """The document's ``gpus``: asked, used, idle, and the racks or servers used."""
     unit = max(cluster.scale_up_domain, cluster.gpus_per_node)
     what = "racks" if cluster.scale_up_domain > cluster.gpus_per_node else "servers"
     units = -(-used // unit)
@@ -139,11 +146,11 @@ def plan_any_gpus(model, cluster, num_gpus: int, global_batch_size: int, seq_len
     kw = dict(constraints=c, objective=objective, top=top, show_infeasible=show_infeasible)
     try:
         doc = plan_document(model, cluster, num_gpus, global_batch_size, seq_length, **kw)
-        doc["gpus"] = _gpus_block(cluster, num_gpus, num_gpus)
+        doc["gpus"] = gpus_block(cluster, num_gpus, num_gpus)
         return doc
     except NoLayoutError as exc:
         first = str(exc)
-    max_idle = max(int(num_gpus * MAX_IDLE_FRACTION), cluster.scale_up_domain, cluster.gpus_per_node)
+    max_idle = max_idle_gpus(cluster, num_gpus)
     best, tried = None, []
     for n in usable_counts(model, num_gpus, global_batch_size, seq_length, c, max_idle):
         try:
@@ -160,7 +167,7 @@ def plan_any_gpus(model, cluster, num_gpus: int, global_batch_size: int, seq_len
         raise NoLayoutError(why_no_layout(model, num_gpus, global_batch_size, seq_length, c, max_idle) if generic
                             else f"{first} (and no layout uses {num_gpus - max_idle:,}-{num_gpus:,} GPUs)")
     used = best["num_gpus"]
-    best["gpus"] = _gpus_block(cluster, num_gpus, used)
+    best["gpus"] = gpus_block(cluster, num_gpus, used)
     best["gpus"]["note"] = (
         f"no layout uses all {num_gpus:,} GPUs (tp x pp x cp x dp with dp dividing the batch of "
         f"{global_batch_size}): searched {', '.join(f'{x:,}' for x in tried)} GPUs (at most {max_idle:,} idle) and "
