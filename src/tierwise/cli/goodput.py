@@ -66,12 +66,14 @@ def options_from_flags(*, failure_rates=None, node_failure_rate=None, checkpoint
                           seed=seed, tokens=n_tokens, fabric=fabric)
 
 
-def _best_plan(m, cl, gpus: int, global_batch: int, seq: int, c) -> tuple[Any, str]:
+def _best_plan(m, cl, gpus: int, global_batch: int, seq: int, c) -> tuple[Any, str, dict]:
+    """The planner's best plan (on the GPUs a layout uses: :mod:`tierwise.planner.gpus`), its source line and the
+    document's ``gpus`` block."""
     from tierwise.goodput.rates import GoodputError
-    from tierwise.planner.answer import plan_document
+    from tierwise.planner.gpus import plan_any_gpus
     from tierwise.specs.plan import Plan
 
-    doc = plan_document(m, cl, gpus, global_batch, seq, constraints=c, top=1)
+    doc = plan_any_gpus(m, cl, gpus, global_batch, seq, constraints=c, top=1)
     if not doc["plans"]:
         raise GoodputError(doc["explanation"].splitlines()[0])
     entry = doc["plans"][0]
@@ -79,7 +81,7 @@ def _best_plan(m, cl, gpus: int, global_batch: int, seq: int, c) -> tuple[Any, s
     from tierwise.planner.explain import plan_label
 
     return plan, (f"the planner's best plan by step time for global batch {global_batch} x {seq} tokens "
-                  f"({plan_label(plan)}; `tierwise plan` shows the ranking)")
+                  f"({plan_label(plan)}; `tierwise plan` shows the ranking)"), doc["gpus"]
 
 
 def render_goodput(console, doc: dict) -> None:
@@ -193,9 +195,11 @@ def register(app: typer.Typer) -> None:
             _check_counts(gpus=gpus, global_batch=global_batch, seq=seq, tp=tp, pp=pp, cp=cp, ep=ep, dp=dp)
             c = _constraints(tp=tp, pp=pp, cp=cp, ep=ep, dp=dp, recompute=recompute, precision=precision, zero=zero)
             m, cl = _load(model, cluster)
-            n = int(gpus)
-            plan, source = _best_plan(m, cl, n, global_batch, seq, c)
+            plan, source, gpus_used = _best_plan(m, cl, int(gpus), global_batch, seq, c)
+            n = gpus_used["used"]
         doc = goodput(m, cl, n, plan, opts, plan_source=source)
+        if scenario is None:
+            doc["gpus"] = gpus_used
         doc["economics"] = _goodput_economics(doc, cl, n, opts, price_table)
         if html is not None:
             from tierwise.report.goodput import goodput_page
@@ -209,7 +213,8 @@ def _goodput_economics(doc: dict, cl, n: int, opts, prices) -> dict:
     throughput, with the spare GPUs held at p99 bought and powered too (they are capex whether or not used)."""
     from tierwise.cli._economics import economics_block
 
-    provisioned = n + int(doc["fault_domain"].get("spare_gpus_p99", 0) or 0)
+    asked = doc.get("gpus", {}).get("asked", n)  # GPUs a layout leaves idle are bought too (hot spares)
+    provisioned = max(asked, n + int(doc["fault_domain"].get("spare_gpus_p99", 0) or 0))
     e = economics_block(doc["goodput_tokens_per_s"], cl, provisioned, tokens=opts.tokens, prices=prices,
                         overrides=opts.fabric)
     e["assumed"] = [f"priced at the goodput ({doc['goodput_tokens_per_s']:,.0f} tokens/s, ETTR {doc['ettr']:.3f}) "
@@ -221,6 +226,10 @@ def _render_with_economics(console, doc: dict) -> None:
     from tierwise.cli._economics import render_economics
 
     render_goodput(console, doc)
+    if doc.get("gpus") and doc["gpus"]["idle"]:
+        console.print(f"GPUs: {doc['gpus']['summary']} (of {doc['gpus']['asked']:,} asked); {doc['gpus']['note']}")
+    if doc.get("economics"):
+        console.print(f"fabric: {doc['economics']['fabric']['choice']}", style="dim")
     render_economics(console, doc.get("economics"))
 
 
