@@ -37,8 +37,10 @@ from tierwise.limits import MAX_FABRIC_GPUS, MAX_OVERSUBSCRIPTION, MAX_RADIX, ch
 from tierwise.topology.costs import FABRICS, fabric_of
 from tierwise.topology.fat_tree import leaf_ports, max_endpoints, tiers_needed
 from tierwise.topology.spec import FAMILIES, TopologySpec
+from tierwise.units import parse_bandwidth
 
-__all__ = ["SwitchGeneration", "SWITCHES", "FabricOverrides", "FabricChoice", "choose_fabric", "fabric_units",
+__all__ = ["SwitchGeneration", "SWITCHES", "FabricOverrides", "FabricChoice", "choose_fabric", "choose_for_spec",
+           "fabric_units",
            "MAX_TIERS", "MAX_PLANES"]
 
 MAX_TIERS = 3
@@ -168,29 +170,44 @@ def choose_fabric(cluster, num_gpus: int, overrides: FabricOverrides | None = No
     family = o.topology or ("nvl72" if rack else "rail-optimized")
     over = o.oversubscription or 1.0
     gbps = _gbps(cluster)
-    nics = gpus // cluster.gpus_per_node * cluster.nics_per_node
     base = dict(family=family, gpus=gpus, gpus_per_node=cluster.gpus_per_node, nics_per_node=cluster.nics_per_node,
                 oversubscription=over, nic_bandwidth=f"{gbps:g} Gb/s")
     if family == "nvl72" or (rack and family in ("fat-tree", "rail-optimized", "rail-only")):
         base["domain_size"] = cluster.scale_up_domain
+    return _choose(TopologySpec(**base), gbps, fabric, o)
+
+
+def choose_for_spec(spec: TopologySpec, fabric: str, tiers: int | None = None) -> FabricChoice:
+    """``topo``'s fabric when ``--radix`` is not given: the switch, tiers and planes for the spec's own NICs, as
+    :func:`choose_fabric` chooses them (``tiers``: the user's ``--tiers``)."""
+    gbps = parse_bandwidth(spec.nic_bandwidth, what="--nic-bandwidth") * 8 / 1e9
+    o = FabricOverrides(fabric=fabric, tiers=tiers, oversubscription=spec.oversubscription).checked()
+    return _choose(spec, gbps, fabric, o)
+
+
+def _choose(base: TopologySpec, gbps: float, fabric: str, o: FabricOverrides) -> FabricChoice:
+    """The first (switch, planes) whose Clos of at most ``o.tiers`` (else 3) tiers holds the NICs (module
+    docstring); dragonfly, torus and rail-only take the first switch."""
+    family, over = base.family, base.oversubscription
+    nics = base.gpus // base.gpus_per_node * base.nics
     cands = _candidates(fabric, gbps, o.radix)
     max_tiers = o.tiers or MAX_TIERS
     if family in ("dragonfly", "torus", "rail-only"):
         radix, name, _ = cands[0]
         why = f"{family} (--topology) of {name}, radix {radix}"
-        return FabricChoice(spec=TopologySpec(radix=radix, tiers=o.tiers, **base), fabric=fabric, switch=name,
+        return FabricChoice(spec=replace(base, radix=radix, tiers=o.tiers), fabric=fabric, switch=name,
                             tiers=o.tiers or 0, planes=1, reason=why)
     leaf_ports(cands[0][0], over)  # radix and oversubscription checked once, with the message
-    for planes in _plane_options(cluster.nics_per_node):
+    for planes in _plane_options(base.nics):
         for i, (radix, name, _source) in enumerate(cands):
             per_plane = -(-nics // planes)
             if max_endpoints(radix, max_tiers, over) < per_plane:
                 continue
             tiers = o.tiers or tiers_needed(per_plane, radix, over)
             why = _reason(family, fabric, name, radix, tiers, planes, nics, gbps, over, i, cands)
-            spec = TopologySpec(radix=radix, tiers=tiers, planes=planes, **base)
+            spec = replace(base, radix=radix, tiers=tiers, planes=planes)
             return FabricChoice(spec=spec, fabric=fabric, switch=name, tiers=tiers, planes=planes, reason=why)
-    raise TopologyError(_unreachable(gpus, nics, cands, max_tiers, over, cluster.nics_per_node))
+    raise TopologyError(_unreachable(base.gpus, nics, cands, max_tiers, over, base.nics))
 
 
 def _reason(family, fabric, name, radix, tiers, planes, nics, gbps, over, i, cands) -> str:

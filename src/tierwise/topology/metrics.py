@@ -198,7 +198,7 @@ def topology_report(fab: Fabric, prices: dict | None = None, route_fn=None, *, a
     """Everything ``tierwise topo`` prints (``route_fn`` as in :func:`hops`); ``accelerator`` (a catalog name)
     prices the servers or racks the fabric joins (:func:`tierwise.topology.costs.servers_cost`);
     ``hop_classes=False`` leaves out the sampled hops per traffic class (the economics block does not print them)."""
-    from tierwise.topology.costs import load_prices, network_cost, servers_cost, share_sensitivity
+    from tierwise.topology.costs import by_reach, load_prices, network_cost, servers_cost, share_sensitivity
 
     prices = prices or load_prices()
     inv = inventory(fab)
@@ -225,6 +225,7 @@ def topology_report(fab: Fabric, prices: dict | None = None, route_fn=None, *, a
         **{k: v for k, v in inv.items() if k not in ("num_switches",)},
         **cost,
         "servers": servers,
+        "by_reach": by_reach(inv, copper),
         "notes": notes,
     }
     if sensitivity:
