@@ -111,3 +111,13 @@ def test_plan_one_million_gpus(capsys):
                 "--global-batch", "16384", "--seq", "8192", "--top", "1", "--json")
     assert doc["gpus"]["used"] == 1048576 and doc["gpus"]["idle"] == 0
     assert (doc["fabric"]["switch_radix"], doc["fabric"]["planes"]) == (144, 2)
+
+
+@pytest.mark.slow
+def test_plan_goodput_one_million_gpus(capsys):
+    """plan --goodput at 2^20 GPUs: the job's GPUs and their p99 spares are priced on one fabric (past 2^20)."""
+    doc = _json(capsys, "plan", "--model", "llama3.1-405b", "--cluster", "dgx-h100", "--gpus", "1048576",
+                "--global-batch", "16384", "--seq", "8192", "--top", "1", "--goodput", "--json")
+    g = doc["plans"][0]["goodput"]
+    assert 0 < g["ettr"] < 1
+    assert doc["fabric"]["gpus"] == 1048576 + int(g["spare_gpus_p99"]) > 1048576

@@ -72,8 +72,9 @@ def test_radix_64_planes_hold_98304():
 
 
 def test_gpus_past_the_bound():
-    with pytest.raises(TopologyError, match="1,048,576"):
-        choose_fabric(load_cluster("dgx-h100"), 2**20 + 8)
+    with pytest.raises(TopologyError, match="1,179,648 \\(the job's GPUs and their spares\\)"):
+        choose_fabric(load_cluster("dgx-h100"), 2**20 + 2**17 + 8)
+    assert choose_fabric(load_cluster("dgx-h100"), 2**20 + 2976).planes == 2  # 2^20 GPUs and their spares
 
 
 def test_planes_as_built():

@@ -45,6 +45,9 @@ __all__ = ["SwitchGeneration", "SWITCHES", "FabricOverrides", "FabricChoice", "c
 
 MAX_TIERS = 3
 """Tiers of one Clos plane that are built (module docstring)."""
+SPARE_ALLOWANCE = MAX_FABRIC_GPUS // 8
+"""GPUs past :data:`~tierwise.limits.MAX_FABRIC_GPUS` a fabric may hold: the spares bought beside a 2^20-GPU job
+(``plan --goodput`` prices the job's GPUs and its p99 spare pool, about 0.3% at 2^20 H100s)."""
 MAX_PLANES = 8
 """Planes at most: one per rail of an 8-NIC server."""
 
@@ -164,7 +167,8 @@ def choose_fabric(cluster, num_gpus: int, overrides: FabricOverrides | None = No
     whole servers or racks (:func:`fabric_units`). Raises :class:`TopologyError` naming the count and what would
     hold it when no switch, tier count and plane count does."""
     o = (overrides or FabricOverrides()).checked()
-    gpus = fabric_units(cluster, check_int(num_gpus, "--gpus", maximum=MAX_FABRIC_GPUS, error=TopologyError))
+    gpus = fabric_units(cluster, check_int(num_gpus, "--gpus", maximum=MAX_FABRIC_GPUS + SPARE_ALLOWANCE,
+                                           error=TopologyError, hint=" (the job's GPUs and their spares)"))
     fabric = o.fabric or fabric_of(cluster.name, cluster)
     rack = cluster.scale_up_domain > cluster.gpus_per_node
     family = o.topology or ("nvl72" if rack else "rail-optimized")
