@@ -112,3 +112,20 @@ def test_cables_by_reach_add_up():
     assert inv["transceivers_nic"] == 100000
     assert "storage" in r["left_out"]
     assert by_reach(inv, copper_access=True)["cables"]["copper"] == 100000
+
+
+def test_cluster_file_fixes_the_fabric_and_flags_win(tmp_path):
+    from tierwise.errors import SpecError
+
+    path = tmp_path / "c.yaml"
+    path.write_text("base: dgx-h100\nfabric: {radix: 64, oversubscription: 2}\n")
+    cl = load_cluster(str(path))
+    c = choose_fabric(cl, 98304)
+    assert (c.spec.radix, c.spec.oversubscription) == (64, 2.0) and c.planes >= 2
+    assert choose_fabric(cl, 98304, FabricOverrides(radix=144)).spec.radix == 144
+    path.write_text("base: dgx-h100\nfabric: {radix: 0}\n")
+    with pytest.raises(SpecError, match="radix"):
+        load_cluster(str(path))
+    path.write_text("base: dgx-h100\nfabric: {switches: 3}\n")
+    with pytest.raises(SpecError, match="switches"):
+        load_cluster(str(path))

@@ -18,8 +18,8 @@ Capacity of a plane: ``max_endpoints(k, tiers, o)`` = ``k``, ``k d`` or ``k (k/2
 (``d`` the leaf's down ports; Al-Fares et al. SIGCOMM 2008 section 3). A fabric of more than 3 tiers is not
 built (no published AI fabric uses 4 tiers of a folded Clos; planes keep the diameter at 6 hops).
 
-The user's overrides (``--topology --fabric --radix --tiers --oversubscription``, :class:`FabricOverrides`)
-fix a step; what is left is chosen as above. :class:`FabricChoice` carries the spec and the reason, which every
+The user's overrides (``--topology --fabric --radix --tiers --oversubscription``, :class:`FabricOverrides`),
+and where a flag is not given the cluster file's ``fabric:`` block, fix a step; what is left is chosen as above. :class:`FabricChoice` carries the spec and the reason, which every
 command lists under ``assumed``.
 
 >>> from tierwise.specs.cluster import load_cluster
@@ -166,7 +166,7 @@ def choose_fabric(cluster, num_gpus: int, overrides: FabricOverrides | None = No
     """The scale-out fabric of ``num_gpus`` GPUs of ``cluster`` (module docstring); ``num_gpus`` is rounded up to
     whole servers or racks (:func:`fabric_units`). Raises :class:`TopologyError` naming the count and what would
     hold it when no switch, tier count and plane count does."""
-    o = (overrides or FabricOverrides()).checked()
+    o = _with_cluster_file(overrides or FabricOverrides(), cluster).checked()
     gpus = fabric_units(cluster, check_int(num_gpus, "--gpus", maximum=MAX_FABRIC_GPUS + SPARE_ALLOWANCE,
                                            error=TopologyError, hint=" (the job's GPUs and their spares)"))
     fabric = o.fabric or fabric_of(cluster.name, cluster)
@@ -179,6 +179,12 @@ def choose_fabric(cluster, num_gpus: int, overrides: FabricOverrides | None = No
     if family == "nvl72" or (rack and family in ("fat-tree", "rail-optimized", "rail-only")):
         base["domain_size"] = cluster.scale_up_domain
     return _choose(TopologySpec(**base), gbps, fabric, o)
+
+
+def _with_cluster_file(o: FabricOverrides, cluster) -> FabricOverrides:
+    """The user's flags, and where a flag is not given, what the cluster file's ``fabric:`` block fixes."""
+    fixed = getattr(cluster, "fabric", None) or {}
+    return replace(o, **{k: v for k, v in fixed.items() if getattr(o, k) is None})
 
 
 def choose_for_spec(spec: TopologySpec, fabric: str, tiers: int | None = None) -> FabricChoice:
