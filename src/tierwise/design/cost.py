@@ -22,7 +22,9 @@ from tierwise.limits import check_float
 from tierwise.topology import build_fabric
 from tierwise.topology.choose import FabricChoice, FabricOverrides, choose_fabric
 from tierwise.topology.costs import fabric_of, load_prices
-from tierwise.topology.metrics import topology_report
+from tierwise.topology.counts import clos_inventory
+from tierwise.topology.metrics import counted_report, topology_report
+from tierwise.units import parse_bandwidth
 
 __all__ = ["economics", "default_fabric", "fabric_cost"]
 
@@ -44,6 +46,12 @@ def fabric_cost(cluster, num_gpus: int, prices: dict, *, spec=None, fabric: str 
         choice = default_fabric(cluster, num_gpus, overrides)
         spec, fabric = choice.spec, choice.fabric
     fabric = fabric or fabric_of(cluster.name, cluster)
+    inv = clos_inventory(spec, parse_bandwidth(spec.nic_bandwidth) * 8 / 1e9) if placement == "row" else None
+    if inv is not None:  # counted in closed form: a 2^20-GPU fabric is not built link by link for its price
+        out = counted_report(spec, inv, prices, accelerator=cluster.accelerator.name,
+                             gpu_power_w=cluster.accelerator.power_w, fabric=fabric, cpo=cpo)
+        out["fabric_choice"] = choice.reason if choice else f"{spec.family} fabric as given"
+        return out
     fab = build_fabric(spec)
     out = topology_report(fab, prices, accelerator=cluster.accelerator.name, gpu_power_w=cluster.accelerator.power_w,
                           fabric=fabric, placement=placement, cpo=cpo, hop_classes=False)

@@ -8,6 +8,7 @@ import math
 
 from tierwise.topology import build_fabric
 from tierwise.topology.choose import FabricOverrides, choose_fabric
+from tierwise.topology.counts import clos_inventory
 from tierwise.topology.metrics import inventory
 
 __all__ = ["component_counts"]
@@ -49,7 +50,8 @@ def component_counts(cluster, num_gpus: int, rates: dict,
            f"{hbm_gib:,} GiB of HBM"]
     if hosts > 1 or (domains > 1):
         choice = choose_fabric(cluster, num_gpus, overrides)
-        inv = inventory(build_fabric(choice.spec))
+        gbps = cluster.nic_bytes_per_s * 8 / 1e9
+        inv = clos_inventory(choice.spec, gbps) or inventory(build_fabric(choice.spec))
         tiers = inv["switches_per_tier"]
         counts["leaf_switch"] = tiers.get("tier1", 0)
         counts["spine_switch"] = tiers.get("tier2", 0) + tiers.get("tier3", 0)
