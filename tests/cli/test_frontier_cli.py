@@ -121,3 +121,11 @@ def test_plan_goodput_one_million_gpus(capsys):
     g = doc["plans"][0]["goodput"]
     assert 0 < g["ettr"] < 1
     assert doc["fabric"]["gpus"] == 1048576 + int(g["spare_gpus_p99"]) > 1048576
+
+
+def test_scale_leaves_gpus_idle_where_no_layout_uses_them(capsys):
+    doc = _json(capsys, "scale", "--model", "llama3.1-405b", "--cluster", "gb200-nvl72", "--gpus", "98280",
+                "--global-batch", "2048", "--seq", "8192", "--goodput", "--json")
+    (p,) = doc["points"]
+    assert p["gpus"]["used"] == 97280 and p["plan"] is not None
+    assert p["goodput"]["adjusted_tokens_per_s"] < p["goodput"]["goodput_tokens_per_s"]

@@ -311,8 +311,9 @@ def scale_with_goodput(doc: dict, m, cl, opts) -> dict:
         plan = Plan(**p["plan"]["estimate"]["plan"])
         batch = PlanBatch.from_plans([plan])
         n = p["num_gpus"]
-        ev = evaluate(m, cl, n, batch, estimate(m, cl, batch), opts)
-        adjusted = float(ev["goodput_tokens_per_s"][0]) * n / (n + float(ev["spare_gpus_p99"][0]))
+        used = p.get("gpus", {}).get("used", n)  # idle GPUs (no layout uses them) are held, like spares
+        ev = evaluate(m, cl, used, batch, estimate(m, cl, batch), opts)
+        adjusted = float(ev["goodput_tokens_per_s"][0]) * used / max(n, used + float(ev["spare_gpus_p99"][0]))
         p["goodput"] = {"ettr": float(ev["ettr"][0]), "goodput_tokens_per_s": float(ev["goodput_tokens_per_s"][0]),
                         "adjusted_tokens_per_s": adjusted, "mtti_s": ev["failure_model"]["mtti_s"],
                         "spare_gpus_p99": float(ev["spare_gpus_p99"][0])}

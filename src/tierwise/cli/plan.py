@@ -353,6 +353,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Best plan at each GPU count and its efficiency against linear scaling: where adding GPUs stops paying."""
         from tierwise.planner.answer import parse_gpu_range, scale_document
+        from tierwise.planner.gpus import plan_any_gpus
 
         _check_counts(global_batch=global_batch, seq=seq)
         counts = parse_gpu_range(gpus)
@@ -369,7 +370,8 @@ def register(app: typer.Typer) -> None:
         from tierwise.cli._progress import progress
 
         with progress(f"best plan at {len(counts)} GPU counts"):
-            doc = scale_document(m, cl, counts, global_batch, seq, constraints=c, objective=objective)
+            doc = scale_document(m, cl, counts, global_batch, seq, constraints=c, objective=objective,
+                                 plan_fn=plan_any_gpus)
         if opts is not None:
             from tierwise.cli.goodput import scale_with_goodput
 
