@@ -58,6 +58,8 @@ def test_overrides_fix_a_step():
     (FabricOverrides(topology="hypercube"), "--topology 'hypercube' is unknown"),
     (FabricOverrides(fabric="myrinet"), "--fabric 'myrinet' is unknown"),
     (FabricOverrides(oversubscription=0.5), "--oversubscription 0.5 is out of range"),
+    (FabricOverrides(radix=512), "--radix 512 is more ports at 400 Gb/s than any switch in the catalog offers "
+                                 "(Quantum-X800 Q3400: 144); use --radix <= 144"),
 ])
 def test_bad_overrides_are_one_line(overrides, needle):
     with pytest.raises(TopologyError, match=needle.replace("(", r"\(").replace(")", r"\)")) as info:

@@ -144,6 +144,11 @@ def _candidates(fabric: str, gbps: float, radix: int | None) -> list[tuple[int, 
     """(radix, switch name, source) to try in order: the user's radix alone, or the fabric's generations that
     serve the NIC speed (a NIC slower than every listed speed takes the slowest port that serves it)."""
     if radix is not None:
+        most, name = _largest_at(gbps)
+        if radix > most:
+            raise TopologyError(f"--radix {radix} is more ports at {gbps:g} Gb/s than any switch in the catalog "
+                                f"offers ({name}: {most}); use --radix <= {most}, or leave it out to have the "
+                                "switch, tiers and planes chosen")
         return [(radix, f"{radix}-port switch (--radix)", "given")]
     out = []
     for sw in SWITCHES:
@@ -156,6 +161,16 @@ def _candidates(fabric: str, gbps: float, radix: int | None) -> list[tuple[int, 
         raise TopologyError(f"no {fabric} switch in the catalog serves {gbps:g} Gb/s NICs; give --radix (switch "
                             f"ports at the NIC speed)")
     return out
+
+
+def _largest_at(gbps: float) -> tuple[int, str]:
+    """The most ports any catalog switch (either fabric) offers at a NIC speed, and that switch."""
+    best = (0, "none")
+    for sw in SWITCHES:
+        speeds = sorted(s for s in sw.ports_at_gbps if s >= gbps - 1e-6)
+        if speeds and sw.ports_at_gbps[speeds[0]] > best[0]:
+            best = (sw.ports_at_gbps[speeds[0]], sw.name)
+    return best
 
 
 def _plane_options(nics_per_node: int) -> list[int]:
