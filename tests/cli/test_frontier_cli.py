@@ -74,6 +74,9 @@ def test_goodput_98304_dgx_a100(capsys):
     assert abs(mc["ettr_simulated"]["mean"] - mc["ettr"]) < 0.01
     assert 0.90 < mc["ettr"] < 0.97
     assert any("Quantum-2 QM9700, radix 128 at 200G" in line for line in mc["counted"])
+    # a leaf (64 down ports at radix 128) cuts 64 NICs; an aggregation switch 1/64 of its pod's uplinks, no NIC
+    assert any(line.startswith("blast radius: a leaf failure cuts 64 NIC ports") and "1/64 of its pod" in line
+               for line in mc["counted"])
 
 
 def test_goodput_98280_nvl72(capsys):

@@ -8,7 +8,8 @@ import math
 
 from tierwise.topology import build_fabric
 from tierwise.topology.choose import FabricOverrides, choose_fabric
-from tierwise.topology.counts import clos_inventory
+from tierwise.topology.counts import COUNTED_FAMILIES, clos_inventory
+from tierwise.topology.fat_tree import leaf_ports
 from tierwise.topology.metrics import inventory
 
 __all__ = ["component_counts"]
@@ -31,6 +32,24 @@ def _nvlink_switches(cluster, rates: dict) -> tuple[int, str]:
     else:
         return 0, f"no NVLink switch count for {cluster.accelerator.name} in the catalog; give nvlink_switch parts"
     return int(table[key]["value"]), table[key]["source"]
+
+
+def _blast_radius(choice, inv: dict) -> str:
+    """What one switch failure of each tier takes, from the fabric's shape (folded Clos, Al-Fares et al. 2008
+    section 3: every leaf has ``u`` uplinks spread over the tier above, so a switch above the leaves cuts no NIC)."""
+    spec = choice.spec
+    d, u = leaf_ports(spec.radix, spec.oversubscription)
+    tiers = inv["switches_per_tier"]
+    if choice.tiers == 2:
+        spines = tiers["tier2"] // spec.planes
+        above = (f"a spine failure cuts no NIC and removes 1/{spines} of its plane's leaf uplinks "
+                 f"({u} per leaf over {spines} spines), re-routed")
+    else:
+        cores = tiers["tier3"] // spec.planes
+        above = (f"an aggregation switch failure cuts no NIC and removes 1/{u} of its pod's leaf uplinks; a core "
+                 f"failure 1/{cores} of its plane's core capacity; both re-routed")
+    return (f"blast radius: a leaf failure cuts {d} NIC ports (one rail of up to {d} hosts); {above} (the job "
+            "restarts either way; a spine's failure costs bandwidth, not hosts)")
 
 
 def component_counts(cluster, num_gpus: int, rates: dict,
@@ -58,6 +77,8 @@ def component_counts(cluster, num_gpus: int, rates: dict,
         counts["fabric_cable"] = inv["num_cables"] - inv["cables_by_tier"].get("access", 0)
         how.append(f"fabric: {choice.reason}; {counts['leaf_switch']:,} leaf and {counts['spine_switch']:,} "
                    f"spine switches, {counts['fabric_cable']:,} switch-to-switch cables (the topo inventory)")
+        if choice.spec.family in COUNTED_FAMILIES and choice.tiers > 1:
+            how.append(_blast_radius(choice, inv))
     per_domain, source = _nvlink_switches(cluster, rates)
     counts["nvlink_switch"] = per_domain * domains
     how.append(f"{per_domain} NVLink switches per {cluster.scale_up_domain}-GPU scale-up domain x {domains} ({source})")
