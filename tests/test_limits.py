@@ -119,7 +119,7 @@ def test_topology_spec_counts():
     from tierwise.topology.spec import spec_from_mapping
 
     for key, value, needle in (("radix", 2**31, "--radix 2147483648 is out of range; use 2 <= --radix <= 4,096"),
-                               ("gpus", 0, "use 1 <= --gpus <= 131,072"), ("tiers", 4, "use 1 <= --tiers <= 3"),
+                               ("gpus", 0, "use 1 <= --gpus <= 1,048,576"), ("tiers", 4, "use 1 <= --tiers <= 3"),
                                ("oversubscription", math.nan, "--oversubscription nan is not a finite number"),
                                ("groups", 1, "use 2 <= --groups"), ("nic_bandwidth", "0 Gb/s", "--nic-bandwidth")):
         with pytest.raises(TopologyError, match=needle):

@@ -73,8 +73,11 @@ CASES.append(Case(id="numbers/topo-torus-ring-too-long", argv=["topo", "torus", 
 CASES.append(Case(id="numbers/topo-torus-dim-zero", argv=["topo", "torus", "--gpus", "64", "--dims", "0x64"],
                   stderr_has=["torus dims"]))
 CASES.append(Case(id="numbers/topo-gpus-past-fabric-bound",
-                  argv=["topo", "fat-tree", "--gpus", str(2**17 + 8), "--radix", "128"],
-                  stderr_has=["--gpus", "131,072"]))
+                  argv=["topo", "fat-tree", "--gpus", str(2**20 + 8), "--radix", "128"],
+                  stderr_has=["--gpus", "1,048,576"]))
+CASES.append(Case(id="numbers/simulate-gpus-past-simulation-bound",  # issue 28: topo goes to 2^20, simulate not
+                  argv=["simulate", "all-reduce", "--gpus", str(2**17 + 8), "--radix", "128"],
+                  stderr_has=["--gpus", "131,072", "for simulate"]))
 _family("topo-", [*_TOPO, "--gpus", "64"], "--oversubscription",
         ("nan", "inf", "zero", "2p31", "1e400"))
 CASES.append(Case(id="numbers/topo-oversubscription-below-one",
@@ -266,3 +269,22 @@ for _name, _body in {"nan": "switch_usd: .nan\n", "inf": "nic_w: {value: .inf}\n
                      "text": "nic_usd: {value: cheap}\n", "no-value": "nic_usd: {unit: USD}\n"}.items():
     CASES.append(Case(id=f"numbers/topo-prices-{_name}", argv=[*_TOPO, "--gpus", "64", "--prices", "p.yaml"],
                       files={"p.yaml": _body}, stderr_has=[_body.split(":")[0]]))
+
+# issue 28: the fabric overrides every fabric-building command takes, one line each
+_PLAN8 = ["plan", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "64"]
+CASES.append(Case(id="numbers/plan-radix-past-catalog", argv=[*_PLAN8, "--radix", "1000"],
+                  stderr_has=["--radix 1000", "use --radix <= 144"]))
+CASES.append(Case(id="numbers/plan-tiers-past-three", argv=[*_PLAN8, "--tiers", "9"],
+                  stderr_has=["--tiers 9", "1 <= --tiers <= 3"]))
+CASES.append(Case(id="numbers/plan-oversubscription-nan", argv=[*_PLAN8, "--oversubscription", "nan"],
+                  stderr_has=["--oversubscription"]))
+CASES.append(Case(id="numbers/goodput-topology-unknown",
+                  argv=["goodput", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "64",
+                        "--topology", "hypercube"], stderr_has=["--topology 'hypercube'", "fat-tree"]))
+CASES.append(Case(id="numbers/design-fabric-unknown",
+                  argv=["design", "--model", "llama3.1-8b", "--gpus", "64", "--fabric", "myrinet"],
+                  stderr_has=["--fabric 'myrinet'", "ib, roce"]))
+CASES.append(Case(id="numbers/plan-radix-too-small-for-a-million",
+                  argv=["plan", "--model", "llama3.1-405b", "--cluster", "dgx-h100", "--gpus", "1048576",
+                        "--global-batch", "16384", "--radix", "64"],
+                  stderr_has=["1,048,576 NICs", "use --radix >= 82"]))

@@ -22,7 +22,7 @@ from tierwise.errors import TierwiseError, UnitError
 
 __all__ = [
     "MAX_GPUS", "MAX_BATCH", "MAX_SEQ", "MAX_DIM", "MAX_LAYERS", "MAX_RADIX", "MAX_BYTES", "MAX_SWEEP_POINTS",
-    "MAX_SWEEP_BYTES", "MAX_BANDWIDTH", "MIN_BANDWIDTH", "MAX_LATENCY_S", "MAX_OVERSUBSCRIPTION", "MAX_FABRIC_GPUS", "MAX_ITERS", "MAX_ROUNDS",
+    "MAX_SWEEP_BYTES", "MAX_BANDWIDTH", "MIN_BANDWIDTH", "MAX_LATENCY_S", "MAX_OVERSUBSCRIPTION", "MAX_FABRIC_GPUS", "MAX_SIM_GPUS", "MAX_ITERS", "MAX_ROUNDS",
     "MAX_MEASURE_RANKS", "check_int", "check_float", "range_text", "show_value",
 ]
 
@@ -38,8 +38,12 @@ MAX_LAYERS = 2**16
 """Model layers (65,536)."""
 MAX_RADIX = 4096
 """Switch ports (the largest switch ASICs have 512 ports at their lowest speed)."""
-MAX_FABRIC_GPUS = 2**17
-"""GPUs of a fabric built link by link (``topo``, ``simulate``): 131,072; larger graphs take minutes."""
+MAX_FABRIC_GPUS = 2**20
+"""GPUs of a fabric built link by link (``topo``, ``design``, the fabric every command chooses): 1,048,576, the
+frontier clusters' scale (a 3-tier radix-128 fabric of 2^20 NICs builds in about 3 s, issue 28)."""
+MAX_SIM_GPUS = 2**17
+"""GPUs a flow-level simulation runs on (``simulate``): 131,072; an all-to-all on a larger fabric takes minutes
+(docs/topology.md, benchmarks)."""
 MAX_BYTES = 2**50
 """One collective's buffer: 1 PiB, more than any cluster's memory holds."""
 MAX_SWEEP_POINTS = 64

@@ -40,11 +40,11 @@ def load_prices_checked(path):
     return load_prices(path)
 
 
-def economics_block(tokens_per_s, cluster, num_gpus, *, tokens=None, prices=None) -> dict:
-    """:func:`tierwise.design.cost.economics` for a command's document."""
+def economics_block(tokens_per_s, cluster, num_gpus, *, tokens=None, prices=None, overrides=None) -> dict:
+    """:func:`tierwise.design.cost.economics` for a command's document (``overrides``: the fabric flags)."""
     from tierwise.design.cost import economics
 
-    return economics(tokens_per_s, cluster, num_gpus, prices, tokens=tokens)
+    return economics(tokens_per_s, cluster, num_gpus, prices, tokens=tokens, overrides=overrides)
 
 
 def _usd(x: float) -> str:

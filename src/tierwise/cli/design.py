@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from tierwise.cli._fabric import FabricOpt, OversubOpt, RadixOpt, TiersOpt, TopologyOpt, fabric_overrides
 from tierwise.cli._output import emit, print_table
 
 __all__ = ["register"]
@@ -58,6 +59,8 @@ def register(app: typer.Typer) -> None:
                                             "rack: pluggable | lpo | cpo")] = "pluggable",
         as_json: Annotated[bool, typer.Option("--json", help="print the JSON document")] = False,
         html: Annotated[str | None, typer.Option("--html", help="write an HTML page with plots to FILE")] = None,
+        topology: TopologyOpt = None, fabric: FabricOpt = None, radix: RadixOpt = None, tiers: TiersOpt = None,
+        oversubscription: OversubOpt = None,
     ) -> None:
         """Compare cluster designs on one job: best plan, throughput, capex, power, tokens per $ and per J.
 
@@ -82,6 +85,7 @@ def register(app: typer.Typer) -> None:
             _domain_sweep(model, gpus, domains, optics, global_batch, seq, precision, prices, as_json, html)
             return
         m = _common(model, gpus, global_batch, seq)
+        overrides = fabric_overrides(topology, fabric, radix, tiers, oversubscription)
         if tokens is not None:
             check_float(tokens, "--tokens", minimum=1.0, maximum=1e18, error=TierwiseError)
         if budget is not None:
@@ -90,7 +94,7 @@ def register(app: typer.Typer) -> None:
         table_ = load_prices(prices)
         _html_first(html)
         doc = compare_designs(m, gpus, global_batch=global_batch, seq=seq, precision=precision.lower(),
-                              tokens=tokens, budget=budget, prices=table_, tolerance=tol / 100)
+                              tokens=tokens, budget=budget, prices=table_, tolerance=tol / 100, overrides=overrides)
         if html is not None:
             from tierwise.report import write_page
             from tierwise.report.design import design_page

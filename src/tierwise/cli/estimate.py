@@ -16,6 +16,7 @@ from tierwise.cli._economics import (
     SyncEveryOpt,
     TokensOpt,
 )
+from tierwise.cli._fabric import FabricOpt, OversubOpt, RadixOpt, TiersOpt, TopologyOpt, fabric_overrides
 from tierwise.cli._output import emit, kv_table, print_table
 
 
@@ -106,7 +107,7 @@ def render_estimate(console, doc: dict, show_model: bool = False) -> None:
         render_model(console, doc["model_summary"])
 
 
-def _estimate_with_economics(scenario, levers, tokens, prices) -> dict:
+def _estimate_with_economics(scenario, levers, tokens, prices, overrides=None) -> dict:
     """The estimate document under the levers, with its cost and energy block (:mod:`tierwise.design.cost`)."""
     from dataclasses import replace
 
@@ -121,7 +122,7 @@ def _estimate_with_economics(scenario, levers, tokens, prices) -> dict:
     if levers.active:
         doc["levers"] = levers.describe()
     doc["economics"] = economics_block(doc["tokens_per_s"], scenario.cluster, doc["num_gpus"], tokens=tokens,
-                                       prices=price_table)
+                                       prices=price_table, overrides=overrides)
     return doc
 
 
@@ -146,6 +147,8 @@ def register(app: typer.Typer) -> None:
         framework: Annotated[str | None, typer.Option(
             "--framework", help="megatron, nemo, torchtitan, llm-foundry or deepspeed: that framework's defaults "
                                 "for the switches a scenario does not state")] = None,
+        topology: TopologyOpt = None, fabric: FabricOpt = None, radix: RadixOpt = None, tiers: TiersOpt = None,
+        oversubscription: OversubOpt = None,
     ) -> None:
         """Estimate one training step for each scenario file."""
         from tierwise.cli._economics import make_levers
@@ -155,8 +158,9 @@ def register(app: typer.Typer) -> None:
         if framework is not None:
             framework = check_framework(framework, "--framework")
         levers = make_levers(reduce_dtype, powersgd_rank, onebit, sync_every, async_staleness)
+        overrides = fabric_overrides(topology, fabric, radix, tiers, oversubscription)
         if len(scenarios) == 1:
-            doc = _estimate_with_economics(load_scenario(scenarios[0], framework), levers, tokens, prices)
+            doc = _estimate_with_economics(load_scenario(scenarios[0], framework), levers, tokens, prices, overrides)
             emit(doc, as_json, lambda console: _render_all(console, doc, show_model))
             return
         if levers.active or tokens is not None or prices is not None:

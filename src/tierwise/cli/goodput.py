@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from tierwise.cli._fabric import FabricOpt, OversubOpt, RadixOpt, TiersOpt, TopologyOpt, fabric_overrides
 from tierwise.cli._output import emit, kv_table, print_table
 from tierwise.cli.plan import BatchOpt, Fixed, JsonOpt, ListOpt, SeqOpt, ZeroOpt
 
@@ -36,7 +37,7 @@ def _duration(text: str | None, option: str) -> float | None:
 
 def options_from_flags(*, failure_rates=None, node_failure_rate=None, checkpoint_interval=None,
                        checkpoint_write="auto", storage_bandwidth=None, restart_time=None, spares=None, days=30.0,
-                       runs=0, seed=0, tokens=None):
+                       runs=0, seed=0, tokens=None, fabric=None):
     from tierwise.goodput.model import GoodputOptions
     from tierwise.goodput.rates import GoodputError
     from tierwise.units import UnitError, parse_bandwidth, parse_count
@@ -62,15 +63,17 @@ def options_from_flags(*, failure_rates=None, node_failure_rate=None, checkpoint
                           checkpoint_interval_s=_duration(checkpoint_interval, "--checkpoint-interval"),
                           checkpoint_write=write, storage_bytes_per_s=storage,
                           restart_s=_duration(restart_time, "--restart-time"), spares=spares, days=days, runs=runs,
-                          seed=seed, tokens=n_tokens)
+                          seed=seed, tokens=n_tokens, fabric=fabric)
 
 
-def _best_plan(m, cl, gpus: int, global_batch: int, seq: int, c) -> tuple[Any, str]:
+def _best_plan(m, cl, gpus: int, global_batch: int, seq: int, c) -> tuple[Any, str, dict]:
+    """The planner's best plan (on the GPUs a layout uses: :mod:`tierwise.planner.gpus`), its source line and the
+    document's ``gpus`` block."""
     from tierwise.goodput.rates import GoodputError
-    from tierwise.planner.answer import plan_document
+    from tierwise.planner.gpus import plan_any_gpus
     from tierwise.specs.plan import Plan
 
-    doc = plan_document(m, cl, gpus, global_batch, seq, constraints=c, top=1)
+    doc = plan_any_gpus(m, cl, gpus, global_batch, seq, constraints=c, top=1)
     if not doc["plans"]:
         raise GoodputError(doc["explanation"].splitlines()[0])
     entry = doc["plans"][0]
@@ -78,7 +81,7 @@ def _best_plan(m, cl, gpus: int, global_batch: int, seq: int, c) -> tuple[Any, s
     from tierwise.planner.explain import plan_label
 
     return plan, (f"the planner's best plan by step time for global batch {global_batch} x {seq} tokens "
-                  f"({plan_label(plan)}; `tierwise plan` shows the ranking)")
+                  f"({plan_label(plan)}; `tierwise plan` shows the ranking)"), doc["gpus"]
 
 
 def render_goodput(console, doc: dict) -> None:
@@ -155,6 +158,8 @@ def register(app: typer.Typer) -> None:
                                                    "topology/prices.yaml (cost and energy of the goodput)")] = None,
         as_json: JsonOpt = False,
         html: Annotated[str | None, typer.Option("--html", help="write a self-contained HTML page")] = None,
+        topology: TopologyOpt = None, fabric: FabricOpt = None, radix: RadixOpt = None, tiers: TiersOpt = None,
+        oversubscription: OversubOpt = None,
     ) -> None:
         """Failures, fault domains and checkpoints: MTTI, optimal checkpoint interval, ETTR and goodput."""
         from tierwise.cli.plan import _check_counts, _constraints, _load
@@ -173,7 +178,8 @@ def register(app: typer.Typer) -> None:
         opts = options_from_flags(failure_rates=failure_rates, node_failure_rate=node_failure_rate,
                                   checkpoint_interval=checkpoint_interval, checkpoint_write=checkpoint_write,
                                   storage_bandwidth=storage_bandwidth, restart_time=restart_time, spares=spares,
-                                  days=days, runs=runs, seed=seed, tokens=tokens)
+                                  days=days, runs=runs, seed=seed, tokens=tokens,
+                                  fabric=fabric_overrides(topology, fabric, radix, tiers, oversubscription))
         if scenario is not None:
             if model or cluster or gpus:
                 raise GoodputError("give a scenario file or --model/--cluster/--gpus, not both")
@@ -189,9 +195,11 @@ def register(app: typer.Typer) -> None:
             _check_counts(gpus=gpus, global_batch=global_batch, seq=seq, tp=tp, pp=pp, cp=cp, ep=ep, dp=dp)
             c = _constraints(tp=tp, pp=pp, cp=cp, ep=ep, dp=dp, recompute=recompute, precision=precision, zero=zero)
             m, cl = _load(model, cluster)
-            n = int(gpus)
-            plan, source = _best_plan(m, cl, n, global_batch, seq, c)
+            plan, source, gpus_used = _best_plan(m, cl, int(gpus), global_batch, seq, c)
+            n = gpus_used["used"]
         doc = goodput(m, cl, n, plan, opts, plan_source=source)
+        if scenario is None:
+            doc["gpus"] = gpus_used
         doc["economics"] = _goodput_economics(doc, cl, n, opts, price_table)
         if html is not None:
             from tierwise.report.goodput import goodput_page
@@ -205,8 +213,10 @@ def _goodput_economics(doc: dict, cl, n: int, opts, prices) -> dict:
     throughput, with the spare GPUs held at p99 bought and powered too (they are capex whether or not used)."""
     from tierwise.cli._economics import economics_block
 
-    provisioned = n + int(doc["fault_domain"].get("spare_gpus_p99", 0) or 0)
-    e = economics_block(doc["goodput_tokens_per_s"], cl, provisioned, tokens=opts.tokens, prices=prices)
+    asked = doc.get("gpus", {}).get("asked", n)  # GPUs a layout leaves idle are bought too (hot spares)
+    provisioned = max(asked, n + int(doc["fault_domain"].get("spare_gpus_p99", 0) or 0))
+    e = economics_block(doc["goodput_tokens_per_s"], cl, provisioned, tokens=opts.tokens, prices=prices,
+                        overrides=opts.fabric)
     e["assumed"] = [f"priced at the goodput ({doc['goodput_tokens_per_s']:,.0f} tokens/s, ETTR {doc['ettr']:.3f}) "
                     f"on {provisioned:,} GPUs ({n:,} in the job + spares at p99)", *e["assumed"]]
     return e
@@ -216,6 +226,10 @@ def _render_with_economics(console, doc: dict) -> None:
     from tierwise.cli._economics import render_economics
 
     render_goodput(console, doc)
+    if doc.get("gpus") and doc["gpus"]["idle"]:
+        console.print(f"GPUs: {doc['gpus']['summary']} (of {doc['gpus']['asked']:,} asked); {doc['gpus']['note']}")
+    if doc.get("economics"):
+        console.print(f"fabric: {doc['economics']['fabric']['choice']}", style="dim")
     render_economics(console, doc.get("economics"))
 
 
@@ -297,8 +311,9 @@ def scale_with_goodput(doc: dict, m, cl, opts) -> dict:
         plan = Plan(**p["plan"]["estimate"]["plan"])
         batch = PlanBatch.from_plans([plan])
         n = p["num_gpus"]
-        ev = evaluate(m, cl, n, batch, estimate(m, cl, batch), opts)
-        adjusted = float(ev["goodput_tokens_per_s"][0]) * n / (n + float(ev["spare_gpus_p99"][0]))
+        used = p.get("gpus", {}).get("used", n)  # idle GPUs (no layout uses them) are held, like spares
+        ev = evaluate(m, cl, used, batch, estimate(m, cl, batch), opts)
+        adjusted = float(ev["goodput_tokens_per_s"][0]) * used / max(n, used + float(ev["spare_gpus_p99"][0]))
         p["goodput"] = {"ettr": float(ev["ettr"][0]), "goodput_tokens_per_s": float(ev["goodput_tokens_per_s"][0]),
                         "adjusted_tokens_per_s": adjusted, "mtti_s": ev["failure_model"]["mtti_s"],
                         "spare_gpus_p99": float(ev["spare_gpus_p99"][0])}

@@ -16,6 +16,7 @@ from tierwise.cli._economics import (
     SyncEveryOpt,
     TokensOpt,
 )
+from tierwise.cli._fabric import FabricOpt, OversubOpt, RadixOpt, TiersOpt, TopologyOpt, fabric_overrides
 from tierwise.cli._output import emit, print_table
 from tierwise.errors import PlanError
 from tierwise.limits import MAX_BATCH, MAX_GPUS, MAX_LAYERS, MAX_SEQ, check_int
@@ -151,6 +152,12 @@ def render_plans(console, doc: dict) -> None:
     console.print(f"evaluated {doc['num_evaluated']:,} plans of a space of {doc['space_size']:,} "
                   f"({doc['num_feasible']:,} fit memory); ep shown as ep/etp; ZeRO 'h' = HSDP; vpp > 1 = interleaved "
                   "1F1B", style="dim")
+    if doc.get("gpus"):
+        console.print(f"GPUs: {doc['gpus']['summary']} (of {doc['gpus']['asked']:,} asked)")
+        if doc["gpus"].get("note"):
+            console.print(f"assumed: {doc['gpus']['note']}", style="dim")
+    if doc.get("fabric"):
+        console.print(f"fabric: {doc['fabric']['choice']}; {doc['fabric']['num_switches']:,} switches")
     for miss in doc.get("infeasible", []):
         console.print(f"does not fit: {miss['plan']}: {format_bytes(miss['memory_per_gpu_bytes'])} of "
                       f"{format_bytes(miss['capacity_bytes'])}", style="dim")
@@ -192,7 +199,7 @@ def _with_levers(cluster, levers):
     return with_levers(cluster, levers)
 
 
-def _add_economics(doc: dict, cluster, gpus: int, levers, tokens, prices) -> None:
+def _add_economics(doc: dict, cluster, gpus: int, levers, tokens, prices, overrides=None) -> None:
     """The best plan's cost and energy, and each plan's cost per million tokens (same cluster, same capex; with
     ``--goodput``, at each plan's goodput on the GPUs it holds with its spares)."""
     from tierwise.cli._economics import economics_block
@@ -207,16 +214,20 @@ def _add_economics(doc: dict, cluster, gpus: int, levers, tokens, prices) -> Non
         for i, p in enumerate(doc["plans"]):
             g = p["goodput"]
             held = gpus + int(g["spare_gpus_p99"] or 0)
-            e = economics_block(g["goodput_tokens_per_s"], cluster, held, tokens=tokens, prices=prices)
+            e = economics_block(g["goodput_tokens_per_s"], cluster, held, tokens=tokens, prices=prices,
+                                overrides=overrides)
             p["usd_per_million_tokens"] = e["usd_per_million_tokens"]
             if i == 0:
                 e["assumed"] = [f"priced at the goodput ({g['goodput_tokens_per_s']:,.0f} tokens/s, ETTR "
                                 f"{g['ettr']:.3f}) on {held:,} GPUs ({gpus:,} in the job + spares at p99)",
                                 *e["assumed"]]
                 doc["economics"] = e
+                doc["fabric"] = e["fabric"]
         return
-    best = economics_block(doc["plans"][0]["estimate"]["tokens_per_s"], cluster, gpus, tokens=tokens, prices=prices)
+    best = economics_block(doc["plans"][0]["estimate"]["tokens_per_s"], cluster, gpus, tokens=tokens, prices=prices,
+                           overrides=overrides)
     doc["economics"] = best
+    doc["fabric"] = best["fabric"]
     usd_per_s = best["usd_per_hour"] / 3600
     for p in doc["plans"]:
         p["usd_per_million_tokens"] = usd_per_s / p["estimate"]["tokens_per_s"] * 1e6
@@ -245,7 +256,7 @@ def _goodput_pool() -> int:
     return GOODPUT_POOL
 
 
-def _goodput_options(on: bool, failure_rates: str | None, node_failure_rate: float | None):
+def _goodput_options(on: bool, failure_rates: str | None, node_failure_rate: float | None, overrides=None):
     """The goodput options when ``--goodput`` is given (None otherwise); its flags without it are an error."""
     if not on:
         if failure_rates is not None or node_failure_rate is not None:
@@ -253,7 +264,7 @@ def _goodput_options(on: bool, failure_rates: str | None, node_failure_rate: flo
         return None
     from tierwise.cli.goodput import options_from_flags
 
-    return options_from_flags(failure_rates=failure_rates, node_failure_rate=node_failure_rate)
+    return options_from_flags(failure_rates=failure_rates, node_failure_rate=node_failure_rate, fabric=overrides)
 
 
 def register(app: typer.Typer) -> None:
@@ -280,10 +291,12 @@ def register(app: typer.Typer) -> None:
         powersgd_rank: PowerSgdOpt = 0, onebit: OneBitOpt = False, sync_every: SyncEveryOpt = 1,
         async_staleness: StalenessOpt = 0,
         goodput: GoodputFlag = False, failure_rates: GoodputRatesOpt = None, node_failure_rate: GoodputNodeOpt = None,
+        topology: TopologyOpt = None, fabric: FabricOpt = None, radix: RadixOpt = None, tiers: TiersOpt = None,
+        oversubscription: OversubOpt = None,
         html: HtmlOpt = None,
     ) -> None:
         """Search every parallel layout, fit memory, rank by the estimator, and explain the winner."""
-        from tierwise.planner.answer import plan_document
+        from tierwise.planner.gpus import plan_any_gpus
 
         _check_counts(gpus=gpus, global_batch=global_batch, seq=seq, top=top, tp=tp, pp=pp, cp=cp, ep=ep, dp=dp,
                       vpp=vpp, mbs=mbs, max_tp=max_tp, max_pp=max_pp, max_cp=max_cp, max_ep=max_ep,
@@ -301,17 +314,18 @@ def register(app: typer.Typer) -> None:
         levers, price_table = _levers_and_prices(reduce_dtype, powersgd_rank, onebit, sync_every, async_staleness,
                                                  prices)
         cl = _with_levers(cl, levers)
-        opts = _goodput_options(goodput, failure_rates, node_failure_rate)
+        overrides = fabric_overrides(topology, fabric, radix, tiers, oversubscription)
+        opts = _goodput_options(goodput, failure_rates, node_failure_rate, overrides)
         from tierwise.cli._progress import progress
 
         with progress(f"searching plans on {gpus} GPUs"):
-            doc = plan_document(m, cl, gpus, global_batch, seq, constraints=c, objective=objective,
+            doc = plan_any_gpus(m, cl, gpus, global_batch, seq, constraints=c, objective=objective,
                                 top=top if opts is None else max(top, _goodput_pool()), show_infeasible=show_infeasible)
         if opts is not None:
             from tierwise.cli.goodput import rank_plans_by_goodput, render_plan_goodput
 
-            doc = rank_plans_by_goodput(doc, m, cl, gpus, top, opts)
-        _add_economics(doc, cl, gpus, levers, tokens, price_table)
+            doc = rank_plans_by_goodput(doc, m, cl, doc["gpus"]["used"], top, opts)
+        _add_economics(doc, cl, gpus, levers, tokens, price_table, overrides)
         if html is not None:
             from tierwise.report import write_page
             from tierwise.report.plan import plan_page
@@ -333,10 +347,13 @@ def register(app: typer.Typer) -> None:
         balanced_moe: BalancedMoeOpt = None,
         framework: FrameworkOpt = None,
         goodput: GoodputFlag = False, failure_rates: GoodputRatesOpt = None, node_failure_rate: GoodputNodeOpt = None,
+        topology: TopologyOpt = None, fabric: FabricOpt = None, radix: RadixOpt = None, tiers: TiersOpt = None,
+        oversubscription: OversubOpt = None,
         html: HtmlOpt = None,
     ) -> None:
         """Best plan at each GPU count and its efficiency against linear scaling: where adding GPUs stops paying."""
         from tierwise.planner.answer import parse_gpu_range, scale_document
+        from tierwise.planner.gpus import plan_any_gpus
 
         _check_counts(global_batch=global_batch, seq=seq)
         counts = parse_gpu_range(gpus)
@@ -348,11 +365,13 @@ def register(app: typer.Typer) -> None:
 
             check_html(html)
         m, cl = _load(model, cluster)
-        opts = _goodput_options(goodput, failure_rates, node_failure_rate)
+        opts = _goodput_options(goodput, failure_rates, node_failure_rate,
+                                fabric_overrides(topology, fabric, radix, tiers, oversubscription))
         from tierwise.cli._progress import progress
 
         with progress(f"best plan at {len(counts)} GPU counts"):
-            doc = scale_document(m, cl, counts, global_batch, seq, constraints=c, objective=objective)
+            doc = scale_document(m, cl, counts, global_batch, seq, constraints=c, objective=objective,
+                                 plan_fn=plan_any_gpus)
         if opts is not None:
             from tierwise.cli.goodput import scale_with_goodput
 

@@ -9,8 +9,9 @@ import typer
 from tierwise.cli._output import emit, kv_table, print_table
 
 
-def _config(scenario_file, flags: dict):
-    """A :class:`ServeConfig` from a scenario file, updated by the flags given."""
+def _config(scenario_file, flags: dict, *, pools: bool = True):
+    """A :class:`ServeConfig` from a scenario file, updated by the flags given (``pools``: the command has
+    ``--prefill-gpus``/``--decode-gpus``; its error names only the flags it has)."""
     from tierwise.errors import ScenarioError
     from tierwise.serve.api import ServeConfig, config_from_mapping
 
@@ -25,8 +26,8 @@ def _config(scenario_file, flags: dict):
                                 error=ScenarioError)
         return config_from_mapping({**data, **given}, where)
     if "model" not in given or "cluster" not in given:
-        raise ScenarioError("give a SCENARIO.yaml or --model M --cluster C (with --gpus N or --prefill-gpus P "
-                            "--decode-gpus D)")
+        gpus = "--gpus N or --prefill-gpus P --decode-gpus D" if pools else "--gpus N"
+        raise ScenarioError(f"give a SCENARIO.yaml or --model M --cluster C (with {gpus})")
     return ServeConfig(**given)
 
 
@@ -238,7 +239,7 @@ def register(app: typer.Typer) -> None:
 
         flags = _flags(model, cluster, gpus, None, None, precision, kv_precision, input_len, output_len, scenario,
                        rate, ttft_slo, tpot_slo, None, None, None, None, None, None, None, None, kv_link, False)
-        cfg = _config(scenario_file, flags)
+        cfg = _config(scenario_file, flags, pools=False)
         doc = serve_plan_document(cfg, max_tp=max_tp, modes=modes, top=top)
         emit(doc, as_json, lambda console: render_plan(console, doc))
 

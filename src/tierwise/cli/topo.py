@@ -21,7 +21,7 @@ def _spec(family, gpus, gpus_per_node, nics_per_node, radix, tiers, oversubscrip
     from tierwise.limits import MAX_FABRIC_GPUS, check_int
     from tierwise.topology.spec import load_topology_yaml, spec_from_mapping
 
-    if family.endswith((".yaml", ".yml")) or os.path.isfile(family):
+    if _is_file(family):
         return load_topology_yaml(family)
     gpus = check_int(gpus, "--gpus", maximum=MAX_FABRIC_GPUS, error=TopologyError)
     if gpus_per_node is None:
@@ -37,6 +37,10 @@ def _spec(family, gpus, gpus_per_node, nics_per_node, radix, tiers, oversubscrip
     return spec_from_mapping({k: v for k, v in data.items() if v is not None})
 
 
+def _is_file(family: str) -> bool:
+    return family.endswith((".yaml", ".yml")) or os.path.isfile(family)
+
+
 def _square_dims(gpus: int) -> str:
     side = int(round(gpus ** 0.5))
     return f"{side}x{gpus // side}" if side * (gpus // side) == gpus else f"{gpus}"
@@ -47,7 +51,8 @@ _O = dict(
     gpus=typer.Option(1024, "--gpus", help="number of GPUs"),
     gpus_per_node=typer.Option(None, "--gpus-per-node", help="default 8 (4 for nvl72, 1 for torus)"),
     nics_per_node=typer.Option(None, "--nics-per-node", help="scale-out NICs per node (default one per GPU)"),
-    radix=typer.Option(64, "--radix", help="switch ports at the NIC speed"),
+    radix=typer.Option(None, "--radix", help="switch ports at the NIC speed (topo default: the fabric's switch, then "
+                       "a larger generation or more planes as the GPUs need; simulate default 64)"),
     tiers=typer.Option(None, "--tiers", help="fat-tree tiers: 1, 2 or 3 (default: the fewest that hold the GPUs)"),
     oversubscription=typer.Option(1.0, "--oversubscription", help="leaf down:up ratio (1 = non-blocking)"),
     nic_bandwidth=typer.Option("400 Gb/s", "--nic-bandwidth", help="one-way per NIC"),
@@ -88,6 +93,7 @@ def register(app: typer.Typer) -> None:
         from tierwise.netsim.routing import route
         from tierwise.specs.cluster import load_cluster
         from tierwise.topology import build_fabric
+        from tierwise.topology.choose import choose_for_spec
         from tierwise.topology.costs import fabric_of, load_prices
         from tierwise.topology.metrics import topology_report
 
@@ -105,6 +111,10 @@ def register(app: typer.Typer) -> None:
         if fabric is None:
             fabric = fabric_of(cluster, cl)
             assumed.append(f"--fabric {fabric} (from the cluster {cluster!r})")
+        if radix is None and not _is_file(family) and spec.family in ("fat-tree", "rail-optimized", "nvl72"):
+            choice = choose_for_spec(spec, fabric, tiers)
+            spec = choice.spec
+            assumed.append(f"fabric: {choice.reason}")
         report = topology_report(build_fabric(spec), load_prices(prices), route_fn=route,
                                  accelerator=cl.accelerator.name, gpu_power_w=cl.accelerator.power_w,
                                  fabric=fabric, placement=leaf_placement, cpo=cpo)
@@ -146,7 +156,7 @@ def register(app: typer.Typer) -> None:
         """Flow-level simulation: completion time, algbw/busbw, bottleneck links, degradation under failures."""
         from tierwise.collectives.volumes import normalize_kind
         from tierwise.errors import TopologyError
-        from tierwise.limits import MAX_BYTES, MAX_FABRIC_GPUS, check_int
+        from tierwise.limits import MAX_BYTES, MAX_SIM_GPUS, check_int
         from tierwise.netsim import Failures, simulate
         from tierwise.topology import build_fabric
         from tierwise.units import parse_bytes
@@ -164,13 +174,16 @@ def register(app: typer.Typer) -> None:
         kind = pattern if pattern in ("pipeline", "permutation") else normalize_kind(pattern)
         size_bytes = parse_bytes(size, what="--size", maximum=MAX_BYTES)
         if ranks is not None:
-            check_int(ranks, "--ranks", minimum=2, maximum=MAX_FABRIC_GPUS, error=TopologyError)
-        check_int(stages, "--stages", minimum=2, maximum=MAX_FABRIC_GPUS, error=TopologyError)
+            check_int(ranks, "--ranks", minimum=2, maximum=MAX_SIM_GPUS, error=TopologyError)
+        check_int(stages, "--stages", minimum=2, maximum=MAX_SIM_GPUS, error=TopologyError)
         if shift is not None:
-            check_int(shift, "--shift", minimum=-MAX_FABRIC_GPUS, maximum=MAX_FABRIC_GPUS, error=TopologyError)
+            check_int(shift, "--shift", minimum=-MAX_SIM_GPUS, maximum=MAX_SIM_GPUS, error=TopologyError)
         check_int(seed, "--seed", minimum=0, maximum=2**32 - 1, error=TopologyError)
         spec = _spec(topology, gpus, gpus_per_node, nics_per_node, radix, tiers, oversubscription, nic_bandwidth,
                      scale_up, scale_up_bandwidth, domain_size, hop_latency, dims, groups)
+        check_int(spec.gpus, "--gpus", maximum=MAX_SIM_GPUS, error=TopologyError,
+                  hint=" for simulate (a flow-level simulation of more GPUs takes minutes; topo and design take up "
+                       "to 1,048,576)")
         from tierwise.cli._progress import progress
 
         with progress(f"simulating {pattern}"):
@@ -209,6 +222,10 @@ def _render_topo(con, r: dict) -> None:
         ("switches", f"{r['num_switches']}  ({', '.join(f'{k}: {v}' for k, v in r['switches_per_tier'].items() if v)})"),
         ("scale-out cables", f"{r['num_links']}  by tier {r['cables_by_tier']}"),
         ("transceivers", ", ".join(f"{k}: {v}" for k, v in r["transceivers_by_speed"].items()) or "none"),
+        ("cables by reach", ", ".join(f"{k}: {v:,}" for k, v in r["by_reach"]["cables"].items())),
+        ("optical ends by reach", ", ".join(f"{k}: {v:,}" for k, v in r["by_reach"]["transceiver_ends"].items())
+         or "none"),
+        ("not counted", r["by_reach"]["left_out"]),
         ("bisection (one-way)", format_bandwidth(r["bisection_bytes_per_s"])),
         ("diameter / avg hops", f"{r['diameter_hops']} / {r['avg_hops']:.2f}  (scale-out links, NIC to NIC)"),
         ("network capex", f"${r['network_capex_usd']:,.0f}  ({r['fabric']}; links: {r['links_by_medium']})"),

@@ -7,53 +7,56 @@ life, power at a stated PUE and price per kWh, and what that makes a million tok
 stated power (TDP-class figures: an upper bound on average draw). Every price comes from
 :file:`tierwise/topology/prices.yaml` (sourced, or an estimate with its basis) or a user price file.
 
-The fabric priced with a cluster, unless one is given, is :func:`default_fabric`: a rail-optimized fat tree of
-the cluster's NICs for 8-GPU servers, the NVL72 family for racks, with the radix of a 51.2 Tb/s switch at the
-NIC speed (64 x 400G for InfiniBand Quantum-2, 128 x 400G for Ethernet; 144 x 800G Quantum-X800).
+The fabric priced with a cluster, unless one is given, is :func:`default_fabric`, which is
+:func:`tierwise.topology.choose.choose_fabric`: a rail-optimized fat tree of the cluster's NICs for 8-GPU
+servers, the NVL72 family for racks, the fewest tiers of the cluster's switch, then a larger-radix generation,
+then more planes (docs/topology.md, "How the fabric is chosen").
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
 
 from tierwise.errors import TierwiseError
 from tierwise.limits import check_float
+from tierwise.topology import build_fabric
+from tierwise.topology.choose import FabricChoice, FabricOverrides, choose_fabric
+from tierwise.topology.costs import fabric_of, load_prices
+from tierwise.topology.counts import clos_inventory
+from tierwise.topology.metrics import counted_report, topology_report
+from tierwise.units import parse_bandwidth
 
-__all__ = ["economics", "default_fabric", "fabric_cost", "IB_RADIX"]
+__all__ = ["economics", "default_fabric", "fabric_cost"]
 
-IB_RADIX = {200: 128, 400: 64, 800: 144}
-"""InfiniBand switch ports at a NIC speed (Gb/s): Quantum-2 as 128 x 200G (split ports) or 64 x NDR, Quantum-X800
-144 x XDR (network.csv ib_*, quantum2_qm9700, quantum_x800_q3400)."""
 _SECONDS_PER_YEAR = 365.25 * 24 * 3600
 
 
-def default_fabric(cluster, num_gpus: int, *, fabric: str = "ib", family: str | None = None,
-                   oversubscription: float = 1.0, nic_gbps: float | None = None):
-    """A :class:`~tierwise.topology.TopologySpec` for ``num_gpus`` GPUs of ``cluster`` (module docstring)."""
-    from tierwise.topology import TopologySpec
-
-    gbps = nic_gbps or cluster.nic_bytes_per_s * 8 / 1e9
-    radix = IB_RADIX.get(int(round(gbps)), 64) if fabric == "ib" else int(51200 // gbps)
-    rack = cluster.scale_up_domain > cluster.gpus_per_node
-    fam = family or ("nvl72" if rack else "rail-optimized")
-    kw: dict[str, Any] = dict(family=fam, gpus=num_gpus, gpus_per_node=cluster.gpus_per_node,
-                              nics_per_node=cluster.nics_per_node, radix=radix, oversubscription=oversubscription,
-                              nic_bandwidth=f"{gbps:g} Gb/s")
-    if rack:
-        kw["domain_size"] = cluster.scale_up_domain
-    return TopologySpec(**kw)
+def default_fabric(cluster, num_gpus: int, overrides: FabricOverrides | None = None) -> FabricChoice:
+    """The fabric of ``num_gpus`` GPUs of ``cluster``: :func:`tierwise.topology.choose.choose_fabric` (the one
+    chooser every command uses; its ``reason`` goes under ``assumed``)."""
+    return choose_fabric(cluster, num_gpus, overrides)
 
 
-def fabric_cost(cluster, num_gpus: int, prices: dict, *, spec=None, fabric: str = "ib", placement: str = "row",
-                cpo: bool = False) -> dict:
-    """The topology report (inventory, capex, power, share) of the cluster's fabric for ``num_gpus`` GPUs."""
-    from tierwise.topology import build_fabric
-    from tierwise.topology.metrics import topology_report
-
-    spec = spec or default_fabric(cluster, num_gpus, fabric=fabric)
+def fabric_cost(cluster, num_gpus: int, prices: dict, *, spec=None, fabric: str | None = None,
+                placement: str = "row", cpo: bool = False, overrides: FabricOverrides | None = None) -> dict:
+    """The topology report (inventory, capex, power, share) of the cluster's fabric for ``num_gpus`` GPUs:
+    ``spec`` when given, else :func:`default_fabric` (with ``overrides``; its reason in ``fabric_choice``)."""
+    choice = None
+    if spec is None:
+        choice = default_fabric(cluster, num_gpus, overrides)
+        spec, fabric = choice.spec, choice.fabric
+    fabric = fabric or fabric_of(cluster.name, cluster)
+    inv = clos_inventory(spec, parse_bandwidth(spec.nic_bandwidth) * 8 / 1e9) if placement == "row" else None
+    if inv is not None:  # counted in closed form: a 2^20-GPU fabric is not built link by link for its price
+        out = counted_report(spec, inv, prices, accelerator=cluster.accelerator.name,
+                             gpu_power_w=cluster.accelerator.power_w, fabric=fabric, cpo=cpo)
+        out["fabric_choice"] = choice.reason if choice else f"{spec.family} fabric as given"
+        return out
     fab = build_fabric(spec)
-    return topology_report(fab, prices, accelerator=cluster.accelerator.name,
-                           gpu_power_w=cluster.accelerator.power_w, fabric=fabric, placement=placement, cpo=cpo)
+    out = topology_report(fab, prices, accelerator=cluster.accelerator.name, gpu_power_w=cluster.accelerator.power_w,
+                          fabric=fabric, placement=placement, cpo=cpo, hop_classes=False)
+    out["fabric_choice"] = choice.reason if choice else f"{spec.family} fabric as given"
+    return out
 
 
 def _rounded_gpus(cluster, num_gpus: int) -> tuple[int, str | None]:
@@ -66,14 +69,14 @@ def _rounded_gpus(cluster, num_gpus: int) -> tuple[int, str | None]:
 
 def economics(tokens_per_s: float, cluster, num_gpus: int, prices: dict | None = None, *, tokens: float | None = None,
               life_years: float | None = None, pue: float | None = None, usd_per_kwh: float | None = None,
-              network: dict | None = None, fabric: str | None = None) -> dict:
+              network: dict | None = None, fabric: str | None = None,
+              overrides: FabricOverrides | None = None) -> dict:
     """Cost per million tokens, time to train ``tokens``, energy per token, capex by part and power.
 
     ``network``: a topology report (:func:`fabric_cost`) to price; by default the cluster's default fabric.
-    ``life_years``, ``pue`` and ``usd_per_kwh`` default to the price file's, listed under ``assumed``.
+    ``life_years``, ``pue`` and ``usd_per_kwh`` default to the price file's, listed under ``assumed``;
+    ``overrides``: the user's ``--topology --fabric --radix --tiers --oversubscription`` for the default fabric.
     """
-    from tierwise.topology.costs import fabric_of, load_prices
-
     prices = prices or load_prices()
     assumed: list[str] = []
     values = {}
@@ -85,16 +88,19 @@ def economics(tokens_per_s: float, cluster, num_gpus: int, prices: dict | None =
         values[key] = check_float(given, "--" + key.replace("_", "-"), minimum=lo, maximum=hi, error=TierwiseError)
     if not tokens_per_s or tokens_per_s <= 0:
         raise TierwiseError(f"tokens_per_s={tokens_per_s!r} must be positive to price a run")
-    if fabric is None:
-        fabric = fabric_of(cluster.name, cluster)
-        assumed.append(f"fabric {fabric} (from the cluster's name)")
     if network is None:
+        if fabric is not None:
+            overrides = replace(overrides or FabricOverrides(), fabric=fabric)
+        elif not (overrides and overrides.fabric):
+            assumed.append(f"fabric {fabric_of(cluster.name, cluster)} (from the cluster's name)")
         priced_gpus, note = _rounded_gpus(cluster, num_gpus)
         if note:
             assumed.append(note)
-        network = fabric_cost(cluster, priced_gpus, prices, fabric=fabric)
-        assumed.append(f"fabric: {network['topology']} fat tree, radix {network['switch_radix']}, "
-                       f"{network['params'].get('oversubscription', 1):g}:1")
+        network = fabric_cost(cluster, priced_gpus, prices, overrides=overrides)
+        assumed.append(f"fabric: {network['fabric_choice']}")
+    elif fabric is None:
+        fabric = fabric_of(cluster.name, cluster)
+        assumed.append(f"fabric {fabric} (from the cluster's name)")
     servers = network["servers"]
     net_usd = network["network_capex_usd"]
     capex = servers["capex_usd"] + net_usd
@@ -119,6 +125,11 @@ def economics(tokens_per_s: float, cluster, num_gpus: int, prices: dict | None =
         "basis": {"servers": servers["basis"], "server_power": servers["power_basis"],
                   "formula": "usd/s = capex / life + facility W x usd/kWh / 3.6e6; facility = IT x PUE"},
         "assumed": assumed,
+        "fabric": {"choice": network.get("fabric_choice", f"{network['topology']} fabric as given"),
+                   "topology": network["topology"], "switch_radix": network["switch_radix"],
+                   "tiers": network["params"].get("tiers_built"), "planes": network["params"].get("planes", 1),
+                   "num_switches": network["num_switches"], "switches_per_tier": network["switches_per_tier"],
+                   "gpus": network["num_gpus"]},
     }
     if servers["power_w"] is None:
         assumed.append("server power unknown for this accelerator: energy counts the network only")

@@ -24,8 +24,18 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from tierwise.design.cost import default_fabric, economics, fabric_cost
 from tierwise.design.scaleup import load_figures, scale_up_extra
 from tierwise.errors import TierwiseError
+from tierwise.estimate.step import estimate
+from tierwise.planner import search
+from tierwise.planner.explain import plan_entry
+from tierwise.planner.gpus import CANDIDATES, gpus_block, max_idle_gpus, usable_counts
+from tierwise.planner.space import NoLayoutError
+from tierwise.specs.cluster import ScaleOutLevel, load_cluster
+from tierwise.topology.choose import FabricOverrides
+from tierwise.topology.costs import load_prices
+from tierwise.topology.fat_tree import leaf_ports
 
 __all__ = ["Design", "DEFAULT_DESIGNS", "compare_designs", "design_cluster", "pareto_front", "best_plan",
            "RESTRICTED_SPACE"]
@@ -71,7 +81,6 @@ clusters mi355x-8, mi355x-8-uec, ualink-pod-1024, each with its sources)."""
 def design_cluster(base, nic_gbps: float | None = None, oversubscription: float = 1.0, leaf_gpus: int = 256):
     """The base cluster with the design's NIC speed and, when ``oversubscription > 1``, a leaf level of
     ``leaf_gpus`` GPUs whose uplinks carry ``1/o`` of the NICs' rate."""
-    from tierwise.specs.cluster import ScaleOutLevel
 
     c = base
     if nic_gbps is not None:
@@ -90,21 +99,37 @@ def _constraints(precision: str):
                        ep_comm_overlap=False)
 
 
-def best_plan(model, cluster, num_gpus: int, global_batch: int, seq: int, precision: str) -> dict[str, Any] | None:
-    """The planner's best plan (restricted space, :data:`RESTRICTED_SPACE`) and its estimate entry; None when
-    no plan fits memory."""
-    from tierwise.planner import search
-    from tierwise.planner.explain import plan_entry
-
+def _best_on(model, cluster, num_gpus: int, global_batch: int, seq: int, precision: str) -> dict[str, Any] | None:
     r = search(model, cluster, num_gpus, global_batch, seq, constraints=_constraints(precision), top=1)
     if not len(r.plans["tp"]):
         return None
-    from tierwise.estimate.step import estimate
-
     batch = r.batch()
-    plan = batch.plan(0)
-    est = estimate(model, cluster, batch)
-    return plan_entry(model, cluster, num_gpus, plan, est, 0)
+    entry = plan_entry(model, cluster, num_gpus, batch.plan(0), estimate(model, cluster, batch), 0)
+    entry["gpus"] = gpus_block(cluster, num_gpus, num_gpus)
+    return entry
+
+
+def best_plan(model, cluster, num_gpus: int, global_batch: int, seq: int, precision: str) -> dict[str, Any] | None:
+    """The planner's best plan (restricted space, :data:`RESTRICTED_SPACE`) and its estimate entry; None when
+    no plan fits memory. When no layout uses every GPU, the best of the largest usable counts, as ``plan``
+    does (:mod:`tierwise.planner.gpus`); ``gpus`` in the entry says how many it uses."""
+    try:
+        return _best_on(model, cluster, num_gpus, global_batch, seq, precision)
+    except NoLayoutError as exc:
+        first = exc
+    best = None
+    idle = max_idle_gpus(cluster, num_gpus)
+    for n in usable_counts(model, num_gpus, global_batch, seq, _constraints(precision), idle)[:CANDIDATES]:
+        try:
+            entry = _best_on(model, cluster, n, global_batch, seq, precision)
+        except NoLayoutError:
+            continue
+        if entry and (best is None or entry["estimate"]["tokens_per_s"] > best["estimate"]["tokens_per_s"]):
+            best = entry
+    if best is None:
+        raise first
+    best["gpus"] = gpus_block(cluster, num_gpus, best["gpus"]["used"])
+    return best
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:
@@ -125,24 +150,26 @@ def _scale_up_beyond_rack(cl, gpus: int) -> dict | None:
     return {"usd": extra["usd_per_gpu"] * gpus, "w": extra["w_per_gpu"] * gpus, "basis": extra["basis"]}
 
 
-def _evaluate(design: Design, model, num_gpus, global_batch, seq, precision, prices, tokens, cache) -> dict:
-    from tierwise.design.cost import default_fabric, economics, fabric_cost
-    from tierwise.specs.cluster import load_cluster
-
+def _evaluate(design: Design, model, num_gpus, global_batch, seq, precision, prices, tokens, cache,
+              overrides: FabricOverrides | None = None) -> dict:
+    """One design's best plan, fabric (chosen for the GPUs: :func:`tierwise.topology.choose.choose_fabric`, the
+    design's topology, fabric and oversubscription fixed unless ``overrides`` fix them), capex and economics."""
     base = load_cluster(design.cluster)
-    spec = default_fabric(base, 8, fabric=design.fabric, family=design.family,
-                          oversubscription=design.oversubscription, nic_gbps=design.nic_gbps)
-    from tierwise.topology.fat_tree import leaf_ports
-
-    leaf_gpus = max(leaf_ports(spec.radix, design.oversubscription)[0] // base.gpus_per_node, 1) * base.gpus_per_node
-    cl = design_cluster(base, design.nic_gbps, design.oversubscription, leaf_gpus)
-    key = (design.cluster, round(cl.nic_bytes_per_s * 8 / 1e9), design.oversubscription)
+    o = overrides or FabricOverrides()
+    fixed = FabricOverrides(topology=o.topology or design.family, fabric=o.fabric or design.fabric, radix=o.radix,
+                            tiers=o.tiers, oversubscription=o.oversubscription or design.oversubscription)
+    over = fixed.oversubscription
+    choice = default_fabric(design_cluster(base, design.nic_gbps), num_gpus, fixed)
+    spec = choice.spec
+    leaf_gpus = max(leaf_ports(spec.radix, over)[0] // base.gpus_per_node, 1) * base.gpus_per_node
+    cl = design_cluster(base, design.nic_gbps, over, leaf_gpus)
+    key = (design.cluster, round(cl.nic_bytes_per_s * 8 / 1e9), over)
     if key not in cache:
         cache[key] = best_plan(model, cl, num_gpus, global_batch, seq, precision)
     entry = cache[key]
-    unit = max(base.scale_up_domain, base.gpus_per_node)
-    priced = -(-num_gpus // unit) * unit
-    net = fabric_cost(cl, priced, prices, spec=replace(spec, gpus=priced), fabric=design.fabric)
+    priced = spec.gpus
+    net = fabric_cost(cl, priced, prices, spec=spec, fabric=choice.fabric)
+    net["fabric_choice"] = choice.reason
     scale_up = _scale_up_beyond_rack(cl, priced)
     if scale_up is not None:  # a domain past one rack: its spine switches and optics (design/scaleup.py)
         net = {**net, "network_capex_usd": net["network_capex_usd"] + scale_up["usd"],
@@ -151,12 +178,14 @@ def _evaluate(design: Design, model, num_gpus, global_batch, seq, precision, pri
     out: dict[str, Any] = {"name": design.name, "cluster": design.cluster, "fabric": design.fabric,
                            "topology": net["topology"], "oversubscription": design.oversubscription,
                            "nic_gbps": cl.nic_bytes_per_s * 8 / 1e9, "gpus_priced": priced,
-                           "num_switches": net["num_switches"], "switch_radix": net["switch_radix"]}
+                           "num_switches": net["num_switches"], "switch_radix": net["switch_radix"],
+                           "fabric_choice": choice.reason}
     if entry is None:
         out.update(fits=False, tokens_per_s=0.0)
         return out
     e = entry["estimate"]
-    econ = economics(e["tokens_per_s"], cl, num_gpus, prices, tokens=tokens, network=net, fabric=design.fabric)
+    econ = economics(e["tokens_per_s"], cl, num_gpus, prices, tokens=tokens, network=net, fabric=choice.fabric)
+    out["gpus"] = entry["gpus"]
     out.update(fits=True, plan={k: entry[k] for k in ("tp", "pp", "cp", "dp", "ep", "vpp", "micro_batch_size",
                                                       "recompute", "zero_stage", "precision")},
                step_time_s=e["step_time_s"], tokens_per_s=e["tokens_per_s"], mfu=e["mfu"],
@@ -196,15 +225,16 @@ def right_size(model, base_cluster: str, num_gpus: int, global_batch: int, seq: 
 
 def compare_designs(model, num_gpus: int, *, global_batch: int = 2048, seq: int = 8192, precision: str = "bf16",
                     tokens: float | None = None, budget: float | None = None, prices: dict | None = None,
-                    tolerance: float = 0.05, designs=DEFAULT_DESIGNS) -> dict:
-    """The ``design --json`` document (module docstring)."""
-    from tierwise.topology.costs import load_prices
-
+                    tolerance: float = 0.05, designs=DEFAULT_DESIGNS,
+                    overrides: FabricOverrides | None = None) -> dict:
+    """The ``design --json`` document (module docstring); ``overrides`` fix the fabric of every design (the
+    user's ``--topology --fabric --radix --tiers --oversubscription``)."""
     if precision not in ("bf16", "fp8"):
         raise TierwiseError(f"--precision {precision!r}; choose bf16 or fp8")
     prices = prices or load_prices()
     cache: dict = {}
-    rows = [_evaluate(d, model, num_gpus, global_batch, seq, precision, prices, tokens, cache) for d in designs]
+    rows = [_evaluate(d, model, num_gpus, global_batch, seq, precision, prices, tokens, cache, overrides)
+            for d in designs]
     ok = [i for i, r in enumerate(rows) if r["fits"]]
     front = [ok[i] for i in pareto_front([(rows[i]["tokens_per_s"], rows[i]["tokens_per_usd"]) for i in ok])]
     for i, r in enumerate(rows):

@@ -30,6 +30,7 @@ from tierwise.errors import TierwiseError
 from tierwise.estimate.step import estimate
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.plan import PlanBatch
+from tierwise.topology.choose import FabricOverrides
 from tierwise.topology.costs import load_prices
 
 __all__ = ["PowerDesign", "POWER_DESIGNS", "power_capped", "facility_power", "parse_power"]
@@ -72,8 +73,9 @@ POWER_DESIGNS = (
 
 def _network(cluster, n: int, prices: dict, fabric: str, nic_gbps, option: dict) -> dict:
     """The fabric's report with the switch-side 800G modules at ``option``'s watts and price per port."""
-    spec = default_fabric(cluster, n, fabric=fabric, nic_gbps=nic_gbps)
-    rep = fabric_cost(cluster, n, prices, spec=spec, fabric=fabric)
+    sized = design_cluster(cluster, nic_gbps)
+    choice = default_fabric(sized, n, FabricOverrides(fabric=fabric))
+    rep = fabric_cost(sized, n, prices, spec=choice.spec, fabric=choice.fabric)
     twin = rep["transceivers_switch_twin"]
     w = rep["network_power_w"] + twin * (float(option["w_per_800g_port"]) - float(prices["transceiver_switch_w"]["value"]))
     usd = rep["network_capex_usd"] + twin * (float(option["usd_per_800g_port"])

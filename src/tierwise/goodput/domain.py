@@ -18,7 +18,10 @@ switch in full-bandwidth mode (not operational).
 
 from __future__ import annotations
 
+import math
 from typing import Any
+
+import numpy as np
 
 __all__ = ["fault_domain", "spares_needed", "unit_of", "DEGRADED_STATES"]
 
@@ -80,12 +83,18 @@ def spares_needed(unit_failures_per_day: float, repair_s: float, quantile: float
     """Spare units that cover the units in repair with probability ``quantile``.
 
     Units in repair at a random time are Poisson with mean ``lambda x repair`` (an M/G/infinity queue:
-    Little's law gives the mean, Palm's theorem the Poisson law), so the spare pool is its quantile.
+    Little's law gives the mean, Palm's theorem the Poisson law), so the spare pool is its quantile: the
+    smallest k with ``P(K <= k) >= quantile`` (as ``scipy.stats.poisson.ppf``; computed here in log space,
+    ``log p(k) = k log(mean) - mean - log k!``, because importing scipy.stats costs a second of start-up).
     """
-    from scipy.stats import poisson
-
     mean = unit_failures_per_day * repair_s / 86400.0
-    return int(poisson.ppf(quantile, mean)) if mean > 0 else 0
+    if mean <= 0:
+        return 0
+    k = np.arange(int(mean + 12.0 * math.sqrt(mean) + 40.0))
+    log_pmf = k * math.log(mean) - mean - np.concatenate([[0.0], np.cumsum(np.log(k[1:]))])
+    cdf = np.cumsum(np.exp(log_pmf))
+    hit = np.nonzero(cdf >= quantile * (1.0 - 1e-12))[0]
+    return int(hit[0]) if hit.size else int(k[-1])
 
 
 def unit_of(component: dict[str, Any], domain: dict[str, Any]) -> tuple[str | None, int]:

@@ -16,6 +16,7 @@ from tierwise.goodput.domain import fault_domain, spares_needed, unit_of
 from tierwise.goodput.interval import daly_ettr, daly_interval, first_order_ettr, young_interval
 from tierwise.goodput.rates import GoodputError, load_rates
 from tierwise.limits import check_float, check_int
+from tierwise.topology.choose import FabricOverrides
 
 __all__ = ["GoodputOptions", "failure_model", "evaluate", "goodput", "goodput_document", "WRITE_MODES"]
 
@@ -48,6 +49,9 @@ class GoodputOptions:
     runs: int = 0
     seed: int = 0
     tokens: float | None = None
+    fabric: FabricOverrides | None = None
+    """The user's fabric overrides (``--topology --fabric --radix --tiers --oversubscription``) for the inventory's
+    fabric (:func:`tierwise.topology.choose.choose_fabric`)."""
 
     def __post_init__(self) -> None:
         e = GoodputError
@@ -90,7 +94,7 @@ def failure_model(cluster, num_gpus: int, opts: GoodputOptions) -> dict[str, Any
 
     check_int(num_gpus, "--gpus", minimum=1, error=GoodputError)
     rates = load_rates(opts.failure_rates)
-    counts, how = component_counts(cluster, num_gpus, rates)
+    counts, how = component_counts(cluster, num_gpus, rates, opts.fabric)
     assumed: list[str] = []
     if opts.node_failure_rate is not None:
         comps = {"node": {"per": "node", "kind": "hardware", "rate_per_day": float(opts.node_failure_rate),

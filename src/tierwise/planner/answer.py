@@ -210,8 +210,13 @@ MAX_SCALE_POINTS = 64
 
 
 def scale_document(model, cluster, counts: list[int], global_batch_size: int, seq_length: int, *,
-                   constraints: Constraints | None = None, objective: str = "step_time") -> dict[str, Any]:
+                   constraints: Constraints | None = None, objective: str = "step_time",
+                   plan_fn=None) -> dict[str, Any]:
     """Best plan per GPU count (fixed global batch: strong scaling) and the efficiency against linear.
+
+    ``plan_fn`` plans one count (default :func:`plan_document`; ``tierwise scale`` passes
+    :func:`tierwise.planner.gpus.plan_any_gpus`, which leaves GPUs idle where no layout uses them all, and the
+    point then carries its ``gpus`` block).
 
     ``efficiency_vs_linear`` = tokens/s per GPU against the smallest count that has a plan; the knee is the
     first doubling that buys less than 1.5x the tokens/s (half of its GPUs' linear share is lost), and its
@@ -221,8 +226,8 @@ def scale_document(model, cluster, counts: list[int], global_batch_size: int, se
     shares: list[dict[str, float] | None] = []
     for n in counts:
         try:
-            doc = plan_document(model, cluster, n, global_batch_size, seq_length, constraints=constraints,
-                                objective=objective, top=1)
+            doc = (plan_fn or plan_document)(model, cluster, n, global_batch_size, seq_length,
+                                             constraints=constraints, objective=objective, top=1)
         except PlanError as exc:
             points.append({"num_gpus": n, "plan": None, "tokens_per_s": None, "scaling_efficiency": None,
                            "efficiency_vs_linear": None, "reason": str(exc)})
@@ -236,7 +241,8 @@ def scale_document(model, cluster, counts: list[int], global_batch_size: int, se
         best = doc["plans"][0]
         e = best["estimate"]
         points.append({"num_gpus": n, "plan": best, "tokens_per_s": e["tokens_per_s"],
-                       "scaling_efficiency": e["scaling_efficiency"], "efficiency_vs_linear": None})
+                       "scaling_efficiency": e["scaling_efficiency"], "efficiency_vs_linear": None,
+                       **({"gpus": doc["gpus"]} if "gpus" in doc else {})})
         shares.append(_shares(e))
     _fill_linear(points)
     knee, lines = _knee(points, shares)

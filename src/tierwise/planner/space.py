@@ -57,7 +57,7 @@ from tierwise.specs.plan import (
 )
 
 __all__ = ["Constraints", "Space", "build_space", "to_batch", "expand_switches", "expand_refinements",
-           "STRUCTURE", "SWITCHES", "REFINEMENTS", "order_strides", "ep_overlap_eligible"]
+           "STRUCTURE", "SWITCHES", "REFINEMENTS", "order_strides", "ep_overlap_eligible", "NoLayoutError"]
 
 STRUCTURE = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "first_stage_layers",
              "last_stage_layers")
@@ -65,6 +65,11 @@ SWITCHES = ("recompute", "zero_stage", "sequence_parallel", "precision")
 REFINEMENTS = ("order", "tp_comm_overlap", "ep_comm_overlap", "dp_shard")
 
 Table = dict[str, np.ndarray]
+
+
+class NoLayoutError(PlanError):
+    """No tp x pp x cp x dp layout of exactly ``num_gpus`` GPUs passes the model's and the batch's rules (the
+    planner then tries fewer GPUs, :mod:`tierwise.planner.gpus`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -354,7 +359,7 @@ def build_space(model, cluster, num_gpus: int, global_batch_size: int, seq_lengt
     if len(table["tp"]):
         table = _take(table, valid_plan_mask(model, to_batch(table, global_batch_size, seq_length)))
     if len(table["tp"]) == 0:
-        raise PlanError(_empty_reason(model, num_gpus, global_batch_size, seq_length, c, before_batch))
+        raise NoLayoutError(_empty_reason(model, num_gpus, global_batch_size, seq_length, c, before_batch))
     have = cluster.accelerator.peak_dense_flops_per_s
     precisions = c.precision if c.precision is not None else tuple(p for p in PRECISION if p in have)
     for p in precisions:

@@ -123,7 +123,8 @@ def _check(cfg: ServeConfig) -> None:
     for name in ("num_gpus", "tp", "ep", "prefill_gpus", "decode_gpus", "prefill_tp", "decode_tp", "decode_ep"):
         v = getattr(cfg, name)
         if v is not None:
-            check_int(v, "--" + name.replace("_", "-"), error=ScenarioError)
+            flag = "--gpus" if name == "num_gpus" else "--" + name.replace("_", "-")  # the CLI's name for num_gpus
+            check_int(v, flag, error=ScenarioError)
 
 
 def _divides(a: int, b: int, what: str, of: str) -> None:

@@ -35,8 +35,11 @@ _KEYS = (
     "base", "name", "display_name", "accelerator", "gpus_per_node", "scale_up_domain", "nics_per_node",
     "nic_bandwidth", "scale_up_bandwidth", "scale_up_p2p_bandwidth", "scale_up_topology", "in_network_reduction",
     "host_bandwidth", "scale_up_latency", "host_latency", "scale_out_latency", "scale_out_levels", "efficiency",
-    "fitted", "compute", "source", "notes", "num_gpus_max",
+    "fitted", "compute", "source", "notes", "num_gpus_max", "fabric",
 )
+FABRIC_KEYS = ("topology", "fabric", "radix", "tiers", "oversubscription")
+"""What a cluster file may fix of its scale-out fabric (``fabric:``; the rest is chosen for the GPU count by
+:func:`tierwise.topology.choose.choose_fabric`; a command's flags of the same names override it)."""
 COMPUTE_KEYS = ("matmul_efficiency_max", "memory_bound_efficiency")
 """Compute parameters a cluster file may override (measured on its accelerator)."""
 TIER_NAMES = ("scale_up", "host", "scale_out")
@@ -111,6 +114,8 @@ class Cluster:
     fitted: Mapping[str, FittedTier] = field(default_factory=dict)
     compute: Mapping[str, float] = field(default_factory=dict)
     """Global compute parameters overridden by measurements on this accelerator (see :data:`COMPUTE_KEYS`)."""
+    fabric: Mapping[str, Any] = field(default_factory=dict)
+    """The scale-out fabric the cluster file fixes (:data:`FABRIC_KEYS`); empty: chosen for the GPU count."""
     display_name: str = ""
     source: str = ""
     notes: str = ""
@@ -161,6 +166,28 @@ def _fractions(raw: Any, origin: str, block: str, keys: tuple[str, ...]) -> dict
     raw = require_mapping(raw, where)
     check_keys(raw, keys, where)
     return {k: get_float(raw, k, where, minimum=1e-6, maximum=1.0) for k in raw}
+
+
+def _fabric(raw: Any, origin: str) -> dict[str, Any]:
+    """The ``fabric:`` block (:data:`FABRIC_KEYS`): names checked here, values by the chooser's own checks."""
+    if raw is None:
+        return {}
+    where = f"{origin}: fabric"
+    raw = require_mapping(raw, where)
+    check_keys(raw, FABRIC_KEYS, where)
+    out: dict[str, Any] = {}
+    for key in ("topology", "fabric"):
+        if key in raw:
+            if not isinstance(raw[key], str):
+                raise SpecError(f"{key}={short_repr(raw[key])} in {where} must be a name such as "
+                                f"{'fat-tree' if key == 'topology' else 'ib'}")
+            out[key] = raw[key]
+    for key, lo, hi in (("radix", 2, 4096), ("tiers", 1, 3)):
+        if key in raw:
+            out[key] = get_int(raw, key, where, minimum=lo, maximum=hi)
+    if "oversubscription" in raw:
+        out["oversubscription"] = get_float(raw, "oversubscription", where, minimum=1.0, maximum=MAX_OVERSUBSCRIPTION)
+    return out
 
 
 def _fitted(raw: Any, origin: str) -> dict[str, FittedTier]:
@@ -286,6 +313,7 @@ def cluster_from_mapping(data: Mapping[str, Any], *, name: str | None = None, or
         efficiency=_fractions(data.get("efficiency"), origin, "efficiency", TIER_NAMES),
         fitted=_fitted(data.get("fitted"), origin),
         compute=_fractions(data.get("compute"), origin, "compute", COMPUTE_KEYS),
+        fabric=_fabric(data.get("fabric"), origin),
         source=str(data.get("source", "")),
         notes=str(data.get("notes", "")),
     )

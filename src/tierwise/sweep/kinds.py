@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tierwise.limits import MAX_BATCH, MAX_FABRIC_GPUS, MAX_GPUS, MAX_SEQ, check_int
+from tierwise.limits import MAX_BATCH, MAX_GPUS, MAX_SEQ, MAX_SIM_GPUS, check_int
 from tierwise.sweep.errors import SweepError
 
 __all__ = ["PointKind", "register_kind", "get_kind", "KINDS", "cluster_label", "COMMON_COLUMNS"]
@@ -376,9 +376,9 @@ register_kind(PointKind(
              "busbw_bytes_per_s": "float64", "algbw_bytes_per_s": "float64", "degradation": "float64",
              "num_ranks_simulated": "int64"},
     normalizers={"topology": _topology_ref, "pattern": _text, "size": lambda v, w: str(v).strip(),
-                 "ranks": _opt_count(MAX_FABRIC_GPUS, 2), "routing": _text, "algorithm": _text,
+                 "ranks": _opt_count(MAX_SIM_GPUS, 2), "routing": _text, "algorithm": _text,
                  "fail_links": _fail, "fail_switches": _fail, "fail_domains": _fail,
-                 "seed": _opt_count(2**32 - 1, 0), "stages": _opt_count(MAX_FABRIC_GPUS, 2),
-                 "shift": lambda v, w: None if v is None else check_int(v, w, minimum=-MAX_FABRIC_GPUS,
-                                                                         maximum=MAX_FABRIC_GPUS, error=SweepError)},
+                 "seed": _opt_count(2**32 - 1, 0), "stages": _opt_count(MAX_SIM_GPUS, 2),
+                 "shift": lambda v, w: None if v is None else check_int(v, w, minimum=-MAX_SIM_GPUS,
+                                                                         maximum=MAX_SIM_GPUS, error=SweepError)},
     study_check=_check_simulate))

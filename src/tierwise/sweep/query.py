@@ -41,7 +41,7 @@ def check_results_dir(out: str) -> Path:
     p = Path(out)
     if not p.is_dir():
         what = "is a file" if p.exists() else "does not exist"
-        raise SweepError(f"{out!r} {what}; give the --out directory of a 'tierwise sweep run'")
+        raise SweepError(f"{out!r} {what}; give the directory that 'tierwise sweep run --out' wrote")
     if not part_files(p):
         raise SweepError(f"{out!r} holds no results (no part-*.parquet files); run 'tierwise sweep run GRID.yaml "
                          f"--out {out}' first")

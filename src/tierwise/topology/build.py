@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from tierwise.errors import TopologyError
+from tierwise.topology import fat_tree, rail
 from tierwise.topology.graph import NIC, Fabric, GraphBuilder
 from tierwise.topology.spec import TopologySpec
 from tierwise.units import parse_bandwidth, parse_time
@@ -44,7 +45,7 @@ def _check_counts(spec: TopologySpec) -> tuple[int, str]:
 
 def build_fabric(spec: TopologySpec) -> Fabric:
     """Build the fabric; raises TopologyError naming the bad value and the fix."""
-    from tierwise.topology import dragonfly, fat_tree, rail, scaleup, torus
+    from tierwise.topology import dragonfly, scaleup, torus
 
     domain, scale_up = _check_counts(spec)
     b_nic = parse_bandwidth(spec.nic_bandwidth, what="--nic-bandwidth")
@@ -74,14 +75,9 @@ def build_fabric(spec: TopologySpec) -> Fabric:
         fat_tree.leaf_ports(max(spec.radix, 2) + max(spec.radix, 2) % 2, o)  # raises the message
     kw = dict(radix=spec.radix, oversubscription=o, cap=b_nic, lat=lat, num_gpus=G)
     notes: list[str] = []
-    if spec.family == "fat-tree":
-        tiers = _tiers(spec, num_nodes * R, o, notes)
-        trees = [fat_tree.add_fat_tree(gb, nic_nodes, np.arange(num_nodes * R), tiers=tiers, **kw)]
-    elif spec.family in ("rail-optimized", "nvl72"):
-        d, _ = fat_tree.leaf_ports(spec.radix, o)
-        order = rail.rail_major_order(num_nodes, R, d)
-        tiers = _tiers(spec, num_nodes * R, o, notes)
-        trees = [fat_tree.add_fat_tree(gb, nic_nodes, order, tiers=tiers, **kw)]
+    if spec.family in ("fat-tree", "rail-optimized", "nvl72"):
+        trees = [fat_tree.add_fat_tree(gb, nic_nodes, order, tiers=_tiers(spec, order.size, o, notes), **kw)
+                 for order in _plane_orders(spec, num_nodes, R, o)]
     elif spec.family == "rail-only":
         # each rail is its own Clos sized to its NICs (Wang et al. 2023 section 4)
         trees = [fat_tree.add_fat_tree(gb, nic_nodes, order,
@@ -108,6 +104,23 @@ def build_fabric(spec: TopologySpec) -> Fabric:
     tables["notes"] = notes
     return gb.finish(gpus_per_node=gpn, nics_per_node=R, domain_size=domain, scale_up=scale_up,
                      gpu_nic=gpu_nic, nic_node=nic_nodes, tables=tables, **common)
+
+
+def _plane_orders(spec: TopologySpec, num_nodes: int, R: int, o: float) -> list[np.ndarray]:
+    """NIC lists in leaf-port order, one per plane: node-major (fat-tree) or rail-major (rail-optimized, nvl72);
+    plane p takes rails ``[p R/P, (p+1) R/P)`` of every node (:attr:`TopologySpec.planes`)."""
+    P = spec.planes
+    if R % P:
+        raise TopologyError(f"planes={P} must divide the {R} NICs per node; use planes in "
+                            f"{{{', '.join(str(p) for p in range(1, R + 1) if R % p == 0)}}}")
+    if spec.family == "fat-tree":
+        order = np.arange(num_nodes * R)
+    else:
+        order = rail.rail_major_order(num_nodes, R, fat_tree.leaf_ports(spec.radix, o)[0])
+    if P == 1:
+        return [order]
+    plane = (order % R) // (R // P)
+    return [order[plane == p] for p in range(P)]
 
 
 def _tiers(spec: TopologySpec, num_nics: int, o: float, notes: list[str]) -> int:

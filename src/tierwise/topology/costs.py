@@ -26,7 +26,8 @@ from tierwise.files import require_document, short_repr
 from tierwise.limits import check_float
 from tierwise.specs._mapping import check_keys
 
-__all__ = ["load_prices", "network_cost", "servers_cost", "share_sensitivity", "fabric_of", "FABRICS", "PLACEMENTS"]
+__all__ = ["load_prices", "network_cost", "servers_cost", "share_sensitivity", "fabric_of", "by_reach", "FABRICS",
+           "PLACEMENTS", "REACH_CLASSES", "LEFT_OUT"]
 
 MAX_PRICE = 1e12
 """A price (USD) or power (W) of one part: a trillion is past any."""
@@ -161,6 +162,39 @@ _SERVER_PRICE = {  # accelerator -> (price key, GPUs the price buys, rack power 
     "gb200": ("rack_gb200_nvl72_usd", 72, "rack_gb200_nvl72_w"),
     "gb300": ("rack_gb300_nvl72_usd", 72, "rack_gb300_nvl72_w"),
 }
+
+
+REACH_CLASSES = {
+    "copper": "passive DAC in the rack, <= 3 m (hardware-notes section 3: 2-3 m at 100G per lane, S21)",
+    "multimode": "multimode SR optics or AOC within a row, <= 50-100 m (NVIDIA LinkX SR4 / SR8, S35; IEEE "
+                 "802.3cm 400GBASE-SR4.2: 100 m on OM4)",
+    "single-mode": "single-mode DR optics across the hall, <= 500 m (NVIDIA LinkX DR4 / DR8, S35; IEEE 802.3bs "
+                   "400GBASE-DR4: 500 m)",
+}
+"""Reach classes of scale-out cables (assumption by tier, as SemiAnalysis lays out a 100K-GPU hall, S21: NIC to
+leaf in the rack or row, leaf to spine across the row, spine to core across the hall): NIC-to-leaf links are
+copper in the rack (``--leaf-placement rack`` where a leaf fits a rack) else multimode, leaf-to-spine (tier 2)
+links multimode, spine-to-core (tier 3) links single-mode. The price and power model keeps one optical module
+price per port (:func:`network_cost`); this table is the count by reach, comparable with published inventories."""
+LEFT_OUT = ("front-end (north-south) Ethernet, storage network, out-of-band management network; the NVL72 NVLink "
+            "spine's copper is inside the rack (scale_up_copper_links)")
+"""What the cable and transceiver counts leave out (published inventories of 100K-GPU builds often count the
+back-end fabric only; these networks are typically a small fraction of its optics, S21)."""
+
+
+def by_reach(inv: dict, copper_access: bool) -> dict:
+    """Cables and transceivers of a fabric per reach class (:data:`REACH_CLASSES`): a copper cable has no
+    transceivers; an optical one has one at each end (a NIC end is a single-port module, a switch end half a
+    twin-port module, as :func:`tierwise.topology.metrics.inventory` counts them)."""
+    tiers = inv.get("cables_by_tier", {})
+    access = int(tiers.get("access", 0)) if inv["num_nics"] else 0
+    cables = {"copper": access if copper_access else 0, "multimode": (0 if copper_access else access)
+              + int(tiers.get("tier2", 0)), "single-mode": int(tiers.get("tier3", 0))}
+    if not inv["num_nics"]:  # a torus: direct links, no transceivers
+        return {"cables": {"copper": inv["num_cables"]}, "transceiver_ends": {}, "classes": REACH_CLASSES,
+                "left_out": LEFT_OUT}
+    ends = {"multimode": 2 * cables["multimode"], "single-mode": 2 * cables["single-mode"]}
+    return {"cables": cables, "transceiver_ends": ends, "classes": REACH_CLASSES, "left_out": LEFT_OUT}
 
 
 def fabric_of(name: str, cluster) -> str:

@@ -16,7 +16,7 @@ from tierwise.topology import dragonfly, fat_tree, torus
 from tierwise.topology.graph import SWITCH, Fabric
 
 __all__ = ["bisection_bytes_per_s", "endpoints", "canonical_partition", "hops", "hops_by_class", "inventory",
-           "topology_report"]
+           "topology_report", "counted_report"]
 
 
 def bisection_bytes_per_s(fab: Fabric) -> float:
@@ -194,10 +194,11 @@ def copper_access(fab: Fabric, placement: str) -> tuple[bool, str]:
 
 def topology_report(fab: Fabric, prices: dict | None = None, route_fn=None, *, accelerator: str | None = None,
                     gpu_power_w: float | None = None, fabric: str = "ib", placement: str = "row",
-                    cpo: bool = False, sensitivity: bool = True) -> dict:
+                    cpo: bool = False, sensitivity: bool = True, hop_classes: bool = True) -> dict:
     """Everything ``tierwise topo`` prints (``route_fn`` as in :func:`hops`); ``accelerator`` (a catalog name)
-    prices the servers or racks the fabric joins (:func:`tierwise.topology.costs.servers_cost`)."""
-    from tierwise.topology.costs import load_prices, network_cost, servers_cost, share_sensitivity
+    prices the servers or racks the fabric joins (:func:`tierwise.topology.costs.servers_cost`);
+    ``hop_classes=False`` leaves out the sampled hops per traffic class (the economics block does not print them)."""
+    from tierwise.topology.costs import by_reach, load_prices, network_cost, servers_cost, share_sensitivity
 
     prices = prices or load_prices()
     inv = inventory(fab)
@@ -220,14 +221,51 @@ def topology_report(fab: Fabric, prices: dict | None = None, route_fn=None, *, a
         "bisection_note": "one-way, bytes/s, over balanced halves of the NICs",
         "diameter_hops": h["diameter_hops"],
         "avg_hops": h["avg_hops"],
-        "hops_by_class": hops_by_class(fab),
+        "hops_by_class": hops_by_class(fab) if hop_classes else None,
         **{k: v for k, v in inv.items() if k not in ("num_switches",)},
         **cost,
         "servers": servers,
+        "by_reach": by_reach(inv, copper),
         "notes": notes,
     }
     if sensitivity:
         out["network_share_range"] = share_sensitivity(
             inv, fab.num_gpus, fab.nic_bytes_per_s, prices, (accelerator or "h100-sxm", fab.num_gpus, gpu_power_w),
             **kw)
+    return out
+
+
+def counted_report(spec, inv: dict, prices: dict | None = None, *, accelerator: str | None = None,
+                   gpu_power_w: float | None = None, fabric: str = "ib", cpo: bool = False) -> dict:
+    """:func:`topology_report`'s inventory, cost, share and reach figures for a Clos fabric counted in closed form
+    (:func:`tierwise.topology.counts.clos_inventory`, leaves a rack away: optical NIC links), without the graph:
+    no hops (the diameter is ``2 x tiers``). What the economics block and ``design`` read at 2^20 GPUs."""
+    from tierwise.topology.costs import by_reach, load_prices, network_cost, servers_cost, share_sensitivity
+    from tierwise.units import parse_bandwidth
+
+    prices = prices or load_prices()
+    b = parse_bandwidth(spec.nic_bandwidth, what="--nic-bandwidth")
+    servers = servers_cost(accelerator or "h100-sxm", spec.gpus, gpu_power_w, prices)
+    kw = dict(fabric=fabric, copper_access=False, cpo=cpo)
+    cost = network_cost(inv, spec.gpus, b, prices, servers=servers, **kw)
+    tiers = inv["tiers_built"]
+    domain = spec.domain_size or (72 if spec.family == "nvl72" else spec.gpus_per_node)
+    params = {k: v for k, v in vars(spec).items() if v is not None}
+    params.update(nics_per_node=spec.nics, domain_size=domain, tiers_built=tiers,
+                  scale_up="nvswitch" if spec.family == "nvl72" else spec.scale_up)
+    per_plane = inv["num_nics"] // spec.planes
+    out = {
+        "topology": spec.family, "params": params, "num_gpus": spec.gpus, "num_switches": inv["num_switches"],
+        "num_links": inv["num_cables"],
+        "num_links_note": "scale-out cables (each two one-way links); scale_up_links counted apart",
+        "bisection_bytes_per_s": spec.planes * fat_tree.fat_tree_bisection(per_plane, b, spec.radix, tiers,
+                                                                          spec.oversubscription),
+        "bisection_note": "one-way, bytes/s, over balanced halves of the NICs",
+        "diameter_hops": 2 * tiers, "avg_hops": None, "hops_by_class": None,
+        **{k: v for k, v in inv.items() if k not in ("num_switches", "tiers_built")},
+        **cost, "servers": servers, "by_reach": by_reach(inv, False), "notes": [],
+        "counted": "closed form (topology/counts.py), equal to the built graph's inventory",
+    }
+    out["network_share_range"] = share_sensitivity(
+        inv, spec.gpus, b, prices, (accelerator or "h100-sxm", spec.gpus, gpu_power_w), **kw)
     return out

@@ -39,6 +39,11 @@ class TopologySpec:
     NICs need builds the tiers needed and notes it."""
     oversubscription: float = 1.0
     """Leaf downlinks : uplinks (1 = non-blocking)."""
+    planes: int = 1
+    """Independent Clos planes (fat-tree, rail-optimized, nvl72): a node's NIC rails split evenly over them, rails
+    ``[p R/P, (p+1) R/P)`` on plane p; traffic between planes crosses the scale-up domain first (NCCL PXN), as
+    on a rail-only fabric. Chosen by :func:`tierwise.topology.choose.choose_fabric` when one plane of 3 tiers
+    cannot hold the NICs."""
     exact_tiers: bool = False
     """Build exactly ``tiers`` even when fewer hold the NICs (the testbed's two leaves joined by a shaped
     uplink: the uplink is the point, although one switch would hold its few nodes). Library use only."""
@@ -94,6 +99,7 @@ _INT_BOUNDS = {
     "nics_per_node": (1, MAX_FABRIC_GPUS),
     "radix": (2, MAX_RADIX),
     "tiers": (1, 3),
+    "planes": (1, 8),
     "domain_size": (1, MAX_FABRIC_GPUS),
     "groups": (2, MAX_FABRIC_GPUS),
 }
@@ -127,7 +133,7 @@ def _check_numbers(clean: dict, *, flags: bool) -> None:
         raise TopologyError(str(exc)) from None
 
 
-_INT_KEYS = ("gpus", "gpus_per_node", "nics_per_node", "radix", "tiers", "domain_size", "groups")
+_INT_KEYS = ("gpus", "gpus_per_node", "nics_per_node", "radix", "tiers", "planes", "domain_size", "groups")
 _STR_KEYS = ("family", "nic_bandwidth", "scale_up", "scale_up_bandwidth", "hop_latency", "scale_up_latency", "dims")
 
 
