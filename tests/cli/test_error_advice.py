@@ -28,6 +28,8 @@ BASE = {
     "calibrate": ["{missing}", "--out", "{tmp}/out.yaml"],
     "design": ["--model", "llama3.1-8b", "--gpus", "64", "--global-batch", "64", "--seq", "2048"],
     "trend": ["--model", "llama3.1-8b", "--gpus", "64"],
+    "bandwidth": ["--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "16", "--global-batch", "16",
+                  "--seq", "2048"],
     "goodput": ["--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "64", "--global-batch", "64", "--seq",
                 "2048"],
     "serve": ["--model", "llama3.1-8b", "--cluster", "dgx-h100"],

@@ -10,7 +10,7 @@ import typer
 
 from tierwise.cli._fabric import FabricOpt, OversubOpt, RadixOpt, TiersOpt, TopologyOpt, fabric_overrides
 from tierwise.cli._output import emit, kv_table, print_table
-from tierwise.cli.plan import BatchOpt, Fixed, JsonOpt, ListOpt, SeqOpt, ZeroOpt
+from tierwise.cli._plan_options import BatchOpt, Fixed, JsonOpt, ListOpt, SeqOpt, ZeroOpt
 
 RatesOpt = Annotated[str | None, typer.Option("--failure-rates", help="YAML file of per-part failure rates "
                                               "(same keys as the shipped goodput/rates.yaml)")]
@@ -162,7 +162,7 @@ def register(app: typer.Typer) -> None:
         oversubscription: OversubOpt = None,
     ) -> None:
         """Failures, fault domains and checkpoints: MTTI, optimal checkpoint interval, ETTR and goodput."""
-        from tierwise.cli.plan import _check_counts, _constraints, _load
+        from tierwise.cli._plan_options import check_counts, constraints, load_model_and_cluster
         from tierwise.goodput.model import goodput
         from tierwise.goodput.rates import GoodputError
 
@@ -192,9 +192,9 @@ def register(app: typer.Typer) -> None:
             if missing:
                 raise GoodputError(f"missing {', '.join(missing)}; give a scenario file or --model, --cluster "
                                    "and --gpus")
-            _check_counts(gpus=gpus, global_batch=global_batch, seq=seq, tp=tp, pp=pp, cp=cp, ep=ep, dp=dp)
-            c = _constraints(tp=tp, pp=pp, cp=cp, ep=ep, dp=dp, recompute=recompute, precision=precision, zero=zero)
-            m, cl = _load(model, cluster)
+            check_counts(gpus=gpus, global_batch=global_batch, seq=seq, tp=tp, pp=pp, cp=cp, ep=ep, dp=dp)
+            c = constraints(tp=tp, pp=pp, cp=cp, ep=ep, dp=dp, recompute=recompute, precision=precision, zero=zero)
+            m, cl = load_model_and_cluster(model, cluster)
             plan, source, gpus_used = _best_plan(m, cl, int(gpus), global_batch, seq, c)
             n = gpus_used["used"]
         doc = goodput(m, cl, n, plan, opts, plan_source=source)
@@ -233,49 +233,7 @@ def _render_with_economics(console, doc: dict) -> None:
     render_economics(console, doc.get("economics"))
 
 
-# --- plan --goodput and scale --goodput: blocks the plan commands call --------------------------------------
-
-GOODPUT_POOL = 32
-"""Plans ``plan --goodput`` asks the planner for (its best by step time) before re-ranking them by goodput."""
-
-
-def rank_plans_by_goodput(doc: dict, m, cl, gpus: int, top: int, opts) -> dict:
-    """Re-rank ``plan --json``'s plans by goodput-adjusted throughput (one vectorized evaluation).
-
-    adjusted = tokens/s x ETTR x N / (N + spare GPUs at p99): the spare pool a layout's fault unit needs
-    (a rack when its scale-up group spans an NVL72 domain, else a host) is capacity bought and not training.
-    """
-    import numpy as np
-
-    from tierwise.estimate import estimate
-    from tierwise.goodput.model import evaluate, failure_model
-    from tierwise.specs.plan import Plan, PlanBatch
-
-    if not doc["plans"]:
-        return doc
-    plans = [Plan(**e["estimate"]["plan"]) for e in doc["plans"]]
-    batch = PlanBatch.from_plans(plans)
-    est = estimate(m, cl, batch)
-    fm = failure_model(cl, gpus, opts)
-    ev = evaluate(m, cl, gpus, batch, est, opts, fm)
-    adjusted = ev["goodput_tokens_per_s"] * gpus / (gpus + ev["spare_gpus_p99"])
-    order = np.argsort(-adjusted, kind="stable")
-    for i, e in enumerate(doc["plans"]):
-        dom = ev["fault_domain"][i]
-        e["goodput"] = {"ettr": float(ev["ettr"][i]), "goodput_tokens_per_s": float(ev["goodput_tokens_per_s"][i]),
-                        "adjusted_tokens_per_s": float(adjusted[i]), "fault_unit": dom["unit"],
-                        "gpus_unavailable_per_failure": dom["gpus_unavailable_per_failure"],
-                        "spare_gpus_p99": dom["spare_gpus_p99"],
-                        "checkpoint_interval_s": float(ev["checkpoint_interval_s"][i]),
-                        "checkpoint_bytes_per_gpu": float(ev["checkpoint_bytes_per_gpu"][i]),
-                        "step_rank": i + 1}
-    doc["plans"] = [doc["plans"][int(j)] for j in order[:top]]
-    doc["goodput"] = {"ranked_by": "tokens/s x ETTR x N / (N + spare GPUs at p99), over the planner's "
-                                   f"{len(plans)} best plans by step time",
-                      "mtti_s": fm["mtti_s"], "interruptions_per_day": fm["interruptions_per_day"],
-                      "assumed": sorted(set(ev["assumed"]))}
-    return doc
-
+# --- plan --goodput and scale --goodput: the tables of the blocks tierwise.goodput.ranking adds -----------------
 
 def render_plan_goodput(console, doc: dict) -> None:
     from rich.table import Table
@@ -295,38 +253,6 @@ def render_plan_goodput(console, doc: dict) -> None:
                   str(gp["spare_gpus_p99"]), f"{gp['adjusted_tokens_per_s']:,.0f}")
     print_table(console, t)
     console.print(f"ranked by {g['ranked_by']}", style="dim")
-
-
-def scale_with_goodput(doc: dict, m, cl, opts) -> dict:
-    """Add goodput to each ``scale`` point and the GPU count where adding GPUs stops paying once failures
-    count (the first doubling whose adjusted goodput grows less than 1.5x, as ``scale``'s own knee)."""
-    from tierwise.estimate import estimate
-    from tierwise.goodput.model import evaluate
-    from tierwise.specs.plan import Plan, PlanBatch
-
-    prev, knee = None, None
-    for p in doc["points"]:
-        if p["plan"] is None:
-            continue
-        plan = Plan(**p["plan"]["estimate"]["plan"])
-        batch = PlanBatch.from_plans([plan])
-        n = p["num_gpus"]
-        used = p.get("gpus", {}).get("used", n)  # idle GPUs (no layout uses them) are held, like spares
-        ev = evaluate(m, cl, used, batch, estimate(m, cl, batch), opts)
-        adjusted = float(ev["goodput_tokens_per_s"][0]) * used / max(n, used + float(ev["spare_gpus_p99"][0]))
-        p["goodput"] = {"ettr": float(ev["ettr"][0]), "goodput_tokens_per_s": float(ev["goodput_tokens_per_s"][0]),
-                        "adjusted_tokens_per_s": adjusted, "mtti_s": ev["failure_model"]["mtti_s"],
-                        "spare_gpus_p99": float(ev["spare_gpus_p99"][0])}
-        if prev is not None and knee is None:
-            ratio = n / prev[0]
-            if adjusted < prev[1] * (1 + 0.5 * (ratio - 1)):
-                knee = n
-        prev = (n, adjusted)
-    doc["goodput_knee_num_gpus"] = knee
-    doc["goodput_explanation"] = (f"with failures counted, adding GPUs stops paying at {knee} GPUs (goodput per "
-                                  "doubling < 1.5x)" if knee else
-                                  "with failures counted, every doubling still buys at least 1.5x the goodput")
-    return doc
 
 
 def render_scale_goodput(console, doc: dict) -> None:

@@ -18,107 +18,29 @@ from tierwise.cli._economics import (
 )
 from tierwise.cli._fabric import FabricOpt, OversubOpt, RadixOpt, TiersOpt, TopologyOpt, fabric_overrides
 from tierwise.cli._output import emit, print_table
+from tierwise.cli._plan_options import (
+    BalancedMoeOpt,
+    BatchOpt,
+    Bound,
+    ClusterOpt,
+    EagerOpt,
+    EpOverlapOpt,
+    Fixed,
+    FrameworkOpt,
+    FusedCeOpt,
+    HtmlOpt,
+    JsonOpt,
+    ListOpt,
+    ModelOpt,
+    ObjOpt,
+    SeqOpt,
+    Zero3Opt,
+    ZeroOpt,
+    check_counts,
+    constraints,
+    load_model_and_cluster,
+)
 from tierwise.errors import PlanError
-from tierwise.limits import MAX_BATCH, MAX_GPUS, MAX_LAYERS, MAX_SEQ, check_int
-
-MAX_TOP = 1000
-"""Plans ``plan --top`` lists at most."""
-MAX_VPP = 128
-"""Interleaved chunks ``plan --max-vpp`` searches at most (every value up to it is tried)."""
-MAX_MBS = 1024
-"""Micro-batch sizes ``plan --max-mbs`` (and ``--mbs``) take at most (every value up to it is tried)."""
-
-ModelOpt = Annotated[str, typer.Option("--model", help="catalog name, YAML file or Hugging Face config.json")]
-ClusterOpt = Annotated[str, typer.Option("--cluster", help="catalog name or YAML file")]
-BatchOpt = Annotated[int, typer.Option("--global-batch", "--global-batch-size", help="global batch in sequences")]
-SeqOpt = Annotated[int, typer.Option("--seq", "--seq-length", help="sequence length in tokens")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="print the JSON document")]
-Fixed = Annotated[int | None, typer.Option(help="fix this degree")]
-Bound = Annotated[int | None, typer.Option(help="upper bound on this degree")]
-ListOpt = Annotated[str | None, typer.Option(help="comma-separated values allowed")]
-ObjOpt = Annotated[str, typer.Option("--objective", help="step_time, tokens_per_s or mfu")]
-ZeroOpt = Annotated[str | None, typer.Option("--zero", help="ZeRO stages allowed, e.g. 1,3")]
-EpOverlapOpt = Annotated[bool, typer.Option(
-    "--ep-overlap/--no-ep-overlap",
-    help="search Megatron-Core's expert all-to-all overlap (combined 1F1B) where it applies")]
-FrameworkOpt = Annotated[str | None, typer.Option(
-    "--framework", help="megatron, nemo, torchtitan, llm-foundry or deepspeed: every plan takes its defaults "
-                        "(attention kernel, gradient-reduce dtype, ZeRO-2 semantics, MoE dispatcher and expert "
-                        "GEMMs; --eager, --zero3-gather and --balanced-moe when not given) and only the overlaps "
-                        "it runs are searched; listed under 'assumed'")]
-Zero3Opt = Annotated[str | None, typer.Option("--zero3-gather", help="how ZeRO-3 plans are implemented: flat (FSDP1), "
-                                        "per-parameter (FSDP2), tensor-list (DeepSpeed 2021) or zero-copy (Megatron-FSDP)")]
-FusedCeOpt = Annotated[bool, typer.Option("--fused-ce", help="score plans with a fused cross-entropy kernel "
-                                           "(Megatron-Core cross_entropy_loss_fusion, Liger)")]
-BalancedMoeOpt = Annotated[bool | None, typer.Option(
-    "--balanced-moe/--dropless-moe", help="score MoE plans with every expert at its mean load (forced-balanced "
-                                          "routing or capacity factor 1 with padding), or with a trained router's "
-                                          "dropless load (the default unless --framework nemo)")]
-HtmlOpt = Annotated[str | None, typer.Option("--html", help="write a self-contained HTML report here")]
-EagerOpt = Annotated[bool | None, typer.Option(
-    "--eager/--fused", help="score plans as eager PyTorch (no fused kernels, no torch.compile), or with fused "
-                            "kernels (the default unless --framework names an eager one)")]
-
-
-def _names(text: str | None, allowed: tuple[str, ...], what: str) -> tuple[str, ...] | None:
-    if text is None:
-        return None
-    values = tuple(v.strip().lower() for v in text.split(",") if v.strip())
-    bad = [v for v in values if v not in allowed]
-    if bad or not values:
-        raise PlanError(f"--{what} {text!r}; choose from {', '.join(allowed)} (comma-separated)")
-    return values
-
-
-def _zero(text: str | None) -> tuple[int, ...] | None:
-    if text is None:
-        return None
-    try:
-        values = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        values = ()
-    if not values or any(v not in (0, 1, 2, 3) for v in values):
-        raise PlanError(f"--zero {text!r}; give ZeRO stages from 0, 1, 2, 3 (comma-separated)")
-    return values
-
-
-_COUNT_BOUNDS = {"gpus": MAX_GPUS, "global_batch": MAX_BATCH, "seq": MAX_SEQ, "top": MAX_TOP, "tp": MAX_GPUS,
-                 "pp": MAX_LAYERS, "cp": MAX_GPUS, "ep": MAX_GPUS, "dp": MAX_GPUS, "vpp": MAX_LAYERS, "mbs": MAX_MBS,
-                 "max_tp": MAX_GPUS, "max_pp": MAX_LAYERS, "max_cp": MAX_GPUS, "max_ep": MAX_GPUS,
-                 "max_vpp": MAX_VPP, "max_mbs": MAX_MBS}
-"""Each count option's upper bound (lower bound 1). The planner lists every vpp and micro-batch size up to
-its bound, so those stay small; a plan with more than 1,024 sequences per micro-batch never fits memory."""
-
-
-def _check_counts(**counts: int | None) -> None:
-    """Every count option given is a whole number in 1..its bound: a one-line error naming the option."""
-    for key, value in counts.items():
-        if value is not None:
-            check_int(value, "--" + key.replace("_", "-"), maximum=_COUNT_BOUNDS[key], error=PlanError)
-
-
-def _constraints(**kw):
-    from tierwise.planner.space import Constraints
-    from tierwise.specs.plan import PRECISION, RECOMPUTE
-
-    fields = {k: v for k, v in kw.items() if k not in ("recompute", "precision", "zero") and v is not None}
-    recompute = _names(kw["recompute"], RECOMPUTE, "recompute")
-    precision = _names(kw["precision"], PRECISION, "precision")
-    zero = _zero(kw["zero"])
-    if recompute:
-        fields["recompute"] = recompute
-    if precision:
-        fields["precision"] = precision
-    if zero:
-        fields["zero_stages"] = zero
-    return Constraints(**fields)
-
-
-def _load(model: str, cluster: str):
-    from tierwise.specs.cluster import load_cluster
-    from tierwise.specs.model import load_model
-
-    return load_model(model), load_cluster(cluster)
 
 
 def render_plans(console, doc: dict) -> None:
@@ -251,7 +173,7 @@ GoodputNodeOpt = Annotated[float | None, typer.Option("--node-failure-rate", hel
 
 
 def _goodput_pool() -> int:
-    from tierwise.cli.goodput import GOODPUT_POOL
+    from tierwise.goodput.ranking import GOODPUT_POOL
 
     return GOODPUT_POOL
 
@@ -298,10 +220,10 @@ def register(app: typer.Typer) -> None:
         """Search every parallel layout, fit memory, rank by the estimator, and explain the winner."""
         from tierwise.planner.gpus import plan_any_gpus
 
-        _check_counts(gpus=gpus, global_batch=global_batch, seq=seq, top=top, tp=tp, pp=pp, cp=cp, ep=ep, dp=dp,
+        check_counts(gpus=gpus, global_batch=global_batch, seq=seq, top=top, tp=tp, pp=pp, cp=cp, ep=ep, dp=dp,
                       vpp=vpp, mbs=mbs, max_tp=max_tp, max_pp=max_pp, max_cp=max_cp, max_ep=max_ep,
                       max_vpp=max_vpp, max_mbs=max_mbs)
-        c = _constraints(tp=tp, pp=pp, cp=cp, ep=ep, dp=dp, vpp=vpp, micro_batch_size=mbs, max_tp=max_tp,
+        c = constraints(tp=tp, pp=pp, cp=cp, ep=ep, dp=dp, vpp=vpp, micro_batch_size=mbs, max_tp=max_tp,
                          max_pp=max_pp, max_cp=max_cp, max_ep=max_ep, max_vpp=max_vpp, max_micro_batch_size=max_mbs,
                          recompute=recompute, precision=precision, zero=zero, ep_comm_overlap=ep_overlap,
                          fused_elementwise=None if eager is None else not eager, zero3_gather=zero3_gather,
@@ -310,7 +232,7 @@ def register(app: typer.Typer) -> None:
             from tierwise.report import check_html
 
             check_html(html)
-        m, cl = _load(model, cluster)
+        m, cl = load_model_and_cluster(model, cluster)
         levers, price_table = _levers_and_prices(reduce_dtype, powersgd_rank, onebit, sync_every, async_staleness,
                                                  prices)
         cl = _with_levers(cl, levers)
@@ -322,7 +244,8 @@ def register(app: typer.Typer) -> None:
             doc = plan_any_gpus(m, cl, gpus, global_batch, seq, constraints=c, objective=objective,
                                 top=top if opts is None else max(top, _goodput_pool()), show_infeasible=show_infeasible)
         if opts is not None:
-            from tierwise.cli.goodput import rank_plans_by_goodput, render_plan_goodput
+            from tierwise.cli.goodput import render_plan_goodput
+            from tierwise.goodput.ranking import rank_plans_by_goodput
 
             doc = rank_plans_by_goodput(doc, m, cl, doc["gpus"]["used"], top, opts)
         _add_economics(doc, cl, gpus, levers, tokens, price_table, overrides)
@@ -355,16 +278,16 @@ def register(app: typer.Typer) -> None:
         from tierwise.planner.answer import parse_gpu_range, scale_document
         from tierwise.planner.gpus import plan_any_gpus
 
-        _check_counts(global_batch=global_batch, seq=seq)
+        check_counts(global_batch=global_batch, seq=seq)
         counts = parse_gpu_range(gpus)
-        c = _constraints(recompute=recompute, precision=precision, zero=zero, ep_comm_overlap=ep_overlap,
+        c = constraints(recompute=recompute, precision=precision, zero=zero, ep_comm_overlap=ep_overlap,
                          fused_elementwise=None if eager is None else not eager, zero3_gather=zero3_gather,
                          fused_cross_entropy=fused_ce, moe_force_balance=balanced_moe, framework=framework)
         if html is not None:  # issue 19: before the work
             from tierwise.report import check_html
 
             check_html(html)
-        m, cl = _load(model, cluster)
+        m, cl = load_model_and_cluster(model, cluster)
         opts = _goodput_options(goodput, failure_rates, node_failure_rate,
                                 fabric_overrides(topology, fabric, radix, tiers, oversubscription))
         from tierwise.cli._progress import progress
@@ -373,7 +296,7 @@ def register(app: typer.Typer) -> None:
             doc = scale_document(m, cl, counts, global_batch, seq, constraints=c, objective=objective,
                                  plan_fn=plan_any_gpus)
         if opts is not None:
-            from tierwise.cli.goodput import scale_with_goodput
+            from tierwise.goodput.ranking import scale_with_goodput
 
             doc = scale_with_goodput(doc, m, cl, opts)
         if html is not None:
