@@ -33,7 +33,7 @@ def _config(scenario_file, flags: dict):
 def _flags(model, cluster, gpus, tp, ep, precision, kv_precision, input_len, output_len, scenario, rate, ttft_slo,
            tpot_slo, batch, batching, kv_reservation, prefill_gpus, decode_gpus, prefill_tp, decode_tp, decode_ep,
            kv_link, kv_whole, max_batch=None, beams=None, kv_cache_fraction=None, kv_cache_of=None,
-           attention_kernel=None) -> dict:
+           attention_kernel=None, engine=None) -> dict:
     from tierwise.errors import ScenarioError
 
     b = None
@@ -54,7 +54,8 @@ def _flags(model, cluster, gpus, tp, ep, precision, kv_precision, input_len, out
             "kv_reservation": kv_reservation, "prefill_gpus": prefill_gpus, "decode_gpus": decode_gpus,
             "prefill_tp": prefill_tp, "decode_tp": decode_tp, "decode_ep": decode_ep, "kv_link": kv_link,
             "kv_streamed": False if kv_whole else None, "max_batch": max_batch, "beams": beams,
-            "kv_cache_fraction": kv_cache_fraction, "kv_cache_of": kv_cache_of, "attention_kernel": attention_kernel}
+            "kv_cache_fraction": kv_cache_fraction, "kv_cache_of": kv_cache_of, "attention_kernel": attention_kernel,
+            "engine": engine}
 
 
 def render_serve(console, doc: dict) -> None:
@@ -73,6 +74,8 @@ def render_serve(console, doc: dict) -> None:
     t.add_row("TTFT / TPOT (mean)", f"{format_time(doc['ttft_s'])} / {format_time(doc['tpot_s'])}")
     t.add_row("TTFT / TPOT (p99)", f"{format_time(doc['ttft_p99_s'])} / {format_time(doc['tpot_p99_s'])}")
     t.add_row("batch per instance", f"{doc['batch']:,.0f}")
+    t.add_row("engine (time per decode step beyond kernels)",
+              f"{doc['engine']} ({format_time(doc['phases']['decode_overhead_s'])})")
     t.add_row("KV bytes per token (attention)", f"{doc['kv_bytes_per_token']:,.0f} B ({doc['attention']})")
     t.add_row("KV bytes per request", format_bytes(doc["kv_bytes_per_request"]))
     t.add_row("KV cache per GPU (weights per GPU)", f"{format_bytes(doc['kv_cache_bytes_per_gpu'])} "
@@ -137,6 +140,8 @@ RateOpt = Annotated[float | None, typer.Option("--rate", help="server arrivals, 
 TtftSloOpt = Annotated[float | None, typer.Option("--ttft-slo", help="p99 TTFT bound, seconds")]
 TpotSloOpt = Annotated[float | None, typer.Option("--tpot-slo", help="p99 TPOT bound, seconds")]
 KvLinkOpt = Annotated[str | None, typer.Option("--kv-link", help="auto, scale_up, scale_out, host or tcp")]
+EngineOpt = Annotated[str | None, typer.Option("--engine", help="serving engine NAME[@VERSION]: vllm, sglang, trtllm, "
+                                                                "lmdeploy (default vllm@0.8)")]
 
 
 def register(app: typer.Typer) -> None:
@@ -176,6 +181,7 @@ def register(app: typer.Typer) -> None:
         decode_tp: Annotated[int | None, typer.Option("--decode-tp", help="TP of a decode instance")] = None,
         decode_ep: Annotated[int | None, typer.Option("--decode-ep", help="EP of a decode instance")] = None,
         kv_link: KvLinkOpt = None,
+        engine: EngineOpt = None,
         kv_whole: Annotated[bool, typer.Option("--kv-whole", help="send the KV cache after prefill, not layer by "
                                                                   "layer")] = False,
         compare_attention: Annotated[bool, typer.Option("--compare-attention",
@@ -196,7 +202,7 @@ def register(app: typer.Typer) -> None:
         flags = _flags(model, cluster, gpus, tp, ep, precision, kv_precision, input_len, output_len, scenario, rate,
                        ttft_slo, tpot_slo, batch, batching, kv_reservation, prefill_gpus, decode_gpus, prefill_tp,
                        decode_tp, decode_ep, kv_link, kv_whole, max_batch, beams, kv_cache_fraction, kv_cache_of,
-                       attention_kernel)
+                       attention_kernel, engine)
         cfg = _config(scenario_file, flags)
         doc = serve_estimate(cfg)
         if compare_attention:
@@ -228,6 +234,7 @@ def register(app: typer.Typer) -> None:
         ttft_slo: TtftSloOpt = None,
         tpot_slo: TpotSloOpt = None,
         kv_link: KvLinkOpt = None,
+        engine: EngineOpt = None,
         max_tp: Annotated[int, typer.Option("--max-tp", help="largest TP degree searched")] = 8,
         modes: Annotated[str, typer.Option("--modes", help="both, aggregated or disaggregated")] = "both",
         top: Annotated[int, typer.Option("--top", help="deployments listed")] = 10,
@@ -237,7 +244,8 @@ def register(app: typer.Typer) -> None:
         from tierwise.serve.api import serve_plan_document
 
         flags = _flags(model, cluster, gpus, None, None, precision, kv_precision, input_len, output_len, scenario,
-                       rate, ttft_slo, tpot_slo, None, None, None, None, None, None, None, None, kv_link, False)
+                       rate, ttft_slo, tpot_slo, None, None, None, None, None, None, None, None, kv_link, False,
+                       engine=engine)
         cfg = _config(scenario_file, flags)
         doc = serve_plan_document(cfg, max_tp=max_tp, modes=modes, top=top)
         emit(doc, as_json, lambda console: render_plan(console, doc))
@@ -263,7 +271,7 @@ def render_serving_validation(console, doc: dict) -> None:
     summ = Table(title="absolute % error, scored rows (high and medium confidence)")
     for col in ("rows", "count", "median", "mean", "p90", "max"):
         summ.add_column(col)
-    for name in ("throughput", "latency"):
+    for name in ("throughput", "latency", "small_batch_latency"):
         v = s[name]
         summ.add_row(name, str(v["rows"]), *("-" if v[x] is None else f"{v[x]:.1f}"
                                              for x in ("median", "mean", "p90", "max")))
@@ -276,7 +284,7 @@ def render_serving_validation(console, doc: dict) -> None:
         console.print(f"skipped row {sk['row_id']} ({sk['source_id']}): {sk['reason']}", style="dim")
 
 
-def validate_serving(dataset, source, as_json: bool, html, training_only: bool) -> None:
+def validate_serving(dataset, source, as_json: bool, html, training_only: bool, engine: str | None = None) -> None:
     """``validate --serving``: called by the ``validate`` command."""
     from tierwise.errors import OutputError
     from tierwise.serve.validate import serving_validation_document
@@ -289,7 +297,7 @@ def validate_serving(dataset, source, as_json: bool, html, training_only: bool) 
 
         require_plotly()
         check_writable(html, "--html")
-    doc = serving_validation_document(dataset, source=source)
+    doc = serving_validation_document(dataset, source=source, engine=engine)
     if html is not None:
         from tierwise.report.serve import validation_page
 

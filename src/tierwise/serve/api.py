@@ -63,6 +63,9 @@ class ServeConfig:
     kv_cache_of: str = "total"
     """``total`` (vLLM ``gpu_memory_utilization``: a fraction of HBM) or ``free`` (TensorRT-LLM
     ``kv_cache_free_gpu_mem_fraction``: a fraction of the HBM weights and activations leave)."""
+    engine: str | None = None
+    """Serving engine ``NAME[@VERSION]`` (:mod:`tierwise.specs.engine`; None: ``DEFAULT_ENGINE``, listed under
+    ``assumed``): its host time per step."""
     max_batch: int | None = None
     """Scheduler cap on sequences per instance for ``batch`` auto (None: params ``max_batch``, TensorRT-LLM's
     default 2048; vLLM's ``max_num_seqs`` default is 256)."""
@@ -132,6 +135,18 @@ def _divides(a: int, b: int, what: str, of: str) -> None:
         raise ScenarioError(f"{what}={a} does not divide {of}={b}; use {what} in {{{', '.join(map(str, divs[:12]))}}}")
 
 
+def _with_engine(params, engine: str | None, assumed: list[str]):
+    """``params`` with the engine named (or the default, recorded in ``assumed``)."""
+    from tierwise.specs.engine import DEFAULT_ENGINE, engine_spec
+
+    if engine is None:
+        assumed.append(f"engine {DEFAULT_ENGINE} (no engine stated: vLLM's V1 engine defaults; --engine NAME[@VERSION])")
+        engine = DEFAULT_ENGINE
+    elif not isinstance(engine, str):
+        raise ScenarioError(f"engine {str(engine)[:40]!r} is not a name; use NAME or NAME@VERSION, e.g. vllm@0.6")
+    return dataclasses.replace(params, engine=engine_spec(engine))
+
+
 def _resolve(cfg: ServeConfig):
     """Load the specs, fill the defaults (recorded in ``assumed``), check the degrees."""
     from tierwise.serve.kv import weight_bytes_per_gpu
@@ -147,6 +162,7 @@ def _resolve(cfg: ServeConfig):
     if cfg.attention_kernel != "auto":
         params = dataclasses.replace(params, attention_kernel=cfg.attention_kernel)
     assumed: list[str] = []
+    params = _with_engine(params, cfg.engine, assumed)
     kvp = cfg.kv_precision
     if kvp is None:
         kvp = "bf16" if cfg.precision == "bf16" else "fp8"
@@ -289,11 +305,12 @@ def serve_estimate(cfg: ServeConfig) -> dict:
         "phases": {
             "prefill_s": float(pf["total_s"]), "prefill_compute_s": float(pf["compute_s"]),
             "prefill_layers_s": float(pf["layers_s"]), "prefill_head_s": float(pf["head_s"]),
-            "prefill_comm_s": float(pf["comm_s"]),
+            "prefill_comm_s": float(pf["comm_s"]), "prefill_host_s": float(pf["host_s"]),
             "decode_step_s": float(step["total_s"]), "decode_memory_s": float(step["memory_s"]),
             "decode_compute_s": float(step["compute_s"]), "decode_comm_s": float(step["comm_s"]),
             "decode_overhead_s": float(step["overhead_s"]),
         },
+        "engine": w.params.engine.label,
         "assumed": assumed,
     }
     return doc
