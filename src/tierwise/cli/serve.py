@@ -93,6 +93,43 @@ def render_serve(console, doc: dict) -> None:
     print_table(console, t)
 
 
+def _no_sim_flags(sim: dict) -> None:
+    from tierwise.errors import ScenarioError
+
+    given = [k for k, v in sim.items() if v is not None]
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        raise ScenarioError(f"{flag} is a setting of --simulate; add --simulate or drop it")
+
+
+def _simulate(cfg, sim: dict) -> dict:
+    from tierwise.serve.simulate import SimRequest, simulation_block
+
+    return simulation_block(cfg, SimRequest(**{k: v for k, v in sim.items() if v is not None}))
+
+
+def render_simulation(console, doc: dict) -> None:
+    """The ``simulation`` block: percentiles, goodput, queue, beside the closed form."""
+    from tierwise.units import format_time
+
+    s = doc["simulation"]
+    t = kv_table(f"simulated: {s['requests']:,} requests ({s['arrivals']}), {s['served']:,} served, token budget "
+                 f"{s['token_budget']:,}, preemption {s['preemption']}, prefix hit rate {s['prefix_hit_rate']:g}")
+    for name in ("ttft_s", "tpot_s", "e2e_s"):
+        v = s[name]
+        if v["p50"] is not None:
+            t.add_row(name[:-2].upper() + " p50 / p90 / p99",
+                      " / ".join(format_time(v[k]) for k in ("p50", "p90", "p99")))
+    t.add_row("output tokens/s (simulated / closed form)",
+              f"{s['output_tokens_per_s']:,.0f} / {doc['output_tokens_per_s']:,.0f}")
+    t.add_row("TPOT mean (simulated / closed form)",
+              f"{format_time(s['tpot_s']['mean'] or 0)} / {format_time(doc['tpot_s'])}")
+    t.add_row("goodput (SLO attainment)", f"{s['goodput_requests_per_s']:,.2f} requests/s ({s['slo_attainment']:.1%})")
+    t.add_row("waiting requests (mean / max)", f"{s['queue']['mean']:,.1f} / {s['queue']['max']:,.0f}")
+    t.add_row("preemptions", f"{s['preemptions']:,}")
+    print_table(console, t)
+
+
 def render_compare(console, doc: dict) -> None:
     from rich.table import Table
 
@@ -184,6 +221,23 @@ def register(app: typer.Typer) -> None:
         engine: EngineOpt = None,
         kv_whole: Annotated[bool, typer.Option("--kv-whole", help="send the KV cache after prefill, not layer by "
                                                                   "layer")] = False,
+        simulate: Annotated[bool, typer.Option("--simulate", help="run requests through an iteration-level "
+                                               "event loop (tails, goodput, queue over time)")] = False,
+        arrivals: Annotated[str | None, typer.Option("--arrivals", help="--simulate: poisson (default) or gamma "
+                                                     "(bursty)")] = None,
+        cv: Annotated[float | None, typer.Option("--cv", help="--simulate --arrivals gamma: inter-arrival "
+                                                 "coefficient of variation (default 4)")] = None,
+        trace: Annotated[str | None, typer.Option("--trace", help="--simulate: CSV/JSONL trace (arrival time, "
+                                                  "prompt and output lengths)")] = None,
+        requests: Annotated[int | None, typer.Option("--requests", help="--simulate: requests generated "
+                                                     "(default 10,000)")] = None,
+        seed: Annotated[int | None, typer.Option("--seed", help="--simulate: random seed (default 0)")] = None,
+        token_budget: Annotated[int | None, typer.Option("--token-budget", help="--simulate: tokens per "
+                                                         "iteration (default 8192)")] = None,
+        preemption: Annotated[str | None, typer.Option("--preemption", help="--simulate: recompute (default) or "
+                                                       "swap (KV to host memory)")] = None,
+        prefix_hit_rate: Annotated[float | None, typer.Option("--prefix-hit-rate", help="--simulate: share of "
+                                                              "each prompt in the prefix cache")] = None,
         compare_attention: Annotated[bool, typer.Option("--compare-attention",
                                                         help="the model's attention beside its MHA equivalent")] = False,
         as_json: Annotated[bool, typer.Option("--json", help="print the JSON document")] = False,
@@ -204,7 +258,9 @@ def register(app: typer.Typer) -> None:
                        decode_tp, decode_ep, kv_link, kv_whole, max_batch, beams, kv_cache_fraction, kv_cache_of,
                        attention_kernel, engine)
         cfg = _config(scenario_file, flags)
-        doc = serve_estimate(cfg)
+        sim = {"arrivals": arrivals, "cv": cv, "trace": trace, "requests": requests, "seed": seed,
+               "token_budget": token_budget, "preemption": preemption, "prefix_hit_rate": prefix_hit_rate}
+        doc = _simulate(cfg, sim) if simulate else _no_sim_flags(sim) or serve_estimate(cfg)
         if compare_attention:
             doc.update(compare(cfg))
         if html is not None:
@@ -214,6 +270,8 @@ def register(app: typer.Typer) -> None:
 
         def render(console):
             render_serve(console, doc)
+            if "simulation" in doc:
+                render_simulation(console, doc)
             if compare_attention:
                 render_compare(console, doc)
 

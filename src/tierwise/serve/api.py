@@ -17,7 +17,7 @@ import numpy as np
 from tierwise.errors import ScenarioError
 from tierwise.limits import check_float, check_int
 
-__all__ = ["ServeConfig", "serve_estimate", "config_from_mapping", "compare_attention", "PRECISIONS",
+__all__ = ["ServeConfig", "serve_estimate", "workload_of", "config_from_mapping", "compare_attention", "PRECISIONS",
            "KV_PRECISIONS"]
 
 PRECISIONS = ("bf16", "fp8", "fp4")
@@ -247,6 +247,12 @@ def _resolve(cfg: ServeConfig):
                     decode_gpus=np.array([dg]), decode_tp=np.array([dtp]), decode_ep=np.array([dep]),
                     batch=np.array([cfg.batch]), kv_link=np.array([link], dtype=object))
     return w, d, assumed
+
+
+def workload_of(cfg: ServeConfig):
+    """(:class:`tierwise.serve.engine.Workload`, a one-entry :class:`tierwise.serve.engine.Deployments`, the
+    defaults filled) of ``cfg``: what ``serve --simulate`` runs requests through."""
+    return _resolve(cfg)
 
 
 def _smallest_tp(model, cluster, precision: str, gpus: int) -> int:
