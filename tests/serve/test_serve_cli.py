@@ -55,3 +55,30 @@ def test_engine_flag_sets_host_time_and_default_is_assumed(capsys):
     assert main(base[:-1] + ["--engine", "trtllm@0.1"]) == 2
     err = capsys.readouterr().err
     assert "trtllm@0.12" in err and len(err.strip().splitlines()) == 1
+
+
+def test_heterogeneous_pd_pools(capsys):
+    """Prefill on H100, decode on A100 (Splitwise's heterogeneous pools): the decode step is priced on the A100
+    (slower at the same batch), the KV crosses the scale-out network at the slower end of the link, ``auto``
+    says so; scale-up across clusters and --decode-cluster without pools are one line each, exit 2."""
+    from tierwise.cli import main
+    from tierwise.serve.api import ServeConfig, serve_estimate
+    from tierwise.serve.simulate import SimRequest, simulation_block
+
+    kw = dict(model="llama3.1-70b", cluster="dgx-h100", prefill_gpus=8, decode_gpus=8, prefill_tp=4, decode_tp=4,
+              input_len=2000, output_len=256, batch=64)
+    same = serve_estimate(ServeConfig(**kw))
+    het = serve_estimate(ServeConfig(**kw, decode_cluster="dgx-a100"))
+    assert het["decode_cluster"] == "dgx-a100" and same["decode_cluster"] is None
+    assert het["tpot_s"] > 1.3 * same["tpot_s"]  # A100 HBM 2.0 TB/s against H100's 3.35
+    assert het["phases"]["prefill_s"] == same["phases"]["prefill_s"]
+    assert het["kv_transfer_s"] > 1.5 * same["kv_transfer_s"]  # the A100 node's NICs are the slower end
+    assert any("different clusters" in a for a in het["assumed"])
+    sim = simulation_block(ServeConfig(**{**kw, "batch": 0}, decode_cluster="dgx-a100", rate=2.0),
+                           SimRequest(requests=300))["simulation"]
+    assert sim["served"] == 300
+    base = ["serve", "--model", "llama3.1-70b", "--cluster", "dgx-h100", "--decode-cluster", "dgx-a100"]
+    assert main(base + ["--prefill-gpus", "4", "--decode-gpus", "4", "--kv-link", "scale_up"]) == 2
+    assert "another cluster" in capsys.readouterr().err
+    assert main(base + ["--gpus", "8"]) == 2
+    assert "--decode-cluster is for disaggregated" in capsys.readouterr().err

@@ -33,7 +33,7 @@ def _config(scenario_file, flags: dict):
 def _flags(model, cluster, gpus, tp, ep, precision, kv_precision, input_len, output_len, scenario, rate, ttft_slo,
            tpot_slo, batch, batching, kv_reservation, prefill_gpus, decode_gpus, prefill_tp, decode_tp, decode_ep,
            kv_link, kv_whole, max_batch=None, beams=None, kv_cache_fraction=None, kv_cache_of=None,
-           attention_kernel=None, engine=None) -> dict:
+           attention_kernel=None, engine=None, decode_cluster=None) -> dict:
     from tierwise.errors import ScenarioError
 
     b = None
@@ -55,7 +55,7 @@ def _flags(model, cluster, gpus, tp, ep, precision, kv_precision, input_len, out
             "prefill_tp": prefill_tp, "decode_tp": decode_tp, "decode_ep": decode_ep, "kv_link": kv_link,
             "kv_streamed": False if kv_whole else None, "max_batch": max_batch, "beams": beams,
             "kv_cache_fraction": kv_cache_fraction, "kv_cache_of": kv_cache_of, "attention_kernel": attention_kernel,
-            "engine": engine}
+            "engine": engine, "decode_cluster": decode_cluster}
 
 
 def render_serve(console, doc: dict) -> None:
@@ -64,7 +64,8 @@ def render_serve(console, doc: dict) -> None:
 
     dep = doc["deployment"]
     if doc["mode"] == "disaggregated":
-        shape = (f"prefill {dep['prefill_gpus']} GPUs (tp {dep['prefill_tp']}) + decode {dep['decode_gpus']} GPUs "
+        on = "" if doc.get("decode_cluster") is None else f" on {doc['decode_cluster']}"
+        shape = (f"prefill {dep['prefill_gpus']} GPUs (tp {dep['prefill_tp']}) + decode {dep['decode_gpus']} GPUs{on} "
                  f"(tp {dep['decode_tp']}, ep {dep['decode_ep']})")
     else:
         shape = f"{dep['instances']} x tp {dep['tp']} (ep {dep['ep']})"
@@ -217,6 +218,9 @@ def register(app: typer.Typer) -> None:
         prefill_tp: Annotated[int | None, typer.Option("--prefill-tp", help="TP of a prefill instance")] = None,
         decode_tp: Annotated[int | None, typer.Option("--decode-tp", help="TP of a decode instance")] = None,
         decode_ep: Annotated[int | None, typer.Option("--decode-ep", help="EP of a decode instance")] = None,
+        decode_cluster: Annotated[str | None, typer.Option(
+            "--decode-cluster", help="disaggregated: the decode pool's cluster when it differs (its own "
+                                     "accelerator)")] = None,
         kv_link: KvLinkOpt = None,
         engine: EngineOpt = None,
         kv_whole: Annotated[bool, typer.Option("--kv-whole", help="send the KV cache after prefill, not layer by "
@@ -256,7 +260,7 @@ def register(app: typer.Typer) -> None:
         flags = _flags(model, cluster, gpus, tp, ep, precision, kv_precision, input_len, output_len, scenario, rate,
                        ttft_slo, tpot_slo, batch, batching, kv_reservation, prefill_gpus, decode_gpus, prefill_tp,
                        decode_tp, decode_ep, kv_link, kv_whole, max_batch, beams, kv_cache_fraction, kv_cache_of,
-                       attention_kernel, engine)
+                       attention_kernel, engine, decode_cluster)
         cfg = _config(scenario_file, flags)
         sim = {"arrivals": arrivals, "cv": cv, "trace": trace, "requests": requests, "seed": seed,
                "token_budget": token_budget, "preemption": preemption, "prefix_hit_rate": prefix_hit_rate}

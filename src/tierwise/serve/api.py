@@ -53,6 +53,9 @@ class ServeConfig:
     decode_tp: int | None = None
     decode_ep: int | None = None
     kv_link: str = "auto"
+    decode_cluster: Any = None
+    """Disaggregated: the decode pool's cluster (a catalog name or a mapping) when it differs from ``cluster``,
+    the prefill pool's (``--decode-cluster``): its own accelerator; the KV crosses the scale-out network."""
     kv_streamed: bool = True
     beams: int = 1
     """Beam-search width (sequences decoded per request; one output counted)."""
@@ -135,6 +138,20 @@ def _divides(a: int, b: int, what: str, of: str) -> None:
         raise ScenarioError(f"{what}={a} does not divide {of}={b}; use {what} in {{{', '.join(map(str, divs[:12]))}}}")
 
 
+def _cross_cluster_link(link: str, decode_cluster, assumed: list[str]) -> str:
+    """The KV link when the decode pool is on another cluster: the pools share no scale-up domain, so
+    ``scale_up`` is refused and ``auto`` is ``scale_out`` (RDMA between the clusters' nodes)."""
+    if decode_cluster is None:
+        return link
+    if link == "scale_up":
+        raise ScenarioError(f"--kv-link scale_up: the decode pool is on another cluster ({decode_cluster.name}); "
+                            "use scale_out, tcp or auto")
+    if link == "auto":
+        assumed.append("kv_link scale_out (the pools are on different clusters)")
+        return "scale_out"
+    return link
+
+
 def _with_engine(params, engine: str | None, assumed: list[str]):
     """``params`` with the engine named (or the default, recorded in ``assumed``)."""
     from tierwise.specs.engine import DEFAULT_ENGINE, engine_spec
@@ -193,8 +210,9 @@ def _resolve(cfg: ServeConfig):
         if ptp is None:
             ptp = _smallest_tp(model, cluster, cfg.precision, pg)
             assumed.append(f"prefill_tp {ptp} (the smallest that holds the weights)")
+        dcl = None if cfg.decode_cluster is None else load_cluster(cfg.decode_cluster)
         if dtp is None:
-            dtp = _smallest_tp(model, cluster, cfg.precision, dg)
+            dtp = _smallest_tp(model, dcl or cluster, cfg.precision, dg)
             assumed.append(f"decode_tp {dtp} (the smallest that holds the weights)")
         _divides(ptp, pg, "--prefill-tp", "--prefill-gpus")
         _divides(dtp, dg, "--decode-tp", "--decode-gpus")
@@ -202,7 +220,7 @@ def _resolve(cfg: ServeConfig):
         if cfg.num_gpus is not None and cfg.num_gpus != pg + dg:
             raise ScenarioError(f"--gpus {cfg.num_gpus} is not --prefill-gpus {pg} + --decode-gpus {dg}; "
                                 "drop --gpus or make them add up")
-        link = cfg.kv_link
+        link = _cross_cluster_link(cfg.kv_link, dcl, assumed)
         if link == "scale_up" and pg + dg > cluster.scale_up_domain:
             raise ScenarioError(f"--kv-link scale_up: the pools ({pg} + {dg} GPUs) do not fit one scale-up domain of "
                                 f"{cluster.scale_up_domain} on {cluster.name}; use scale_out, host or tcp, or "
@@ -226,7 +244,9 @@ def _resolve(cfg: ServeConfig):
         _divides(dep, tp, "--ep", "--tp")
         pg = dg = gpus
         ptp = dtp = tp
-        link = None
+        link = dcl = None
+        if cfg.decode_cluster is not None:
+            raise ScenarioError("--decode-cluster is for disaggregated serving; add --prefill-gpus P --decode-gpus D")
     if model.moe is None and dep > 1:
         raise ScenarioError(f"--ep {dep} needs a mixture-of-experts model; {model.name} is dense (use --ep 1)")
     if model.moe is not None and model.moe.num_experts % dep:
@@ -242,7 +262,7 @@ def _resolve(cfg: ServeConfig):
                  output_len=cfg.output_len, scenario=cfg.scenario, rate=cfg.rate, ttft_slo_s=ttft, tpot_slo_s=tpot,
                  batching=cfg.batching, kv_streamed=cfg.kv_streamed, kv_reservation=cfg.kv_reservation,
                  beams=cfg.beams, kv_cache_fraction=cfg.kv_cache_fraction, kv_cache_of=cfg.kv_cache_of,
-                 params=params)
+                 params=params, decode_cluster=dcl)
     d = Deployments(disagg=np.array([disagg]), prefill_gpus=np.array([pg]), prefill_tp=np.array([ptp]),
                     decode_gpus=np.array([dg]), decode_tp=np.array([dtp]), decode_ep=np.array([dep]),
                     batch=np.array([cfg.batch]), kv_link=np.array([link], dtype=object))
@@ -277,11 +297,12 @@ def serve_estimate(cfg: ServeConfig) -> dict:
     disagg = bool(d.disagg[0])
     ptp, dtp, dep = int(d.prefill_tp[0]), int(d.decode_tp[0]), int(d.decode_ep[0])
     pf = prefill_time(w.model, w.cluster, w.precision, ptp, min(dep, ptp), w.input_len, w.params)
-    step = decode_step_time(w.model, w.cluster, w.precision, w.kv_bytes_per_token, dtp, dep, r["batch"] * w.beams,
-                            w.mean_context, w.params)
+    step = decode_step_time(w.model, w.decode_side().cluster, w.precision, w.kv_bytes_per_token, dtp, dep,
+                            r["batch"] * w.beams, w.mean_context, w.params)
     kvb = w.kv_bytes_per_token
     doc = {
-        "model": w.model.name, "cluster": w.cluster.name, "mode": "disaggregated" if disagg else "aggregated",
+        "model": w.model.name, "cluster": w.cluster.name,
+        "decode_cluster": None if w.decode_cluster is None else w.decode_cluster.name, "mode": "disaggregated" if disagg else "aggregated",
         "scenario": w.scenario, "precision": w.precision, "kv_precision": w.kv_precision,
         "input_len": w.input_len, "output_len": w.output_len, "num_gpus": int(r["num_gpus"]),
         "deployment": ({"prefill_gpus": int(d.prefill_gpus[0]), "prefill_tp": ptp, "decode_gpus": int(d.decode_gpus[0]),

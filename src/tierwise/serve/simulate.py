@@ -314,7 +314,8 @@ def simulate(w: Workload, d: Deployments, arr: Arrivals, opts: SimOptions) -> di
         ptp = int(d.prefill_tp[0])
         ready = _prefill_pool(w, arr, ptp, min(ep, ptp), int(d.prefill_gpus[0]) // ptp, str(d.kv_link[0]),
                               w.kv_streamed)
-        _, finish, insts = _decode_pool(w, arr, ready, tp, ep, int(d.decode_gpus[0]) // tp, opts, True)
+        _, finish, insts = _decode_pool(w.decode_side(), arr, ready, tp, ep, int(d.decode_gpus[0]) // tp, opts,
+                                        True)
         first = ready
     else:
         first, finish, insts = _decode_pool(w, arr, arr.time_s, tp, ep, int(d.decode_gpus[0]) // tp, opts, False)
