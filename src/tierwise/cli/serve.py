@@ -115,7 +115,8 @@ def render_simulation(console, doc: dict) -> None:
 
     s = doc["simulation"]
     t = kv_table(f"simulated: {s['requests']:,} requests ({s['arrivals']}), {s['served']:,} served, token budget "
-                 f"{s['token_budget']:,}, preemption {s['preemption']}, prefix hit rate {s['prefix_hit_rate']:g}")
+                 f"{s['token_budget']:,}, preemption {s['preemption']}, prefix hit rate {s['prefix_hit_rate']:g} "
+                 f"({s['prefix_tier']})")
     for name in ("ttft_s", "tpot_s", "e2e_s"):
         v = s[name]
         if v["p50"] is not None:
@@ -242,6 +243,8 @@ def register(app: typer.Typer) -> None:
                                                        "swap (KV to host memory)")] = None,
         prefix_hit_rate: Annotated[float | None, typer.Option("--prefix-hit-rate", help="--simulate: share of "
                                                               "each prompt in the prefix cache")] = None,
+        prefix_tier: Annotated[str | None, typer.Option("--prefix-tier", help="--simulate: where prefix-cache hits "
+                                                        "live: hbm (default) or host (KV offload)")] = None,
         compare_attention: Annotated[bool, typer.Option("--compare-attention",
                                                         help="the model's attention beside its MHA equivalent")] = False,
         as_json: Annotated[bool, typer.Option("--json", help="print the JSON document")] = False,
@@ -263,7 +266,8 @@ def register(app: typer.Typer) -> None:
                        attention_kernel, engine, decode_cluster)
         cfg = _config(scenario_file, flags)
         sim = {"arrivals": arrivals, "cv": cv, "trace": trace, "requests": requests, "seed": seed,
-               "token_budget": token_budget, "preemption": preemption, "prefix_hit_rate": prefix_hit_rate}
+               "token_budget": token_budget, "preemption": preemption, "prefix_hit_rate": prefix_hit_rate,
+               "prefix_tier": prefix_tier}
         doc = _simulate(cfg, sim) if simulate else _no_sim_flags(sim) or serve_estimate(cfg)
         if compare_attention:
             doc.update(compare(cfg))

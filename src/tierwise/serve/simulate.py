@@ -14,7 +14,10 @@ as Vidur (Agrawal et al., MLSys 2024) and Splitwise-sim simulate it:
   the queue's head to prefill its prompt and the tokens it had made again; ``swap`` copies its KV to host memory
   over the host tier (PCIe / C2C, ``--kv-link host``'s rate) and back when it resumes.
 * **Prefix caching**: a hit rate ``h`` removes that share of each prompt's prefill work (its KV still occupies
-  the cache).
+  the cache). With ``prefix_tier`` ``host`` the cached prefixes live in host memory (KV offload, LMCache and
+  Mooncake Store style) and each hit's KV is loaded back over the host tier (PCIe / C2C,
+  :func:`tierwise.serve.transfer.kv_transfer_time` ``host``) before the request's prompt runs, serially (an
+  upper bound: LMCache overlaps the load with the compute layer by layer).
 * **P/D disaggregation**: prompts are prefilled on the prefill pool (FIFO, one prompt per instance at a time),
   their KV sent over the tier joining the pools (:func:`tierwise.serve.transfer.kv_transfer_time`, the exposed
   part when streamed), then decoded on the decode pool with no prompt chunks.
@@ -47,7 +50,7 @@ from tierwise.serve.trace import Arrivals, read_trace, synthetic_arrivals
 from tierwise.serve.transfer import exposed_transfer, kv_transfer_time
 
 __all__ = ["SimOptions", "SimRequest", "StepTable", "simulate", "simulation_block", "check_request", "PREEMPTION",
-           "ARRIVALS"]
+           "ARRIVALS", "PREFIX_TIERS"]
 
 PREEMPTION = ("recompute", "swap")
 
@@ -60,6 +63,9 @@ class SimOptions:
     max_batch: int
     preemption: str = "recompute"
     prefix_hit_rate: float = 0.0
+    prefix_tier: str = "hbm"
+    """Where prefix-cache hits live: ``hbm`` (free to reuse) or ``host`` (offloaded to host memory, LMCache /
+    Mooncake style: each hit's KV is loaded back over the host tier before its prompt's remainder runs)."""
 
 
 class StepTable:
@@ -162,8 +168,10 @@ class _Instance:
                 self.kv += 1
                 self._join(rid, 1)
             else:
-                work = held if self.gen[rid] else held * (1.0 - self.opts.prefix_hit_rate)
-                self.filling.append([rid, max(work, 1.0)])
+                hit = 0.0 if self.gen[rid] else held * self.opts.prefix_hit_rate
+                if self.opts.prefix_tier == "host":
+                    self.now += hit * self.swap_s_per_token  # the cached KV loaded back from host memory
+                self.filling.append([rid, max(held - hit, 1.0)])
 
     def _join(self, rid: int, generated: int) -> None:
         self.start[rid] = self.gstep - generated
@@ -280,9 +288,8 @@ def _decode_pool(w: Workload, arr: Arrivals, ready, tp: int, ep: int, n_inst: in
     order = np.argsort(ready, kind="stable")
     insts = []
     for k in range(n_inst):
-        inst = _Instance(table, SimOptions(token_budget=opts.token_budget, max_batch=max_batch,
-                                           preemption=opts.preemption, prefix_hit_rate=opts.prefix_hit_rate),
-                         cap, _swap_s_per_token(w, tp), prefilled)
+        inst = _Instance(table, dataclasses.replace(opts, max_batch=max_batch), cap, _swap_s_per_token(w, tp),
+                         prefilled)
         inst.run(order[k::n_inst], ready, arr.input_len, arr.output_len, first, finish)
         insts.append(inst)
     return first, finish, insts
@@ -357,15 +364,19 @@ class SimRequest:
     token_budget: int | None = None
     preemption: str = "recompute"
     prefix_hit_rate: float = 0.0
+    prefix_tier: str = "hbm"
 
 
 ARRIVALS = ("poisson", "gamma")
+PREFIX_TIERS = ("hbm", "host")
 
 
 def check_request(sim: SimRequest) -> None:
     """One clear line for a bad simulation setting."""
     if sim.arrivals not in ARRIVALS:
         raise ScenarioError(f"--arrivals {sim.arrivals!r}; use one of {', '.join(ARRIVALS)} (or --trace FILE)")
+    if sim.prefix_tier not in PREFIX_TIERS:
+        raise ScenarioError(f"--prefix-tier {sim.prefix_tier!r}; use one of {', '.join(PREFIX_TIERS)}")
     if sim.preemption not in PREEMPTION:
         raise ScenarioError(f"--preemption {sim.preemption!r}; use one of {', '.join(PREEMPTION)}")
     check_int(sim.requests, "--requests", maximum=10_000_000, error=ScenarioError)
@@ -399,9 +410,10 @@ def simulation_block(cfg, sim: SimRequest) -> dict:
     if sim.token_budget is None:
         doc["assumed"].append(f"token budget {budget} per iteration (TensorRT-LLM max_num_tokens default)")
     opts = SimOptions(token_budget=budget, max_batch=int(w.params.max_batch), preemption=sim.preemption,
-                      prefix_hit_rate=sim.prefix_hit_rate)
+                      prefix_hit_rate=sim.prefix_hit_rate, prefix_tier=sim.prefix_tier)
     block = simulate(w, d, arr, opts)
-    block.update(token_budget=budget, preemption=sim.preemption, prefix_hit_rate=sim.prefix_hit_rate)
+    block.update(token_budget=budget, preemption=sim.preemption, prefix_hit_rate=sim.prefix_hit_rate,
+                 prefix_tier=sim.prefix_tier)
     doc["simulation"] = block
     doc["closed_form_vs_simulation"] = {
         "tpot_mean_s": [doc["tpot_s"], block["tpot_s"]["mean"]],
