@@ -82,3 +82,21 @@ def test_heterogeneous_pd_pools(capsys):
     assert "another cluster" in capsys.readouterr().err
     assert main(base + ["--gpus", "8"]) == 2
     assert "--decode-cluster is for disaggregated" in capsys.readouterr().err
+
+
+def test_serve_plan_searches_heterogeneous_pairs(capsys):
+    """serve-plan --decode-cluster A,B: every split with the decode pool on each cluster, ranked together."""
+    from tierwise.cli import main
+    from tierwise.serve.api import ServeConfig, serve_plan_document
+
+    doc = serve_plan_document(ServeConfig(model="llama3.1-70b", cluster="dgx-h100", num_gpus=16, input_len=2000,
+                                          output_len=256, decode_cluster="dgx-a100, hgx-h200"), top=50)
+    best = doc["best"]
+    assert best and all(b["mode"] == "disaggregated" for b in best)
+    assert {b["decode_cluster"] for b in best} == {"dgx-a100", "hgx-h200"}
+    per_gpu = [b["output_tokens_per_s_per_gpu"] for b in best]
+    assert per_gpu == sorted(per_gpu, reverse=True)
+    assert any("decode on dgx-a100, hgx-h200" in a for a in doc["assumed"])
+    assert main(["serve-plan", "--model", "llama3.1-70b", "--cluster", "dgx-h100", "--gpus", "16",
+                 "--decode-cluster", "dgx-a100", "--modes", "aggregated"]) == 2
+    assert "drop --modes aggregated" in capsys.readouterr().err

@@ -157,7 +157,8 @@ def render_plan(console, doc: dict) -> None:
         table.add_column(col)
     for b in doc["best"]:
         pre = "-" if b["prefill_gpus"] is None else f"{b['prefill_gpus']} (tp {b['prefill_tp']})"
-        table.add_row(b["mode"], pre, f"{b['decode_gpus']} (tp {b['decode_tp']} ep {b['decode_ep']})",
+        on = f" on {b['decode_cluster']}" if b.get("decode_cluster") else ""
+        table.add_row(b["mode"], pre, f"{b['decode_gpus']}{on} (tp {b['decode_tp']} ep {b['decode_ep']})",
                       f"{b['batch']:,.0f}", f"{b['output_tokens_per_s_per_gpu']:,.1f}", f"{b['ttft_p99_s'] * 1e3:,.0f} ms",
                       f"{b['tpot_p99_s'] * 1e3:,.1f} ms", b["kv_transfer_tier"] or "-",
                       f"{b['prefill_bound']} / {b['decode_bound']}")
@@ -301,6 +302,9 @@ def register(app: typer.Typer) -> None:
         tpot_slo: TpotSloOpt = None,
         kv_link: KvLinkOpt = None,
         engine: EngineOpt = None,
+        decode_cluster: Annotated[str | None, typer.Option(
+            "--decode-cluster", help="plan the decode pool on this cluster (or on each of a comma-separated list) "
+                                     "and the prefill pool on --cluster")] = None,
         max_tp: Annotated[int, typer.Option("--max-tp", help="largest TP degree searched")] = 8,
         modes: Annotated[str, typer.Option("--modes", help="both, aggregated or disaggregated")] = "both",
         top: Annotated[int, typer.Option("--top", help="deployments listed")] = 10,
@@ -311,7 +315,7 @@ def register(app: typer.Typer) -> None:
 
         flags = _flags(model, cluster, gpus, None, None, precision, kv_precision, input_len, output_len, scenario,
                        rate, ttft_slo, tpot_slo, None, None, None, None, None, None, None, None, kv_link, False,
-                       engine=engine)
+                       engine=engine, decode_cluster=decode_cluster)
         cfg = _config(scenario_file, flags)
         doc = serve_plan_document(cfg, max_tp=max_tp, modes=modes, top=top)
         emit(doc, as_json, lambda console: render_plan(console, doc))

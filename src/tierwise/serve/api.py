@@ -366,6 +366,34 @@ def compare_attention(cfg: ServeConfig) -> dict:
     return {"compare_attention": rows}
 
 
+def _plan_pairs(w, cfg: ServeConfig, *, max_tp: int, top: int, modes: str, assumed: list[str]) -> dict:
+    """serve-plan over heterogeneous P/D pairs: the prefill pool on ``cfg.cluster``, the decode pool on each
+    cluster of ``cfg.decode_cluster`` (a name or comma-separated names), every split searched for each, the
+    best of all pairs ranked together (each row names its ``decode_cluster``)."""
+    from tierwise.serve.plan import serve_plan
+    from tierwise.specs.cluster import load_cluster
+
+    if modes == "aggregated":
+        raise ScenarioError("--decode-cluster plans disaggregated pools; drop --modes aggregated")
+    if cfg.kv_link == "scale_up":
+        raise ScenarioError("--kv-link scale_up: pools on two clusters share no scale-up domain; use scale_out, tcp "
+                            "or auto")
+    link = "scale_out" if cfg.kv_link == "auto" else cfg.kv_link
+    names = cfg.decode_cluster if not isinstance(cfg.decode_cluster, str) else \
+        [n.strip() for n in cfg.decode_cluster.split(",") if n.strip()]
+    assumed.append(f"disaggregated only, kv_link {link} (prefill on {w.cluster.name}, decode on "
+                   f"{', '.join(str(n) for n in names)})")
+    best, total, feasible = [], 0, 0
+    for name in names:
+        dcl = load_cluster(name)
+        r = serve_plan(dataclasses.replace(w, decode_cluster=dcl), cfg.num_gpus, max_tp=max_tp, kv_link=link,
+                       top=top, modes="disaggregated")
+        total, feasible = total + r["candidates"], feasible + r["feasible"]
+        best += [{**b, "decode_cluster": dcl.name} for b in r["best"]]
+    best.sort(key=lambda b: -b["output_tokens_per_s_per_gpu"])
+    return {"candidates": total, "feasible": feasible, "best": best[:top]}
+
+
 def serve_plan_document(cfg: ServeConfig, *, max_tp: int = 8, modes: str = "both", top: int = 10) -> dict:
     """The ``serve-plan --json`` document: the best deployments of ``cfg.num_gpus`` GPUs under the SLOs."""
     import time
@@ -378,10 +406,14 @@ def serve_plan_document(cfg: ServeConfig, *, max_tp: int = 8, modes: str = "both
     check_int(max_tp, "--max-tp", maximum=1024, error=ScenarioError)
     check_int(top, "--top", maximum=1000, error=ScenarioError)
     _choice(modes, "--modes", ("both", "aggregated", "disaggregated"))
-    w, _, assumed = _resolve(dataclasses.replace(cfg, tp=1, ep=1, prefill_gpus=None, decode_gpus=None))
+    w, _, assumed = _resolve(dataclasses.replace(cfg, tp=1, ep=1, prefill_gpus=None, decode_gpus=None,
+                                                 decode_cluster=None))
     assumed = [a for a in assumed if not a.startswith("tp ")]
     start = time.perf_counter()
-    result = serve_plan(w, cfg.num_gpus, max_tp=max_tp, kv_link=cfg.kv_link, top=top, modes=modes)
+    if cfg.decode_cluster is None:
+        result = serve_plan(w, cfg.num_gpus, max_tp=max_tp, kv_link=cfg.kv_link, top=top, modes=modes)
+    else:
+        result = _plan_pairs(w, cfg, max_tp=max_tp, top=top, modes=modes, assumed=assumed)
     elapsed = time.perf_counter() - start
     return {"model": w.model.name, "cluster": w.cluster.name, "num_gpus": cfg.num_gpus, "scenario": w.scenario,
             "precision": w.precision, "kv_precision": w.kv_precision, "input_len": w.input_len,
