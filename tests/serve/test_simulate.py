@@ -70,6 +70,11 @@ def test_trace_files_csv_and_jsonl(tmp_path):
     jl.write_text("".join(json.dumps({"timestamp": i * 100, "input_length": 300, "output_length": 20,
                                       "hash_ids": [1, 2]}) + "\n" for i in range(100)))
     assert simulation_block(ServeConfig(**_8B), SimRequest(trace=str(jl)))["simulation"]["served"] == 100
+    azure = tmp_path / "AzureLLMInferenceTrace_conv.csv"
+    azure.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n"
+                     "2023-11-16 18:15:50.9951690,396,109\n2023-11-16 18:15:51.2016000,879,34\n")
+    doc = simulation_block(ServeConfig(**_8B), SimRequest(trace=str(azure)))
+    assert doc["simulation"]["served"] == 3 and doc["rate"] == pytest.approx(3 / 4.521, rel=1e-3)
 
 
 @pytest.mark.parametrize("text, name, words", [

@@ -7,7 +7,7 @@
 * **Trace**: CSV (a header row) or JSONL (one object per line) with an arrival time, a prompt length and an output
   length per request, under the column names public traces use: ``arrival_s`` / ``arrival_time`` (seconds) or
   ``timestamp`` (milliseconds: Mooncake's ``mooncake_trace.jsonl``); ``input_len`` / ``input_length`` /
-  ``prompt_tokens`` / ``ContextTokens`` (Azure LLM inference trace); ``output_len`` / ``output_length`` /
+  ``prompt_tokens`` / ``ContextTokens`` (Azure LLM inference trace, whose ``TIMESTAMP`` is an ISO date-time); ``output_len`` / ``output_length`` /
   ``output_tokens`` / ``GeneratedTokens``. Read through :func:`tierwise.files.read_user_text` (strict UTF-8,
   size bound); any bad value is one line naming the row and the column.
 """
@@ -19,6 +19,7 @@ import io
 import json
 import math
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -106,6 +107,18 @@ def _number(value, row: int, col: str, where: str, *, positive: bool) -> float:
     return x
 
 
+def _time(value, scale: float, row: int, col: str, where: str) -> float:
+    """An arrival time in seconds: a number (times ``scale``) or an ISO date-time (the Azure LLM inference trace's
+    ``TIMESTAMP``, e.g. ``2023-11-16 18:15:46.6805900``)."""
+    if isinstance(value, str) and any(c in value for c in "-:") and not value.strip().startswith("-"):
+        try:
+            return datetime.fromisoformat(value.strip()).timestamp()
+        except ValueError:
+            raise ScenarioError(f"{where} row {row}, column {col}: {short_repr(value)} is not a number or an ISO "
+                                "date-time") from None
+    return _number(value, row, col, where, positive=False) * scale
+
+
 def read_trace(path: str | Path) -> Arrivals:
     """A trace file (module docstring) -> :class:`Arrivals` (times shifted to start at 0)."""
     where = f"trace {str(path)!r}"
@@ -124,7 +137,7 @@ def read_trace(path: str | Path) -> Arrivals:
         if len(t) >= MAX_TRACE_ROWS:
             raise ScenarioError(f"{where} row {row}: more than {MAX_TRACE_ROWS:,} requests; cut the trace")
         akey, scale, ikey, okey = cols
-        ti = _number(rec.get(akey), row, akey, where, positive=False) * scale
+        ti = _time(rec.get(akey), scale, row, akey, where)
         if t and ti < t[-1]:
             raise ScenarioError(f"{where} row {row}, column {akey}: {rec.get(akey)} is earlier than the row before; "
                                 "sort the trace by arrival time")
