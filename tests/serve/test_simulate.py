@@ -113,3 +113,10 @@ def test_trace_row_limit_and_flag_errors(tmp_path, capsys, monkeypatch):
         assert main(base + args) == 2
         err = capsys.readouterr().err
         assert word in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_prompt_longer_than_the_cache_is_refused_not_blocking(tmp_path):
+    path = tmp_path / "huge.csv"
+    path.write_text("arrival_s,input_len,output_len\n0,1000000,10\n1,100,5\n")
+    sim = simulation_block(ServeConfig(**_8B), SimRequest(trace=str(path)))["simulation"]
+    assert sim["rejected"] == 1 and sim["served"] == 1

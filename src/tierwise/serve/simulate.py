@@ -127,6 +127,7 @@ class _Instance:
         self.queue_t: list[float] = []
         self.queue_n: list[int] = []
         self.preemptions = 0
+        self.rejected = 0
         self.swapped: set[int] = set()
 
     def run(self, ids, t_arr, inp, out, first, finish) -> None:
@@ -156,6 +157,10 @@ class _Instance:
         while self.waiting and self._could_admit():
             rid = self.waiting[0]
             held = float(self.inp[rid] + self.gen[rid])
+            if held + 1 > self.cap:  # longer than the whole cache: refused, as an engine refuses a prompt over
+                self.waiting.popleft()  # its max_model_len
+                self.rejected += 1
+                continue
             if self.kv + held + 1 > self.cap:
                 break
             self.waiting.popleft()
@@ -347,6 +352,7 @@ def _summary(w: Workload, arr: Arrivals, first, finish, insts) -> dict:
         "goodput_requests_per_s": float(good.sum()) / span if span > 0 else 0.0,
         "slo_attainment": float(good.mean()),
         "preemptions": int(sum(i.preemptions for i in insts)),
+        "rejected": int(sum(i.rejected for i in insts)),
         "queue": _queue_series(insts),
     }
 
