@@ -14,10 +14,12 @@ from tierwise.serve import params as P
 from tierwise.serve.validate import serving_validation_document
 
 GRID = {
-    "step_overhead_s": (0.004, 0.006, 0.008, 0.010, 0.012, 0.014, 0.016),
+    "kernel_gap_s": (0.0, 1e-6, 2e-6, 3e-6, 4e-6),
     "fp4_efficiency_ratio": (0.7, 0.85, 1.0),
 }
-"""Serving's own values: the engine's per-step host time and FP4's efficiency relative to FP8. The GEMM and
+"""Serving's own values: the GPU idle between a step's kernels (a few microseconds, physically bounded; the
+engines' host time per step is not fitted: specs/engine.py gives it per engine from its sources) and FP4's
+efficiency relative to FP8. The GEMM and
 HBM laws are the training model's (tierwise.pricing.kernels), so nothing of theirs is fitted here."""
 
 

@@ -31,3 +31,72 @@ def test_serve_html_page(tmp_path):
     assert r.exit_code == 0, r.output
     text = out.read_text()
     assert "tierwise serve: llama3.1-8b" in text and "phase times" in text
+
+
+def test_engine_flag_sets_host_time_and_default_is_assumed(capsys):
+    """``--engine`` prices the engine's host time per step: batch-1 Llama-3.1-8B on an H100 spends 8.1 ms more per
+    step on vLLM v0.5 (the v0.5.3 profile's 62% of a 13 ms step) than its kernels, under 2 ms on the V1 default
+    (named under ``assumed``); a patch version resolves to its catalog entry; an unknown version is one line."""
+    from tierwise.cli import main
+
+    base = ["serve", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "1", "--batching", "static",
+            "--batch", "1", "--input-len", "512", "--output-len", "128", "--json"]
+    docs = {}
+    for eng in (None, "vllm@0.5.4", "sglang"):
+        r = CliRunner().invoke(app, base + ([] if eng is None else ["--engine", eng]))
+        assert r.exit_code == 0, r.output
+        docs[eng] = json.loads(r.output)
+    assert docs[None]["engine"] == "vllm@0.8" and any("engine vllm@0.8" in a for a in docs[None]["assumed"])
+    assert docs["vllm@0.5.4"]["engine"] == "vllm@0.5"
+    over = {k: d["phases"]["decode_overhead_s"] for k, d in docs.items()}
+    assert 8.1e-3 < over["vllm@0.5.4"] < 9.5e-3
+    assert over[None] < 2.5e-3 and over["sglang"] < over[None]  # SGLang hides its host work behind the step
+    assert docs["vllm@0.5.4"]["tpot_s"] > docs[None]["tpot_s"] + 6e-3
+    assert main(base[:-1] + ["--engine", "trtllm@0.1"]) == 2
+    err = capsys.readouterr().err
+    assert "trtllm@0.12" in err and len(err.strip().splitlines()) == 1
+
+
+def test_heterogeneous_pd_pools(capsys):
+    """Prefill on H100, decode on A100 (Splitwise's heterogeneous pools): the decode step is priced on the A100
+    (slower at the same batch), the KV crosses the scale-out network at the slower end of the link, ``auto``
+    says so; scale-up across clusters and --decode-cluster without pools are one line each, exit 2."""
+    from tierwise.cli import main
+    from tierwise.serve.api import ServeConfig, serve_estimate
+    from tierwise.serve.simulate import SimRequest, simulation_block
+
+    kw = dict(model="llama3.1-70b", cluster="dgx-h100", prefill_gpus=8, decode_gpus=8, prefill_tp=4, decode_tp=4,
+              input_len=2000, output_len=256, batch=64)
+    same = serve_estimate(ServeConfig(**kw))
+    het = serve_estimate(ServeConfig(**kw, decode_cluster="dgx-a100"))
+    assert het["decode_cluster"] == "dgx-a100" and same["decode_cluster"] is None
+    assert het["tpot_s"] > 1.3 * same["tpot_s"]  # A100 HBM 2.0 TB/s against H100's 3.35
+    assert het["phases"]["prefill_s"] == same["phases"]["prefill_s"]
+    assert het["kv_transfer_s"] > 1.5 * same["kv_transfer_s"]  # the A100 node's NICs are the slower end
+    assert any("different clusters" in a for a in het["assumed"])
+    sim = simulation_block(ServeConfig(**{**kw, "batch": 0}, decode_cluster="dgx-a100", rate=2.0),
+                           SimRequest(requests=300))["simulation"]
+    assert sim["served"] == 300
+    base = ["serve", "--model", "llama3.1-70b", "--cluster", "dgx-h100", "--decode-cluster", "dgx-a100"]
+    assert main(base + ["--prefill-gpus", "4", "--decode-gpus", "4", "--kv-link", "scale_up"]) == 2
+    assert "another cluster" in capsys.readouterr().err
+    assert main(base + ["--gpus", "8"]) == 2
+    assert "--decode-cluster is for disaggregated" in capsys.readouterr().err
+
+
+def test_serve_plan_searches_heterogeneous_pairs(capsys):
+    """serve-plan --decode-cluster A,B: every split with the decode pool on each cluster, ranked together."""
+    from tierwise.cli import main
+    from tierwise.serve.api import ServeConfig, serve_plan_document
+
+    doc = serve_plan_document(ServeConfig(model="llama3.1-70b", cluster="dgx-h100", num_gpus=16, input_len=2000,
+                                          output_len=256, decode_cluster="dgx-a100, hgx-h200"), top=50)
+    best = doc["best"]
+    assert best and all(b["mode"] == "disaggregated" for b in best)
+    assert {b["decode_cluster"] for b in best} == {"dgx-a100", "hgx-h200"}
+    per_gpu = [b["output_tokens_per_s_per_gpu"] for b in best]
+    assert per_gpu == sorted(per_gpu, reverse=True)
+    assert any("decode on dgx-a100, hgx-h200" in a for a in doc["assumed"])
+    assert main(["serve-plan", "--model", "llama3.1-70b", "--cluster", "dgx-h100", "--gpus", "16",
+                 "--decode-cluster", "dgx-a100", "--modes", "aggregated"]) == 2
+    assert "drop --modes aggregated" in capsys.readouterr().err

@@ -34,7 +34,7 @@ def _config(scenario_file, flags: dict, *, pools: bool = True):
 def _flags(model, cluster, gpus, tp, ep, precision, kv_precision, input_len, output_len, scenario, rate, ttft_slo,
            tpot_slo, batch, batching, kv_reservation, prefill_gpus, decode_gpus, prefill_tp, decode_tp, decode_ep,
            kv_link, kv_whole, max_batch=None, beams=None, kv_cache_fraction=None, kv_cache_of=None,
-           attention_kernel=None) -> dict:
+           attention_kernel=None, engine=None, decode_cluster=None) -> dict:
     from tierwise.errors import ScenarioError
 
     b = None
@@ -55,7 +55,8 @@ def _flags(model, cluster, gpus, tp, ep, precision, kv_precision, input_len, out
             "kv_reservation": kv_reservation, "prefill_gpus": prefill_gpus, "decode_gpus": decode_gpus,
             "prefill_tp": prefill_tp, "decode_tp": decode_tp, "decode_ep": decode_ep, "kv_link": kv_link,
             "kv_streamed": False if kv_whole else None, "max_batch": max_batch, "beams": beams,
-            "kv_cache_fraction": kv_cache_fraction, "kv_cache_of": kv_cache_of, "attention_kernel": attention_kernel}
+            "kv_cache_fraction": kv_cache_fraction, "kv_cache_of": kv_cache_of, "attention_kernel": attention_kernel,
+            "engine": engine, "decode_cluster": decode_cluster}
 
 
 def render_serve(console, doc: dict) -> None:
@@ -64,7 +65,8 @@ def render_serve(console, doc: dict) -> None:
 
     dep = doc["deployment"]
     if doc["mode"] == "disaggregated":
-        shape = (f"prefill {dep['prefill_gpus']} GPUs (tp {dep['prefill_tp']}) + decode {dep['decode_gpus']} GPUs "
+        on = "" if doc.get("decode_cluster") is None else f" on {doc['decode_cluster']}"
+        shape = (f"prefill {dep['prefill_gpus']} GPUs (tp {dep['prefill_tp']}) + decode {dep['decode_gpus']} GPUs{on} "
                  f"(tp {dep['decode_tp']}, ep {dep['decode_ep']})")
     else:
         shape = f"{dep['instances']} x tp {dep['tp']} (ep {dep['ep']})"
@@ -74,6 +76,8 @@ def render_serve(console, doc: dict) -> None:
     t.add_row("TTFT / TPOT (mean)", f"{format_time(doc['ttft_s'])} / {format_time(doc['tpot_s'])}")
     t.add_row("TTFT / TPOT (p99)", f"{format_time(doc['ttft_p99_s'])} / {format_time(doc['tpot_p99_s'])}")
     t.add_row("batch per instance", f"{doc['batch']:,.0f}")
+    t.add_row("engine (time per decode step beyond kernels)",
+              f"{doc['engine']} ({format_time(doc['phases']['decode_overhead_s'])})")
     t.add_row("KV bytes per token (attention)", f"{doc['kv_bytes_per_token']:,.0f} B ({doc['attention']})")
     t.add_row("KV bytes per request", format_bytes(doc["kv_bytes_per_request"]))
     t.add_row("KV cache per GPU (weights per GPU)", f"{format_bytes(doc['kv_cache_bytes_per_gpu'])} "
@@ -88,6 +92,44 @@ def render_serve(console, doc: dict) -> None:
     t.add_row("fits / meets SLO", f"{doc['fits']} / {doc['meets_slo']}")
     for a in doc["assumed"]:
         t.add_row("assumed", a)
+    print_table(console, t)
+
+
+def _no_sim_flags(sim: dict) -> None:
+    from tierwise.errors import ScenarioError
+
+    given = [k for k, v in sim.items() if v is not None]
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        raise ScenarioError(f"{flag} is a setting of --simulate; add --simulate or drop it")
+
+
+def _simulate(cfg, sim: dict) -> dict:
+    from tierwise.serve.simulate import SimRequest, simulation_block
+
+    return simulation_block(cfg, SimRequest(**{k: v for k, v in sim.items() if v is not None}))
+
+
+def render_simulation(console, doc: dict) -> None:
+    """The ``simulation`` block: percentiles, goodput, queue, beside the closed form."""
+    from tierwise.units import format_time
+
+    s = doc["simulation"]
+    t = kv_table(f"simulated: {s['requests']:,} requests ({s['arrivals']}), {s['served']:,} served, token budget "
+                 f"{s['token_budget']:,}, preemption {s['preemption']}, prefix hit rate {s['prefix_hit_rate']:g} "
+                 f"({s['prefix_tier']})")
+    for name in ("ttft_s", "tpot_s", "e2e_s"):
+        v = s[name]
+        if v["p50"] is not None:
+            t.add_row(name[:-2].upper() + " p50 / p90 / p99",
+                      " / ".join(format_time(v[k]) for k in ("p50", "p90", "p99")))
+    t.add_row("output tokens/s (simulated / closed form)",
+              f"{s['output_tokens_per_s']:,.0f} / {doc['output_tokens_per_s']:,.0f}")
+    t.add_row("TPOT mean (simulated / closed form)",
+              f"{format_time(s['tpot_s']['mean'] or 0)} / {format_time(doc['tpot_s'])}")
+    t.add_row("goodput (SLO attainment)", f"{s['goodput_requests_per_s']:,.2f} requests/s ({s['slo_attainment']:.1%})")
+    t.add_row("waiting requests (mean / max)", f"{s['queue']['mean']:,.1f} / {s['queue']['max']:,.0f}")
+    t.add_row("preemptions", f"{s['preemptions']:,}")
     print_table(console, t)
 
 
@@ -116,7 +158,8 @@ def render_plan(console, doc: dict) -> None:
         table.add_column(col)
     for b in doc["best"]:
         pre = "-" if b["prefill_gpus"] is None else f"{b['prefill_gpus']} (tp {b['prefill_tp']})"
-        table.add_row(b["mode"], pre, f"{b['decode_gpus']} (tp {b['decode_tp']} ep {b['decode_ep']})",
+        on = f" on {b['decode_cluster']}" if b.get("decode_cluster") else ""
+        table.add_row(b["mode"], pre, f"{b['decode_gpus']}{on} (tp {b['decode_tp']} ep {b['decode_ep']})",
                       f"{b['batch']:,.0f}", f"{b['output_tokens_per_s_per_gpu']:,.1f}", f"{b['ttft_p99_s'] * 1e3:,.0f} ms",
                       f"{b['tpot_p99_s'] * 1e3:,.1f} ms", b["kv_transfer_tier"] or "-",
                       f"{b['prefill_bound']} / {b['decode_bound']}")
@@ -138,6 +181,8 @@ RateOpt = Annotated[float | None, typer.Option("--rate", help="server arrivals, 
 TtftSloOpt = Annotated[float | None, typer.Option("--ttft-slo", help="p99 TTFT bound, seconds")]
 TpotSloOpt = Annotated[float | None, typer.Option("--tpot-slo", help="p99 TPOT bound, seconds")]
 KvLinkOpt = Annotated[str | None, typer.Option("--kv-link", help="auto, scale_up, scale_out, host or tcp")]
+EngineOpt = Annotated[str | None, typer.Option("--engine", help="serving engine NAME[@VERSION]: vllm, sglang, trtllm, "
+                                                                "lmdeploy (default vllm@0.8)")]
 
 
 def register(app: typer.Typer) -> None:
@@ -176,9 +221,32 @@ def register(app: typer.Typer) -> None:
         prefill_tp: Annotated[int | None, typer.Option("--prefill-tp", help="TP of a prefill instance")] = None,
         decode_tp: Annotated[int | None, typer.Option("--decode-tp", help="TP of a decode instance")] = None,
         decode_ep: Annotated[int | None, typer.Option("--decode-ep", help="EP of a decode instance")] = None,
+        decode_cluster: Annotated[str | None, typer.Option(
+            "--decode-cluster", help="disaggregated: the decode pool's cluster when it differs (its own "
+                                     "accelerator)")] = None,
         kv_link: KvLinkOpt = None,
+        engine: EngineOpt = None,
         kv_whole: Annotated[bool, typer.Option("--kv-whole", help="send the KV cache after prefill, not layer by "
                                                                   "layer")] = False,
+        simulate: Annotated[bool, typer.Option("--simulate", help="run requests through an iteration-level "
+                                               "event loop (tails, goodput, queue over time)")] = False,
+        arrivals: Annotated[str | None, typer.Option("--arrivals", help="--simulate: poisson (default) or gamma "
+                                                     "(bursty)")] = None,
+        cv: Annotated[float | None, typer.Option("--cv", help="--simulate --arrivals gamma: inter-arrival "
+                                                 "coefficient of variation (default 4)")] = None,
+        trace: Annotated[str | None, typer.Option("--trace", help="--simulate: CSV/JSONL trace (arrival time, "
+                                                  "prompt and output lengths)")] = None,
+        requests: Annotated[int | None, typer.Option("--requests", help="--simulate: requests generated "
+                                                     "(default 10,000)")] = None,
+        seed: Annotated[int | None, typer.Option("--seed", help="--simulate: random seed (default 0)")] = None,
+        token_budget: Annotated[int | None, typer.Option("--token-budget", help="--simulate: tokens per "
+                                                         "iteration (default 8192)")] = None,
+        preemption: Annotated[str | None, typer.Option("--preemption", help="--simulate: recompute (default) or "
+                                                       "swap (KV to host memory)")] = None,
+        prefix_hit_rate: Annotated[float | None, typer.Option("--prefix-hit-rate", help="--simulate: share of "
+                                                              "each prompt in the prefix cache")] = None,
+        prefix_tier: Annotated[str | None, typer.Option("--prefix-tier", help="--simulate: where prefix-cache hits "
+                                                        "live: hbm (default) or host (KV offload)")] = None,
         compare_attention: Annotated[bool, typer.Option("--compare-attention",
                                                         help="the model's attention beside its MHA equivalent")] = False,
         as_json: Annotated[bool, typer.Option("--json", help="print the JSON document")] = False,
@@ -197,9 +265,12 @@ def register(app: typer.Typer) -> None:
         flags = _flags(model, cluster, gpus, tp, ep, precision, kv_precision, input_len, output_len, scenario, rate,
                        ttft_slo, tpot_slo, batch, batching, kv_reservation, prefill_gpus, decode_gpus, prefill_tp,
                        decode_tp, decode_ep, kv_link, kv_whole, max_batch, beams, kv_cache_fraction, kv_cache_of,
-                       attention_kernel)
+                       attention_kernel, engine, decode_cluster)
         cfg = _config(scenario_file, flags)
-        doc = serve_estimate(cfg)
+        sim = {"arrivals": arrivals, "cv": cv, "trace": trace, "requests": requests, "seed": seed,
+               "token_budget": token_budget, "preemption": preemption, "prefix_hit_rate": prefix_hit_rate,
+               "prefix_tier": prefix_tier}
+        doc = _simulate(cfg, sim) if simulate else _no_sim_flags(sim) or serve_estimate(cfg)
         if compare_attention:
             doc.update(compare(cfg))
         if html is not None:
@@ -209,6 +280,8 @@ def register(app: typer.Typer) -> None:
 
         def render(console):
             render_serve(console, doc)
+            if "simulation" in doc:
+                render_simulation(console, doc)
             if compare_attention:
                 render_compare(console, doc)
 
@@ -229,6 +302,10 @@ def register(app: typer.Typer) -> None:
         ttft_slo: TtftSloOpt = None,
         tpot_slo: TpotSloOpt = None,
         kv_link: KvLinkOpt = None,
+        engine: EngineOpt = None,
+        decode_cluster: Annotated[str | None, typer.Option(
+            "--decode-cluster", help="plan the decode pool on this cluster (or on each of a comma-separated list) "
+                                     "and the prefill pool on --cluster")] = None,
         max_tp: Annotated[int, typer.Option("--max-tp", help="largest TP degree searched")] = 8,
         modes: Annotated[str, typer.Option("--modes", help="both, aggregated or disaggregated")] = "both",
         top: Annotated[int, typer.Option("--top", help="deployments listed")] = 10,
@@ -238,7 +315,8 @@ def register(app: typer.Typer) -> None:
         from tierwise.serve.api import serve_plan_document
 
         flags = _flags(model, cluster, gpus, None, None, precision, kv_precision, input_len, output_len, scenario,
-                       rate, ttft_slo, tpot_slo, None, None, None, None, None, None, None, None, kv_link, False)
+                       rate, ttft_slo, tpot_slo, None, None, None, None, None, None, None, None, kv_link, False,
+                       engine=engine, decode_cluster=decode_cluster)
         cfg = _config(scenario_file, flags, pools=False)
         doc = serve_plan_document(cfg, max_tp=max_tp, modes=modes, top=top)
         emit(doc, as_json, lambda console: render_plan(console, doc))
@@ -264,7 +342,7 @@ def render_serving_validation(console, doc: dict) -> None:
     summ = Table(title="absolute % error, scored rows (high and medium confidence)")
     for col in ("rows", "count", "median", "mean", "p90", "max"):
         summ.add_column(col)
-    for name in ("throughput", "latency"):
+    for name in ("throughput", "latency", "small_batch_latency"):
         v = s[name]
         summ.add_row(name, str(v["rows"]), *("-" if v[x] is None else f"{v[x]:.1f}"
                                              for x in ("median", "mean", "p90", "max")))
@@ -277,7 +355,7 @@ def render_serving_validation(console, doc: dict) -> None:
         console.print(f"skipped row {sk['row_id']} ({sk['source_id']}): {sk['reason']}", style="dim")
 
 
-def validate_serving(dataset, source, as_json: bool, html, training_only: bool) -> None:
+def validate_serving(dataset, source, as_json: bool, html, training_only: bool, engine: str | None = None) -> None:
     """``validate --serving``: called by the ``validate`` command."""
     from tierwise.errors import OutputError
     from tierwise.serve.validate import serving_validation_document
@@ -290,7 +368,7 @@ def validate_serving(dataset, source, as_json: bool, html, training_only: bool) 
 
         require_plotly()
         check_writable(html, "--html")
-    doc = serving_validation_document(dataset, source=source)
+    doc = serving_validation_document(dataset, source=source, engine=engine)
     if html is not None:
         from tierwise.report.serve import validation_page
 

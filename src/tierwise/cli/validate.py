@@ -91,17 +91,22 @@ def register(app: typer.Typer) -> None:
                                                     "written)")] = None,
         serving: Annotated[bool, typer.Option("--serving", help="the serving model against the shipped serving "
                                                                "set (inference-runs.csv)")] = False,
+        engine: Annotated[str | None, typer.Option("--engine", help="with --serving: every row on this engine "
+                                                   "(NAME[@VERSION], or 'default') instead of its software "
+                                                   "column's")] = None,
     ) -> None:
         """Estimate every published training run of a dataset and compare with the measurement."""
         if serving:
             from tierwise.cli.serve import validate_serving
 
-            validate_serving(dataset, source, as_json, html, cross_validate or fit or fit_out is not None)
+            validate_serving(dataset, source, as_json, html, cross_validate or fit or fit_out is not None, engine)
             return
         from tierwise.atomic import check_writable
         from tierwise.errors import OutputError
         from tierwise.validate import validation_document
 
+        if engine is not None:
+            raise OutputError(f"--engine {engine[:40]!r} is for serving rows; add --serving or drop it")
         if fit_out is not None and not fit:
             raise OutputError(f"--fit-out {fit_out!r} without --fit: add --fit to refit the parameters")
         if html is not None:  # before the work: the optional plotly, and a place that can be written

@@ -24,11 +24,32 @@ def serve_html(doc: dict) -> str:
             "decode_bound", "kv_transfer_s", "kv_transfer_tier", "fits", "meets_slo")
     body = table(["metric", "value"], [[k, doc[k]] for k in keys])
     body += figure_div(fig, "phases", first=True)
+    if doc.get("simulation"):
+        body += _simulation_html(doc["simulation"], go)
     if doc.get("compare_attention"):
         rows = doc["compare_attention"]
         body += "<h2>Attention variants</h2>" + table(list(rows[0]), [list(r.values()) for r in rows])
     body += "<h2>Assumed</h2><ul>" + "".join(f"<li>{esc(a)}</li>" for a in doc["assumed"]) + "</ul>"
     return page(f"tierwise serve: {doc['model']} on {doc['num_gpus']} x {doc['cluster']} ({doc['mode']})", body)
+
+
+def _simulation_html(sim: dict, go) -> str:
+    """``serve --simulate``: requests waiting over time and the latency percentiles."""
+    q = sim["queue"]
+    fig = go.Figure(go.Scatter(x=q["time_s"], y=q["waiting"], mode="lines", name="waiting"))
+    fig.update_layout(title=f"requests waiting for admission ({sim['arrivals']})", xaxis={"title": "s"},
+                      yaxis={"title": "requests"}, height=380, width=800)
+    pct = go.Figure()
+    for name in ("ttft_s", "tpot_s", "e2e_s"):
+        v = sim[name]
+        if v["p50"] is not None:
+            pct.add_trace(go.Bar(x=["p50", "p90", "p99"], y=[v[k] * 1e3 for k in ("p50", "p90", "p99")], name=name))
+    pct.update_layout(title="latency percentiles (ms)", barmode="group", yaxis={"type": "log", "title": "ms"},
+                      height=380, width=800)
+    rows = [[k, sim[k]] for k in ("requests", "served", "output_tokens_per_s", "goodput_requests_per_s",
+                                  "slo_attainment", "preemptions", "token_budget", "preemption", "prefix_hit_rate")]
+    return ("<h2>Simulation</h2>" + table(["metric", "value"], rows) + figure_div(fig, "queue", first=False)
+            + figure_div(pct, "percentiles", first=False))
 
 
 def serve_page(doc: dict, path) -> str:

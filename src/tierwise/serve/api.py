@@ -17,7 +17,7 @@ import numpy as np
 from tierwise.errors import ScenarioError
 from tierwise.limits import check_float, check_int
 
-__all__ = ["ServeConfig", "serve_estimate", "config_from_mapping", "compare_attention", "PRECISIONS",
+__all__ = ["ServeConfig", "serve_estimate", "workload_of", "config_from_mapping", "compare_attention", "PRECISIONS",
            "KV_PRECISIONS"]
 
 PRECISIONS = ("bf16", "fp8", "fp4")
@@ -53,6 +53,9 @@ class ServeConfig:
     decode_tp: int | None = None
     decode_ep: int | None = None
     kv_link: str = "auto"
+    decode_cluster: Any = None
+    """Disaggregated: the decode pool's cluster (a catalog name or a mapping) when it differs from ``cluster``,
+    the prefill pool's (``--decode-cluster``): its own accelerator; the KV crosses the scale-out network."""
     kv_streamed: bool = True
     beams: int = 1
     """Beam-search width (sequences decoded per request; one output counted)."""
@@ -63,6 +66,9 @@ class ServeConfig:
     kv_cache_of: str = "total"
     """``total`` (vLLM ``gpu_memory_utilization``: a fraction of HBM) or ``free`` (TensorRT-LLM
     ``kv_cache_free_gpu_mem_fraction``: a fraction of the HBM weights and activations leave)."""
+    engine: str | None = None
+    """Serving engine ``NAME[@VERSION]`` (:mod:`tierwise.specs.engine`; None: ``DEFAULT_ENGINE``, listed under
+    ``assumed``): its host time per step."""
     max_batch: int | None = None
     """Scheduler cap on sequences per instance for ``batch`` auto (None: params ``max_batch``, TensorRT-LLM's
     default 2048; vLLM's ``max_num_seqs`` default is 256)."""
@@ -133,6 +139,32 @@ def _divides(a: int, b: int, what: str, of: str) -> None:
         raise ScenarioError(f"{what}={a} does not divide {of}={b}; use {what} in {{{', '.join(map(str, divs[:12]))}}}")
 
 
+def _cross_cluster_link(link: str, decode_cluster, assumed: list[str]) -> str:
+    """The KV link when the decode pool is on another cluster: the pools share no scale-up domain, so
+    ``scale_up`` is refused and ``auto`` is ``scale_out`` (RDMA between the clusters' nodes)."""
+    if decode_cluster is None:
+        return link
+    if link == "scale_up":
+        raise ScenarioError(f"--kv-link scale_up: the decode pool is on another cluster ({decode_cluster.name}); "
+                            "use scale_out, tcp or auto")
+    if link == "auto":
+        assumed.append("kv_link scale_out (the pools are on different clusters)")
+        return "scale_out"
+    return link
+
+
+def _with_engine(params, engine: str | None, assumed: list[str]):
+    """``params`` with the engine named (or the default, recorded in ``assumed``)."""
+    from tierwise.specs.engine import DEFAULT_ENGINE, engine_spec
+
+    if engine is None:
+        assumed.append(f"engine {DEFAULT_ENGINE} (no engine stated: vLLM's V1 engine defaults; --engine NAME[@VERSION])")
+        engine = DEFAULT_ENGINE
+    elif not isinstance(engine, str):
+        raise ScenarioError(f"engine {str(engine)[:40]!r} is not a name; use NAME or NAME@VERSION, e.g. vllm@0.6")
+    return dataclasses.replace(params, engine=engine_spec(engine))
+
+
 def _resolve(cfg: ServeConfig):
     """Load the specs, fill the defaults (recorded in ``assumed``), check the degrees."""
     from tierwise.serve.kv import weight_bytes_per_gpu
@@ -148,6 +180,7 @@ def _resolve(cfg: ServeConfig):
     if cfg.attention_kernel != "auto":
         params = dataclasses.replace(params, attention_kernel=cfg.attention_kernel)
     assumed: list[str] = []
+    params = _with_engine(params, cfg.engine, assumed)
     kvp = cfg.kv_precision
     if kvp is None:
         kvp = "bf16" if cfg.precision == "bf16" else "fp8"
@@ -178,8 +211,9 @@ def _resolve(cfg: ServeConfig):
         if ptp is None:
             ptp = _smallest_tp(model, cluster, cfg.precision, pg)
             assumed.append(f"prefill_tp {ptp} (the smallest that holds the weights)")
+        dcl = None if cfg.decode_cluster is None else load_cluster(cfg.decode_cluster)
         if dtp is None:
-            dtp = _smallest_tp(model, cluster, cfg.precision, dg)
+            dtp = _smallest_tp(model, dcl or cluster, cfg.precision, dg)
             assumed.append(f"decode_tp {dtp} (the smallest that holds the weights)")
         _divides(ptp, pg, "--prefill-tp", "--prefill-gpus")
         _divides(dtp, dg, "--decode-tp", "--decode-gpus")
@@ -187,7 +221,7 @@ def _resolve(cfg: ServeConfig):
         if cfg.num_gpus is not None and cfg.num_gpus != pg + dg:
             raise ScenarioError(f"--gpus {cfg.num_gpus} is not --prefill-gpus {pg} + --decode-gpus {dg}; "
                                 "drop --gpus or make them add up")
-        link = cfg.kv_link
+        link = _cross_cluster_link(cfg.kv_link, dcl, assumed)
         if link == "scale_up" and pg + dg > cluster.scale_up_domain:
             raise ScenarioError(f"--kv-link scale_up: the pools ({pg} + {dg} GPUs) do not fit one scale-up domain of "
                                 f"{cluster.scale_up_domain} on {cluster.name}; use scale_out, host or tcp, or "
@@ -211,7 +245,9 @@ def _resolve(cfg: ServeConfig):
         _divides(dep, tp, "--ep", "--tp")
         pg = dg = gpus
         ptp = dtp = tp
-        link = None
+        link = dcl = None
+        if cfg.decode_cluster is not None:
+            raise ScenarioError("--decode-cluster is for disaggregated serving; add --prefill-gpus P --decode-gpus D")
     if model.moe is None and dep > 1:
         raise ScenarioError(f"--ep {dep} needs a mixture-of-experts model; {model.name} is dense (use --ep 1)")
     if model.moe is not None and model.moe.num_experts % dep:
@@ -227,11 +263,17 @@ def _resolve(cfg: ServeConfig):
                  output_len=cfg.output_len, scenario=cfg.scenario, rate=cfg.rate, ttft_slo_s=ttft, tpot_slo_s=tpot,
                  batching=cfg.batching, kv_streamed=cfg.kv_streamed, kv_reservation=cfg.kv_reservation,
                  beams=cfg.beams, kv_cache_fraction=cfg.kv_cache_fraction, kv_cache_of=cfg.kv_cache_of,
-                 params=params)
+                 params=params, decode_cluster=dcl)
     d = Deployments(disagg=np.array([disagg]), prefill_gpus=np.array([pg]), prefill_tp=np.array([ptp]),
                     decode_gpus=np.array([dg]), decode_tp=np.array([dtp]), decode_ep=np.array([dep]),
                     batch=np.array([cfg.batch]), kv_link=np.array([link], dtype=object))
     return w, d, assumed
+
+
+def workload_of(cfg: ServeConfig):
+    """(:class:`tierwise.serve.engine.Workload`, a one-entry :class:`tierwise.serve.engine.Deployments`, the
+    defaults filled) of ``cfg``: what ``serve --simulate`` runs requests through."""
+    return _resolve(cfg)
 
 
 def _smallest_tp(model, cluster, precision: str, gpus: int) -> int:
@@ -256,11 +298,12 @@ def serve_estimate(cfg: ServeConfig) -> dict:
     disagg = bool(d.disagg[0])
     ptp, dtp, dep = int(d.prefill_tp[0]), int(d.decode_tp[0]), int(d.decode_ep[0])
     pf = prefill_time(w.model, w.cluster, w.precision, ptp, min(dep, ptp), w.input_len, w.params)
-    step = decode_step_time(w.model, w.cluster, w.precision, w.kv_bytes_per_token, dtp, dep, r["batch"] * w.beams,
-                            w.mean_context, w.params)
+    step = decode_step_time(w.model, w.decode_side().cluster, w.precision, w.kv_bytes_per_token, dtp, dep,
+                            r["batch"] * w.beams, w.mean_context, w.params)
     kvb = w.kv_bytes_per_token
     doc = {
-        "model": w.model.name, "cluster": w.cluster.name, "mode": "disaggregated" if disagg else "aggregated",
+        "model": w.model.name, "cluster": w.cluster.name,
+        "decode_cluster": None if w.decode_cluster is None else w.decode_cluster.name, "mode": "disaggregated" if disagg else "aggregated",
         "scenario": w.scenario, "precision": w.precision, "kv_precision": w.kv_precision,
         "input_len": w.input_len, "output_len": w.output_len, "num_gpus": int(r["num_gpus"]),
         "deployment": ({"prefill_gpus": int(d.prefill_gpus[0]), "prefill_tp": ptp, "decode_gpus": int(d.decode_gpus[0]),
@@ -290,11 +333,12 @@ def serve_estimate(cfg: ServeConfig) -> dict:
         "phases": {
             "prefill_s": float(pf["total_s"]), "prefill_compute_s": float(pf["compute_s"]),
             "prefill_layers_s": float(pf["layers_s"]), "prefill_head_s": float(pf["head_s"]),
-            "prefill_comm_s": float(pf["comm_s"]),
+            "prefill_comm_s": float(pf["comm_s"]), "prefill_host_s": float(pf["host_s"]),
             "decode_step_s": float(step["total_s"]), "decode_memory_s": float(step["memory_s"]),
             "decode_compute_s": float(step["compute_s"]), "decode_comm_s": float(step["comm_s"]),
             "decode_overhead_s": float(step["overhead_s"]),
         },
+        "engine": w.params.engine.label,
         "assumed": assumed,
     }
     return doc
@@ -323,6 +367,34 @@ def compare_attention(cfg: ServeConfig) -> dict:
     return {"compare_attention": rows}
 
 
+def _plan_pairs(w, cfg: ServeConfig, *, max_tp: int, top: int, modes: str, assumed: list[str]) -> dict:
+    """serve-plan over heterogeneous P/D pairs: the prefill pool on ``cfg.cluster``, the decode pool on each
+    cluster of ``cfg.decode_cluster`` (a name or comma-separated names), every split searched for each, the
+    best of all pairs ranked together (each row names its ``decode_cluster``)."""
+    from tierwise.serve.plan import serve_plan
+    from tierwise.specs.cluster import load_cluster
+
+    if modes == "aggregated":
+        raise ScenarioError("--decode-cluster plans disaggregated pools; drop --modes aggregated")
+    if cfg.kv_link == "scale_up":
+        raise ScenarioError("--kv-link scale_up: pools on two clusters share no scale-up domain; use scale_out, tcp "
+                            "or auto")
+    link = "scale_out" if cfg.kv_link == "auto" else cfg.kv_link
+    names = cfg.decode_cluster if not isinstance(cfg.decode_cluster, str) else \
+        [n.strip() for n in cfg.decode_cluster.split(",") if n.strip()]
+    assumed.append(f"disaggregated only, kv_link {link} (prefill on {w.cluster.name}, decode on "
+                   f"{', '.join(str(n) for n in names)})")
+    best, total, feasible = [], 0, 0
+    for name in names:
+        dcl = load_cluster(name)
+        r = serve_plan(dataclasses.replace(w, decode_cluster=dcl), cfg.num_gpus, max_tp=max_tp, kv_link=link,
+                       top=top, modes="disaggregated")
+        total, feasible = total + r["candidates"], feasible + r["feasible"]
+        best += [{**b, "decode_cluster": dcl.name} for b in r["best"]]
+    best.sort(key=lambda b: -b["output_tokens_per_s_per_gpu"])
+    return {"candidates": total, "feasible": feasible, "best": best[:top]}
+
+
 def serve_plan_document(cfg: ServeConfig, *, max_tp: int = 8, modes: str = "both", top: int = 10) -> dict:
     """The ``serve-plan --json`` document: the best deployments of ``cfg.num_gpus`` GPUs under the SLOs."""
     import time
@@ -335,10 +407,14 @@ def serve_plan_document(cfg: ServeConfig, *, max_tp: int = 8, modes: str = "both
     check_int(max_tp, "--max-tp", maximum=1024, error=ScenarioError)
     check_int(top, "--top", maximum=1000, error=ScenarioError)
     _choice(modes, "--modes", ("both", "aggregated", "disaggregated"))
-    w, _, assumed = _resolve(dataclasses.replace(cfg, tp=1, ep=1, prefill_gpus=None, decode_gpus=None))
+    w, _, assumed = _resolve(dataclasses.replace(cfg, tp=1, ep=1, prefill_gpus=None, decode_gpus=None,
+                                                 decode_cluster=None))
     assumed = [a for a in assumed if not a.startswith("tp ")]
     start = time.perf_counter()
-    result = serve_plan(w, cfg.num_gpus, max_tp=max_tp, kv_link=cfg.kv_link, top=top, modes=modes)
+    if cfg.decode_cluster is None:
+        result = serve_plan(w, cfg.num_gpus, max_tp=max_tp, kv_link=cfg.kv_link, top=top, modes=modes)
+    else:
+        result = _plan_pairs(w, cfg, max_tp=max_tp, top=top, modes=modes, assumed=assumed)
     elapsed = time.perf_counter() - start
     return {"model": w.model.name, "cluster": w.cluster.name, "num_gpus": cfg.num_gpus, "scenario": w.scenario,
             "precision": w.precision, "kv_precision": w.kv_precision, "input_len": w.input_len,

@@ -8,7 +8,9 @@ Nothing here is specific to one row, source or system of the serving set.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from tierwise.specs.engine import DEFAULT_ENGINE, EngineSpec, engine_spec
 
 __all__ = ["ServingParameters", "serving_parameters", "BYTES_PER_PARAM", "KV_BYTES_PER_ELEMENT"]
 
@@ -25,16 +27,22 @@ KV_BYTES_PER_ELEMENT = {"bf16": 2.0, "fp8": 1.0}
 class ServingParameters:
     """Global parameters of :mod:`tierwise.serve` (one value each, for every model and part)."""
 
-    fp4_efficiency_ratio: float = 1.0
+    fp4_efficiency_ratio: float = 0.7
     """FP4 GEMMs reach this fraction of the efficiency FP8 GEMMs reach against their own (2x) peak (NVFP4's
     per-16-element block scales are applied in the MMA pipeline; the analogue of the training model's
     ``fp8_efficiency_ratio``), passed to :func:`tierwise.pricing.kernels.gemm_peak`. Fitted on the serving set's
-    FP4 rows (docs/serving.md): 1, no loss against FP8."""
-    step_overhead_s: float
-    """Per decode step software time not hidden behind the GPU (scheduler, sampling, launches between CUDA
-    graphs). vLLM v0.5.3 spent 62% of a Llama-3-8B step outside GPU execution (vLLM blog, 2024-09-05: "only 38%
-    of time in GPU execution"); fitted on the serving set's TPOT and throughput rows (docs/serving.md,
-    ``tools/fit_serving.py``)."""
+    rows with the engine model (issue 31, docs/serving.md): 0.7, the grid's lowest (1 before the engine model, whose
+    8 ms per step had slowed these large-batch rows)."""
+    engine: EngineSpec = field(default_factory=lambda: engine_spec(DEFAULT_ENGINE))
+    """The serving engine whose host time each step carries (:mod:`tierwise.specs.engine`, priced by
+    :func:`tierwise.pricing.engine.engine_host_time`; ``--engine``). Until issue 31 one fitted constant,
+    ``step_overhead_s`` 8 ms, stood for every engine, version and batch."""
+    kernel_gap_s: float = 2e-6
+    """GPU idle between two dependent kernels of a step, CUDA graph or not: the next kernel's launch latency on
+    the device plus the previous one's tail and the next one's ramp (a few microseconds: NVIDIA, "Getting Started
+    with CUDA Graphs", 2019; the gap Programmatic Dependent Launch exists to hide, CUDA Programming Guide,
+    "Programmatic Dependent Launch and Synchronization"). Fitted on the serving set within that physical range
+    (docs/serving.md, ``tools/fit_serving.py``): 2 us."""
     attention_kernel: str = "auto"
     """The attention kernel family the engine runs (a deployment setting carried here as ``max_batch`` is;
     ``--attention-kernel``): ``auto`` is the generation's default (catalog/compute.yaml), ``flash2`` for
@@ -63,5 +71,5 @@ _OVERRIDES: dict[str, float] = {}
 def serving_parameters() -> ServingParameters:
     """The serving values in force (the kernels themselves are priced with the training model's ``compute:``
     parameters, :func:`tierwise.serve.phases.serving_rates`)."""
-    base = ServingParameters(step_overhead_s=8.0e-3, fp4_efficiency_ratio=1.0)
+    base = ServingParameters(fp4_efficiency_ratio=0.7)
     return dataclasses.replace(base, **_OVERRIDES) if _OVERRIDES else base

@@ -18,7 +18,8 @@ has no efficiency law of its own, only what makes a serving step a serving step.
   tokens picked), the attention core over ``B`` queries of ``c`` keys each with the KV cache read as its
   memory side, the elementwise kernels, the LM head over ``B`` rows, the collectives (small messages: their
   latency term dominates; the per-collective host launch is dropped, CUDA graphs), and the engine's per-step
-  host time ``step_overhead_s`` (serve/params.py). Prompt tokens mixed into the step (chunked prefill, Agrawal
+  host time (``params.engine``, priced by :func:`tierwise.pricing.engine.engine_host_time`: launches,
+  scheduler work per step and per sequence, exposed unless the engine overlaps it with the GPU step). Prompt tokens mixed into the step (chunked prefill, Agrawal
   et al. 2024 "Sarathi-Serve", sec. 4) add their GEMM rows and their own causal attention.
 
 TP: two all-reduces of ``T h`` BF16 activations per layer (Megatron-LM, Shoeybi et al. 2019, sec. 3); EP: a
@@ -34,6 +35,7 @@ import numpy as np
 from tierwise.collectives.model import collective_cost
 from tierwise.estimate.compute import compute_params
 from tierwise.hierarchy import group_span
+from tierwise.pricing.engine import DENSE_LAYER_KERNELS, MOE_LAYER_KERNELS, engine_host_time
 from tierwise.pricing.kernels import (
     ComputeRates,
     LayerWork,
@@ -54,7 +56,8 @@ from tierwise.specs.parameters import load_parameters, parameters_source
 from tierwise.workload.flops import attention_core_flops_per_token
 from tierwise.workload.kernels import elementwise_bytes
 
-__all__ = ["serving_rates", "layer_work", "linear_time", "prefill_time", "decode_step_time", "comm_time"]
+__all__ = ["serving_rates", "layer_work", "linear_time", "prefill_time", "decode_step_time", "comm_time",
+           "host_time"]
 
 
 def serving_rates(cluster: Cluster, params: ServingParameters) -> ComputeRates:
@@ -171,6 +174,18 @@ def comm_time(model: ModelSpec, cluster: Cluster, tp, ep, tokens, weight_precisi
     return out
 
 
+def host_time(model: ModelSpec, params: ServingParameters, *, gpu_s, batch, tp) -> np.ndarray:
+    """The engine's host time one step exposes (:func:`tierwise.pricing.engine.engine_host_time`) for a step of
+    ``gpu_s`` GPU seconds over ``batch`` sequences: its launches are every layer's kernels plus two TP
+    all-reduces per layer when ``tp > 1``."""
+    shape = shape_of(model)
+    per_layer = 2.0 * (np.asarray(tp, dtype=float) > 1)
+    launches = (shape.num_dense_layers * (DENSE_LAYER_KERNELS + per_layer)
+                + shape.num_moe_layers * (MOE_LAYER_KERNELS + per_layer))
+    return engine_host_time(params.engine, gpu_s=gpu_s, batch=batch, launches=launches,
+                            kernel_gap_s=params.kernel_gap_s)
+
+
 def prefill_time(model: ModelSpec, cluster: Cluster, precision: str, tp, ep, input_len,
                  params: ServingParameters, num_requests=1.0) -> dict[str, np.ndarray]:
     """Prefill of ``num_requests`` prompts of ``input_len`` tokens on one instance (module docstring).
@@ -178,7 +193,8 @@ def prefill_time(model: ModelSpec, cluster: Cluster, precision: str, tp, ep, inp
     Returns ``layers_s`` (the transformer layers alone: :func:`tierwise.pricing.kernels.layer_forward` times the
     layers, what a training micro-batch's forward of the same tokens costs), ``head_s`` (the LM head at each
     prompt's last position), ``compute_s`` (their sum), ``memory_s`` (the weights read once, for reference:
-    every GEMM's roofline already counts its own read), ``comm_s`` and ``total_s``.
+    every GEMM's roofline already counts its own read), ``comm_s``, ``host_s`` (the engine's host time of the
+    step, :func:`host_time`) and ``total_s``.
     """
     rates = serving_rates(cluster, params)
     n = np.asarray(num_requests, dtype=float)
@@ -190,9 +206,10 @@ def prefill_time(model: ModelSpec, cluster: Cluster, precision: str, tp, ep, inp
     memory = weight_bytes_per_gpu(model, precision, work.tp, work.ep) / rates.hbm
     comm = comm_time(model, cluster, work.tp.astype(np.int64), work.ep.astype(np.int64), work.tokens, precision)
     compute = layers + head
-    total = compute + comm
+    host = host_time(model, params, gpu_s=compute + comm, batch=n, tp=work.tp)
+    total = compute + comm + host
     return {"layers_s": layers, "head_s": head + 0 * total, "compute_s": compute, "memory_s": memory + 0 * total,
-            "comm_s": comm + 0 * total, "total_s": total}
+            "comm_s": comm + 0 * total, "host_s": host + 0 * total, "total_s": total}
 
 
 def decode_step_time(model: ModelSpec, cluster: Cluster, precision: str, kv_bytes_token: float, tp, ep, batch,
@@ -242,8 +259,9 @@ def decode_step_time(model: ModelSpec, cluster: Cluster, precision: str, kv_byte
              + 2.0 * model.hidden_size * model.vocab_size / tp_ * batch)
     compute = flops / gemm_rate
     comm = comm_time(model, cluster, tp_.astype(np.int64), work.ep.astype(np.int64), rows, precision)
-    overhead = params.step_overhead_s + 0 * layers
-    total = layers + head + comm + overhead
+    gpu = layers + head + comm
+    overhead = host_time(model, params, gpu_s=gpu, batch=batch + pt / pc, tp=tp_)
+    total = gpu + overhead
     bound = np.where(memory >= compute, "memory", "compute")
     return {"memory_s": memory + 0 * total, "compute_s": compute + 0 * total, "comm_s": comm + 0 * total,
             "overhead_s": overhead + 0 * total, "total_s": total, "bound": bound}

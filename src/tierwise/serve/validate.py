@@ -20,8 +20,14 @@ import numpy as np
 
 from tierwise.errors import SpecError
 from tierwise.files import read_user_text
+from tierwise.specs.engine import engine_for_software, engine_spec
 
-__all__ = ["default_serving_dataset", "load_serving_rows", "serving_validation_document", "THROUGHPUT_METRICS"]
+SMALL_BATCH_ROWS = ("118", "125", "126", "127", "128", "129", "130", "131", "132", "133", "134", "143")
+"""The serving set's batch-1 and small-batch rows (batch <= 64: decode TPOT, prefill time = TTFT, batch-1 output
+tokens/s), the engine model's target (issue 31: median within 15%, with the engine each row ran and with the
+default)."""
+
+__all__ = ["SMALL_BATCH_ROWS", "default_serving_dataset", "load_serving_rows", "serving_validation_document", "THROUGHPUT_METRICS"]
 
 THROUGHPUT_METRICS = ("output_tokens_per_s_total", "samples_per_s")
 _REQUIRED = ("row_id", "source_id", "model", "hardware", "num_gpus", "tp", "precision", "scenario",
@@ -89,7 +95,7 @@ def _precision(text: str) -> str | None:
     return None
 
 
-def _case(row: dict[str, str]):
+def _case(row: dict[str, str], engine: str | None = None):
     """(keyword arguments for one evaluation, what the mapping filled) or (None, reason)."""
     filled: list[str] = []
     model = _lookup(row["model"], _MODELS)
@@ -140,6 +146,12 @@ def _case(row: dict[str, str]):
         else:
             kw["ttft_slo"], kw["tpot_slo"] = 2.0, 0.2
     soft = row["software"].lower()
+    if engine is None:
+        engine = engine_for_software(row["software"])
+        if engine is not None:
+            filled.append(f"engine {engine} (software {row['software'][:40]!r}; specs/engine.py)")
+    if engine not in (None, "default"):
+        kw["engine"] = engine
     if "tensorrt-llm" in soft or "trtllm" in scen:
         # TensorRT-LLM sizes the cache as a fraction of the memory the engine leaves free
         kw["kv_cache_of"] = "free"
@@ -172,7 +184,7 @@ def _predict(kw: dict, metric: str):
 
     keys = ("model", "cluster", "precision", "num_gpus", "tp", "input_len", "output_len", "scenario", "batching",
             "kv_reservation", "batch", "ttft_slo", "tpot_slo", "kv_precision", "max_batch", "beams",
-            "kv_cache_fraction", "kv_cache_of", "attention_kernel")
+            "kv_cache_fraction", "kv_cache_of", "attention_kernel", "engine")
     cfg = ServeConfig(**{k: kw[k] for k in keys if k in kw})
     doc = serve_estimate(cfg)
     if metric == "output_tokens_per_s_total":
@@ -207,7 +219,7 @@ def _transfer_row(row: dict[str, str]):
     return rdma / tcp, None
 
 
-def _row_record(row: dict[str, str]) -> dict:
+def _row_record(row: dict[str, str], engine: str | None = None) -> dict:
     rec = {"row_id": row["row_id"], "source_id": row["source_id"], "model": row["model"].split(" (")[0],
            "hardware": row["hardware"].split(" (")[0], "num_gpus": row["num_gpus"], "tp": row["tp"],
            "scenario": row["scenario"], "metric": row["metric"], "confidence": row["confidence"],
@@ -221,7 +233,7 @@ def _row_record(row: dict[str, str]) -> dict:
             rec["filled"].append("not scored: the TCP rate parameter is taken from this row")
             rec["scored"] = False
     elif metric in THROUGHPUT_METRICS + ("TPOT_mean_ms", "TPOT_ms", "TPOT_p50_ms", "prefill_time_ms"):
-        kw, filled = _case(row)
+        kw, filled = _case(row, engine)
         if kw is None:
             rec["skipped"] = filled
             return rec
@@ -252,9 +264,12 @@ def _stats(errors: list[float]) -> dict:
             "signed_median": float(statistics.median(errors))}
 
 
-def serving_validation_document(path: str | Path | None = None, *, source: str | None = None) -> dict:
+def serving_validation_document(path: str | Path | None = None, *, source: str | None = None,
+                                engine: str | None = None) -> dict:
     """The ``tierwise validate --serving --json`` document: every row, then the summaries (throughput rows,
-    latency rows, per source) over scored rows (high and medium confidence)."""
+    latency rows, per source) over scored rows (high and medium confidence). ``engine``: every row on that engine
+    (``default``: the tool's default engine, as for a deployment that states none) instead of the engine its
+    software column names (:func:`tierwise.specs.engine.engine_for_software`)."""
     from tierwise.serve.params import serving_parameters
 
     rows = load_serving_rows(path)
@@ -263,7 +278,9 @@ def serving_validation_document(path: str | Path | None = None, *, source: str |
         if source not in known:
             raise SpecError(f"--source {source!r} is not in the serving set; use one of {', '.join(known)}")
         rows = [r for r in rows if r["source_id"] == source]
-    records = [_row_record(r) for r in rows]
+    if engine not in (None, "default"):
+        engine_spec(engine)  # one line listing the known engines when unknown
+    records = [_row_record(r, engine) for r in rows]
     used = [r for r in records if r["error_pct"] is not None and r["scored"]]
     per_source = {}
     for sid in sorted({r["source_id"] for r in records}):
@@ -273,8 +290,10 @@ def serving_validation_document(path: str | Path | None = None, *, source: str |
     p = serving_parameters()
     return {
         "dataset": str(path or default_serving_dataset()),
-        "parameters": {k: getattr(p, k) for k in p.__dataclass_fields__},
+        "parameters": {k: (getattr(p, k).label if k == "engine" else getattr(p, k)) for k in p.__dataclass_fields__},
+        "engine": engine or "per row (software column)",
         "summary": {
+            "small_batch_latency": _stats([r["error_pct"] for r in used if r["row_id"] in SMALL_BATCH_ROWS]),
             "throughput": _stats([r["error_pct"] for r in used if r["throughput_row"]]),
             "latency": _stats([r["error_pct"] for r in used if not r["throughput_row"]]),
             "per_source": per_source,
