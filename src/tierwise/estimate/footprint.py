@@ -32,7 +32,12 @@ def memory_footprint(model, shape: ModelShape, cluster, plans: PlanBatch, P: Der
     def sharded(params, shard_deg, stage_min):
         return np.where(zero >= stage_min, params / np.maximum(shard_deg, 1), params)
 
-    in_flight = in_flight_microbatches(m, plans.pp, plans.vpp)
+    in_flight = in_flight_microbatches(m, plans.pp, plans.vpp, P.dual)
+    # DualPipe keeps two copies of the parameters (stages i and pp - 1 - i on rank i: DeepSeek-V3 report sec. 3.2.1
+    # "DualPipe requires keeping two copies of the model parameters"), with their gradients and optimizer
+    # states; taken as twice the stage's own. DualPipeV's two half stages are one copy.
+    copies = np.where(P.dual == 1, 2.0, 1.0)
+    dual = P.dual > 0
     dense_act = activation_bytes_per_token_per_layer(model, shape, tp, etp, sp, rc, moe_layer=False)
     moe_act = (activation_bytes_per_token_per_layer(model, shape, tp, etp, sp, rc, moe_layer=True)
                if model.moe is not None else dense_act)
@@ -40,16 +45,17 @@ def memory_footprint(model, shape: ModelShape, cluster, plans: PlanBatch, P: Der
 
     def stage(params, layers, moe_layers, last, in_flight=in_flight):
         dense_params, expert_params = params
-        weights = (sharded(dense_params, dense_shard, 3) + sharded(expert_params, edp, 3)) * (wb + fp8_extra)
-        grads = (sharded(dense_params, dense_shard, 2) + sharded(expert_params, edp, 2)) * gb
-        optimizer = (sharded(dense_params, dense_shard, 1) + sharded(expert_params, edp, 1)) * ob
+        weights = (sharded(dense_params, dense_shard, 3) + sharded(expert_params, edp, 3)) * (wb + fp8_extra) * copies
+        grads = (sharded(dense_params, dense_shard, 2) + sharded(expert_params, edp, 2)) * gb * copies
+        optimizer = (sharded(dense_params, dense_shard, 1) + sharded(expert_params, edp, 1)) * ob * copies
         # ZeRO-3 keeps the gathered weights of the layers in flight (prefetch: about two layers)
         gathered = np.where(zero == 3, 2 * (dense_params + expert_params) / np.maximum(layers, 1) * wb, 0.0)
         per_mb = ((layers - moe_layers) * dense_act + moe_layers * moe_act) * tokens
         logits = np.where(last, tokens * model.vocab_size / tp * (4 + 4 + 2), 0.0)
-        held = np.where(last, np.minimum(m, 1.0), in_flight)
+        # (under DualPipe every rank is a first stage of one direction)
+        held = np.where(last & ~dual, np.minimum(m, 1.0), in_flight)
         # combined 1F1B runs the next micro-batch's forward before this one's backward frees its activations
-        held = held + np.where(plans.ep_comm_overlap, 1.0, 0.0)
+        held = held + np.where(plans.ep_comm_overlap & ~dual, 1.0, 0.0)
         activations = per_mb * held + logits
         total = weights + gathered + grads + optimizer + activations + overhead
         return total, weights + gathered, grads, optimizer, activations

@@ -138,7 +138,9 @@ def ep_layer_comm(model, cluster, plans: PlanBatch, P, C, traffic, strides, cpar
     (Megatron-Core ``--overlap-moe-expert-parallel-comm``, after DeepSeek-V3's DualPipe, arXiv:2412.19437
     section 3.2.1): a micro-batch's forward dispatch + combine run behind the adjacent micro-batch's backward of
     the layer (2 x forward), its backward pair behind the adjacent forward; what exceeds the partner's compute
-    stays exposed, the hidden part pays ``overlap_interference`` like TP and CP.
+    stays exposed, the hidden part pays ``overlap_interference`` like TP and CP. DualPipe and DualPipeV
+    (``schedule``) overlap the same way whatever ``ep_comm_overlap`` says: their steady state is such pairs
+    (DeepSeek-V3 report sec. 3.2.1, Figure 4).
     """
     n = P.n
     span = placed_span(cluster, plans.ep, P.etp.astype(np.int64))
@@ -151,5 +153,6 @@ def ep_layer_comm(model, cluster, plans: PlanBatch, P, C, traffic, strides, cpar
     t, bytes_, a2a = t * dedup * imb, bytes_ * dedup, a2a * dedup * imb
     unhidden = np.maximum(2 * a2a - 2 * C.fwd_moe, 0) + np.maximum(2 * a2a - C.fwd_moe, 0)
     interference = cparams.get("overlap_interference", 0.0)
-    exposed = np.where(plans.ep_comm_overlap, unhidden + interference * (t - unhidden), t)
+    # DualPipe / DualPipeV pair every forward chunk with a backward chunk by design (P.dual)
+    exposed = np.where(plans.ep_comm_overlap | (P.dual > 0), unhidden + interference * (t - unhidden), t)
     return span, t, bytes_, exposed

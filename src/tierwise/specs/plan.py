@@ -51,7 +51,7 @@ from tierwise.specs.framework import (
 
 __all__ = ["Plan", "PlanBatch", "plan_from_mapping", "MEGATRON_ALIASES", "LAYERS_PER_CHUNK", "validate_plan_batch",
            "valid_plan_mask", "ep_overlap_allowed", "RECOMPUTE", "Recompute", "PRECISION", "ORDERS", "SCHEDULES",
-           "ZERO3_GATHER", "stage_layout", "layout_note", "LAYOUT_RULES"]
+           "ZERO3_GATHER", "stage_layout", "layout_note", "LAYOUT_RULES", "DUAL_SCHEDULES", "is_dualpipe"]
 
 RECOMPUTE = ("none", "selective", "full")
 
@@ -65,7 +65,13 @@ class Recompute(IntEnum):
 
 
 PRECISION = ("bf16", "fp8")
-SCHEDULES = ("1f1b", "interleaved")
+SCHEDULES = ("1f1b", "interleaved", "dualpipe", "dualpipev")
+"""Pipeline schedules. ``1f1b`` and ``interleaved`` (Megatron-Core, ``vpp`` chunks); ``dualpipe`` (DeepSeek-V3
+report, arXiv:2412.19437 sec. 3.2.1: micro-batches fed from both ends, each rank holds stages ``i`` and
+``pp - 1 - i``, so two copies of the parameters, and runs a forward and a backward chunk as one overlapped
+pair) and ``dualpipev`` (DualPipe README, "DualPipeV": the V-shaped cut-in-half variant, ``2 pp`` stages on
+``pp`` ranks, one copy of the parameters). Priced in :mod:`tierwise.parallel.pp`."""
+DUAL_SCHEDULES = (SCHEDULES.index("dualpipe"), SCHEDULES.index("dualpipev"))
 ZERO3_GATHER = ("flat", "per-parameter", "tensor-list", "zero-copy")
 """How ZeRO-3 moves each layer's parameters and gradients, by implementation:
 
@@ -744,6 +750,14 @@ def _microbatches(b: PlanBatch) -> np.ndarray:
     return b.global_batch_size // (b.micro_batch_size * b.dp)
 
 
+def is_dualpipe(plans) -> np.ndarray:
+    """Where each plan runs DualPipe or DualPipeV (bool array; a batch without ``schedule``: nowhere)."""
+    raw = getattr(plans, "schedule", None)
+    if raw is None:
+        return np.zeros(len(plans), dtype=bool)
+    return np.isin(np.asarray(raw), DUAL_SCHEDULES)
+
+
 _EP_OVERLAP_RULES: tuple[tuple[Any, Any], ...] = (
     (lambda m, b: b.ep_comm_overlap & (b.ep == 1),
      lambda m, p: "ep_comm_overlap overlaps the expert all-to-all, which needs ep > 1; set ep > 1 or "
@@ -751,15 +765,33 @@ _EP_OVERLAP_RULES: tuple[tuple[Any, Any], ...] = (
     (lambda m, b: b.ep_comm_overlap & (b.recompute == RECOMPUTE.index("full")),
      lambda m, p: "ep_comm_overlap (combined 1F1B) does not work with full recompute (Megatron-Bridge's EP "
                   "overlap guide); use recompute: selective or none, or ep_comm_overlap: false"),
-    (lambda m, b: b.ep_comm_overlap & (b.pp > 1) & (b.vpp == 1),
+    (lambda m, b: b.ep_comm_overlap & (b.pp > 1) & (b.vpp == 1) & ~is_dualpipe(b),
      lambda m, p: f"ep_comm_overlap with pp={p.pp} needs the interleaved schedule (vpp > 1), as Megatron-Core "
-                  "requires; set vpp or ep_comm_overlap: false"),
+                  "requires, or schedule: dualpipe / dualpipev; set vpp or ep_comm_overlap: false"),
     (lambda m, b: b.ep_comm_overlap & (_microbatches(b) < 2),
      lambda m, p: f"ep_comm_overlap pairs adjacent micro-batches; this plan has {p.num_microbatches}; raise "
                   "global_batch_size or lower micro_batch_size, or set ep_comm_overlap: false"),
 )
 """When Megatron-Core's combined 1F1B (``ep_comm_overlap``) can run; part of :data:`_RULES`, and what the
 planner offers EP overlap by (:func:`ep_overlap_allowed`)."""
+
+
+_DUAL_RULES: tuple[tuple[Any, Any], ...] = (
+    (lambda m, b: (b.schedule == SCHEDULES.index("dualpipe")) & (b.pp % 2 != 0),
+     lambda m, p: f"schedule dualpipe needs an even pp (its two directions pair rank i with rank pp - 1 - i), "
+                  f"got pp={p.pp}; use an even pp or schedule: dualpipev"),
+    (lambda m, b: is_dualpipe(b) & (b.pp < 2),
+     lambda m, p: f"schedule {p.schedule} is a pipeline schedule and needs pp >= 2, got pp={p.pp}; set pp or "
+                  "schedule: 1f1b"),
+    (lambda m, b: is_dualpipe(b) & (b.vpp > 1),
+     lambda m, p: f"schedule {p.schedule} places its own chunks (two per rank); vpp={p.vpp} must be 1"),
+    (lambda m, b: is_dualpipe(b) & (b.pp >= 2) & ((_microbatches(b) < 2 * b.pp) | (_microbatches(b) % 2 != 0)),
+     lambda m, p: f"schedule {p.schedule} needs an even number of micro-batches of at least 2 x pp = {2 * p.pp} "
+                  f"(DualPipe dualpipe.py step(): num_chunks % 2 == 0 and num_chunks >= num_ranks * 2), this "
+                  f"plan has {p.num_microbatches}; change global_batch_size or micro_batch_size"),
+)
+"""When DualPipe / DualPipeV can run (deepseek-ai/DualPipe dualpipe.py ``step``: ``num_ranks % 2 == 0``,
+``num_chunks % 2 == 0 and num_chunks >= num_ranks * 2``; DualPipeV is taken to need the same micro-batches)."""
 
 
 _RULES: tuple[tuple[Any, Any], ...] = (
@@ -790,9 +822,15 @@ _RULES: tuple[tuple[Any, Any], ...] = (
      lambda m, p: f"global_batch_size={p.global_batch_size} is not divisible by micro_batch_size x dp = "
                   f"{p.micro_batch_size} x {p.dp} = {p.micro_batch_size * p.dp}; "
                   f"use a multiple of {p.micro_batch_size * p.dp}"),
-    (lambda m, b: (b.vpp > 1) & (_microbatches(b) % b.pp != 0),
-     lambda m, p: f"the interleaved schedule needs the number of micro-batches ({p.num_microbatches}) to be a "
-                  f"multiple of pp={p.pp}; change global_batch_size or micro_batch_size"),
+    # Megatron-Core schedules.py forward_backward_pipelining_with_interleaving: microbatch_group_size_per_vp_stage
+    # N must lie in [PP, M] and M % N be 0 or >= PP ("The number of contiguous micro-batches in a virtual pipeline
+    # stage should range in [PP, M]"); N defaults to PP but is settable, and N = M always passes, so the rule a
+    # plan must meet is M >= PP (a multiple of PP only for the default N)
+    (lambda m, b: (b.vpp > 1) & (_microbatches(b) < b.pp),
+     lambda m, p: f"the interleaved schedule needs at least pp={p.pp} micro-batches, this plan has "
+                  f"{p.num_microbatches} (Megatron-Core: microbatch_group_size_per_vp_stage in [pp, micro-batches]); "
+                  "raise global_batch_size or lower micro_batch_size"),
+    *_DUAL_RULES,
     *_EP_OVERLAP_RULES,
     (lambda m, b: (b.zero3_gather != ZERO3_GATHER.index("flat")) & (b.zero_stage < 2),
      lambda m, p: f"zero3_gather={p.zero3_gather!r} describes FSDP / ZeRO parameter gathers but "

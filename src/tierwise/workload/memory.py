@@ -26,7 +26,8 @@ Full recompute stores only each layer's input (2 h per token, /t with SP). Selec
 (Korthikanti section 5) drops the attention core's stored tensors: with flash attention those are
 already gone, so it saves nothing more here.
 
-The first pipeline stage holds the activations of ``min(m, pp)`` micro-batches (1F1B), times
+The first pipeline stage holds the activations of ``min(m, pp)`` micro-batches (1F1B; DualPipe ``pp + 1`` on
+every rank: :func:`in_flight_microbatches`), times
 ``1 + (pp - 1) / (pp v)`` with ``v`` interleaved chunks (Korthikanti section 4.2.3); the last stage also
 holds fp32 logits ``4 s b V / t`` and their gradient.
 """
@@ -72,10 +73,16 @@ def activation_bytes_per_token_per_layer(model, shape, tp, etp, sp, recompute_co
     return np.where(np.asarray(recompute_code) == 2, full, attn + mlp)
 
 
-def in_flight_microbatches(num_microbatches, pp, vpp):
-    """Micro-batches whose activations the first stage holds at its peak (1F1B / interleaved)."""
+def in_flight_microbatches(num_microbatches, pp, vpp, dual=0):
+    """Micro-batches whose activations the first stage holds at its peak (1F1B / interleaved), in units of one
+    rank's stage for one micro-batch.
+
+    DualPipe (``dual`` 1) holds ``PP + 1`` on every rank and DualPipeV (2) ``PP + 1`` half-size stages on ``PP / 2``
+    ranks, ``pp + 1/2`` in a rank's units for ``pp`` ranks (DeepSeek-V3 report sec. 3.2.1 Table 2; DualPipe
+    README, "Activation Per Device")."""
     m = np.asarray(num_microbatches, dtype=float)
     pp = np.asarray(pp, dtype=float)
     vpp = np.asarray(vpp, dtype=float)
-    held = np.minimum(m, pp)
-    return held * np.where(vpp > 1, 1 + (pp - 1) / (pp * vpp), 1.0)
+    dual = np.asarray(dual)
+    held = np.minimum(m, pp) * np.where(vpp > 1, 1 + (pp - 1) / (pp * vpp), 1.0)
+    return np.select([dual == 1, dual == 2], [pp + 1.0, pp + 0.5], held)
