@@ -57,3 +57,41 @@ def test_interleaving_takes_megatron_cores_micro_batch_rule():
     m = load_model("deepseek-v3")
     p = _plan(m, 2048, pp=16, ep=64, vpp=2, global_batch_size=15360, seq_length=4096, ep_comm_overlap=True)
     assert p.num_microbatches == 120 and p.schedule == "interleaved"
+
+
+def _ds_batch(**over):
+    m = load_model("deepseek-v3")
+    plan = dict(pp=16, ep=64, global_batch_size=15360, seq_length=4096, moe_dispatcher="deepep", **over)
+    return m, PlanBatch.from_plans([_plan(m, 2048, **plan)])
+
+
+def test_node_limited_routing_caps_the_ib_copies_per_token():
+    """EP 64 over eight 8-GPU H800 nodes, 256 experts top-8, n_group 8 / topk_group 4 (M = 4 nodes): a token's
+    experts are drawn from the 128 of its 4 nodes, so it reaches 4 (1 - C(96, 8) / C(128, 8)) nodes, 7/8 of them
+    other nodes, against 8 x 7/8 copies; without the limit (M = 8) it reaches 8 (1 - C(224, 8) / C(256, 8))."""
+    from math import comb
+
+    from tierwise.parallel.ep import deepep_node_dedup, node_limit
+    from tierwise.pricing.comm import placed_span
+
+    c = load_cluster("hgx-h800")
+    m, b = _ds_batch()
+    span = placed_span(c, b.ep, b.etp)
+    assert int(span.num_domains[0]) == 8 and float(node_limit(m, b, span.num_domains)[0]) == 4.0
+    limited = float(deepep_node_dedup(m, b, span)[0])
+    assert limited == pytest.approx(4 * (1 - comb(96, 8) / comb(128, 8)) / 8, rel=1e-9)
+    _, free = _ds_batch(moe_node_limit=8)
+    unlimited = float(deepep_node_dedup(m, free, span)[0])
+    assert unlimited == pytest.approx(8 * (1 - comb(224, 8) / comb(256, 8)) / 8, rel=1e-9)
+    assert limited < 0.7 * unlimited
+    e_lim, e_free = estimate(m, c, b), estimate(m, c, free)
+    assert float(e_lim.axis_bytes["ep"][0]) == pytest.approx(float(e_free.axis_bytes["ep"][0]) * limited / unlimited)
+
+
+def test_node_limit_larger_than_the_nodes_spanned_is_one_line():
+    from tierwise.estimate.scenario import scenario_from_mapping
+
+    doc = dict(model="deepseek-v3", cluster="hgx-h800", num_gpus=2048,
+               plan=dict(pp=16, ep=64, global_batch_size=15360, seq_length=4096, moe_node_limit=9))
+    with pytest.raises(PlanError, match=r"moe_node_limit=9 is larger than the 8 scale-up domain\(s\) ep=64 spans"):
+        scenario_from_mapping(doc)

@@ -23,6 +23,7 @@ from typing import Any
 
 from tierwise.errors import ScenarioError, TierwiseError
 from tierwise.files import path_exists, require_document
+from tierwise.parallel.ep import check_node_limit
 from tierwise.specs import catalog
 from tierwise.specs._mapping import check_keys, get_int, require_mapping
 from tierwise.specs.cluster import Cluster, load_cluster
@@ -75,6 +76,7 @@ def scenario_from_mapping(data: Mapping[str, Any], *, origin: str = "scenario", 
                              framework=framework, generation=cluster.accelerator.generation,
                              moe=model.moe is not None)
     validate_plan_batch(model, [plan])
+    check_node_limit(model, cluster, PlanBatch.from_plans([plan]))
     return Scenario(model=model, cluster=cluster, num_gpus=num_gpus, plan=plan, name=str(data.get("name", "")))
 
 

@@ -100,7 +100,7 @@ _KEYS = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "global
          "first_stage_layers", "last_stage_layers", "zero3_gather", "pipeline_layout",
          "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "grad_reduce_dtype",
          "zero2_sync", "attention_kernel", "moe_dispatcher", "moe_grouped_gemm", "moe_force_balance",
-         "pp_scatter_gather")
+         "pp_scatter_gather", "moe_node_limit")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -172,6 +172,10 @@ class Plan:
     accelerator generation's default, resolved by the estimator."""
     moe_dispatcher: str = "alltoall"
     """MoE token dispatcher (:data:`tierwise.specs.framework.MOE_DISPATCHERS`): the kernels per MoE layer."""
+    moe_node_limit: int = 0
+    """Node-limited routing: each token's experts lie on at most this many scale-up domains of the EP group
+    (DeepSeek-V3 report sec. 3.2.2, M = 4); 0 = the model's ``moe.topk_group`` when its ``n_group`` groups map
+    onto the domains (:func:`tierwise.parallel.ep.node_limit`)."""
     moe_grouped_gemm: str = "per-expert"
     """How the experts' GEMMs are launched (:data:`tierwise.specs.framework.MOE_GROUPED_GEMMS`): the host
     launches per local expert."""
@@ -390,10 +394,11 @@ def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "
     if "pp_scatter_gather" not in data and tp > 1 and pp > 1 and not sp:
         assumed.append("pp_scatter_gather=false (Megatron-Core sends the whole activation between pipeline stages)")
     bools["pp_scatter_gather"] = get_bool(data, "pp_scatter_gather", origin, default=False)
+    node_limit = get_int(data, "moe_node_limit", origin, default=0, minimum=0, maximum=MAX_GPUS)
     layout = _layout_fields(data, pp, vpp, num_layers, origin)
     plan = Plan(tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, etp=etp, vpp=vpp, micro_batch_size=mbs, global_batch_size=gbs,
                 seq_length=seq, sequence_parallel=sp, zero_stage=zero, dp_shard=dp_shard, schedule=schedule,
-                framework=framework or "", **choices, **layout, **bools)
+                moe_node_limit=node_limit, framework=framework or "", **choices, **layout, **bools)
     if num_layers is not None and pp > 1:
         assumed.append(layout_note(num_layers, plan))
     from dataclasses import replace
@@ -529,7 +534,8 @@ def _layout_fields(data: Mapping[str, Any], pp: int, vpp: int, num_layers: int |
 
 
 _INT_FIELDS = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "global_batch_size", "seq_length",
-               "zero_stage", "dp_shard", "first_stage_layers", "last_stage_layers", "middle_stage_layers")
+               "zero_stage", "dp_shard", "first_stage_layers", "last_stage_layers", "middle_stage_layers",
+               "moe_node_limit")
 _BOOL_FIELDS = ("sequence_parallel", "reshard_after_forward", "tp_comm_overlap", "ep_comm_overlap", "fused_elementwise",
                 "fused_cross_entropy",
                 "overlap_grad_reduce", "overlap_param_gather", "layout_explicit", "embedding_in_split",
@@ -584,6 +590,7 @@ class PlanBatch:
     attention_kernel: np.ndarray
     moe_dispatcher: np.ndarray
     moe_grouped_gemm: np.ndarray
+    moe_node_limit: np.ndarray
 
     def __len__(self) -> int:
         return int(self.tp.shape[0])
