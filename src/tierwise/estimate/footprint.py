@@ -38,8 +38,9 @@ def memory_footprint(model, shape: ModelShape, cluster, plans: PlanBatch, P: Der
     # states; taken as twice the stage's own. DualPipeV's two half stages are one copy.
     copies = np.where(P.dual == 1, 2.0, 1.0)
     dual = P.dual > 0
-    dense_act = activation_bytes_per_token_per_layer(model, shape, tp, etp, sp, rc, moe_layer=False)
-    moe_act = (activation_bytes_per_token_per_layer(model, shape, tp, etp, sp, rc, moe_layer=True)
+    cache = np.where(plans.precision == PRECISION.index("fp8"), 1.0, 2.0)  # recompute "deepseek": FP8 caching
+    dense_act = activation_bytes_per_token_per_layer(model, shape, tp, etp, sp, rc, moe_layer=False, cache_bytes=cache)
+    moe_act = (activation_bytes_per_token_per_layer(model, shape, tp, etp, sp, rc, moe_layer=True, cache_bytes=cache)
                if model.moe is not None else dense_act)
     overhead = parse_bytes(cparams["memory_overhead"])
 

@@ -86,7 +86,8 @@ class Constraints:
     """Smallest expert-parallel degree (used to ask what expert parallelism would trade)."""
     max_vpp: int = 8
     max_micro_batch_size: int = 8
-    recompute: tuple[str, ...] = RECOMPUTE
+    recompute: tuple[str, ...] = RECOMPUTE[:3]
+    """none, selective and full (DeepSeek-V3's ``deepseek`` recipe only when asked for)."""
     zero_stages: tuple[int, ...] = (0, 1, 2, 3)
     precision: tuple[str, ...] | None = None
     """``None``: every precision in :data:`~tierwise.specs.plan.PRECISION` the accelerator has a peak for."""

@@ -50,10 +50,17 @@ from tierwise.specs.framework import (
 )
 
 __all__ = ["Plan", "PlanBatch", "plan_from_mapping", "MEGATRON_ALIASES", "LAYERS_PER_CHUNK", "validate_plan_batch",
-           "valid_plan_mask", "ep_overlap_allowed", "RECOMPUTE", "Recompute", "PRECISION", "ORDERS", "SCHEDULES",
+           "valid_plan_mask", "ep_overlap_allowed", "RECOMPUTE", "RECOMPUTE_COST_ORDER", "Recompute", "PRECISION", "ORDERS", "SCHEDULES",
            "ZERO3_GATHER", "stage_layout", "layout_note", "LAYOUT_RULES", "DUAL_SCHEDULES", "is_dualpipe"]
 
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = ("none", "selective", "full", "deepseek")
+"""Activation recompute / caching choices. ``deepseek``: DeepSeek-V3's recipe (arXiv:2412.19437 sec. 3.2.3
+"Recomputation of RMSNorm and MLA Up-Projection", sec. 3.3.4 "Low-Precision Storage"): RMSNorm outputs and the
+MLA up-projections are recomputed in the backward (their inputs, the layer input and the compressed latents,
+are kept), the MoE input (the dispatched tokens), the SwiGLU input and the input of the linear after attention
+are cached in FP8 under an FP8 plan, and the SwiGLU output is recomputed (:mod:`tierwise.workload.memory`)."""
+RECOMPUTE_COST_ORDER = ("none", "selective", "deepseek", "full")
+"""Recompute choices cheapest first: the order the estimate infers an unstated ``recompute`` in."""
 
 
 class Recompute(IntEnum):
@@ -62,6 +69,7 @@ class Recompute(IntEnum):
     NONE = 0
     SELECTIVE = 1
     FULL = 2
+    DEEPSEEK = 3
 
 
 PRECISION = ("bf16", "fp8")
@@ -377,6 +385,11 @@ def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "
     if "schedule" not in data:
         assumed.append(f"schedule={default_schedule}")
     schedule = _choice(data, "schedule", SCHEDULES, default_schedule, origin)
+    if schedule.startswith("dualpipe") and moe and "moe_dispatcher" not in data:
+        # DualPipe comes with DeepSeek's own stack, whose dispatcher is DeepEP (DeepSeek-V3 report sec. 3.2.2)
+        assumed[:] = [a for a in assumed if not a.startswith("moe_dispatcher=")]
+        assumed.append("moe_dispatcher=deepep (schedule dualpipe: DeepSeek-V3's stack, sec. 3.2.2 all-to-all kernels)")
+        choices["moe_dispatcher"] = "deepep"
     bools = {}
     for key, fallback in (("reshard_after_forward", True), ("tp_comm_overlap", False), ("ep_comm_overlap", False),
                           ("fused_elementwise", True), ("fused_cross_entropy", False),
