@@ -11,7 +11,7 @@ from tierwise.specs.compute import moe_expert_launches, moe_kernels_per_layer
 from tierwise.specs.framework import MOE_DISPATCHERS, MOE_GROUPED_GEMMS
 from tierwise.specs.plan import PlanBatch
 
-__all__ = ["moe_imbalance", "expert_tokens_per_rank", "node_limit", "check_node_limit", "deepep_node_dedup", "per_expert_gemms", "dispatcher_kernels",
+__all__ = ["moe_imbalance", "expert_tokens_per_rank", "node_limit", "check_node_limit", "deepep_node_dedup", "node_copies_fraction", "per_expert_gemms", "dispatcher_kernels",
            "moe_host_extra_s", "ep_layer_comm"]
 
 def moe_imbalance(plans: PlanBatch, cparams) -> np.ndarray:
@@ -117,16 +117,29 @@ def deepep_node_dedup(model, plans: PlanBatch, span):
     deepep = (np.asarray(raw) == MOE_DISPATCHERS.index("deepep")) & (u > 1)
     if not np.any(deepep):
         return np.ones(len(plans))
-    E, k = float(model.moe.num_experts), int(model.moe.top_k)
-    u = np.maximum(u, 1.0)
     M = np.where(domains > 1, node_limit(model, plans, domains), u)
+    return np.where(deepep, _copies_fraction(model, np.maximum(u, 1.0), M), 1.0)
+
+
+def _copies_fraction(model, u, M) -> np.ndarray:
+    """``M (1 - C(E M/u - E/u, k) / C(E M/u, k)) / k``: distinct units a token reaches among its ``M`` over the
+    ``k`` copies (:func:`deepep_node_dedup`), at most 1."""
+    E, k = float(model.moe.num_experts), int(model.moe.top_k)
+    u, M = np.broadcast_arrays(np.asarray(u, dtype=float), np.asarray(M, dtype=float))
     pool = E * M / u  # the experts of the token's M domains (all E without a limit)
-    miss = np.ones(len(plans))
+    miss = np.ones(u.shape)
     for i in range(k):  # C(pool - E/u, k) / C(pool, k) = prod_i (pool - E/u - i) / (pool - i)
         miss = miss * np.clip((pool - E / u - i) / np.maximum(pool - i, 1e-12), 0.0, None)
-    distinct = (u - 1.0) / u * M * (1.0 - miss)
-    copies = k * (u - 1.0) / u
-    return np.where(deepep, np.minimum(distinct / np.maximum(copies, 1e-12), 1.0), 1.0)
+    return np.minimum(M * (1.0 - miss) / k, 1.0)
+
+
+def node_copies_fraction(model, domains) -> np.ndarray:
+    """The share of a token's ``top_k`` copies DeepEP sends across ``domains`` scale-up domains under the model's
+    node-limited routing (:func:`node_limit` without a plan override; :func:`deepep_node_dedup`)."""
+    u = np.maximum(np.asarray(domains, dtype=float), 1.0)
+    groups, per_token = float(model.moe.n_group), float(model.moe.topk_group)
+    M = np.minimum(np.where(groups > 1, per_token * np.maximum(np.ceil(u / groups), 1.0), u), u)
+    return _copies_fraction(model, u, M)
 
 
 def per_expert_gemms(plans: PlanBatch) -> np.ndarray:

@@ -52,6 +52,8 @@ class ServeConfig:
     prefill_tp: int | None = None
     decode_tp: int | None = None
     decode_ep: int | None = None
+    prefill_ep: int | None = None
+    """EP of a prefill instance (None: the decode EP, at most the prefill TP)."""
     kv_link: str = "auto"
     kv_streamed: bool = True
     beams: int = 1
@@ -120,7 +122,8 @@ def _check(cfg: ServeConfig) -> None:
     for name, v in (("--ttft-slo", cfg.ttft_slo), ("--tpot-slo", cfg.tpot_slo)):
         if v is not None:
             check_float(v, name, minimum=0.0, min_open=True, maximum=1e5, error=ScenarioError, hint=" (seconds)")
-    for name in ("num_gpus", "tp", "ep", "prefill_gpus", "decode_gpus", "prefill_tp", "decode_tp", "decode_ep"):
+    for name in ("num_gpus", "tp", "ep", "prefill_gpus", "decode_gpus", "prefill_tp", "decode_tp", "decode_ep",
+                 "prefill_ep"):
         v = getattr(cfg, name)
         if v is not None:
             check_int(v, "--" + name.replace("_", "-"), error=ScenarioError)
@@ -134,7 +137,6 @@ def _divides(a: int, b: int, what: str, of: str) -> None:
 
 def _resolve(cfg: ServeConfig):
     """Load the specs, fill the defaults (recorded in ``assumed``), check the degrees."""
-    from tierwise.serve.kv import weight_bytes_per_gpu
     from tierwise.serve.params import serving_parameters
     from tierwise.specs.cluster import load_cluster
     from tierwise.specs.model import load_model
@@ -168,55 +170,24 @@ def _resolve(cfg: ServeConfig):
                        "mlcommons/inference language/llama2-70b/README.md)")
     disagg = cfg.prefill_gpus is not None or cfg.decode_gpus is not None
     if disagg:
-        if cfg.prefill_gpus is None or cfg.decode_gpus is None:
-            raise ScenarioError("disaggregated serving needs both --prefill-gpus and --decode-gpus")
-        pg, dg = cfg.prefill_gpus, cfg.decode_gpus
-        ptp = cfg.prefill_tp or cfg.tp
-        dtp = cfg.decode_tp or cfg.tp
-        dep = cfg.decode_ep or cfg.ep or 1
-        if ptp is None:
-            ptp = _smallest_tp(model, cluster, cfg.precision, pg)
-            assumed.append(f"prefill_tp {ptp} (the smallest that holds the weights)")
-        if dtp is None:
-            dtp = _smallest_tp(model, cluster, cfg.precision, dg)
-            assumed.append(f"decode_tp {dtp} (the smallest that holds the weights)")
-        _divides(ptp, pg, "--prefill-tp", "--prefill-gpus")
-        _divides(dtp, dg, "--decode-tp", "--decode-gpus")
-        _divides(dep, dtp, "--decode-ep", "--decode-tp")
-        if cfg.num_gpus is not None and cfg.num_gpus != pg + dg:
-            raise ScenarioError(f"--gpus {cfg.num_gpus} is not --prefill-gpus {pg} + --decode-gpus {dg}; "
-                                "drop --gpus or make them add up")
-        link = cfg.kv_link
-        if link == "scale_up" and pg + dg > cluster.scale_up_domain:
-            raise ScenarioError(f"--kv-link scale_up: the pools ({pg} + {dg} GPUs) do not fit one scale-up domain of "
-                                f"{cluster.scale_up_domain} on {cluster.name}; use scale_out, host or tcp, or "
-                                "smaller pools")
-        if link == "auto":
-            from tierwise.serve.transfer import pick_kv_link
-
-            link = str(pick_kv_link(cluster, pg, dg))
-            assumed.append(f"kv_link {link} (pools on consecutive GPUs: "
-                           f"{'one' if link == 'scale_up' else 'more than one'} scale-up domain)")
+        pg, dg, ptp, dtp, dep, pep, link = _resolve_disagg(cfg, model, cluster, assumed)
     else:
         gpus = cfg.num_gpus
         if gpus is None:
             raise ScenarioError("give --gpus N (aggregated) or --prefill-gpus P --decode-gpus D (disaggregated)")
+        dep = cfg.ep or 1
         tp = cfg.tp
+        if tp is None and dep > 1 and model.moe is not None:
+            tp = 1
+            assumed.append("tp 1 (attention data-parallel over the --ep GPUs: DeepSeek-V3 sec. 3.4)")
         if tp is None:
             tp = _smallest_tp(model, cluster, cfg.precision, gpus)
             assumed.append(f"tp {tp} (the smallest power of two that holds the weights)")
-        _divides(tp, gpus, "--tp", "--gpus")
-        dep = cfg.ep or 1
-        _divides(dep, tp, "--ep", "--tp")
+        _check_ep_layout(model, tp, dep, gpus, "--ep", "--tp", "--gpus")
         pg = dg = gpus
         ptp = dtp = tp
+        pep = min(dep, tp) if dep <= tp else dep
         link = None
-    if model.moe is None and dep > 1:
-        raise ScenarioError(f"--ep {dep} needs a mixture-of-experts model; {model.name} is dense (use --ep 1)")
-    if model.moe is not None and model.moe.num_experts % dep:
-        _divides(dep, model.moe.num_experts, "--ep", "num_experts")
-    if weight_bytes_per_gpu(model, cfg.precision, dtp, dep) > cluster.accelerator.hbm_capacity_bytes:
-        pass  # reported as fits: false with the numbers
     if cfg.batch == 0:
         assumed.append(f"batch auto (the largest that fits the KV cache, at most {params.max_batch}, within the "
                        "TPOT SLO when one is set)")
@@ -229,8 +200,73 @@ def _resolve(cfg: ServeConfig):
                  params=params)
     d = Deployments(disagg=np.array([disagg]), prefill_gpus=np.array([pg]), prefill_tp=np.array([ptp]),
                     decode_gpus=np.array([dg]), decode_tp=np.array([dtp]), decode_ep=np.array([dep]),
-                    batch=np.array([cfg.batch]), kv_link=np.array([link], dtype=object))
+                    batch=np.array([cfg.batch]), kv_link=np.array([link], dtype=object),
+                    prefill_ep=np.array([pep]))
     return w, d, assumed
+
+
+def _check_ep_layout(model, tp: int, ep: int, gpus: int, ep_flag: str, tp_flag: str, gpus_flag: str) -> None:
+    """The instance layouts :func:`tierwise.serve.kv.instance_gpus` prices, one line per violation: EP folded
+    into TP (``ep`` divides ``tp``) or spread over ``ep`` GPUs with attention data-parallel (``tp`` divides
+    ``ep``); the instance divides the pool; EP at most the routed experts (no rank without an expert)."""
+    if model.moe is None and ep > 1:
+        raise ScenarioError(f"{ep_flag} {ep} needs a mixture-of-experts model; {model.name} is dense (use {ep_flag} 1)")
+    if ep <= tp:
+        _divides(ep, tp, ep_flag, tp_flag)
+    elif ep % tp:
+        raise ScenarioError(f"{ep_flag}={ep} is wider than {tp_flag}={tp} but not a multiple of it: attention runs "
+                            f"{ep_flag} / {tp_flag} data-parallel groups; use {tp_flag} dividing {ep}")
+    inst = max(tp, ep)
+    if inst > gpus:
+        raise ScenarioError(f"{ep_flag}={ep} is larger than the {gpus} GPUs of {gpus_flag} (an instance cannot span more); "
+                            f"use {ep_flag} <= {gpus}")
+    _divides(inst, gpus, tp_flag if ep <= tp else ep_flag, gpus_flag)
+    if model.moe is not None and ep > model.moe.num_experts:
+        raise ScenarioError(f"{ep_flag}={ep} is wider than the {model.moe.num_experts} routed experts of {model.name} "
+                            f"(a rank would hold none); use {ep_flag} <= {model.moe.num_experts}")
+
+
+def _resolve_disagg(cfg: ServeConfig, model, cluster, assumed: list[str]):
+    """(prefill GPUs, decode GPUs, prefill TP, decode TP, decode EP, prefill EP, KV link) of a disaggregated
+    deployment, defaults recorded in ``assumed``."""
+    if cfg.prefill_gpus is None or cfg.decode_gpus is None:
+        raise ScenarioError("disaggregated serving needs both --prefill-gpus and --decode-gpus")
+    pg, dg = cfg.prefill_gpus, cfg.decode_gpus
+    dep = cfg.decode_ep or cfg.ep or 1
+    pep = cfg.prefill_ep
+    moe = model.moe is not None
+    ptp, dtp = cfg.prefill_tp or cfg.tp, cfg.decode_tp or cfg.tp
+    if dtp is None and dep > 1 and moe:
+        dtp = 1
+        assumed.append("decode_tp 1 (attention data-parallel over the --decode-ep GPUs: DeepSeek-V3 sec. 3.4)")
+    if ptp is None and pep is not None and pep > 1 and moe:
+        ptp = 1
+        assumed.append("prefill_tp 1 (attention data-parallel over the --prefill-ep GPUs)")
+    if ptp is None:
+        ptp = _smallest_tp(model, cluster, cfg.precision, pg)
+        assumed.append(f"prefill_tp {ptp} (the smallest that holds the weights)")
+    if dtp is None:
+        dtp = _smallest_tp(model, cluster, cfg.precision, dg)
+        assumed.append(f"decode_tp {dtp} (the smallest that holds the weights)")
+    if pep is None:
+        pep = min(dep, ptp)
+    _check_ep_layout(model, ptp, pep, pg, "--prefill-ep", "--prefill-tp", "--prefill-gpus")
+    _check_ep_layout(model, dtp, dep, dg, "--decode-ep", "--decode-tp", "--decode-gpus")
+    if cfg.num_gpus is not None and cfg.num_gpus != pg + dg:
+        raise ScenarioError(f"--gpus {cfg.num_gpus} is not --prefill-gpus {pg} + --decode-gpus {dg}; "
+                            "drop --gpus or make them add up")
+    link = cfg.kv_link
+    if link == "scale_up" and pg + dg > cluster.scale_up_domain:
+        raise ScenarioError(f"--kv-link scale_up: the pools ({pg} + {dg} GPUs) do not fit one scale-up domain of "
+                            f"{cluster.scale_up_domain} on {cluster.name}; use scale_out, host or tcp, or "
+                            "smaller pools")
+    if link == "auto":
+        from tierwise.serve.transfer import pick_kv_link
+
+        link = str(pick_kv_link(cluster, pg, dg))
+        assumed.append(f"kv_link {link} (pools on consecutive GPUs: "
+                       f"{'one' if link == 'scale_up' else 'more than one'} scale-up domain)")
+    return pg, dg, ptp, dtp, dep, pep, link
 
 
 def _smallest_tp(model, cluster, precision: str, gpus: int) -> int:
@@ -247,14 +283,20 @@ def _smallest_tp(model, cluster, precision: str, gpus: int) -> int:
 def serve_estimate(cfg: ServeConfig) -> dict:
     """The ``serve --json`` document for one deployment (module docstring for the stable keys)."""
     from tierwise.serve.engine import evaluate
-    from tierwise.serve.kv import attention_kind, kv_fraction_per_gpu, weight_bytes_per_gpu
+    from tierwise.serve.kv import (
+        attention_dp,
+        attention_kind,
+        instance_gpus,
+        kv_fraction_per_gpu,
+        weight_bytes_per_gpu,
+    )
     from tierwise.serve.phases import decode_step_time, prefill_time
 
     w, d, assumed = _resolve(cfg)
     r = {k: v[0] for k, v in evaluate(w, d).items()}
     disagg = bool(d.disagg[0])
-    ptp, dtp, dep = int(d.prefill_tp[0]), int(d.decode_tp[0]), int(d.decode_ep[0])
-    pf = prefill_time(w.model, w.cluster, w.precision, ptp, min(dep, ptp), w.input_len, w.params)
+    ptp, dtp, dep, pep = int(d.prefill_tp[0]), int(d.decode_tp[0]), int(d.decode_ep[0]), int(d.prefill_ep[0])
+    pf = prefill_time(w.model, w.cluster, w.precision, ptp, pep, w.input_len, w.params)
     step = decode_step_time(w.model, w.cluster, w.precision, w.kv_bytes_per_token, dtp, dep, r["batch"] * w.beams,
                             w.mean_context, w.params)
     kvb = w.kv_bytes_per_token
@@ -262,9 +304,11 @@ def serve_estimate(cfg: ServeConfig) -> dict:
         "model": w.model.name, "cluster": w.cluster.name, "mode": "disaggregated" if disagg else "aggregated",
         "scenario": w.scenario, "precision": w.precision, "kv_precision": w.kv_precision,
         "input_len": w.input_len, "output_len": w.output_len, "num_gpus": int(r["num_gpus"]),
-        "deployment": ({"prefill_gpus": int(d.prefill_gpus[0]), "prefill_tp": ptp, "decode_gpus": int(d.decode_gpus[0]),
-                        "decode_tp": dtp, "decode_ep": dep} if disagg else {"tp": dtp, "ep": dep,
-                                                                          "instances": int(d.decode_gpus[0]) // dtp}),
+        "deployment": ({"prefill_gpus": int(d.prefill_gpus[0]), "prefill_tp": ptp, "prefill_ep": pep,
+                        "decode_gpus": int(d.decode_gpus[0]), "decode_tp": dtp, "decode_ep": dep}
+                       if disagg else {"tp": dtp, "ep": dep, "attention_dp": int(attention_dp(dtp, dep)),
+                                       "instances": int(d.decode_gpus[0]) // int(instance_gpus(dtp, dep))}),
+        "ep_tier": _ep_tier(w, dep),
         "output_tokens_per_s": float(r["output_tokens_per_s"]),
         "output_tokens_per_s_per_gpu": float(r["output_tokens_per_s_per_gpu"]),
         "ttft_s": float(r["ttft_s"]), "tpot_s": float(r["tpot_s"]),
@@ -297,6 +341,13 @@ def serve_estimate(cfg: ServeConfig) -> dict:
         "assumed": assumed,
     }
     return doc
+
+
+def _ep_tier(w, ep: int) -> str | None:
+    """The tier the decode EP group spans (:func:`tierwise.serve.plan.ep_tier_name`)."""
+    from tierwise.serve.plan import ep_tier_name
+
+    return ep_tier_name(w.cluster, ep)
 
 
 def compare_attention(cfg: ServeConfig) -> dict:
