@@ -123,3 +123,14 @@ def test_deepseek_v3_as_published_is_valid_and_fits_80_gb():
     step = {s: float(e.step_time_s[0]) for s, e in est.items()}
     assert bubble["dualpipe"] < 0.6 * bubble["1f1b"] and step["dualpipe"] < step["interleaved"] < step["1f1b"]
     assert doc["breakdown"]["bubble_s"] == pytest.approx(bubble["dualpipe"], rel=1e-6)
+
+
+def test_plan_search_takes_a_stated_schedule():
+    from tierwise.planner.space import Constraints, build_space
+
+    m, c = load_model("deepseek-v3"), load_cluster("hgx-h800")
+    space = build_space(m, c, 2048, 15360, 4096, Constraints(pp=16, ep=64, schedule="dualpipe", precision=("fp8",)))
+    table = space.structure
+    assert len(table["tp"]) and np.all(table["vpp"] == 1) and np.all(table["schedule"] == 2)
+    with pytest.raises(PlanError, match="schedule 'zb' is not one of"):
+        build_space(m, c, 2048, 15360, 4096, Constraints(pp=16, schedule="zb"))

@@ -88,6 +88,9 @@ class Constraints:
     max_micro_batch_size: int = 8
     recompute: tuple[str, ...] = RECOMPUTE[:3]
     """none, selective and full (DeepSeek-V3's ``deepseek`` recipe only when asked for)."""
+    schedule: str | None = None
+    """A pipeline schedule every plan runs (:data:`~tierwise.specs.plan.SCHEDULES`); None: 1F1B, interleaved
+    when vpp > 1. DualPipe / DualPipeV and 1F1B keep vpp 1, interleaved vpp > 1."""
     zero_stages: tuple[int, ...] = (0, 1, 2, 3)
     precision: tuple[str, ...] | None = None
     """``None``: every precision in :data:`~tierwise.specs.plan.PRECISION` the accelerator has a peak for."""
@@ -192,6 +195,18 @@ def to_batch(table: Table, global_batch_size: int, seq_length: int) -> PlanBatch
     if "vpp" in table:
         cols.setdefault("schedule", np.where(table["vpp"] > 1, SCHEDULES.index("interleaved"), 0).astype(np.int8))
     return PlanBatch.from_arrays(global_batch_size=global_batch_size, seq_length=seq_length, **cols)
+
+
+def _add_schedule(table: Table, schedule: str | None) -> Table:
+    """Rows of a stated schedule (``Constraints.schedule``) with its code; the vpp it needs (1 but interleaved)."""
+    if schedule is None:
+        return table
+    if schedule not in SCHEDULES:
+        raise PlanError(f"schedule {schedule[:40]!r} is not one of {', '.join(SCHEDULES)}")
+    interleaved = schedule == "interleaved"
+    table = _take(table, (table["vpp"] > 1) if interleaved else (table["vpp"] == 1))
+    table["schedule"] = np.full(len(table["tp"]), SCHEDULES.index(schedule), dtype=np.int8)
+    return table
 
 
 def stage_split(num_layers: int, pp: int) -> tuple[int, int]:
@@ -343,6 +358,7 @@ def build_space(model, cluster, num_gpus: int, global_batch_size: int, seq_lengt
     table = _add_stage_split(model, table)
     table = _add_vpp(model, table, global_batch_size, c)
     table = _add_experts(model, table, c)
+    table = _add_schedule(table, c.schedule)
     sw = _software(model, cluster, c)
     n = len(table["tp"])
     table["fused_elementwise"] = np.full(n, sw.fused_elementwise)
