@@ -62,7 +62,7 @@ def test_serve_accepts_ep_up_to_the_instance_with_attention_data_parallel():
 
 @pytest.mark.parametrize("kw, message", [
     (dict(num_gpus=72, ep=300), r"--ep=300 is larger than the 72 GPUs of --gpus"),
-    (dict(model="mixtral-8x7b", cluster="dgx-h100", num_gpus=16, ep=16), r"--ep=16 is wider than the 8 routed experts"),
+    (dict(model="mixtral-8x7b", cluster="dgx-h100", num_gpus=16, ep=16), r"--ep=16 is wider than the 8 routed \+ 0 redundant experts"),
     (dict(num_gpus=64, cluster="dgx-h100", tp=8, ep=12), r"--ep=12 is wider than --tp=8 but not a multiple of it"),
     (dict(prefill_gpus=8, decode_gpus=64, decode_ep=128, cluster="dgx-h100"), r"--decode-ep=128 is larger than"),
 ])
@@ -85,3 +85,27 @@ def test_serve_plan_on_h100_nodes_spans_ib_only_where_it_pays():
     assert best[0]["decode_ep"] == 16 and best[0]["decode_ep_tier"] == "scale_out"
     wider = [b for b in best if b["decode_ep"] == 32]
     assert wider and all(b["output_tokens_per_s_per_gpu"] < best[0]["output_tokens_per_s_per_gpu"] for b in wider)
+
+
+def test_redundant_experts_cost_their_weights_and_allow_ep_320():
+    """DeepSeek-V3's decode deployment: EP 320 over 256 routed + 64 redundant / shared slots, one expert per GPU."""
+    m = load_model("deepseek-v3")
+    one = float(weight_bytes_per_gpu(m, "fp8", 1, 256))
+    padded = float(weight_bytes_per_gpu(m, "fp8", 1, 256, 32))  # ceil(288 / 256) = 2 experts per rank
+    expert = 58 * 3 * 7168 * 2048  # one routed expert of every MoE layer, 1 byte each in FP8
+    assert padded - one == pytest.approx(expert, rel=1e-6)
+    doc = serve_estimate(_ds(cluster="dgx-h100", prefill_gpus=32, decode_gpus=320, prefill_ep=32, decode_ep=320,
+                             redundant_experts=64, scenario="interactive"))
+    assert doc["deployment"]["decode_ep"] == 320 and doc["ep_tier"] == "scale_out"
+    with pytest.raises(ScenarioError, match=r"--decode-ep=320 is wider than the 256 routed \+ 0 redundant"):
+        serve_estimate(_ds(cluster="dgx-h100", prefill_gpus=32, decode_gpus=320, decode_ep=320))
+
+
+def test_two_batch_overlap_hides_the_all_to_all_behind_compute():
+    base = dict(cluster="dgx-h100", num_gpus=32, ep=32, batch=256)
+    off, on = serve_estimate(_ds(**base)), serve_estimate(_ds(**base, two_batch_overlap=True))
+    p0, p1 = off["phases"], on["phases"]
+    assert p1["decode_comm_s"] == pytest.approx(p0["decode_comm_s"]) and p0["decode_comm_s"] > 0
+    assert p1["decode_step_s"] == pytest.approx(p0["decode_step_s"] - min(p0["decode_comm_s"], p1["decode_step_s"]
+                                                                          - p0["decode_overhead_s"]), rel=0.05)
+    assert p1["decode_step_s"] < p0["decode_step_s"] and p1["prefill_s"] < p0["prefill_s"]

@@ -33,7 +33,7 @@ def _config(scenario_file, flags: dict):
 def _flags(model, cluster, gpus, tp, ep, precision, kv_precision, input_len, output_len, scenario, rate, ttft_slo,
            tpot_slo, batch, batching, kv_reservation, prefill_gpus, decode_gpus, prefill_tp, decode_tp, decode_ep,
            kv_link, kv_whole, max_batch=None, beams=None, kv_cache_fraction=None, kv_cache_of=None,
-           attention_kernel=None, prefill_ep=None) -> dict:
+           attention_kernel=None, prefill_ep=None, redundant_experts=None, two_batch_overlap=None) -> dict:
     from tierwise.errors import ScenarioError
 
     b = None
@@ -55,7 +55,7 @@ def _flags(model, cluster, gpus, tp, ep, precision, kv_precision, input_len, out
             "prefill_tp": prefill_tp, "decode_tp": decode_tp, "decode_ep": decode_ep, "kv_link": kv_link,
             "kv_streamed": False if kv_whole else None, "max_batch": max_batch, "beams": beams,
             "kv_cache_fraction": kv_cache_fraction, "kv_cache_of": kv_cache_of, "attention_kernel": attention_kernel,
-            "prefill_ep": prefill_ep}
+            "prefill_ep": prefill_ep, "redundant_experts": redundant_experts, "two_batch_overlap": two_batch_overlap}
 
 
 def render_serve(console, doc: dict) -> None:
@@ -182,6 +182,12 @@ def register(app: typer.Typer) -> None:
         decode_ep: Annotated[int | None, typer.Option("--decode-ep", help="EP of a decode instance (wider than "
                                                                           "--decode-tp: attention data-parallel)")] = None,
         prefill_ep: Annotated[int | None, typer.Option("--prefill-ep", help="EP of a prefill instance")] = None,
+        redundant_experts: Annotated[int | None, typer.Option(
+            "--redundant-experts", help="EPLB redundant expert copies per MoE layer (their weights; EP up to "
+                                        "routed + redundant)")] = None,
+        two_batch_overlap: Annotated[bool, typer.Option(
+            "--two-batch-overlap", help="two micro-batches per step: the all-to-all behind the other's "
+                                        "compute")] = False,
         kv_link: KvLinkOpt = None,
         kv_whole: Annotated[bool, typer.Option("--kv-whole", help="send the KV cache after prefill, not layer by "
                                                                   "layer")] = False,
@@ -203,7 +209,8 @@ def register(app: typer.Typer) -> None:
         flags = _flags(model, cluster, gpus, tp, ep, precision, kv_precision, input_len, output_len, scenario, rate,
                        ttft_slo, tpot_slo, batch, batching, kv_reservation, prefill_gpus, decode_gpus, prefill_tp,
                        decode_tp, decode_ep, kv_link, kv_whole, max_batch, beams, kv_cache_fraction, kv_cache_of,
-                       attention_kernel, prefill_ep=prefill_ep)
+                       attention_kernel, prefill_ep=prefill_ep, redundant_experts=redundant_experts,
+                       two_batch_overlap=two_batch_overlap or None)
         cfg = _config(scenario_file, flags)
         doc = serve_estimate(cfg)
         if compare_attention:

@@ -54,6 +54,10 @@ class ServeConfig:
     decode_ep: int | None = None
     prefill_ep: int | None = None
     """EP of a prefill instance (None: the decode EP, at most the prefill TP)."""
+    redundant_experts: int = 0
+    """EPLB's redundant expert copies per MoE layer (:class:`~tierwise.serve.params.ServingParameters`)."""
+    two_batch_overlap: bool = False
+    """Two micro-batches per step, communication behind compute (:class:`~tierwise.serve.params.ServingParameters`)."""
     kv_link: str = "auto"
     kv_streamed: bool = True
     beams: int = 1
@@ -148,6 +152,12 @@ def _resolve(cfg: ServeConfig):
         params = dataclasses.replace(params, max_batch=cfg.max_batch)
     if cfg.attention_kernel != "auto":
         params = dataclasses.replace(params, attention_kernel=cfg.attention_kernel)
+    check_int(cfg.redundant_experts, "--redundant-experts", minimum=0, maximum=100_000, error=ScenarioError)
+    if cfg.redundant_experts and model.moe is None:
+        raise ScenarioError(f"--redundant-experts {cfg.redundant_experts} needs a mixture-of-experts model; "
+                            f"{model.name} is dense")
+    params = dataclasses.replace(params, redundant_experts=cfg.redundant_experts,
+                                 two_batch_overlap=bool(cfg.two_batch_overlap))
     assumed: list[str] = []
     kvp = cfg.kv_precision
     if kvp is None:
@@ -183,7 +193,7 @@ def _resolve(cfg: ServeConfig):
         if tp is None:
             tp = _smallest_tp(model, cluster, cfg.precision, gpus)
             assumed.append(f"tp {tp} (the smallest power of two that holds the weights)")
-        _check_ep_layout(model, tp, dep, gpus, "--ep", "--tp", "--gpus")
+        _check_ep_layout(model, tp, dep, gpus, "--ep", "--tp", "--gpus", cfg.redundant_experts)
         pg = dg = gpus
         ptp = dtp = tp
         pep = min(dep, tp) if dep <= tp else dep
@@ -205,10 +215,12 @@ def _resolve(cfg: ServeConfig):
     return w, d, assumed
 
 
-def _check_ep_layout(model, tp: int, ep: int, gpus: int, ep_flag: str, tp_flag: str, gpus_flag: str) -> None:
+def _check_ep_layout(model, tp: int, ep: int, gpus: int, ep_flag: str, tp_flag: str, gpus_flag: str,
+                     redundant: int = 0) -> None:
     """The instance layouts :func:`tierwise.serve.kv.instance_gpus` prices, one line per violation: EP folded
     into TP (``ep`` divides ``tp``) or spread over ``ep`` GPUs with attention data-parallel (``tp`` divides
-    ``ep``); the instance divides the pool; EP at most the routed experts (no rank without an expert)."""
+    ``ep``); the instance divides the pool; EP at most the routed plus ``redundant`` experts (no rank without
+    an expert)."""
     if model.moe is None and ep > 1:
         raise ScenarioError(f"{ep_flag} {ep} needs a mixture-of-experts model; {model.name} is dense (use {ep_flag} 1)")
     if ep <= tp:
@@ -221,9 +233,11 @@ def _check_ep_layout(model, tp: int, ep: int, gpus: int, ep_flag: str, tp_flag: 
         raise ScenarioError(f"{ep_flag}={ep} is larger than the {gpus} GPUs of {gpus_flag} (an instance cannot span more); "
                             f"use {ep_flag} <= {gpus}")
     _divides(inst, gpus, tp_flag if ep <= tp else ep_flag, gpus_flag)
-    if model.moe is not None and ep > model.moe.num_experts:
-        raise ScenarioError(f"{ep_flag}={ep} is wider than the {model.moe.num_experts} routed experts of {model.name} "
-                            f"(a rank would hold none); use {ep_flag} <= {model.moe.num_experts}")
+    slots = model.moe.num_experts + redundant if model.moe is not None else 0
+    if model.moe is not None and ep > slots:
+        raise ScenarioError(f"{ep_flag}={ep} is wider than the {model.moe.num_experts} routed + {redundant} redundant "
+                            f"experts of {model.name} (a rank would hold none); use {ep_flag} <= {slots} or more "
+                            "--redundant-experts")
 
 
 def _resolve_disagg(cfg: ServeConfig, model, cluster, assumed: list[str]):
@@ -250,8 +264,8 @@ def _resolve_disagg(cfg: ServeConfig, model, cluster, assumed: list[str]):
         assumed.append(f"decode_tp {dtp} (the smallest that holds the weights)")
     if pep is None:
         pep = min(dep, ptp)
-    _check_ep_layout(model, ptp, pep, pg, "--prefill-ep", "--prefill-tp", "--prefill-gpus")
-    _check_ep_layout(model, dtp, dep, dg, "--decode-ep", "--decode-tp", "--decode-gpus")
+    _check_ep_layout(model, ptp, pep, pg, "--prefill-ep", "--prefill-tp", "--prefill-gpus", cfg.redundant_experts)
+    _check_ep_layout(model, dtp, dep, dg, "--decode-ep", "--decode-tp", "--decode-gpus", cfg.redundant_experts)
     if cfg.num_gpus is not None and cfg.num_gpus != pg + dg:
         raise ScenarioError(f"--gpus {cfg.num_gpus} is not --prefill-gpus {pg} + --decode-gpus {dg}; "
                             "drop --gpus or make them add up")
@@ -318,7 +332,8 @@ def serve_estimate(cfg: ServeConfig) -> dict:
         "kv_bytes_per_token_per_gpu": float(kvb * kv_fraction_per_gpu(w.model, dtp)),
         "attention": attention_kind(w.model),
         "kv_cache_bytes_per_gpu": float(r["kv_cache_bytes_per_gpu"]),
-        "weight_bytes_per_gpu": float(weight_bytes_per_gpu(w.model, w.precision, dtp, dep)),
+        "weight_bytes_per_gpu": float(weight_bytes_per_gpu(w.model, w.precision, dtp, dep, w.params.redundant_experts)),
+        "redundant_experts": w.params.redundant_experts, "two_batch_overlap": w.params.two_batch_overlap,
         "max_concurrency": int(r["max_concurrency"]),
         "fits": bool(r["fits"]), "meets_slo": bool(r["meets_slo"]),
         "slo": {"ttft_s": w.ttft_slo_s, "tpot_s": w.tpot_slo_s},

@@ -125,7 +125,8 @@ def _capacity(w: Workload, tp, ep):
     """(KV cache bytes per GPU, max concurrent sequences per instance) after weights and workspace."""
     acc = w.cluster.accelerator
     frac = w.params.memory_utilization if w.kv_cache_fraction is None else w.kv_cache_fraction
-    used = weight_bytes_per_gpu(w.model, w.precision, tp, ep) + workspace_bytes_per_gpu(w.model, tp, w.params)
+    used = (weight_bytes_per_gpu(w.model, w.precision, tp, ep, w.params.redundant_experts)
+            + workspace_bytes_per_gpu(w.model, tp, w.params))
     if w.kv_cache_of == "free":
         free = frac * (acc.hbm_capacity_bytes - used)
     else:

@@ -93,7 +93,7 @@ def kv_fraction_per_gpu(model: ModelSpec, tp) -> np.ndarray:
     return np.maximum(1.0 / tp, 1.0 / model.num_kv_heads)
 
 
-def _local_params(shape: ModelShape, tp, ep) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _local_params(shape: ModelShape, tp, ep, redundant: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(non-expert layer params, all routed-expert params, embedding + head params) on one rank.
 
     Column- and row-parallel GEMMs are divided by ``tp``, replicated ones (MLA down-projections, the router)
@@ -113,20 +113,21 @@ def _local_params(shape: ModelShape, tp, ep) -> tuple[np.ndarray, np.ndarray, np
     experts = 0.0 * tp
     if shape.num_moe_layers:
         layers = layers + shape.num_moe_layers * split(shape.moe_gemms)
-        experts = (shape.num_moe_layers * experts_per_rank(shape.num_experts, ep) * shape.expert_params
+        experts = (shape.num_moe_layers * experts_per_rank(shape.num_experts, ep, redundant) * shape.expert_params
                    / expert_tp(tp, ep))
     emb = (shape.embedding_params + shape.lm_head_params) / tp
     return layers, experts, emb
 
 
-def weight_bytes_per_gpu(model: ModelSpec, precision: str, tp, ep) -> np.ndarray:
+def weight_bytes_per_gpu(model: ModelSpec, precision: str, tp, ep, redundant: int = 0) -> np.ndarray:
     """Weight bytes one rank holds: layers at the weight precision, embedding and LM head in BF16 (FP8 and
-    FP4 checkpoints keep them in 16 bits: NVIDIA ModelOpt quantizes the linear layers only)."""
-    layers, experts, emb = _local_params(shape_of(model), tp, ep)
+    FP4 checkpoints keep them in 16 bits: NVIDIA ModelOpt quantizes the linear layers only); ``redundant``
+    EPLB expert copies per MoE layer (:func:`experts_per_rank`)."""
+    layers, experts, emb = _local_params(shape_of(model), tp, ep, redundant)
     return (layers + experts) * BYTES_PER_PARAM[precision] + emb * 2.0
 
 
-def weight_bytes_read_per_step(model: ModelSpec, precision: str, tp, ep, batch) -> np.ndarray:
+def weight_bytes_read_per_step(model: ModelSpec, precision: str, tp, ep, batch, redundant: int = 0) -> np.ndarray:
     """Weight bytes one rank reads in a decode step of ``batch`` sequences.
 
     Dense weights are read once per step, shared by the batch. A MoE layer's routed experts are read only if a
@@ -135,7 +136,7 @@ def weight_bytes_read_per_step(model: ModelSpec, precision: str, tp, ep, batch) 
     expectation of B draws without replacement of k from E per draw; Feller, vol. 1, sec. II.11).
     """
     shape = shape_of(model)
-    layers, experts, emb = _local_params(shape, tp, ep)
+    layers, experts, emb = _local_params(shape, tp, ep, redundant)
     b = BYTES_PER_PARAM[precision]
     batch = np.asarray(batch, dtype=float)
     if shape.num_moe_layers:

@@ -213,10 +213,11 @@ def prefill_time(model: ModelSpec, cluster: Cluster, precision: str, tp, ep, inp
     fwd = layer_forward(model, shape_of(model), rates, work)
     layers = _layers(model, fwd.dense, fwd.moe)
     head = lm_head_time(model, rates, tokens=per_group, tp=work.tp, peak=fwd.gemm_peak)
-    memory = weight_bytes_per_gpu(model, precision, work.tp, work.ep) / rates.hbm
+    memory = weight_bytes_per_gpu(model, precision, work.tp, work.ep, params.redundant_experts) / rates.hbm
     comm = comm_time(model, cluster, work.tp.astype(np.int64), work.ep.astype(np.int64), work.tokens, precision)
     compute = layers + head
-    total = compute + comm
+    # two-batch overlap (params.two_batch_overlap): one micro-batch's communication behind the other's layers
+    total = head + np.maximum(layers, comm) if params.two_batch_overlap else compute + comm
     return {"layers_s": layers, "head_s": head + 0 * total, "compute_s": compute, "memory_s": memory + 0 * total,
             "comm_s": comm + 0 * total, "total_s": total}
 
@@ -266,7 +267,7 @@ def decode_step_time(model: ModelSpec, cluster: Cluster, precision: str, kv_byte
     gemm_rate = gemm_peak(rates, work.fp8, work.fp4)[0]
     head = lm_head_time(model, rates, tokens=batch, tp=tp_, peak=gemm_rate)
     layers = _layers(model, per_layer_dense, per_layer_moe)
-    w_read = weight_bytes_read_per_step(model, precision, tp_, work.ep, rows)
+    w_read = weight_bytes_read_per_step(model, precision, tp_, work.ep, rows, params.redundant_experts)
     memory = (w_read + model.num_layers * kv_layer) / rates.hbm
     flops = (_layers(model, dense_f, moe_f) + model.num_layers * (dec_f + pre_f)
              + 2.0 * model.hidden_size * model.vocab_size / tp_ * batch)
@@ -274,7 +275,7 @@ def decode_step_time(model: ModelSpec, cluster: Cluster, precision: str, kv_byte
     comm = comm_time(model, cluster, tp_.astype(np.int64), work.ep.astype(np.int64), work.tokens, precision,
                      low_latency=True)
     overhead = params.step_overhead_s + 0 * layers
-    total = layers + head + comm + overhead
+    total = (np.maximum(layers, comm) if params.two_batch_overlap else layers + comm) + head + overhead
     bound = np.where(memory >= compute, "memory", "compute")
     return {"memory_s": memory + 0 * total, "compute_s": compute + 0 * total, "comm_s": comm + 0 * total,
             "overhead_s": overhead + 0 * total, "total_s": total, "bound": bound}
