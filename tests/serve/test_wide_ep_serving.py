@@ -109,3 +109,20 @@ def test_two_batch_overlap_hides_the_all_to_all_behind_compute():
     assert p1["decode_step_s"] == pytest.approx(p0["decode_step_s"] - min(p0["decode_comm_s"], p1["decode_step_s"]
                                                                           - p0["decode_overhead_s"]), rel=0.05)
     assert p1["decode_step_s"] < p0["decode_step_s"] and p1["prefill_s"] < p0["prefill_s"]
+
+
+def test_mla_decodes_with_absorbed_matrices():
+    """DeepSeek-V2 sec. 2.1.2: scores over the 512 + 64 latent and rotary key, values over the 512 latent, per head
+    and cached token; the decompressed form would be 192 + 128."""
+    from tierwise.serve.kv import shape_of
+    from tierwise.workload.flops import attention_core_flops_per_token, decode_attention_flops_per_token
+
+    m = load_model("deepseek-v3")
+    s = shape_of(m)
+    absorbed = float(decode_attention_flops_per_token(m, s, 1000.0))
+    assert absorbed == pytest.approx(2 * 128 * (512 + 64 + 512) * 1000)
+    naive = float(attention_core_flops_per_token(m, s, 1000.0, causal_halving=False))
+    assert absorbed / naive == pytest.approx(1088 / 320)
+    dense = load_model("llama3.1-70b")
+    assert float(decode_attention_flops_per_token(dense, shape_of(dense), 1000.0)) == pytest.approx(
+        float(attention_core_flops_per_token(dense, shape_of(dense), 1000.0, causal_halving=False)))

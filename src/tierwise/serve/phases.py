@@ -59,7 +59,7 @@ from tierwise.serve.params import ServingParameters
 from tierwise.specs.cluster import Cluster
 from tierwise.specs.model import ModelSpec
 from tierwise.specs.parameters import load_parameters, parameters_source
-from tierwise.workload.flops import attention_core_flops_per_token
+from tierwise.workload.flops import attention_core_flops_per_token, decode_attention_flops_per_token
 from tierwise.workload.kernels import elementwise_bytes
 
 __all__ = ["serving_rates", "layer_work", "linear_time", "prefill_time", "decode_step_time", "comm_time"]
@@ -253,7 +253,8 @@ def decode_step_time(model: ModelSpec, cluster: Cluster, precision: str, kv_byte
     # attention: B queries over c cached keys each (the cache read is the kernel's memory side), and the mixed-in
     # prompt tokens' causal attention over their own chunk
     kv_layer = batch * ctx * kv_bytes_token * kv_fraction_per_gpu(model, tp_) / model.num_layers
-    dec_f = attention_core_flops_per_token(model, shape, ctx, causal_halving=False) * batch / tp_
+    # MLA decodes in the latent space (absorbed matrices); the mixed-in prompt tokens below prefill uncompressed
+    dec_f = decode_attention_flops_per_token(model, shape, ctx) * batch / tp_
     att_dec, _ = attention_time(dec_f, shape, rates, seq_len=ctx, eff=work.attention_eff,
                                 overlap=work.attention_overlap, kv_bytes=kv_layer)
     pre_f = attention_core_flops_per_token(model, shape, pc, causal_halving=True) * pt / tp_
