@@ -21,10 +21,10 @@ def memory_footprint(model, shape: ModelShape, cluster, plans: PlanBatch, P: Der
     Reads tokens per micro-batch, sequence parallelism, recompute and micro-batches from ``P``, each stage's
     layers and MoE layers from ``S``, and parameters per GPU and the sharding groups from ``D``.
     """
-    tokens, sp, rc, m = P.tokens, P.sp, P.rc, P.m
+    tokens, m = P.tokens, P.m
     dp_group, edp, shard, hsdp = D.dp_group, D.edp, D.shard, D.hsdp
     zero = plans.zero_stage
-    tp, etp = plans.tp.astype(float), plans.etp.astype(float)
+    tp = plans.tp.astype(float)
     dense_shard = np.where(hsdp, shard, dp_group)
     wb, gb, ob = cparams["weight_bytes"], cparams["grad_bytes"], cparams["optimizer_state_bytes"]
     fp8_extra = np.where(plans.precision == PRECISION.index("fp8"), 1.0, 0.0)
@@ -33,15 +33,8 @@ def memory_footprint(model, shape: ModelShape, cluster, plans: PlanBatch, P: Der
         return np.where(zero >= stage_min, params / np.maximum(shard_deg, 1), params)
 
     in_flight = in_flight_microbatches(m, plans.pp, plans.vpp, P.dual)
-    # DualPipe keeps two copies of the parameters (stages i and pp - 1 - i on rank i: DeepSeek-V3 report sec. 3.2.1
-    # "DualPipe requires keeping two copies of the model parameters"), with their gradients and optimizer
-    # states; taken as twice the stage's own. DualPipeV's two half stages are one copy.
-    copies = np.where(P.dual == 1, 2.0, 1.0)
-    dual = P.dual > 0
-    cache = np.where(plans.precision == PRECISION.index("fp8"), 1.0, 2.0)  # recompute "deepseek": FP8 caching
-    dense_act = activation_bytes_per_token_per_layer(model, shape, tp, etp, sp, rc, moe_layer=False, cache_bytes=cache)
-    moe_act = (activation_bytes_per_token_per_layer(model, shape, tp, etp, sp, rc, moe_layer=True, cache_bytes=cache)
-               if model.moe is not None else dense_act)
+    copies, dual = _dualpipe_copies(P)
+    dense_act, moe_act = _activations(model, shape, plans, P)
     overhead = parse_bytes(cparams["memory_overhead"])
 
     def stage(params, layers, moe_layers, last, in_flight=in_flight):
@@ -73,6 +66,25 @@ def memory_footprint(model, shape: ModelShape, cluster, plans: PlanBatch, P: Der
         take = S.mid_exists & (mid[0] > parts[0])
         parts = [np.where(take, a, b) for a, b in zip(mid, parts, strict=True)]
     return _breakdown(parts, cluster.accelerator.hbm_capacity_bytes, overhead, len(plans))
+
+
+def _dualpipe_copies(P: Derived):
+    """(parameter copies, DualPipe or V) per plan: DualPipe keeps two copies of the parameters (stages ``i`` and
+    ``pp - 1 - i`` on rank ``i``: DeepSeek-V3 report sec. 3.2.1, "DualPipe requires keeping two copies of the
+    model parameters"), with their gradients and optimizer states, taken as twice the stage's own; DualPipeV's
+    two half stages are one copy."""
+    return np.where(P.dual == 1, 2.0, 1.0), P.dual > 0
+
+
+def _activations(model, shape: ModelShape, plans: PlanBatch, P: Derived):
+    """(dense, MoE) layers' stored bytes per token (:func:`activation_bytes_per_token_per_layer`); recompute
+    ``deepseek`` caches in FP8 under an FP8 plan."""
+    tp, etp = plans.tp.astype(float), plans.etp.astype(float)
+    cache = np.where(plans.precision == PRECISION.index("fp8"), 1.0, 2.0)
+    dense = activation_bytes_per_token_per_layer(model, shape, tp, etp, P.sp, P.rc, moe_layer=False, cache_bytes=cache)
+    moe = (activation_bytes_per_token_per_layer(model, shape, tp, etp, P.sp, P.rc, moe_layer=True, cache_bytes=cache)
+           if model.moe is not None else dense)
+    return dense, moe
 
 
 def _breakdown(parts, capacity: float, overhead: float, n: int) -> dict:

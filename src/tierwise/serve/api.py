@@ -182,22 +182,7 @@ def _resolve(cfg: ServeConfig):
     if disagg:
         pg, dg, ptp, dtp, dep, pep, link = _resolve_disagg(cfg, model, cluster, assumed)
     else:
-        gpus = cfg.num_gpus
-        if gpus is None:
-            raise ScenarioError("give --gpus N (aggregated) or --prefill-gpus P --decode-gpus D (disaggregated)")
-        dep = cfg.ep or 1
-        tp = cfg.tp
-        if tp is None and dep > 1 and model.moe is not None:
-            tp = 1
-            assumed.append("tp 1 (attention data-parallel over the --ep GPUs: DeepSeek-V3 sec. 3.4)")
-        if tp is None:
-            tp = _smallest_tp(model, cluster, cfg.precision, gpus)
-            assumed.append(f"tp {tp} (the smallest power of two that holds the weights)")
-        _check_ep_layout(model, tp, dep, gpus, "--ep", "--tp", "--gpus", cfg.redundant_experts)
-        pg = dg = gpus
-        ptp = dtp = tp
-        pep = min(dep, tp) if dep <= tp else dep
-        link = None
+        pg, dg, ptp, dtp, dep, pep, link = _resolve_agg(cfg, model, cluster, assumed)
     if cfg.batch == 0:
         assumed.append(f"batch auto (the largest that fits the KV cache, at most {params.max_batch}, within the "
                        "TPOT SLO when one is set)")
@@ -238,6 +223,23 @@ def _check_ep_layout(model, tp: int, ep: int, gpus: int, ep_flag: str, tp_flag: 
         raise ScenarioError(f"{ep_flag}={ep} is wider than the {model.moe.num_experts} routed + {redundant} redundant "
                             f"experts of {model.name} (a rank would hold none); use {ep_flag} <= {slots} or more "
                             "--redundant-experts")
+
+
+def _resolve_agg(cfg: ServeConfig, model, cluster, assumed: list[str]):
+    """The same tuple as :func:`_resolve_disagg` for one aggregated pool (both pools are the pool)."""
+    gpus = cfg.num_gpus
+    if gpus is None:
+        raise ScenarioError("give --gpus N (aggregated) or --prefill-gpus P --decode-gpus D (disaggregated)")
+    ep = cfg.ep or 1
+    tp = cfg.tp
+    if tp is None and ep > 1 and model.moe is not None:
+        tp = 1
+        assumed.append("tp 1 (attention data-parallel over the --ep GPUs: DeepSeek-V3 sec. 3.4)")
+    if tp is None:
+        tp = _smallest_tp(model, cluster, cfg.precision, gpus)
+        assumed.append(f"tp {tp} (the smallest power of two that holds the weights)")
+    _check_ep_layout(model, tp, ep, gpus, "--ep", "--tp", "--gpus", cfg.redundant_experts)
+    return gpus, gpus, tp, tp, ep, ep, None
 
 
 def _resolve_disagg(cfg: ServeConfig, model, cluster, assumed: list[str]):
@@ -298,9 +300,7 @@ def serve_estimate(cfg: ServeConfig) -> dict:
     """The ``serve --json`` document for one deployment (module docstring for the stable keys)."""
     from tierwise.serve.engine import evaluate
     from tierwise.serve.kv import (
-        attention_dp,
         attention_kind,
-        instance_gpus,
         kv_fraction_per_gpu,
         weight_bytes_per_gpu,
     )
@@ -318,10 +318,7 @@ def serve_estimate(cfg: ServeConfig) -> dict:
         "model": w.model.name, "cluster": w.cluster.name, "mode": "disaggregated" if disagg else "aggregated",
         "scenario": w.scenario, "precision": w.precision, "kv_precision": w.kv_precision,
         "input_len": w.input_len, "output_len": w.output_len, "num_gpus": int(r["num_gpus"]),
-        "deployment": ({"prefill_gpus": int(d.prefill_gpus[0]), "prefill_tp": ptp, "prefill_ep": pep,
-                        "decode_gpus": int(d.decode_gpus[0]), "decode_tp": dtp, "decode_ep": dep}
-                       if disagg else {"tp": dtp, "ep": dep, "attention_dp": int(attention_dp(dtp, dep)),
-                                       "instances": int(d.decode_gpus[0]) // int(instance_gpus(dtp, dep))}),
+        "deployment": _deployment(d, disagg),
         "ep_tier": _ep_tier(w, dep),
         "output_tokens_per_s": float(r["output_tokens_per_s"]),
         "output_tokens_per_s_per_gpu": float(r["output_tokens_per_s_per_gpu"]),
@@ -356,6 +353,18 @@ def serve_estimate(cfg: ServeConfig) -> dict:
         "assumed": assumed,
     }
     return doc
+
+
+def _deployment(d, disagg: bool) -> dict:
+    """The ``deployment`` block of the ``serve`` document: degrees per pool (and attention DP, instances)."""
+    from tierwise.serve.kv import attention_dp, instance_gpus
+
+    ptp, dtp, dep, pep = int(d.prefill_tp[0]), int(d.decode_tp[0]), int(d.decode_ep[0]), int(d.prefill_ep[0])
+    if disagg:
+        return {"prefill_gpus": int(d.prefill_gpus[0]), "prefill_tp": ptp, "prefill_ep": pep,
+                "decode_gpus": int(d.decode_gpus[0]), "decode_tp": dtp, "decode_ep": dep}
+    return {"tp": dtp, "ep": dep, "attention_dp": int(attention_dp(dtp, dep)),
+            "instances": int(d.decode_gpus[0]) // int(instance_gpus(dtp, dep))}
 
 
 def _ep_tier(w, ep: int) -> str | None:
