@@ -75,6 +75,7 @@ def test_serve_plan_on_an_nvl72_rack_picks_wide_ep_on_nvlink():
     doc = serve_plan_document(_ds(num_gpus=72))
     best = doc["best"][0]
     assert best["decode_ep"] >= 16 and best["decode_ep_tier"] == "scale_up"
+    assert doc["why_ep"].startswith(f"decode EP {best['decode_ep']} (tier scale_up): each GPU reads")
 
 
 def test_serve_plan_on_h100_nodes_spans_ib_only_where_it_pays():

@@ -124,6 +124,8 @@ def render_plan(console, doc: dict) -> None:
                       f"{b['tpot_p99_s'] * 1e3:,.1f} ms", b["kv_transfer_tier"] or "-",
                       f"{b['prefill_bound']} / {b['decode_bound']}")
     print_table(console, table)
+    if doc.get("why_ep"):
+        console.print(doc["why_ep"])
     for a in doc["assumed"]:
         console.print(f"assumed: {a}", style="dim")
 

@@ -21,7 +21,7 @@ from tierwise.hierarchy import TIER_ORDER, group_span
 from tierwise.serve.engine import Deployments, evaluate
 from tierwise.serve.kv import attention_dp
 
-__all__ = ["candidates", "serve_plan", "layouts", "ep_tier_name", "MAX_EP"]
+__all__ = ["candidates", "serve_plan", "layouts", "ep_tier_name", "explain_ep", "MAX_EP"]
 
 
 def ep_tier_name(cluster, ep: int) -> str | None:
@@ -122,4 +122,28 @@ def serve_plan(workload, num_gpus: int, *, max_tp: int = 8, kv_link: str = "auto
             "decode_ep_tier": ep_tier_name(workload.cluster, int(d.decode_ep[i])),
             **{k: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in r.items()},
         })
-    return {"candidates": len(d), "feasible": int(ok.sum()), "best": best}
+    why = explain_ep(workload, best[0]["decode_tp"], best[0]["decode_ep"], best[0]["batch"]) if best else None
+    return {"candidates": len(d), "feasible": int(ok.sum()), "best": best, "why_ep": why}
+
+
+def explain_ep(workload, tp: int, ep: int, batch: float) -> str | None:
+    """One line in tier terms on the chosen decode layout's EP (MoE models): the weight bytes each GPU reads per
+    decode step at this EP against EP folded into the same TP (``ep = min(tp, ...)`` = 1), and the all-to-all's
+    share of the step on the tier the group spans."""
+    model = workload.model
+    if model.moe is None:
+        return None
+    from tierwise.serve.kv import weight_bytes_read_per_step
+    from tierwise.serve.phases import decode_step_time
+
+    rows = batch * workload.beams
+    redundant = workload.params.redundant_experts
+    read = float(weight_bytes_read_per_step(model, workload.precision, tp, ep, rows, redundant))
+    base = float(weight_bytes_read_per_step(model, workload.precision, tp, 1, rows, redundant))
+    step = decode_step_time(model, workload.cluster, workload.precision, workload.kv_bytes_per_token, tp, ep, rows,
+                            workload.mean_context, workload.params)
+    total, comm = float(step["total_s"]), float(step["comm_s"])
+    tier = ep_tier_name(workload.cluster, ep) or "none"
+    return (f"decode EP {ep} (tier {tier}): each GPU reads {read / 1e9:.2f} GB of weights per step against "
+            f"{base / 1e9:.2f} GB with the experts unsplit at tp {tp}; the communication takes {comm * 1e3:.2f} ms of "
+            f"the {total * 1e3:.2f} ms step ({comm / total:.0%})")
