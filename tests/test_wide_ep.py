@@ -134,3 +134,17 @@ def test_plan_search_takes_a_stated_schedule():
     assert len(table["tp"]) and np.all(table["vpp"] == 1) and np.all(table["schedule"] == 2)
     with pytest.raises(PlanError, match="schedule 'zb' is not one of"):
         build_space(m, c, 2048, 15360, 4096, Constraints(pp=16, schedule="zb"))
+
+
+def test_group_limited_routing_comes_from_the_hf_config():
+    import json
+    from pathlib import Path
+
+    from tierwise.errors import SpecError
+    from tierwise.specs.model import model_from_hf_config
+
+    ds = json.loads((Path(__file__).parent / "data" / "hf" / "DeepSeek-V3.config.json").read_text())
+    moe = model_from_hf_config(ds).moe
+    assert (moe.n_group, moe.topk_group) == (8, 4) == (load_model("deepseek-v3").moe.n_group, 4)
+    with pytest.raises(SpecError, match="topk_group=9 and n_group=8"):
+        model_from_hf_config({**ds, "topk_group": 9})
