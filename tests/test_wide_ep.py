@@ -132,6 +132,9 @@ def test_plan_search_takes_a_stated_schedule():
     space = build_space(m, c, 2048, 15360, 4096, Constraints(pp=16, ep=64, schedule="dualpipe", precision=("fp8",)))
     table = space.structure
     assert len(table["tp"]) and np.all(table["vpp"] == 1) and np.all(table["schedule"] == 2)
+    from tierwise.specs.framework import MOE_DISPATCHERS
+
+    assert np.all(table["moe_dispatcher"] == MOE_DISPATCHERS.index("deepep"))
     with pytest.raises(PlanError, match="schedule 'zb' is not one of"):
         build_space(m, c, 2048, 15360, 4096, Constraints(pp=16, schedule="zb"))
 

@@ -423,10 +423,13 @@ def _software(model, cluster, c: Constraints) -> _Software:
     )
 
     if c.framework is None:
+        dual = model.moe is not None and str(c.schedule).startswith("dualpipe")
         return _Software(framework="", fused_elementwise=True if c.fused_elementwise is None else c.fused_elementwise,
-                         zero3_gather=c.zero3_gather or "flat",
-                         moe_force_balance=bool(c.moe_force_balance), codes={}, grad_reduce_dtype=(0, 0),
-                         tp_overlap=True, ep_overlap=True, assumed=())
+                         zero3_gather=c.zero3_gather or "flat", moe_force_balance=bool(c.moe_force_balance),
+                         codes={"moe_dispatcher": MOE_DISPATCHERS.index("deepep")} if dual else {},
+                         grad_reduce_dtype=(0, 0), tp_overlap=True, ep_overlap=True,
+                         assumed=("moe_dispatcher=deepep (schedule dualpipe: DeepSeek-V3's stack, sec. 3.2.2)",)
+                         if dual else ())
     fw = check_framework(c.framework, "--framework")
     moe = model.moe is not None
     generation = cluster.accelerator.generation
@@ -449,7 +452,11 @@ def _software(model, cluster, c: Constraints) -> _Software:
     codes: dict[str, int] = {}
     for key, choices in (("attention_kernel", ATTENTION_KERNELS), ("zero2_sync", ZERO2_SYNC),
                          ("moe_dispatcher", MOE_DISPATCHERS), ("moe_grouped_gemm", MOE_GROUPED_GEMMS)):
-        if key in d16:
+        if key == "moe_dispatcher" and moe and str(c.schedule).startswith("dualpipe"):
+            # DualPipe comes with DeepSeek's stack, whose dispatcher is DeepEP (as plan_from_mapping assumes)
+            codes[key] = MOE_DISPATCHERS.index("deepep")
+            assumed.append("moe_dispatcher=deepep (schedule dualpipe: DeepSeek-V3's stack, sec. 3.2.2)")
+        elif key in d16:
             codes[key] = choices.index(take(key, None, None))
     g16, g8 = d16["grad_reduce_dtype"], d8["grad_reduce_dtype"]
     if g16[0] == g8[0]:
