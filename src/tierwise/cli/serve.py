@@ -67,7 +67,8 @@ def render_serve(console, doc: dict) -> None:
         shape = (f"prefill {dep['prefill_gpus']} GPUs (tp {dep['prefill_tp']}, ep {dep['prefill_ep']}) + decode "
                  f"{dep['decode_gpus']} GPUs (tp {dep['decode_tp']}, ep {dep['decode_ep']})")
     else:
-        shape = f"{dep['instances']} x tp {dep['tp']} (ep {dep['ep']}, attention dp {dep['attention_dp']})"
+        shape = f"{dep['instances']} x tp {dep['tp']} (ep {dep['ep']}" + (
+            f", attention dp {dep['attention_dp']})" if dep["attention_dp"] > 1 else ")")
     if doc.get("ep_tier"):
         shape += f", EP on {doc['ep_tier']}"
     t = kv_table(f"{doc['model']} on {doc['num_gpus']} x {doc['cluster']}: {doc['mode']}, {shape}, {doc['scenario']}, "
