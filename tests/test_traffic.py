@@ -96,5 +96,5 @@ def test_recompute_and_tier_codes_are_named():
     from tierwise.hierarchy import TIER_ORDER, TierCode
     from tierwise.specs.plan import RECOMPUTE, Recompute
 
-    assert [RECOMPUTE[c] for c in Recompute] == ["none", "selective", "full"]
+    assert [RECOMPUTE[c] for c in Recompute] == ["none", "selective", "full", "deepseek"]
     assert [TIER_ORDER[c] for c in TierCode] == ["local", "scale_up", "host", "scale_out"]

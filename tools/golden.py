@@ -127,7 +127,7 @@ CASES: tuple[Case, ...] = (
           "hgx-h100-roce", "--gpus", "98304", "--global-batch", "2048", "--seq", "8192",
           note="issue 28 (answers today on RoCE, radix 128; dgx-h100 and gb200-nvl72 at this size do not)"),
     _case("serve-plan-deepseek-v3-dgx-h100-64", "serve-plan", "--model", "deepseek-v3", "--cluster", "dgx-h100",
-          "--gpus", "64", "--precision", "fp8", note="issue 30 (EP over IB on 8-GPU nodes; none feasible today)"),
+          "--gpus", "64", "--precision", "fp8", note="issue 30 (EP over IB on 8-GPU nodes: wide EP with attention data-parallel, EP 16 across two nodes)"),
 )
 
 # the subset tests/test_golden.py compares (a few seconds)

@@ -59,7 +59,8 @@ def render_estimate(console, doc: dict, show_model: bool = False) -> None:
     title = (f"{doc.get('model', '')} on {doc.get('num_gpus', '')} x {doc.get('cluster', '')}: "
              f"tp {plan['tp']} pp {plan['pp']} cp {plan['cp']} dp {plan['dp']} ep {plan['ep']} vpp {plan['vpp']} "
              f"mbs {plan['micro_batch_size']} gbs {plan['global_batch_size']} seq {plan['seq_length']} "
-             f"{plan['recompute']} recompute, ZeRO {plan['zero_stage']}, {plan['precision']}")
+             f"{plan['recompute']} recompute, ZeRO {plan['zero_stage']}, {plan['precision']}"
+             + (f", {plan['schedule']}" if str(plan.get("schedule", "")).startswith("dualpipe") else ""))
     table = kv_table(title)
     if doc.get("model_summary"):
         table.add_row("model (as parsed)", model_line(doc["model_summary"]))

@@ -208,6 +208,9 @@ def register(app: typer.Typer) -> None:
         eager: EagerOpt = None, zero3_gather: Zero3Opt = None, fused_ce: FusedCeOpt = False,
         balanced_moe: BalancedMoeOpt = None,
         framework: FrameworkOpt = None,
+        schedule: Annotated[str | None, typer.Option(
+            "--schedule", help="pipeline schedule every plan runs: 1f1b, interleaved, dualpipe or dualpipev "
+                               "(default: 1f1b, interleaved when vpp > 1)")] = None,
         show_infeasible: Annotated[bool, typer.Option("--show-infeasible", help="list the nearest misses")] = False,
         tokens: TokensOpt = None, prices: PricesOpt = None, reduce_dtype: ReduceDtypeOpt = None,
         powersgd_rank: PowerSgdOpt = 0, onebit: OneBitOpt = False, sync_every: SyncEveryOpt = 1,
@@ -227,7 +230,8 @@ def register(app: typer.Typer) -> None:
                          max_pp=max_pp, max_cp=max_cp, max_ep=max_ep, max_vpp=max_vpp, max_micro_batch_size=max_mbs,
                          recompute=recompute, precision=precision, zero=zero, ep_comm_overlap=ep_overlap,
                          fused_elementwise=None if eager is None else not eager, zero3_gather=zero3_gather,
-                         fused_cross_entropy=fused_ce, moe_force_balance=balanced_moe, framework=framework)
+                         fused_cross_entropy=fused_ce, moe_force_balance=balanced_moe, framework=framework,
+                         schedule=schedule)
         if html is not None:  # issue 19: before the work
             from tierwise.report import check_html
 

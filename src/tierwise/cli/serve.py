@@ -34,7 +34,8 @@ def _config(scenario_file, flags: dict, *, pools: bool = True):
 def _flags(model, cluster, gpus, tp, ep, precision, kv_precision, input_len, output_len, scenario, rate, ttft_slo,
            tpot_slo, batch, batching, kv_reservation, prefill_gpus, decode_gpus, prefill_tp, decode_tp, decode_ep,
            kv_link, kv_whole, max_batch=None, beams=None, kv_cache_fraction=None, kv_cache_of=None,
-           attention_kernel=None, engine=None, decode_cluster=None) -> dict:
+           attention_kernel=None, engine=None, decode_cluster=None, prefill_ep=None, redundant_experts=None,
+           two_batch_overlap=None) -> dict:
     from tierwise.errors import ScenarioError
 
     b = None
@@ -56,7 +57,8 @@ def _flags(model, cluster, gpus, tp, ep, precision, kv_precision, input_len, out
             "prefill_tp": prefill_tp, "decode_tp": decode_tp, "decode_ep": decode_ep, "kv_link": kv_link,
             "kv_streamed": False if kv_whole else None, "max_batch": max_batch, "beams": beams,
             "kv_cache_fraction": kv_cache_fraction, "kv_cache_of": kv_cache_of, "attention_kernel": attention_kernel,
-            "engine": engine, "decode_cluster": decode_cluster}
+            "engine": engine, "decode_cluster": decode_cluster, "prefill_ep": prefill_ep,
+            "redundant_experts": redundant_experts, "two_batch_overlap": two_batch_overlap}
 
 
 def render_serve(console, doc: dict) -> None:
@@ -66,10 +68,13 @@ def render_serve(console, doc: dict) -> None:
     dep = doc["deployment"]
     if doc["mode"] == "disaggregated":
         on = "" if doc.get("decode_cluster") is None else f" on {doc['decode_cluster']}"
-        shape = (f"prefill {dep['prefill_gpus']} GPUs (tp {dep['prefill_tp']}) + decode {dep['decode_gpus']} GPUs{on} "
-                 f"(tp {dep['decode_tp']}, ep {dep['decode_ep']})")
+        shape = (f"prefill {dep['prefill_gpus']} GPUs (tp {dep['prefill_tp']}, ep {dep['prefill_ep']}) + decode "
+                 f"{dep['decode_gpus']} GPUs{on} (tp {dep['decode_tp']}, ep {dep['decode_ep']})")
     else:
-        shape = f"{dep['instances']} x tp {dep['tp']} (ep {dep['ep']})"
+        shape = f"{dep['instances']} x tp {dep['tp']} (ep {dep['ep']}" + (
+            f", attention dp {dep['attention_dp']})" if dep["attention_dp"] > 1 else ")")
+    if doc.get("ep_tier"):
+        shape += f", EP on {doc['ep_tier']}"
     t = kv_table(f"{doc['model']} on {doc['num_gpus']} x {doc['cluster']}: {doc['mode']}, {shape}, {doc['scenario']}, "
                  f"{doc['precision']} weights, {doc['kv_precision']} KV, {doc['input_len']}/{doc['output_len']} tokens")
     t.add_row("output tokens/s (per GPU)", f"{doc['output_tokens_per_s']:,.0f} ({doc['output_tokens_per_s_per_gpu']:,.1f})")
@@ -157,13 +162,16 @@ def render_plan(console, doc: dict) -> None:
     for col in ("mode", "prefill", "decode", "batch", "tok/s/GPU", "TTFT p99", "TPOT p99", "KV link", "bound"):
         table.add_column(col)
     for b in doc["best"]:
-        pre = "-" if b["prefill_gpus"] is None else f"{b['prefill_gpus']} (tp {b['prefill_tp']})"
+        pre = "-" if b["prefill_gpus"] is None else f"{b['prefill_gpus']} (tp {b['prefill_tp']} ep {b['prefill_ep']})"
         on = f" on {b['decode_cluster']}" if b.get("decode_cluster") else ""
-        table.add_row(b["mode"], pre, f"{b['decode_gpus']}{on} (tp {b['decode_tp']} ep {b['decode_ep']})",
+        tier = f" {b['decode_ep_tier']}" if b.get("decode_ep_tier") else ""
+        table.add_row(b["mode"], pre, f"{b['decode_gpus']}{on} (tp {b['decode_tp']} ep {b['decode_ep']}{tier})",
                       f"{b['batch']:,.0f}", f"{b['output_tokens_per_s_per_gpu']:,.1f}", f"{b['ttft_p99_s'] * 1e3:,.0f} ms",
                       f"{b['tpot_p99_s'] * 1e3:,.1f} ms", b["kv_transfer_tier"] or "-",
                       f"{b['prefill_bound']} / {b['decode_bound']}")
     print_table(console, table)
+    if doc.get("why_ep"):
+        console.print(doc["why_ep"])
     for a in doc["assumed"]:
         console.print(f"assumed: {a}", style="dim")
 
@@ -193,7 +201,8 @@ def register(app: typer.Typer) -> None:
         cluster: ClusterOpt = None,
         gpus: Annotated[int | None, typer.Option("--gpus", help="GPUs (aggregated)")] = None,
         tp: Annotated[int | None, typer.Option("--tp", help="tensor-parallel degree")] = None,
-        ep: Annotated[int | None, typer.Option("--ep", help="expert-parallel degree (divides tp)")] = None,
+        ep: Annotated[int | None, typer.Option("--ep", help="expert-parallel degree: divides tp, or wider (up to "
+                                                            "the instance, attention data-parallel)")] = None,
         precision: PrecisionOpt = None,
         kv_precision: KvPrecisionOpt = None,
         input_len: InputLenOpt = None,
@@ -220,10 +229,18 @@ def register(app: typer.Typer) -> None:
         decode_gpus: Annotated[int | None, typer.Option("--decode-gpus", help="disaggregated: decode pool")] = None,
         prefill_tp: Annotated[int | None, typer.Option("--prefill-tp", help="TP of a prefill instance")] = None,
         decode_tp: Annotated[int | None, typer.Option("--decode-tp", help="TP of a decode instance")] = None,
-        decode_ep: Annotated[int | None, typer.Option("--decode-ep", help="EP of a decode instance")] = None,
+        decode_ep: Annotated[int | None, typer.Option("--decode-ep", help="EP of a decode instance (wider than "
+                                                                          "--decode-tp: attention data-parallel)")] = None,
         decode_cluster: Annotated[str | None, typer.Option(
             "--decode-cluster", help="disaggregated: the decode pool's cluster when it differs (its own "
                                      "accelerator)")] = None,
+        prefill_ep: Annotated[int | None, typer.Option("--prefill-ep", help="EP of a prefill instance")] = None,
+        redundant_experts: Annotated[int | None, typer.Option(
+            "--redundant-experts", help="EPLB redundant expert copies per MoE layer (their weights; EP up to "
+                                        "routed + redundant)")] = None,
+        two_batch_overlap: Annotated[bool, typer.Option(
+            "--two-batch-overlap", help="two micro-batches per step: the all-to-all behind the other's "
+                                        "compute")] = False,
         kv_link: KvLinkOpt = None,
         engine: EngineOpt = None,
         kv_whole: Annotated[bool, typer.Option("--kv-whole", help="send the KV cache after prefill, not layer by "
@@ -265,7 +282,8 @@ def register(app: typer.Typer) -> None:
         flags = _flags(model, cluster, gpus, tp, ep, precision, kv_precision, input_len, output_len, scenario, rate,
                        ttft_slo, tpot_slo, batch, batching, kv_reservation, prefill_gpus, decode_gpus, prefill_tp,
                        decode_tp, decode_ep, kv_link, kv_whole, max_batch, beams, kv_cache_fraction, kv_cache_of,
-                       attention_kernel, engine, decode_cluster)
+                       attention_kernel, engine, decode_cluster, prefill_ep=prefill_ep,
+                       redundant_experts=redundant_experts, two_batch_overlap=two_batch_overlap or None)
         cfg = _config(scenario_file, flags)
         sim = {"arrivals": arrivals, "cv": cv, "trace": trace, "requests": requests, "seed": seed,
                "token_budget": token_budget, "preemption": preemption, "prefix_hit_rate": prefix_hit_rate,

@@ -58,9 +58,12 @@ def layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P: Derived, c
         # the extra time of one layer's attention backward over the 2 x forward that "3 x forward" already counts
         attn_bwd_extra=F.attention_backward - 2.0 * F.attention, moe_host_extra=moe_host_extra,
         elem_dense=F.elementwise_dense, elem_moe=F.elementwise_moe, fwd_dense=fwd_dense, fwd_moe=fwd_moe,
-        # recompute adds a forward: full = the whole layer, selective = the attention core
-        rec_dense=np.select([rc == Recompute.FULL, rc == Recompute.SELECTIVE], [fwd_dense, F.attention], 0.0),
-        rec_moe=np.select([rc == Recompute.FULL, rc == Recompute.SELECTIVE], [fwd_moe, F.attention], 0.0),
+        # recompute adds a forward: full = the whole layer, selective = the attention core, deepseek = the MLA
+        # up-projections (their share of the layer's GEMM FLOPs at the layer's GEMM rate: upproj_share)
+        rec_dense=np.select([rc == Recompute.FULL, rc == Recompute.SELECTIVE, rc == Recompute.DEEPSEEK],
+                            [fwd_dense, F.attention, F.dense_gemm * upproj_share(shape, False)], 0.0),
+        rec_moe=np.select([rc == Recompute.FULL, rc == Recompute.SELECTIVE, rc == Recompute.DEEPSEEK],
+                          [fwd_moe, F.attention, F.moe_gemm * upproj_share(shape, True)], 0.0),
         logits_t=lm_head_time(model, rates, tokens=P.tokens, tp=P.tp, peak=F.gemm_peak),
         # the loss over the logits (bytes per logit element, forward + backward): a fused cross-entropy kernel
         # writes fp32 logits, reads them for the softmax and writes the gradient (12 B); unfused (plan
@@ -70,6 +73,20 @@ def layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P: Derived, c
         * (4 * 3 + np.where(plans.fused_cross_entropy, 0.0, cparams["cross_entropy_unfused_extra_bytes"]))
         / rates.memory_bound,
     )
+
+
+def upproj_flops_per_token(shape: ModelShape) -> float:
+    """FLOPs per token of one layer's MLA up-projections (``q_up``, ``kv_up``: what DeepSeek-V3 recomputes,
+    arXiv:2412.19437 sec. 3.2.3); 0 without MLA."""
+    return sum(g.flops_per_token for g in shape.attention_gemms if g.name in ("q_up", "kv_up"))
+
+
+def upproj_share(shape: ModelShape, moe_layer: bool) -> float:
+    """The MLA up-projections' share of a dense (or MoE, routed experts ``top_k`` times) layer's GEMM FLOPs."""
+    mlp = (sum(g.flops_per_token * (shape.top_k if g.expert else 1) for g in shape.moe_gemms) if moe_layer
+           else sum(g.flops_per_token for g in shape.dense_mlp_gemms))
+    total = sum(g.flops_per_token for g in shape.attention_gemms) + mlp
+    return upproj_flops_per_token(shape) / total if total else 0.0
 
 
 def plan_attention_kernels(plans: PlanBatch, rates: ComputeRates):
@@ -116,7 +133,8 @@ def step_flops(model, shape: ModelShape, plans: PlanBatch, P):
                                                                  for g in shape.moe_gemms))
                        + model.num_layers * model_core + 2.0 * model.hidden_size * model.vocab_size)
     model_flops = 3 * fwd_flops_token * tokens_step
-    rec_flops_token = np.select([P.rc == Recompute.FULL, P.rc == Recompute.SELECTIVE],
+    rec_flops_token = np.select([P.rc == Recompute.FULL, P.rc == Recompute.SELECTIVE, P.rc == Recompute.DEEPSEEK],
                                 [fwd_flops_token - 2.0 * model.hidden_size * model.vocab_size,
-                                 model.num_layers * model_core], 0.0)
+                                 model.num_layers * model_core, model.num_layers * upproj_flops_per_token(shape)],
+                                0.0)
     return model_flops, model_flops + rec_flops_token * tokens_step

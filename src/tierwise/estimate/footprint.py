@@ -21,10 +21,10 @@ def memory_footprint(model, shape: ModelShape, cluster, plans: PlanBatch, P: Der
     Reads tokens per micro-batch, sequence parallelism, recompute and micro-batches from ``P``, each stage's
     layers and MoE layers from ``S``, and parameters per GPU and the sharding groups from ``D``.
     """
-    tokens, sp, rc, m = P.tokens, P.sp, P.rc, P.m
+    tokens, m = P.tokens, P.m
     dp_group, edp, shard, hsdp = D.dp_group, D.edp, D.shard, D.hsdp
     zero = plans.zero_stage
-    tp, etp = plans.tp.astype(float), plans.etp.astype(float)
+    tp = plans.tp.astype(float)
     dense_shard = np.where(hsdp, shard, dp_group)
     wb, gb, ob = cparams["weight_bytes"], cparams["grad_bytes"], cparams["optimizer_state_bytes"]
     fp8_extra = np.where(plans.precision == PRECISION.index("fp8"), 1.0, 0.0)
@@ -32,24 +32,24 @@ def memory_footprint(model, shape: ModelShape, cluster, plans: PlanBatch, P: Der
     def sharded(params, shard_deg, stage_min):
         return np.where(zero >= stage_min, params / np.maximum(shard_deg, 1), params)
 
-    in_flight = in_flight_microbatches(m, plans.pp, plans.vpp)
-    dense_act = activation_bytes_per_token_per_layer(model, shape, tp, etp, sp, rc, moe_layer=False)
-    moe_act = (activation_bytes_per_token_per_layer(model, shape, tp, etp, sp, rc, moe_layer=True)
-               if model.moe is not None else dense_act)
+    in_flight = in_flight_microbatches(m, plans.pp, plans.vpp, P.dual)
+    copies, dual = _dualpipe_copies(P)
+    dense_act, moe_act = _activations(model, shape, plans, P)
     overhead = parse_bytes(cparams["memory_overhead"])
 
     def stage(params, layers, moe_layers, last, in_flight=in_flight):
         dense_params, expert_params = params
-        weights = (sharded(dense_params, dense_shard, 3) + sharded(expert_params, edp, 3)) * (wb + fp8_extra)
-        grads = (sharded(dense_params, dense_shard, 2) + sharded(expert_params, edp, 2)) * gb
-        optimizer = (sharded(dense_params, dense_shard, 1) + sharded(expert_params, edp, 1)) * ob
+        weights = (sharded(dense_params, dense_shard, 3) + sharded(expert_params, edp, 3)) * (wb + fp8_extra) * copies
+        grads = (sharded(dense_params, dense_shard, 2) + sharded(expert_params, edp, 2)) * gb * copies
+        optimizer = (sharded(dense_params, dense_shard, 1) + sharded(expert_params, edp, 1)) * ob * copies
         # ZeRO-3 keeps the gathered weights of the layers in flight (prefetch: about two layers)
         gathered = np.where(zero == 3, 2 * (dense_params + expert_params) / np.maximum(layers, 1) * wb, 0.0)
         per_mb = ((layers - moe_layers) * dense_act + moe_layers * moe_act) * tokens
         logits = np.where(last, tokens * model.vocab_size / tp * (4 + 4 + 2), 0.0)
-        held = np.where(last, np.minimum(m, 1.0), in_flight)
+        # (under DualPipe every rank is a first stage of one direction)
+        held = np.where(last & ~dual, np.minimum(m, 1.0), in_flight)
         # combined 1F1B runs the next micro-batch's forward before this one's backward frees its activations
-        held = held + np.where(plans.ep_comm_overlap, 1.0, 0.0)
+        held = held + np.where(plans.ep_comm_overlap & ~dual, 1.0, 0.0)
         activations = per_mb * held + logits
         total = weights + gathered + grads + optimizer + activations + overhead
         return total, weights + gathered, grads, optimizer, activations
@@ -66,6 +66,25 @@ def memory_footprint(model, shape: ModelShape, cluster, plans: PlanBatch, P: Der
         take = S.mid_exists & (mid[0] > parts[0])
         parts = [np.where(take, a, b) for a, b in zip(mid, parts, strict=True)]
     return _breakdown(parts, cluster.accelerator.hbm_capacity_bytes, overhead, len(plans))
+
+
+def _dualpipe_copies(P: Derived):
+    """(parameter copies, DualPipe or V) per plan: DualPipe keeps two copies of the parameters (stages ``i`` and
+    ``pp - 1 - i`` on rank ``i``: DeepSeek-V3 report sec. 3.2.1, "DualPipe requires keeping two copies of the
+    model parameters"), with their gradients and optimizer states, taken as twice the stage's own; DualPipeV's
+    two half stages are one copy."""
+    return np.where(P.dual == 1, 2.0, 1.0), P.dual > 0
+
+
+def _activations(model, shape: ModelShape, plans: PlanBatch, P: Derived):
+    """(dense, MoE) layers' stored bytes per token (:func:`activation_bytes_per_token_per_layer`); recompute
+    ``deepseek`` caches in FP8 under an FP8 plan."""
+    tp, etp = plans.tp.astype(float), plans.etp.astype(float)
+    cache = np.where(plans.precision == PRECISION.index("fp8"), 1.0, 2.0)
+    dense = activation_bytes_per_token_per_layer(model, shape, tp, etp, P.sp, P.rc, moe_layer=False, cache_bytes=cache)
+    moe = (activation_bytes_per_token_per_layer(model, shape, tp, etp, P.sp, P.rc, moe_layer=True, cache_bytes=cache)
+           if model.moe is not None else dense)
+    return dense, moe
 
 
 def _breakdown(parts, capacity: float, overhead: float, n: int) -> dict:

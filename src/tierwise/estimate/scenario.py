@@ -23,6 +23,7 @@ from typing import Any
 
 from tierwise.errors import ScenarioError, TierwiseError
 from tierwise.files import path_exists, require_document
+from tierwise.parallel.ep import check_node_limit
 from tierwise.specs import catalog
 from tierwise.specs._mapping import check_keys, get_int, require_mapping
 from tierwise.specs.cluster import Cluster, load_cluster
@@ -75,6 +76,7 @@ def scenario_from_mapping(data: Mapping[str, Any], *, origin: str = "scenario", 
                              framework=framework, generation=cluster.accelerator.generation,
                              moe=model.moe is not None)
     validate_plan_batch(model, [plan])
+    check_node_limit(model, cluster, PlanBatch.from_plans([plan]))
     return Scenario(model=model, cluster=cluster, num_gpus=num_gpus, plan=plan, name=str(data.get("name", "")))
 
 
@@ -185,27 +187,51 @@ def _assumed_numerics(plan: Plan, scenario: Scenario | None) -> list[str]:
             "gradients in fp32)"]
 
 
+def _assumed_moe(plan: Plan, scenario: Scenario | None) -> list[str]:
+    """Node-limited routing in force (:func:`tierwise.parallel.ep.node_limit`) and what DeepSeek-V3's memory
+    recipe (``recompute: deepseek``) includes beyond the priced recompute and caching."""
+    if scenario is None or scenario.model.moe is None:
+        return []
+    out = []
+    moe = scenario.model.moe
+    if plan.ep > 1 and plan.moe_dispatcher == "deepep" and (plan.moe_node_limit or moe.topk_group < moe.n_group):
+        src = ("plan moe_node_limit" if plan.moe_node_limit
+               else f"the model's topk_group={moe.topk_group} of n_group={moe.n_group}")
+        out.append(f"node-limited routing: a token's experts on at most M nodes ({src}; DeepEP sends one IB copy "
+                   "per node and forwards over NVLink)")
+    if plan.recompute == "deepseek":
+        out.append("recompute=deepseek: RMSNorm and MLA up-projections recomputed, MoE / SwiGLU / attention-output "
+                   "activations cached in " + ("FP8" if plan.precision == "fp8" else "BF16")
+                   + "; the parameters' EMA kept in host memory (no GPU bytes, sec. 3.2.3); the MTP module is not "
+                   "priced")
+    return out
+
+
 def infer_settings(model: ModelSpec, cluster: Cluster, plan: Plan) -> tuple[Plan, str]:
     """The plan with the settings it leaves to the tool (``plan.inferred``) chosen as the frameworks' recipes
     choose them, and the ``assumed`` line saying so ("" when nothing was inferred).
 
     Recompute: the cheapest granularity that fits memory, none < selective < full (Megatron-Core / NeMo
     recipes turn recompute on only when a configuration does not fit; Korthikanti et al. 2022, section 5:
-    selective first, full when it is not enough); full when none fits. One estimator call on the three.
+    selective first, full when it is not enough); full when none fits. For an MLA model DeepSeek-V3's own recipe
+    (``deepseek``: RMSNorm and MLA up-projection recompute, FP8 activation caching, sec. 3.2.3 / 3.3.4) is tried
+    before full. One estimator call on the candidates.
     """
     from dataclasses import replace
 
     from tierwise.estimate.step import estimate
-    from tierwise.specs.plan import RECOMPUTE
+    from tierwise.specs.plan import RECOMPUTE_COST_ORDER
 
     if "recompute" not in plan.inferred:
         return plan, ""
-    candidates = [replace(plan, recompute=rc) for rc in RECOMPUTE]
+    order = [rc for rc in RECOMPUTE_COST_ORDER if rc != "deepseek" or model.mla is not None]
+    candidates = [replace(plan, recompute=rc) for rc in order]
     fits = estimate(model, cluster, PlanBatch.from_plans(candidates)).memory["fits"]
-    pick = next((i for i, ok in enumerate(fits) if ok), len(RECOMPUTE) - 1)
-    why = ("the cheapest that fits memory (none < selective < full), as the frameworks' recipes choose"
-           if fits[pick] else "none of none / selective / full fits memory; the most memory-saving")
-    return replace(plan, recompute=RECOMPUTE[pick], inferred=()), f"recompute={RECOMPUTE[pick]} ({why})"
+    pick = next((i for i, ok in enumerate(fits) if ok), len(order) - 1)
+    names = " < ".join(order)
+    why = (f"the cheapest that fits memory ({names}), as the frameworks' recipes choose"
+           if fits[pick] else f"none of {' / '.join(order)} fits memory; the most memory-saving")
+    return replace(plan, recompute=order[pick], inferred=()), f"recompute={order[pick]} ({why})"
 
 
 def estimate_scenario(scenario: Scenario) -> dict[str, Any]:
@@ -275,7 +301,8 @@ def result_dict(result, i: int, plan: Plan, scenario: Scenario | None = None) ->
                        f"matmul precision ({result.peak_flops_per_s[i] / 1e12:.0f} TFLOP/s)"),
         "scaling_efficiency": float(result.scaling_efficiency[i]),
         "num_microbatches": float(result.num_microbatches[i]),
-        "assumed": list(plan.assumed) + _assumed_kernel(plan, scenario) + _assumed_numerics(plan, scenario),
+        "assumed": (list(plan.assumed) + _assumed_kernel(plan, scenario) + _assumed_numerics(plan, scenario)
+                    + _assumed_moe(plan, scenario)),
         "memory": mem,
         "breakdown": {
             "compute_s": float(result.compute_s[i]),

@@ -185,7 +185,9 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
     D = data_parallel(model, shape, cluster, plans, P=P, S=S, pipe=pipe, strides=strides, cparams=cparams, hbm=C.hbm)
     # combined 1F1B has no partner for the step's first forward and last backward: one micro-batch's expert
     # all-to-all stays exposed in full
-    ep_unpaired = np.where(plans.ep_comm_overlap, pipe.moe_layers * (X.ep_layer_t - X.ep_layer_exposed), 0.0)
+    # (DualPipe's first and last chunks are in its bubble formula instead)
+    ep_unpaired = np.where(plans.ep_comm_overlap & (P.dual == 0),
+                           pipe.moe_layers * (X.ep_layer_t - X.ep_layer_exposed), 0.0)
     step = P.m * pipe.t_mb + pipe.bubble + D.exposed + D.optimizer_s + D.shard_copy_s + ep_unpaired
     model_flops, hw_flops = step_flops(model, shape, plans, P)
     tflops = model_flops / (step * P.num_gpus)
@@ -196,7 +198,7 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
     memory_bound_s = m * 3 * ((layers_slow - moe_slow) * C.elem_dense + moe_slow * C.elem_moe
                               + np.where((pipe.slow == 1) | (P.pp == 1), C.logits_elem / 3, 0.0))
     memory = memory_footprint(model, shape, cluster, plans, P, S, D, cparams)
-    axis_bytes, axis_time, axis_exposed, axis_tier = _per_axis(plans, X, D, pipe, m, ep_unpaired)
+    axis_bytes, axis_time, axis_exposed, axis_tier = _per_axis(plans, X, D, pipe, m, ep_unpaired, P.dual > 0)
     return StepEstimates(
         step_time_s=step, tokens_per_s=tokens_step / step, tokens_per_s_per_gpu=tokens_step / step / P.num_gpus,
         model_flops_per_step=model_flops, hardware_flops_per_step=hw_flops,
@@ -212,7 +214,7 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
     )
 
 
-def _per_axis(plans: PlanBatch, X: LayerComm, D, pipe, m, ep_unpaired):
+def _per_axis(plans: PlanBatch, X: LayerComm, D, pipe, m, ep_unpaired, dual):
     """(bytes, seconds, exposed seconds, tier) of each axis over the step, from the slowest stage's layers: dense
     layers pay the TP pair over tp, MoE layers the MoE block's over the expert-TP group; EP only on MoE layers."""
     layers, moe = pipe.layers, pipe.moe_layers
@@ -227,7 +229,8 @@ def _per_axis(plans: PlanBatch, X: LayerComm, D, pipe, m, ep_unpaired):
                  "cp": X.cp_layer_t * layers * m, "ep": X.ep_layer_t * moe * m, "pp": X.pp_t * m, "dp": D.time}
     axis_exposed = {"tp": (X.tp_layer_exposed * (layers - moe) + X.tp_moe_layer_exposed * moe) * m,
                     "cp": X.cp_layer_exposed * layers * m,
-                    "ep": X.ep_layer_exposed * moe * m + ep_unpaired, "pp": X.pp_t * m, "dp": D.exposed}
+                    "ep": X.ep_layer_exposed * moe * m + ep_unpaired,
+                    "pp": np.where(dual, 0.0, X.pp_t) * m, "dp": D.exposed}
     axis_tier = {"tp": X.tp_span.tier, "cp": X.cp_tier, "ep": X.ep_span.tier, "pp": X.pp_tier, "dp": D.tier}
     return axis_bytes, axis_time, axis_exposed, axis_tier
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from tierwise.errors import PlanError
 from tierwise.pricing.comm import placed_span, price_records
 from tierwise.specs.compute import moe_expert_launches, moe_kernels_per_layer
 from tierwise.specs.framework import MOE_DISPATCHERS, MOE_GROUPED_GEMMS
 from tierwise.specs.plan import PlanBatch
 
-__all__ = ["moe_imbalance", "expert_tokens_per_rank", "deepep_node_dedup", "per_expert_gemms", "dispatcher_kernels",
+__all__ = ["moe_imbalance", "expert_tokens_per_rank", "node_limit", "check_node_limit", "deepep_node_dedup", "node_copies_fraction", "per_expert_gemms", "dispatcher_kernels",
            "moe_host_extra_s", "ep_layer_comm"]
 
 def moe_imbalance(plans: PlanBatch, cparams) -> np.ndarray:
@@ -45,6 +46,40 @@ def expert_tokens_per_rank(plans: PlanBatch, tokens):
     return np.where(sp, tokens * etp / tp, tokens)
 
 
+def node_limit(model, plans: PlanBatch, domains) -> np.ndarray:
+    """Most scale-up domains of the EP group one token's experts lie on (``M``), per plan.
+
+    DeepSeek-V3's node-limited routing (arXiv:2412.19437 sec. 2.1.2 / 3.2.2: "each token will be sent to at most
+    M nodes", M = 4) is its group-limited gate (Hugging Face config ``n_group`` 8, ``topk_group`` 4: a token's
+    ``top_k`` experts come from its best ``topk_group`` of ``n_group`` expert groups), the groups laid on the
+    nodes. With ``u`` domains and whole groups per domain (``u <= n_group``) a token reaches at most
+    ``topk_group`` of them; a group spread over ``u / n_group`` domains multiplies that. A plan's
+    ``moe_node_limit`` overrides it; the result never exceeds ``u`` (no limit: ``u``).
+    """
+    u = np.maximum(np.asarray(domains, dtype=float), 1.0)
+    stated = np.asarray(getattr(plans, "moe_node_limit", np.zeros(len(plans))), dtype=float)
+    if model.moe is None:
+        return u
+    groups, per_token = float(model.moe.n_group), float(model.moe.topk_group)
+    from_model = np.where(groups > 1, per_token * np.maximum(np.ceil(u / groups), 1.0), u)
+    return np.minimum(np.where(stated > 0, stated, from_model), u)
+
+
+def check_node_limit(model, cluster, plans: PlanBatch) -> None:
+    """Refuse a stated ``moe_node_limit`` larger than the scale-up domains the EP group spans (one line)."""
+    stated = np.asarray(getattr(plans, "moe_node_limit", np.zeros(len(plans))))
+    if model.moe is None or not np.any(stated > 0):
+        return
+    span = placed_span(cluster, plans.ep, plans.etp.astype(np.int64))
+    domains = np.asarray(span.num_domains)
+    bad = np.flatnonzero(stated > domains)
+    if bad.size:
+        i = int(bad[0])
+        raise PlanError(f"moe_node_limit={int(stated[i])} is larger than the {int(domains[i])} scale-up domain(s) "
+                        f"ep={int(plans.ep[i])} spans on {cluster.name}; node-limited routing sends a token to at "
+                        f"most that many; use moe_node_limit <= {int(domains[i])} or 0 (the model's topk_group)")
+
+
 def deepep_node_dedup(model, plans: PlanBatch, span):
     """Fraction of the EP all-to-all's bytes a DeepEP dispatcher moves (1 for the other dispatchers).
 
@@ -68,6 +103,11 @@ def deepep_node_dedup(model, plans: PlanBatch, span):
     deduplication; the ratio scales the priced all-to-all (whose time the scale-out tier sets once the group
     leaves a domain; the NVLink forwarding runs at the scale-up rate beside it and is not added). Units are the
     ``ep`` ranks inside a domain, the ``num_domains`` domains otherwise.
+
+    Node-limited routing (:func:`node_limit`, ``M < u`` domains): the token's ``k`` experts are drawn from the
+    ``E M / u`` experts of its ``M`` chosen domains, so it reaches ``M (1 - C(E M/u - E/u, k) / C(E M/u, k))``
+    of them, ``(u - 1) / u`` of which are other domains: the IB copies per token are capped by ``M`` (the
+    formula above at ``M = u``), the fan-out to the ``k`` experts inside each domain rides NVLink.
     """
     raw = getattr(plans, "moe_dispatcher", None)
     if raw is None or model.moe is None:
@@ -77,14 +117,29 @@ def deepep_node_dedup(model, plans: PlanBatch, span):
     deepep = (np.asarray(raw) == MOE_DISPATCHERS.index("deepep")) & (u > 1)
     if not np.any(deepep):
         return np.ones(len(plans))
+    M = np.where(domains > 1, node_limit(model, plans, domains), u)
+    return np.where(deepep, _copies_fraction(model, np.maximum(u, 1.0), M), 1.0)
+
+
+def _copies_fraction(model, u, M) -> np.ndarray:
+    """``M (1 - C(E M/u - E/u, k) / C(E M/u, k)) / k``: distinct units a token reaches among its ``M`` over the
+    ``k`` copies (:func:`deepep_node_dedup`), at most 1."""
     E, k = float(model.moe.num_experts), int(model.moe.top_k)
-    u = np.maximum(u, 1.0)
-    miss = np.ones(len(plans))
-    for i in range(k):  # C(E - E/u, k) / C(E, k) = prod_i (E - E/u - i) / (E - i)
-        miss = miss * np.clip((E - E / u - i) / (E - i), 0.0, None)
-    distinct = (u - 1.0) * (1.0 - miss)
-    copies = k * (u - 1.0) / u
-    return np.where(deepep, np.minimum(distinct / np.maximum(copies, 1e-12), 1.0), 1.0)
+    u, M = np.broadcast_arrays(np.asarray(u, dtype=float), np.asarray(M, dtype=float))
+    pool = E * M / u  # the experts of the token's M domains (all E without a limit)
+    miss = np.ones(u.shape)
+    for i in range(k):  # C(pool - E/u, k) / C(pool, k) = prod_i (pool - E/u - i) / (pool - i)
+        miss = miss * np.clip((pool - E / u - i) / np.maximum(pool - i, 1e-12), 0.0, None)
+    return np.minimum(M * (1.0 - miss) / k, 1.0)
+
+
+def node_copies_fraction(model, domains) -> np.ndarray:
+    """The share of a token's ``top_k`` copies DeepEP sends across ``domains`` scale-up domains under the model's
+    node-limited routing (:func:`node_limit` without a plan override; :func:`deepep_node_dedup`)."""
+    u = np.maximum(np.asarray(domains, dtype=float), 1.0)
+    groups, per_token = float(model.moe.n_group), float(model.moe.topk_group)
+    M = np.minimum(np.where(groups > 1, per_token * np.maximum(np.ceil(u / groups), 1.0), u), u)
+    return _copies_fraction(model, u, M)
 
 
 def per_expert_gemms(plans: PlanBatch) -> np.ndarray:
@@ -138,7 +193,9 @@ def ep_layer_comm(model, cluster, plans: PlanBatch, P, C, traffic, strides, cpar
     (Megatron-Core ``--overlap-moe-expert-parallel-comm``, after DeepSeek-V3's DualPipe, arXiv:2412.19437
     section 3.2.1): a micro-batch's forward dispatch + combine run behind the adjacent micro-batch's backward of
     the layer (2 x forward), its backward pair behind the adjacent forward; what exceeds the partner's compute
-    stays exposed, the hidden part pays ``overlap_interference`` like TP and CP.
+    stays exposed, the hidden part pays ``overlap_interference`` like TP and CP. DualPipe and DualPipeV
+    (``schedule``) overlap the same way whatever ``ep_comm_overlap`` says: their steady state is such pairs
+    (DeepSeek-V3 report sec. 3.2.1, Figure 4).
     """
     n = P.n
     span = placed_span(cluster, plans.ep, P.etp.astype(np.int64))
@@ -151,5 +208,6 @@ def ep_layer_comm(model, cluster, plans: PlanBatch, P, C, traffic, strides, cpar
     t, bytes_, a2a = t * dedup * imb, bytes_ * dedup, a2a * dedup * imb
     unhidden = np.maximum(2 * a2a - 2 * C.fwd_moe, 0) + np.maximum(2 * a2a - C.fwd_moe, 0)
     interference = cparams.get("overlap_interference", 0.0)
-    exposed = np.where(plans.ep_comm_overlap, unhidden + interference * (t - unhidden), t)
+    # DualPipe / DualPipeV pair every forward chunk with a backward chunk by design (P.dual)
+    exposed = np.where(plans.ep_comm_overlap | (P.dual > 0), unhidden + interference * (t - unhidden), t)
     return span, t, bytes_, exposed

@@ -81,24 +81,55 @@ def pipeline_p2p(cluster, chain, hops: GroupHops, P):
 
 
 def pipeline(P: Derived, C: LayerCompute, S: StageCompute, X: LayerComm) -> Pipeline:
-    """Per-micro-batch time of each stage; the slowest sets the pace; the bubble; the slowest stage's parts."""
+    """Per-micro-batch time of each stage; the slowest sets the pace; the bubble; the slowest stage's parts.
+
+    Under DualPipe / DualPipeV (``P.dual``) the steady state runs a forward and a backward chunk as one pair
+    whose PP send/recv hides behind the other chunk's compute (DeepSeek-V3 report sec. 3.2.1: "both all-to-all
+    and PP communication can be fully hidden"), so a slot carries no ``pp_t``; the bubble is
+    :func:`dualpipe_bubble`."""
+    dual = P.dual > 0
+    pp_steady = np.where(dual, 0.0, X.pp_t)
     per_mb, comm_mb = [], []
     for fwd, rec, layers, moe_layers in zip(S.fwd, S.rec, S.layers, S.moe, strict=True):
         comm = ((layers - moe_layers) * X.tp_layer_exposed + moe_layers * X.tp_moe_layer_exposed
-                + layers * X.cp_layer_exposed + moe_layers * X.ep_layer_exposed + X.pp_t)
+                + layers * X.cp_layer_exposed + moe_layers * X.ep_layer_exposed + pp_steady)
         per_mb.append(3 * fwd + rec + layers * C.attn_bwd_extra + moe_layers * C.moe_host_extra + comm)
         comm_mb.append(comm)
     t_mb = np.maximum(per_mb[0], per_mb[1])
     t_mb = np.where(S.mid_exists, np.maximum(t_mb, per_mb[2]), t_mb)
     slow = np.where(per_mb[0] >= per_mb[1], 0, 1)
     slow = np.where(S.mid_exists & (per_mb[2] > np.maximum(per_mb[0], per_mb[1])), 2, slow)
+    fwd, layers, moe_layers = np.choose(slow, S.fwd), np.choose(slow, S.layers), np.choose(slow, S.moe)
     # the bubble: (pp - 1) / v micro-batch slots of the slowest stage without its steady-state send/recv, plus
     # the fill and drain's send/recv across every stage boundary on its own tier (pipeline_p2p)
+    bubble = (P.pp - 1) / P.vpp * (t_mb - X.pp_t) + X.pp_fill
+    if np.any(dual):
+        wgrad = np.maximum(fwd - layers * C.core_t - (layers - moe_layers) * C.elem_dense - moe_layers * C.elem_moe,
+                           0.0)
+        bubble = np.where(dual, dualpipe_bubble(P.pp, P.dual, t_mb, fwd, wgrad) + X.pp_fill, bubble)
     return Pipeline(
-        t_mb=t_mb, slow=slow, bubble=(P.pp - 1) / P.vpp * (t_mb - X.pp_t) + X.pp_fill,
-        fwd=np.choose(slow, S.fwd), rec=np.choose(slow, S.rec), comm=np.choose(slow, comm_mb),
-        layers=np.choose(slow, S.layers), moe_layers=np.choose(slow, S.moe),
+        t_mb=t_mb, slow=slow, bubble=bubble, fwd=fwd, rec=np.choose(slow, S.rec), comm=np.choose(slow, comm_mb),
+        layers=layers, moe_layers=moe_layers,
     )
+
+
+def dualpipe_bubble(pp, dual, pair, fwd, wgrad):
+    """Seconds of DualPipe's (``dual`` 1) or DualPipeV's (2) bubble on ``pp`` ranks, without the fill and drain's
+    send/recv.
+
+    DeepSeek-V3 report (arXiv:2412.19437) sec. 3.2.1, Table 2, and the DualPipe README's table ("based on the
+    same number of PP stages"): the bubble is ``(PP/2 - 1)(F&B + B - 3W)`` against 1F1B's ``(PP - 1)(F + B)``,
+    with ``F`` a forward chunk, ``B`` a full backward chunk, ``W`` its backward-for-weights part and ``F&B`` a
+    forward and a backward chunk run as one overlapped pair. Here a chunk is one rank's stage for one
+    micro-batch: ``F&B = pair`` (the slowest stage's slot, its exposed communication included),
+    ``B = pair - F`` (backward, recompute and exposed communication), ``W = wgrad`` (the stage's weight-gradient
+    GEMMs, as long as its forward GEMMs). DualPipe's ``PP`` stages are the ``pp`` ranks: ``(pp/2 - 1)``
+    pairs. DualPipeV runs ``2 pp`` half-size stages on ``pp`` ranks ("#Devices PP/2"): ``(pp - 1)`` pairs of half
+    chunks, ``(pp - 1) / 2`` in the rank's units.
+    """
+    pp = np.asarray(pp, dtype=float)
+    slots = np.where(np.asarray(dual) == 2, (pp - 1.0) / 2.0, np.maximum(pp / 2.0 - 1.0, 0.0))
+    return slots * np.maximum(2.0 * pair - fwd - 3.0 * wgrad, 0.0)
 
 
 def pp_comm(model, cluster, plans: PlanBatch, P, traffic, strides, tp_span):

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tierwise.hierarchy import GroupSpan
-from tierwise.specs.plan import PlanBatch
+from tierwise.specs.plan import DUAL_SCHEDULES, PlanBatch
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,9 @@ class Derived:
     """Sequence parallelism in effect (bool)."""
     rc: np.ndarray
     """Recompute code (:class:`~tierwise.specs.plan.Recompute`)."""
+    dual: np.ndarray
+    """0: a Megatron-Core schedule (1F1B, interleaved); 1: DualPipe; 2: DualPipeV (:data:`~tierwise.specs.plan.
+    SCHEDULES`)."""
 
 
 @dataclass(frozen=True)
@@ -163,4 +166,14 @@ def derive(plans: PlanBatch) -> Derived:
         m=plans.global_batch_size / (b * dp),  # micro-batches per pipeline per step
         tokens=b * s / cp,  # tokens of one micro-batch on one rank
         sp=plans.sequence_parallel & (plans.tp > 1), rc=plans.recompute.astype(int),
+        dual=_dual_code(plans),
     )
+
+
+def _dual_code(plans: PlanBatch) -> np.ndarray:
+    """0 / 1 (DualPipe) / 2 (DualPipeV) per plan (:data:`~tierwise.specs.plan.DUAL_SCHEDULES`)."""
+    raw = getattr(plans, "schedule", None)
+    if raw is None:
+        return np.zeros(len(plans), dtype=int)
+    raw = np.asarray(raw)
+    return np.select([raw == DUAL_SCHEDULES[0], raw == DUAL_SCHEDULES[1]], [1, 2], 0)

@@ -55,7 +55,7 @@ from tierwise.planner.space import (
     space_size,
     to_batch,
 )
-from tierwise.specs.plan import ep_overlap_allowed
+from tierwise.specs.plan import ep_overlap_allowed, is_dualpipe
 
 __all__ = ["search", "SearchResult", "OBJECTIVES", "light_variants", "Evaluator", "brute_force"]
 
@@ -119,7 +119,9 @@ class Evaluator:
         ep_floor = np.where(ep_overlap_allowed(batch) & (True in s.ep_comm_overlap),
                             interference * r.axis_time_s["ep"], r.axis_exposed_s["ep"])
         per_pipeline = r.compute_s + r.recompute_s + ep_floor + interference * r.axis_time_s["tp"]
-        lower = per_pipeline * (1 + (pp - 1) / (vpp * r.num_microbatches)) + r.optimizer_s
+        # DualPipe's bubble is not a multiple of the 1F1B slot (parallel/pp.dualpipe_bubble): no bubble in its floor
+        bubble = np.where(is_dualpipe(batch), 0.0, (pp - 1) / (vpp * r.num_microbatches))
+        lower = per_pipeline * (1 + bubble) + r.optimizer_s
         score = r.step_time_s * weight
         bound = lower * weight
         self.bound_violations += int(np.sum(bound > score * (1 + 1e-9)))

@@ -46,6 +46,8 @@ def plan_label(plan) -> str:
         extra.append("TP overlap")
     if plan.ep_comm_overlap and plan.ep > 1:
         extra.append("EP overlap")
+    if str(plan.schedule).startswith("dualpipe"):
+        extra.append(plan.schedule)
     if not plan.fused_elementwise:
         extra.append("eager")
     if plan.fused_cross_entropy:
@@ -96,11 +98,13 @@ def _axis_line(est, i: int, axis: str, plan) -> str | None:
         return None
     tier = TIER_ORDER[int(est.axis_tier[axis][i])]
     hidden = 1 - exposed / total if total > 0 else 1.0
+    dual = str(plan.schedule).startswith("dualpipe")
     how = {"tp": "behind the layer's GEMMs" if plan.tp_comm_overlap else "(not overlapped)",
            "cp": "behind attention",
-           "ep": ("behind the adjacent micro-batch (combined 1F1B)" if plan.ep_comm_overlap
+           "ep": ("behind the paired chunk (DualPipe)" if dual else
+                  "behind the adjacent micro-batch (combined 1F1B)" if plan.ep_comm_overlap
                   else "(the all-to-all is not overlapped)"),
-           "pp": "(send/recv on the critical path)",
+           "pp": "behind the paired chunk (DualPipe)" if dual else "(send/recv on the critical path)",
            "dp": "behind the backward pass" if plan.zero_stage < 3 else "by prefetching a layer ahead"}[axis]
     return (f"{AXIS_LABEL[axis]} ({counted}) on {tier}: {_gb(float(est.axis_bytes[axis][i]))} per GPU per step, "
             f"{total:.3g} s, modelled {hidden:.0%} hidden {how}")

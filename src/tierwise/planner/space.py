@@ -91,7 +91,11 @@ class Constraints:
     """Smallest expert-parallel degree (used to ask what expert parallelism would trade)."""
     max_vpp: int = 8
     max_micro_batch_size: int = 8
-    recompute: tuple[str, ...] = RECOMPUTE
+    recompute: tuple[str, ...] = RECOMPUTE[:3]
+    """none, selective and full (DeepSeek-V3's ``deepseek`` recipe only when asked for)."""
+    schedule: str | None = None
+    """A pipeline schedule every plan runs (:data:`~tierwise.specs.plan.SCHEDULES`); None: 1F1B, interleaved
+    when vpp > 1. DualPipe / DualPipeV and 1F1B keep vpp 1, interleaved vpp > 1."""
     zero_stages: tuple[int, ...] = (0, 1, 2, 3)
     precision: tuple[str, ...] | None = None
     """``None``: every precision in :data:`~tierwise.specs.plan.PRECISION` the accelerator has a peak for."""
@@ -196,6 +200,18 @@ def to_batch(table: Table, global_batch_size: int, seq_length: int) -> PlanBatch
     if "vpp" in table:
         cols.setdefault("schedule", np.where(table["vpp"] > 1, SCHEDULES.index("interleaved"), 0).astype(np.int8))
     return PlanBatch.from_arrays(global_batch_size=global_batch_size, seq_length=seq_length, **cols)
+
+
+def _add_schedule(table: Table, schedule: str | None) -> Table:
+    """Rows of a stated schedule (``Constraints.schedule``) with its code; the vpp it needs (1 but interleaved)."""
+    if schedule is None:
+        return table
+    if schedule not in SCHEDULES:
+        raise PlanError(f"schedule {schedule[:40]!r} is not one of {', '.join(SCHEDULES)}")
+    interleaved = schedule == "interleaved"
+    table = _take(table, (table["vpp"] > 1) if interleaved else (table["vpp"] == 1))
+    table["schedule"] = np.full(len(table["tp"]), SCHEDULES.index(schedule), dtype=np.int8)
+    return table
 
 
 def stage_split(num_layers: int, pp: int) -> tuple[int, int]:
@@ -347,6 +363,7 @@ def build_space(model, cluster, num_gpus: int, global_batch_size: int, seq_lengt
     table = _add_stage_split(model, table)
     table = _add_vpp(model, table, global_batch_size, c)
     table = _add_experts(model, table, c)
+    table = _add_schedule(table, c.schedule)
     sw = _software(model, cluster, c)
     n = len(table["tp"])
     table["fused_elementwise"] = np.full(n, sw.fused_elementwise)
@@ -411,10 +428,13 @@ def _software(model, cluster, c: Constraints) -> _Software:
     )
 
     if c.framework is None:
+        dual = model.moe is not None and str(c.schedule).startswith("dualpipe")
         return _Software(framework="", fused_elementwise=True if c.fused_elementwise is None else c.fused_elementwise,
-                         zero3_gather=c.zero3_gather or "flat",
-                         moe_force_balance=bool(c.moe_force_balance), codes={}, grad_reduce_dtype=(0, 0),
-                         tp_overlap=True, ep_overlap=True, assumed=())
+                         zero3_gather=c.zero3_gather or "flat", moe_force_balance=bool(c.moe_force_balance),
+                         codes={"moe_dispatcher": MOE_DISPATCHERS.index("deepep")} if dual else {},
+                         grad_reduce_dtype=(0, 0), tp_overlap=True, ep_overlap=True,
+                         assumed=("moe_dispatcher=deepep (schedule dualpipe: DeepSeek-V3's stack, sec. 3.2.2)",)
+                         if dual else ())
     fw = check_framework(c.framework, "--framework")
     moe = model.moe is not None
     generation = cluster.accelerator.generation
@@ -437,7 +457,11 @@ def _software(model, cluster, c: Constraints) -> _Software:
     codes: dict[str, int] = {}
     for key, choices in (("attention_kernel", ATTENTION_KERNELS), ("zero2_sync", ZERO2_SYNC),
                          ("moe_dispatcher", MOE_DISPATCHERS), ("moe_grouped_gemm", MOE_GROUPED_GEMMS)):
-        if key in d16:
+        if key == "moe_dispatcher" and moe and str(c.schedule).startswith("dualpipe"):
+            # DualPipe comes with DeepSeek's stack, whose dispatcher is DeepEP (as plan_from_mapping assumes)
+            codes[key] = MOE_DISPATCHERS.index("deepep")
+            assumed.append("moe_dispatcher=deepep (schedule dualpipe: DeepSeek-V3's stack, sec. 3.2.2)")
+        elif key in d16:
             codes[key] = choices.index(take(key, None, None))
     g16, g8 = d16["grad_reduce_dtype"], d8["grad_reduce_dtype"]
     if g16[0] == g8[0]:

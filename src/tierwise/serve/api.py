@@ -52,6 +52,12 @@ class ServeConfig:
     prefill_tp: int | None = None
     decode_tp: int | None = None
     decode_ep: int | None = None
+    prefill_ep: int | None = None
+    """EP of a prefill instance (None: the decode EP, at most the prefill TP)."""
+    redundant_experts: int = 0
+    """EPLB's redundant expert copies per MoE layer (:class:`~tierwise.serve.params.ServingParameters`)."""
+    two_batch_overlap: bool = False
+    """Two micro-batches per step, communication behind compute (:class:`~tierwise.serve.params.ServingParameters`)."""
     kv_link: str = "auto"
     decode_cluster: Any = None
     """Disaggregated: the decode pool's cluster (a catalog name or a mapping) when it differs from ``cluster``,
@@ -126,7 +132,8 @@ def _check(cfg: ServeConfig) -> None:
     for name, v in (("--ttft-slo", cfg.ttft_slo), ("--tpot-slo", cfg.tpot_slo)):
         if v is not None:
             check_float(v, name, minimum=0.0, min_open=True, maximum=1e5, error=ScenarioError, hint=" (seconds)")
-    for name in ("num_gpus", "tp", "ep", "prefill_gpus", "decode_gpus", "prefill_tp", "decode_tp", "decode_ep"):
+    for name in ("num_gpus", "tp", "ep", "prefill_gpus", "decode_gpus", "prefill_tp", "decode_tp", "decode_ep",
+                 "prefill_ep"):
         v = getattr(cfg, name)
         if v is not None:
             flag = "--gpus" if name == "num_gpus" else "--" + name.replace("_", "-")  # the CLI's name for num_gpus
@@ -167,7 +174,6 @@ def _with_engine(params, engine: str | None, assumed: list[str]):
 
 def _resolve(cfg: ServeConfig):
     """Load the specs, fill the defaults (recorded in ``assumed``), check the degrees."""
-    from tierwise.serve.kv import weight_bytes_per_gpu
     from tierwise.serve.params import serving_parameters
     from tierwise.specs.cluster import load_cluster
     from tierwise.specs.model import load_model
@@ -179,6 +185,12 @@ def _resolve(cfg: ServeConfig):
         params = dataclasses.replace(params, max_batch=cfg.max_batch)
     if cfg.attention_kernel != "auto":
         params = dataclasses.replace(params, attention_kernel=cfg.attention_kernel)
+    check_int(cfg.redundant_experts, "--redundant-experts", minimum=0, maximum=100_000, error=ScenarioError)
+    if cfg.redundant_experts and model.moe is None:
+        raise ScenarioError(f"--redundant-experts {cfg.redundant_experts} needs a mixture-of-experts model; "
+                            f"{model.name} is dense")
+    params = dataclasses.replace(params, redundant_experts=cfg.redundant_experts,
+                                 two_batch_overlap=bool(cfg.two_batch_overlap))
     assumed: list[str] = []
     params = _with_engine(params, cfg.engine, assumed)
     kvp = cfg.kv_precision
@@ -202,58 +214,13 @@ def _resolve(cfg: ServeConfig):
                        "mlcommons/inference language/llama2-70b/README.md)")
     disagg = cfg.prefill_gpus is not None or cfg.decode_gpus is not None
     if disagg:
-        if cfg.prefill_gpus is None or cfg.decode_gpus is None:
-            raise ScenarioError("disaggregated serving needs both --prefill-gpus and --decode-gpus")
-        pg, dg = cfg.prefill_gpus, cfg.decode_gpus
-        ptp = cfg.prefill_tp or cfg.tp
-        dtp = cfg.decode_tp or cfg.tp
-        dep = cfg.decode_ep or cfg.ep or 1
-        if ptp is None:
-            ptp = _smallest_tp(model, cluster, cfg.precision, pg)
-            assumed.append(f"prefill_tp {ptp} (the smallest that holds the weights)")
         dcl = None if cfg.decode_cluster is None else load_cluster(cfg.decode_cluster)
-        if dtp is None:
-            dtp = _smallest_tp(model, dcl or cluster, cfg.precision, dg)
-            assumed.append(f"decode_tp {dtp} (the smallest that holds the weights)")
-        _divides(ptp, pg, "--prefill-tp", "--prefill-gpus")
-        _divides(dtp, dg, "--decode-tp", "--decode-gpus")
-        _divides(dep, dtp, "--decode-ep", "--decode-tp")
-        if cfg.num_gpus is not None and cfg.num_gpus != pg + dg:
-            raise ScenarioError(f"--gpus {cfg.num_gpus} is not --prefill-gpus {pg} + --decode-gpus {dg}; "
-                                "drop --gpus or make them add up")
-        link = _cross_cluster_link(cfg.kv_link, dcl, assumed)
-        if link == "scale_up" and pg + dg > cluster.scale_up_domain:
-            raise ScenarioError(f"--kv-link scale_up: the pools ({pg} + {dg} GPUs) do not fit one scale-up domain of "
-                                f"{cluster.scale_up_domain} on {cluster.name}; use scale_out, host or tcp, or "
-                                "smaller pools")
-        if link == "auto":
-            from tierwise.serve.transfer import pick_kv_link
-
-            link = str(pick_kv_link(cluster, pg, dg))
-            assumed.append(f"kv_link {link} (pools on consecutive GPUs: "
-                           f"{'one' if link == 'scale_up' else 'more than one'} scale-up domain)")
+        pg, dg, ptp, dtp, dep, pep, link = _resolve_disagg(cfg, model, cluster, assumed, dcl)
     else:
-        gpus = cfg.num_gpus
-        if gpus is None:
-            raise ScenarioError("give --gpus N (aggregated) or --prefill-gpus P --decode-gpus D (disaggregated)")
-        tp = cfg.tp
-        if tp is None:
-            tp = _smallest_tp(model, cluster, cfg.precision, gpus)
-            assumed.append(f"tp {tp} (the smallest power of two that holds the weights)")
-        _divides(tp, gpus, "--tp", "--gpus")
-        dep = cfg.ep or 1
-        _divides(dep, tp, "--ep", "--tp")
-        pg = dg = gpus
-        ptp = dtp = tp
-        link = dcl = None
         if cfg.decode_cluster is not None:
             raise ScenarioError("--decode-cluster is for disaggregated serving; add --prefill-gpus P --decode-gpus D")
-    if model.moe is None and dep > 1:
-        raise ScenarioError(f"--ep {dep} needs a mixture-of-experts model; {model.name} is dense (use --ep 1)")
-    if model.moe is not None and model.moe.num_experts % dep:
-        _divides(dep, model.moe.num_experts, "--ep", "num_experts")
-    if weight_bytes_per_gpu(model, cfg.precision, dtp, dep) > cluster.accelerator.hbm_capacity_bytes:
-        pass  # reported as fits: false with the numbers
+        dcl = None
+        pg, dg, ptp, dtp, dep, pep, link = _resolve_agg(cfg, model, cluster, assumed)
     if cfg.batch == 0:
         assumed.append(f"batch auto (the largest that fits the KV cache, at most {params.max_batch}, within the "
                        "TPOT SLO when one is set)")
@@ -266,7 +233,8 @@ def _resolve(cfg: ServeConfig):
                  params=params, decode_cluster=dcl)
     d = Deployments(disagg=np.array([disagg]), prefill_gpus=np.array([pg]), prefill_tp=np.array([ptp]),
                     decode_gpus=np.array([dg]), decode_tp=np.array([dtp]), decode_ep=np.array([dep]),
-                    batch=np.array([cfg.batch]), kv_link=np.array([link], dtype=object))
+                    batch=np.array([cfg.batch]), kv_link=np.array([link], dtype=object),
+                    prefill_ep=np.array([pep]))
     return w, d, assumed
 
 
@@ -274,6 +242,91 @@ def workload_of(cfg: ServeConfig):
     """(:class:`tierwise.serve.engine.Workload`, a one-entry :class:`tierwise.serve.engine.Deployments`, the
     defaults filled) of ``cfg``: what ``serve --simulate`` runs requests through."""
     return _resolve(cfg)
+
+
+def _check_ep_layout(model, tp: int, ep: int, gpus: int, ep_flag: str, tp_flag: str, gpus_flag: str,
+                     redundant: int = 0) -> None:
+    """The instance layouts :func:`tierwise.serve.kv.instance_gpus` prices, one line per violation: EP folded
+    into TP (``ep`` divides ``tp``) or spread over ``ep`` GPUs with attention data-parallel (``tp`` divides
+    ``ep``); the instance divides the pool; EP at most the routed plus ``redundant`` experts (no rank without
+    an expert)."""
+    if model.moe is None and ep > 1:
+        raise ScenarioError(f"{ep_flag} {ep} needs a mixture-of-experts model; {model.name} is dense (use {ep_flag} 1)")
+    if ep <= tp:
+        _divides(ep, tp, ep_flag, tp_flag)
+    elif ep % tp:
+        raise ScenarioError(f"{ep_flag}={ep} is wider than {tp_flag}={tp} but not a multiple of it: attention runs "
+                            f"{ep_flag} / {tp_flag} data-parallel groups; use {tp_flag} dividing {ep}")
+    inst = max(tp, ep)
+    if inst > gpus:
+        raise ScenarioError(f"{ep_flag}={ep} is larger than the {gpus} GPUs of {gpus_flag} (an instance cannot span more); "
+                            f"use {ep_flag} <= {gpus}")
+    _divides(inst, gpus, tp_flag if ep <= tp else ep_flag, gpus_flag)
+    slots = model.moe.num_experts + redundant if model.moe is not None else 0
+    if model.moe is not None and ep > slots:
+        raise ScenarioError(f"{ep_flag}={ep} is wider than the {model.moe.num_experts} routed + {redundant} redundant "
+                            f"experts of {model.name} (a rank would hold none); use {ep_flag} <= {slots} or more "
+                            "--redundant-experts")
+
+
+def _resolve_agg(cfg: ServeConfig, model, cluster, assumed: list[str]):
+    """The same tuple as :func:`_resolve_disagg` for one aggregated pool (both pools are the pool)."""
+    gpus = cfg.num_gpus
+    if gpus is None:
+        raise ScenarioError("give --gpus N (aggregated) or --prefill-gpus P --decode-gpus D (disaggregated)")
+    ep = cfg.ep or 1
+    tp = cfg.tp
+    if tp is None and ep > 1 and model.moe is not None:
+        tp = 1
+        assumed.append("tp 1 (attention data-parallel over the --ep GPUs: DeepSeek-V3 sec. 3.4)")
+    if tp is None:
+        tp = _smallest_tp(model, cluster, cfg.precision, gpus)
+        assumed.append(f"tp {tp} (the smallest power of two that holds the weights)")
+    _check_ep_layout(model, tp, ep, gpus, "--ep", "--tp", "--gpus", cfg.redundant_experts)
+    return gpus, gpus, tp, tp, ep, ep, None
+
+
+def _resolve_disagg(cfg: ServeConfig, model, cluster, assumed: list[str], dcl=None):
+    """(prefill GPUs, decode GPUs, prefill TP, decode TP, decode EP, prefill EP, KV link) of a disaggregated
+    deployment, defaults recorded in ``assumed``; ``dcl``: the decode pool's own cluster, if any."""
+    if cfg.prefill_gpus is None or cfg.decode_gpus is None:
+        raise ScenarioError("disaggregated serving needs both --prefill-gpus and --decode-gpus")
+    pg, dg = cfg.prefill_gpus, cfg.decode_gpus
+    dep = cfg.decode_ep or cfg.ep or 1
+    pep = cfg.prefill_ep
+    moe = model.moe is not None
+    ptp, dtp = cfg.prefill_tp or cfg.tp, cfg.decode_tp or cfg.tp
+    if dtp is None and dep > 1 and moe:
+        dtp = 1
+        assumed.append("decode_tp 1 (attention data-parallel over the --decode-ep GPUs: DeepSeek-V3 sec. 3.4)")
+    if ptp is None and pep is not None and pep > 1 and moe:
+        ptp = 1
+        assumed.append("prefill_tp 1 (attention data-parallel over the --prefill-ep GPUs)")
+    if ptp is None:
+        ptp = _smallest_tp(model, cluster, cfg.precision, pg)
+        assumed.append(f"prefill_tp {ptp} (the smallest that holds the weights)")
+    if dtp is None:
+        dtp = _smallest_tp(model, dcl or cluster, cfg.precision, dg)
+        assumed.append(f"decode_tp {dtp} (the smallest that holds the weights)")
+    if pep is None:
+        pep = min(dep, ptp)
+    _check_ep_layout(model, ptp, pep, pg, "--prefill-ep", "--prefill-tp", "--prefill-gpus", cfg.redundant_experts)
+    _check_ep_layout(model, dtp, dep, dg, "--decode-ep", "--decode-tp", "--decode-gpus", cfg.redundant_experts)
+    if cfg.num_gpus is not None and cfg.num_gpus != pg + dg:
+        raise ScenarioError(f"--gpus {cfg.num_gpus} is not --prefill-gpus {pg} + --decode-gpus {dg}; "
+                            "drop --gpus or make them add up")
+    link = _cross_cluster_link(cfg.kv_link, dcl, assumed)
+    if link == "scale_up" and pg + dg > cluster.scale_up_domain:
+        raise ScenarioError(f"--kv-link scale_up: the pools ({pg} + {dg} GPUs) do not fit one scale-up domain of "
+                            f"{cluster.scale_up_domain} on {cluster.name}; use scale_out, host or tcp, or "
+                            "smaller pools")
+    if link == "auto":
+        from tierwise.serve.transfer import pick_kv_link
+
+        link = str(pick_kv_link(cluster, pg, dg))
+        assumed.append(f"kv_link {link} (pools on consecutive GPUs: "
+                       f"{'one' if link == 'scale_up' else 'more than one'} scale-up domain)")
+    return pg, dg, ptp, dtp, dep, pep, link
 
 
 def _smallest_tp(model, cluster, precision: str, gpus: int) -> int:
@@ -290,14 +343,18 @@ def _smallest_tp(model, cluster, precision: str, gpus: int) -> int:
 def serve_estimate(cfg: ServeConfig) -> dict:
     """The ``serve --json`` document for one deployment (module docstring for the stable keys)."""
     from tierwise.serve.engine import evaluate
-    from tierwise.serve.kv import attention_kind, kv_fraction_per_gpu, weight_bytes_per_gpu
+    from tierwise.serve.kv import (
+        attention_kind,
+        kv_fraction_per_gpu,
+        weight_bytes_per_gpu,
+    )
     from tierwise.serve.phases import decode_step_time, prefill_time
 
     w, d, assumed = _resolve(cfg)
     r = {k: v[0] for k, v in evaluate(w, d).items()}
     disagg = bool(d.disagg[0])
-    ptp, dtp, dep = int(d.prefill_tp[0]), int(d.decode_tp[0]), int(d.decode_ep[0])
-    pf = prefill_time(w.model, w.cluster, w.precision, ptp, min(dep, ptp), w.input_len, w.params)
+    ptp, dtp, dep, pep = int(d.prefill_tp[0]), int(d.decode_tp[0]), int(d.decode_ep[0]), int(d.prefill_ep[0])
+    pf = prefill_time(w.model, w.cluster, w.precision, ptp, pep, w.input_len, w.params)
     step = decode_step_time(w.model, w.decode_side().cluster, w.precision, w.kv_bytes_per_token, dtp, dep,
                             r["batch"] * w.beams, w.mean_context, w.params)
     kvb = w.kv_bytes_per_token
@@ -306,9 +363,8 @@ def serve_estimate(cfg: ServeConfig) -> dict:
         "decode_cluster": None if w.decode_cluster is None else w.decode_cluster.name, "mode": "disaggregated" if disagg else "aggregated",
         "scenario": w.scenario, "precision": w.precision, "kv_precision": w.kv_precision,
         "input_len": w.input_len, "output_len": w.output_len, "num_gpus": int(r["num_gpus"]),
-        "deployment": ({"prefill_gpus": int(d.prefill_gpus[0]), "prefill_tp": ptp, "decode_gpus": int(d.decode_gpus[0]),
-                        "decode_tp": dtp, "decode_ep": dep} if disagg else {"tp": dtp, "ep": dep,
-                                                                          "instances": int(d.decode_gpus[0]) // dtp}),
+        "deployment": _deployment(d, disagg),
+        "ep_tier": _ep_tier(w, dep),
         "output_tokens_per_s": float(r["output_tokens_per_s"]),
         "output_tokens_per_s_per_gpu": float(r["output_tokens_per_s_per_gpu"]),
         "ttft_s": float(r["ttft_s"]), "tpot_s": float(r["tpot_s"]),
@@ -318,7 +374,8 @@ def serve_estimate(cfg: ServeConfig) -> dict:
         "kv_bytes_per_token_per_gpu": float(kvb * kv_fraction_per_gpu(w.model, dtp)),
         "attention": attention_kind(w.model),
         "kv_cache_bytes_per_gpu": float(r["kv_cache_bytes_per_gpu"]),
-        "weight_bytes_per_gpu": float(weight_bytes_per_gpu(w.model, w.precision, dtp, dep)),
+        "weight_bytes_per_gpu": float(weight_bytes_per_gpu(w.model, w.precision, dtp, dep, w.params.redundant_experts)),
+        "redundant_experts": w.params.redundant_experts, "two_batch_overlap": w.params.two_batch_overlap,
         "max_concurrency": int(r["max_concurrency"]),
         "fits": bool(r["fits"]), "meets_slo": bool(r["meets_slo"]),
         "slo": {"ttft_s": w.ttft_slo_s, "tpot_s": w.tpot_slo_s},
@@ -342,6 +399,25 @@ def serve_estimate(cfg: ServeConfig) -> dict:
         "assumed": assumed,
     }
     return doc
+
+
+def _deployment(d, disagg: bool) -> dict:
+    """The ``deployment`` block of the ``serve`` document: degrees per pool (and attention DP, instances)."""
+    from tierwise.serve.kv import attention_dp, instance_gpus
+
+    ptp, dtp, dep, pep = int(d.prefill_tp[0]), int(d.decode_tp[0]), int(d.decode_ep[0]), int(d.prefill_ep[0])
+    if disagg:
+        return {"prefill_gpus": int(d.prefill_gpus[0]), "prefill_tp": ptp, "prefill_ep": pep,
+                "decode_gpus": int(d.decode_gpus[0]), "decode_tp": dtp, "decode_ep": dep}
+    return {"tp": dtp, "ep": dep, "attention_dp": int(attention_dp(dtp, dep)),
+            "instances": int(d.decode_gpus[0]) // int(instance_gpus(dtp, dep))}
+
+
+def _ep_tier(w, ep: int) -> str | None:
+    """The tier the decode EP group spans (:func:`tierwise.serve.plan.ep_tier_name`)."""
+    from tierwise.serve.plan import ep_tier_name
+
+    return ep_tier_name(w.cluster, ep)
 
 
 def compare_attention(cfg: ServeConfig) -> dict:

@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tierwise.serve.kv import (
+    attention_dp,
+    instance_gpus,
     kv_bytes_per_token,
     kv_fraction_per_gpu,
     weight_bytes_per_gpu,
@@ -124,6 +126,9 @@ class Deployments:
     decode_ep: np.ndarray
     batch: np.ndarray
     kv_link: np.ndarray = field(default_factory=lambda: np.array([], dtype=object))
+    prefill_ep: np.ndarray | None = None
+    """EP of a prefill instance (None: the decode EP, at most the prefill TP). An instance spans
+    :func:`~tierwise.serve.kv.instance_gpus` GPUs: ``tp``, or ``ep`` with attention data-parallel."""
 
     def __len__(self) -> int:
         return len(self.decode_gpus)
@@ -133,7 +138,8 @@ def _capacity(w: Workload, tp, ep):
     """(KV cache bytes per GPU, max concurrent sequences per instance) after weights and workspace."""
     acc = w.cluster.accelerator
     frac = w.params.memory_utilization if w.kv_cache_fraction is None else w.kv_cache_fraction
-    used = weight_bytes_per_gpu(w.model, w.precision, tp, ep) + workspace_bytes_per_gpu(w.model, tp, w.params)
+    used = (weight_bytes_per_gpu(w.model, w.precision, tp, ep, w.params.redundant_experts)
+            + workspace_bytes_per_gpu(w.model, tp, w.params))
     if w.kv_cache_of == "free":
         free = frac * (acc.hbm_capacity_bytes - used)
     else:
@@ -142,7 +148,8 @@ def _capacity(w: Workload, tp, ep):
     gen = w.beams * (w.output_len / 2.0 if w.kv_reservation == "paged" else float(w.output_len))
     held = w.input_len + gen
     per_seq = w.kv_bytes_per_token * kv_fraction_per_gpu(w.model, tp) * held
-    return cache, np.floor(cache / per_seq), free > 0
+    # each attention data-parallel group holds its own sequences' KV cache
+    return cache, np.floor(cache / per_seq) * attention_dp(tp, ep), free > 0
 
 
 def _largest(ok_fn, lo, hi):
@@ -194,16 +201,18 @@ def evaluate(w: Workload, d: Deployments) -> dict[str, np.ndarray]:
     return {k: np.where(d.disagg, out_d[k], out_a[k]) for k in out_a}
 
 
-def _batch_limit(w: Workload, d: Deployments, max_conc):
-    cap = np.minimum(max_conc, w.params.max_batch)
+def _batch_limit(w: Workload, d: Deployments, max_conc, dp=1.0):
+    """The batch per instance: the stated one, else the KV capacity capped by the scheduler's ``max_batch`` per
+    attention group (``dp`` groups each run their own scheduler, as SGLang's DP attention does)."""
+    cap = np.minimum(max_conc, w.params.max_batch * dp)
     return np.where(d.batch > 0, d.batch, np.maximum(cap, 1))
 
 
 def _aggregated(w: Workload, d: Deployments) -> dict[str, np.ndarray]:
     tp, ep, gpus = d.decode_tp, d.decode_ep, d.decode_gpus
-    inst = gpus // tp
+    inst = gpus // instance_gpus(tp, ep)
     cache, max_conc, fits = _capacity(w, tp, ep)
-    limit = _batch_limit(w, d, max_conc)
+    limit = _batch_limit(w, d, max_conc, attention_dp(tp, ep))
     pf = prefill_time(w.model, w.cluster, w.precision, tp, ep, w.input_len, w.params)
     o = w.output_len
     if w.batching == "static":
@@ -304,11 +313,12 @@ def _meets(w: Workload, ttft99, tpot99):
 def _disaggregated(w: Workload, d: Deployments) -> dict[str, np.ndarray]:
     i, o, L = w.input_len, w.output_len, w.model.num_layers
     tpp, tpd, epd = d.prefill_tp, d.decode_tp, d.decode_ep
-    n_p, n_d = d.prefill_gpus // tpp, d.decode_gpus // tpd
-    epp = np.minimum(epd, tpp)
+    epp = np.minimum(epd, tpp) if d.prefill_ep is None else d.prefill_ep
+    n_p, n_d = d.prefill_gpus // instance_gpus(tpp, epp), d.decode_gpus // instance_gpus(tpd, epd)
     # prefill: one prompt for TTFT; a batch of prompts filling the workspace for throughput
     single = prefill_time(w.model, w.cluster, w.precision, tpp, epp, i, w.params)
-    nreq = max(1.0, np.floor(w.params.workspace_tokens / i))
+    # attention data-parallel groups (ep > tp) each fill their own workspace
+    nreq = max(1.0, np.floor(w.params.workspace_tokens / i)) * attention_dp(tpp, epp)
     batched = prefill_time(w.model, w.cluster, w.precision, tpp, epp, i, w.params, num_requests=nreq)
     _, _, fits_p = _capacity(w, tpp, epp)
     # KV transfer of one request: each prefill rank sends its share over its own link
@@ -327,7 +337,7 @@ def _disaggregated(w: Workload, d: Deployments) -> dict[str, np.ndarray]:
     link_bound = xfer > single["total_s"]
     # decode pool (on its own cluster when it has one)
     cache, max_conc, fits_d = _capacity(wd, tpd, epd)
-    limit = _batch_limit(w, d, max_conc)
+    limit = _batch_limit(w, d, max_conc, attention_dp(tpd, epd))
     if w.scenario == "server":
         batch, tps, ttft, tpot, ttft99, tpot99 = _server_disagg(wd, d, n_p, n_d, single, exposed, prefill_rate,
                                                                 limit)

@@ -23,7 +23,37 @@ from tierwise.specs.model import ModelSpec
 from tierwise.workload.flops import ModelShape, model_shape
 
 __all__ = ["kv_bytes_per_token", "kv_fraction_per_gpu", "weight_bytes_per_gpu", "workspace_bytes_per_gpu",
-           "attention_kind", "mha_equivalent", "shape_of"]
+           "attention_kind", "mha_equivalent", "shape_of", "instance_gpus", "attention_dp", "expert_tp",
+           "experts_per_rank"]
+
+
+def instance_gpus(tp, ep):
+    """GPUs of one serving instance with attention TP ``tp`` and expert parallelism ``ep``.
+
+    Two layouts (DeepSeek-V3 report sec. 3.4: attention TP x DP with "EP32" prefill and "EP320" decode; vLLM /
+    TensorRT-LLM's expert-TP layout): ``ep <= tp`` folds the experts into the TP ranks (``ep`` ranks each hold
+    ``E / ep`` experts split ``tp / ep`` ways; ``tp`` GPUs); ``ep > tp`` spreads them over ``ep`` GPUs at full
+    width while attention runs ``ep / tp`` data-parallel groups of ``tp`` ranks (``ep`` GPUs)."""
+    return np.maximum(np.asarray(tp), np.asarray(ep))
+
+
+def attention_dp(tp, ep):
+    """Data-parallel attention groups of an instance (:func:`instance_gpus`): ``ep / tp`` when ``ep > tp``, else 1."""
+    tp, ep = np.asarray(tp, dtype=float), np.asarray(ep, dtype=float)
+    return np.maximum(ep / tp, 1.0)
+
+
+def expert_tp(tp, ep):
+    """Ranks one routed expert is split over: ``tp / ep`` (experts folded into TP), 1 when ``ep >= tp``."""
+    tp, ep = np.asarray(tp, dtype=float), np.asarray(ep, dtype=float)
+    return np.maximum(tp / ep, 1.0)
+
+
+def experts_per_rank(num_experts: int, ep, redundant: int = 0):
+    """Expert slots one EP rank holds: ``ceil((E + R) / ep)`` (an uneven split pads the last ranks, as EPLB's
+    redundant-expert placement does: DeepSeek-V3 report sec. 3.4.1, "each GPU hosts ... one redundant
+    expert")."""
+    return np.ceil((num_experts + redundant) / np.asarray(ep, dtype=float) - 1e-9)
 
 
 
@@ -63,15 +93,17 @@ def kv_fraction_per_gpu(model: ModelSpec, tp) -> np.ndarray:
     return np.maximum(1.0 / tp, 1.0 / model.num_kv_heads)
 
 
-def _local_params(shape: ModelShape, tp, ep) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _local_params(shape: ModelShape, tp, ep, redundant: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(non-expert layer params, all routed-expert params, embedding + head params) on one rank.
 
     Column- and row-parallel GEMMs are divided by ``tp``, replicated ones (MLA down-projections, the router)
     are not. Routed experts: ``ep`` ranks each hold ``E / ep`` experts, each split ``tp / ep`` ways (expert TP x
-    EP = TP, the vLLM / TensorRT-LLM MoE layout), so every rank holds ``E P_e / tp``. Embedding and LM head
-    are vocabulary-parallel (Megatron-LM, Shoeybi et al. 2019 sec. 3).
+    EP = TP, the vLLM / TensorRT-LLM MoE layout), so every rank holds ``E P_e / tp``; with ``ep > tp``
+    (:func:`instance_gpus`) each rank holds ``ceil(E / ep)`` whole experts (:func:`experts_per_rank`).
+    Embedding and LM head are vocabulary-parallel (Megatron-LM, Shoeybi et al. 2019 sec. 3).
     """
     tp = np.asarray(tp, dtype=float)
+    ep = np.asarray(ep, dtype=float)
 
     def split(gemms):
         return sum((g.params / tp if g.split != "none" else g.params + 0 * tp) for g in gemms if not g.expert)
@@ -81,19 +113,21 @@ def _local_params(shape: ModelShape, tp, ep) -> tuple[np.ndarray, np.ndarray, np
     experts = 0.0 * tp
     if shape.num_moe_layers:
         layers = layers + shape.num_moe_layers * split(shape.moe_gemms)
-        experts = shape.num_moe_layers * shape.num_experts * shape.expert_params / tp
+        experts = (shape.num_moe_layers * experts_per_rank(shape.num_experts, ep, redundant) * shape.expert_params
+                   / expert_tp(tp, ep))
     emb = (shape.embedding_params + shape.lm_head_params) / tp
     return layers, experts, emb
 
 
-def weight_bytes_per_gpu(model: ModelSpec, precision: str, tp, ep) -> np.ndarray:
+def weight_bytes_per_gpu(model: ModelSpec, precision: str, tp, ep, redundant: int = 0) -> np.ndarray:
     """Weight bytes one rank holds: layers at the weight precision, embedding and LM head in BF16 (FP8 and
-    FP4 checkpoints keep them in 16 bits: NVIDIA ModelOpt quantizes the linear layers only)."""
-    layers, experts, emb = _local_params(shape_of(model), tp, ep)
+    FP4 checkpoints keep them in 16 bits: NVIDIA ModelOpt quantizes the linear layers only); ``redundant``
+    EPLB expert copies per MoE layer (:func:`experts_per_rank`)."""
+    layers, experts, emb = _local_params(shape_of(model), tp, ep, redundant)
     return (layers + experts) * BYTES_PER_PARAM[precision] + emb * 2.0
 
 
-def weight_bytes_read_per_step(model: ModelSpec, precision: str, tp, ep, batch) -> np.ndarray:
+def weight_bytes_read_per_step(model: ModelSpec, precision: str, tp, ep, batch, redundant: int = 0) -> np.ndarray:
     """Weight bytes one rank reads in a decode step of ``batch`` sequences.
 
     Dense weights are read once per step, shared by the batch. A MoE layer's routed experts are read only if a
@@ -102,7 +136,7 @@ def weight_bytes_read_per_step(model: ModelSpec, precision: str, tp, ep, batch) 
     expectation of B draws without replacement of k from E per draw; Feller, vol. 1, sec. II.11).
     """
     shape = shape_of(model)
-    layers, experts, emb = _local_params(shape, tp, ep)
+    layers, experts, emb = _local_params(shape, tp, ep, redundant)
     b = BYTES_PER_PARAM[precision]
     batch = np.asarray(batch, dtype=float)
     if shape.num_moe_layers:

@@ -55,6 +55,16 @@ class ServingParameters:
     """Tokens one engine step may hold (activation workspace): TensorRT-LLM's default ``max_num_tokens`` 8192."""
     max_batch: int = 2048
     """Largest batch the scheduler runs when ``--batch auto``: TensorRT-LLM's default ``max_batch_size``."""
+    two_batch_overlap: bool = False
+    """A deployment switch (``--two-batch-overlap``): each step runs two micro-batches, the attention and MoE
+    compute of one overlapping the other's dispatch and combine (DeepSeek-V3 report sec. 3.4.1 / 3.4.2; DeepEP
+    README, "two-micro-batch overlapping"), so a step costs ``max(layers, communication)`` instead of their sum."""
+    redundant_experts: int = 0
+    """A deployment switch (``--redundant-experts``): EPLB's extra expert copies per MoE layer, spread over the EP
+    ranks (DeepSeek-V3 report sec. 3.4.1: 32 redundant experts for prefill, each GPU of the 320-GPU decode
+    deployment one expert, redundant and shared included). They cost their weights (``ceil((E + R) / ep)``
+    slots per rank) and allow EP up to ``E + R``; the load they even out is not modelled (the training fit's
+    ``moe_load_imbalance`` stays)."""
     tcp_bytes_per_s_per_node: float = 38.8e9
     """KV transfer over TCP, per node (all its NICs): Mooncake Transfer Engine README, RDMA is 2.4x TCP on
     4 x 200 Gb/s (87 GB/s -> 36.3 GB/s) and 4.6x on 8 x 400 Gb/s (190 GB/s -> 41.3 GB/s); TCP is CPU-bound and

@@ -35,6 +35,7 @@ import numpy as np
 from tierwise.collectives.model import collective_cost
 from tierwise.estimate.compute import compute_params
 from tierwise.hierarchy import group_span
+from tierwise.parallel.deepep import deepep_time
 from tierwise.pricing.engine import DENSE_LAYER_KERNELS, MOE_LAYER_KERNELS, engine_host_time
 from tierwise.pricing.kernels import (
     ComputeRates,
@@ -48,12 +49,19 @@ from tierwise.pricing.kernels import (
     layer_gemms,
     lm_head_time,
 )
-from tierwise.serve.kv import kv_fraction_per_gpu, shape_of, weight_bytes_per_gpu, weight_bytes_read_per_step
+from tierwise.serve.kv import (
+    attention_dp,
+    expert_tp,
+    kv_fraction_per_gpu,
+    shape_of,
+    weight_bytes_per_gpu,
+    weight_bytes_read_per_step,
+)
 from tierwise.serve.params import ServingParameters
 from tierwise.specs.cluster import Cluster
 from tierwise.specs.model import ModelSpec
 from tierwise.specs.parameters import load_parameters, parameters_source
-from tierwise.workload.flops import attention_core_flops_per_token
+from tierwise.workload.flops import attention_core_flops_per_token, decode_attention_flops_per_token
 from tierwise.workload.kernels import elementwise_bytes
 
 __all__ = ["serving_rates", "layer_work", "linear_time", "prefill_time", "decode_step_time", "comm_time",
@@ -69,12 +77,16 @@ def serving_rates(cluster: Cluster, params: ServingParameters) -> ComputeRates:
 
 
 def layer_work(model: ModelSpec, rates: ComputeRates, precision: str, params: ServingParameters, *, tp, ep,
-               tokens, seq) -> LayerWork:
-    """What one rank of an instance runs of one layer over ``tokens`` tokens of sequences ``seq`` long
-    (:class:`tierwise.pricing.kernels.LayerWork`): no sequence parallelism (every rank holds every token), routed
-    experts over ``ep`` ranks each split ``tp / ep`` ways (the vLLM / TensorRT-LLM layout,
-    :func:`tierwise.serve.kv.weight_bytes_per_gpu`), the busiest EP rank at the training fit's
-    ``moe_load_imbalance``, the engine's attention kernel (``params.attention_kernel``).
+               tokens, seq, group_tokens=None) -> LayerWork:
+    """What one rank of an instance runs of one layer over the instance's ``tokens`` tokens of sequences ``seq``
+    long (:class:`tierwise.pricing.kernels.LayerWork`): no sequence parallelism (every rank of an attention group
+    holds every token of its group), routed experts over ``ep`` ranks each split ``tp / ep`` ways when
+    ``ep <= tp`` (the vLLM / TensorRT-LLM layout, :func:`tierwise.serve.kv.weight_bytes_per_gpu`), whole on
+    each of ``ep`` ranks with attention data-parallel over ``ep / tp`` groups when ``ep > tp``
+    (:func:`tierwise.serve.kv.instance_gpus`); ``group_tokens`` the tokens of one attention group (default
+    ``tokens / dp``). A rank's grouped GEMMs run ``tokens / ep`` tokens (``x top_k`` rows over its experts:
+    :func:`tierwise.parallel.ep.expert_tokens_per_rank`'s meaning), the busiest EP rank at the training fit's
+    ``moe_load_imbalance``; the engine's attention kernel (``params.attention_kernel``).
 
     Low-precision GEMM inputs are quantized inside the kernel that writes them (TensorRT-LLM's fused
     RMSNorm-quantize and SwiGLU-quantize kernels; vLLM's fused ``rms_norm_static_fp8_quant`` and
@@ -83,14 +95,15 @@ def layer_work(model: ModelSpec, rates: ComputeRates, precision: str, params: Se
     support: with per-GEMM casts the FP8 rows' p90 error is 33.4% against 27.7% without (docs/serving.md)."""
     tp, ep = np.asarray(tp, dtype=float), np.asarray(ep, dtype=float)
     tokens, seq = np.asarray(tokens, dtype=float), np.asarray(seq, dtype=float)
-    tp, ep, tokens, seq = np.broadcast_arrays(tp, ep, tokens, seq)
+    group = tokens / attention_dp(tp, ep) if group_tokens is None else np.asarray(group_tokens, dtype=float)
+    tp, ep, tokens, seq, group = np.broadcast_arrays(tp, ep, tokens, seq, group)
     shape = tp.shape
     eff, overlap = attention_kernel_rates([params.attention_kernel], np.zeros(shape, dtype=np.int64), rates)
     imbalance = np.where(ep > 1, float(rates.params.get("moe_load_imbalance", 1.0)), 1.0)
     low = precision in ("fp8", "fp4")
     return LayerWork(
-        tokens=tokens, seq=seq, seq_chunk=seq, tp=tp, etp=tp / ep, ep=ep, seq_shard=np.ones(shape),
-        expert_tokens=tokens, imbalance=imbalance, fp8=np.full(shape, low), fp4=np.full(shape, precision == "fp4"),
+        tokens=group, seq=seq, seq_chunk=seq, tp=tp, etp=expert_tp(tp, ep), ep=ep, seq_shard=np.ones(shape),
+        expert_tokens=tokens / ep, imbalance=imbalance, fp8=np.full(shape, low), fp4=np.full(shape, precision == "fp4"),
         cast_inputs=np.zeros(shape, dtype=bool),
         attention_eff=eff, attention_overlap=overlap, unfused=np.zeros(shape, dtype=bool),
         fused_elementwise=np.ones(shape, dtype=bool),
@@ -147,11 +160,15 @@ def _collective(cluster: Cluster, kind: str, group, tokens, bytes_per_token: flo
     return out
 
 
-def comm_time(model: ModelSpec, cluster: Cluster, tp, ep, tokens, weight_precision: str) -> np.ndarray:
-    """TP all-reduces and EP all-to-alls of one forward over ``tokens`` tokens on one instance (seconds).
+def comm_time(model: ModelSpec, cluster: Cluster, tp, ep, tokens, weight_precision: str, *,
+              low_latency: bool = False) -> np.ndarray:
+    """TP all-reduces and EP all-to-alls of one forward over an attention group's ``tokens`` tokens (seconds).
 
-    Group placement: TP ranks are consecutive GPUs (stride 1), EP ranks too (EP folds into the TP ranks).
-    The collective model's host launch overhead is removed per call (CUDA graphs; params docstring)."""
+    Group placement: TP ranks are consecutive GPUs (stride 1), EP ranks too (EP folds into the TP ranks, or
+    spans the instance's ``ep`` GPUs when ``ep > tp``). The collective model's host launch overhead is removed
+    per call (CUDA graphs; params docstring). With ``ep > tp`` the all-to-alls are DeepEP's kernels
+    (:func:`tierwise.parallel.deepep.deepep_time`: the normal kernels for prefill, the low-latency ones for
+    decode, ``low_latency``), each rank dispatching its ``1 / tp`` share of its group's tokens."""
     tp = np.asarray(tp, dtype=np.int64)
     ep = np.asarray(ep, dtype=np.int64)
     tokens = np.asarray(tokens, dtype=float)
@@ -165,11 +182,18 @@ def comm_time(model: ModelSpec, cluster: Cluster, tp, ep, tokens, weight_precisi
         # one after attention, one after the MLP (or the MoE combine) per layer
         out = out + 2.0 * model.num_layers * ar
     if model.moe is not None and np.any(ep > 1):
-        dispatch_b = 1.0 if weight_precision in ("fp8", "fp4") else 2.0  # FP8 dispatch with FP8 weights
+        fp8 = weight_precision in ("fp8", "fp4")
+        dispatch_b = 1.0 if fp8 else 2.0  # FP8 dispatch with FP8 weights
         k = model.moe.top_k
-        a2a_d = _collective(cluster, "all-to-all", ep, tokens, k * h * dispatch_b)
-        a2a_c = _collective(cluster, "all-to-all", ep, tokens, k * h * 2.0)
-        a2a = np.where(ep > 1, np.maximum(a2a_d - launch, 0) + np.maximum(a2a_c - launch, 0), 0.0)
+        folded = np.where(ep <= tp, ep, 1)
+        a2a_d = _collective(cluster, "all-to-all", folded, tokens, k * h * dispatch_b)
+        a2a_c = _collective(cluster, "all-to-all", folded, tokens, k * h * 2.0)
+        a2a = np.where(folded > 1, np.maximum(a2a_d - launch, 0) + np.maximum(a2a_c - launch, 0), 0.0)
+        wide = ep > tp
+        if np.any(wide):
+            deep = deepep_time(model, cluster, np.where(wide, ep, 1), tokens / tp, low_latency=low_latency,
+                               fp8_dispatch=fp8)["time_s"]
+            a2a = np.where(wide, deep, a2a)
         out = out + model.num_moe_layers * a2a
     return out
 
@@ -199,15 +223,19 @@ def prefill_time(model: ModelSpec, cluster: Cluster, precision: str, tp, ep, inp
     rates = serving_rates(cluster, params)
     n = np.asarray(num_requests, dtype=float)
     s = np.asarray(input_len, dtype=float)
-    work = layer_work(model, rates, precision, params, tp=tp, ep=ep, tokens=n * s, seq=s)
+    # with attention data-parallel the prompts spread over the groups; the fullest group sets the pace
+    per_group = np.ceil(n / attention_dp(tp, ep) - 1e-9)
+    work = layer_work(model, rates, precision, params, tp=tp, ep=ep, tokens=n * s, seq=s, group_tokens=per_group * s)
     fwd = layer_forward(model, shape_of(model), rates, work)
     layers = _layers(model, fwd.dense, fwd.moe)
-    head = lm_head_time(model, rates, tokens=n, tp=work.tp, peak=fwd.gemm_peak)
-    memory = weight_bytes_per_gpu(model, precision, work.tp, work.ep) / rates.hbm
+    head = lm_head_time(model, rates, tokens=per_group, tp=work.tp, peak=fwd.gemm_peak)
+    memory = weight_bytes_per_gpu(model, precision, work.tp, work.ep, params.redundant_experts) / rates.hbm
     comm = comm_time(model, cluster, work.tp.astype(np.int64), work.ep.astype(np.int64), work.tokens, precision)
     compute = layers + head
-    host = host_time(model, params, gpu_s=compute + comm, batch=n, tp=work.tp)
-    total = compute + comm + host
+    # two-batch overlap (params.two_batch_overlap): one micro-batch's communication behind the other's layers
+    gpu = head + np.maximum(layers, comm) if params.two_batch_overlap else compute + comm
+    host = host_time(model, params, gpu_s=gpu, batch=n, tp=work.tp)
+    total = gpu + host
     return {"layers_s": layers, "head_s": head + 0 * total, "compute_s": compute, "memory_s": memory + 0 * total,
             "comm_s": comm + 0 * total, "host_s": host + 0 * total, "total_s": total}
 
@@ -232,6 +260,9 @@ def decode_step_time(model: ModelSpec, cluster: Cluster, precision: str, kv_byte
     rows = batch + pt
     work = layer_work(model, rates, precision, params, tp=tp, ep=ep, tokens=rows, seq=pc)
     tp_ = work.tp
+    # one attention group's share of the instance's sequences (attention data-parallel when ep > tp)
+    dp = attention_dp(tp, ep)
+    batch, pt = batch / dp, pt / dp
     touched = (1.0 - (1.0 - shape.top_k / shape.num_experts) ** np.maximum(rows, 1.0)
                if shape.num_moe_layers else None)
     dense_g, dense_f = layer_gemms(model, shape, rates, work, False)
@@ -240,26 +271,29 @@ def decode_step_time(model: ModelSpec, cluster: Cluster, precision: str, kv_byte
     # attention: B queries over c cached keys each (the cache read is the kernel's memory side), and the mixed-in
     # prompt tokens' causal attention over their own chunk
     kv_layer = batch * ctx * kv_bytes_token * kv_fraction_per_gpu(model, tp_) / model.num_layers
-    dec_f = attention_core_flops_per_token(model, shape, ctx, causal_halving=False) * batch / tp_
+    # MLA decodes in the latent space (absorbed matrices); the mixed-in prompt tokens below prefill uncompressed
+    dec_f = decode_attention_flops_per_token(model, shape, ctx) * batch / tp_
     att_dec, _ = attention_time(dec_f, shape, rates, seq_len=ctx, eff=work.attention_eff,
                                 overlap=work.attention_overlap, kv_bytes=kv_layer)
     pre_f = attention_core_flops_per_token(model, shape, pc, causal_halving=True) * pt / tp_
     att_pre, _ = attention_time(pre_f, shape, rates, seq_len=pc, eff=work.attention_eff,
                                 overlap=work.attention_overlap)
-    eb = elementwise_bytes(model, shape, rates.params, tokens=rows, tp=tp_, etp=work.etp, seq_shard=work.seq_shard,
-                           expert_tokens=rows, fp8=work.cast_inputs, fused=work.fused_elementwise)
+    eb = elementwise_bytes(model, shape, rates.params, tokens=work.tokens, tp=tp_, etp=work.etp,
+                           seq_shard=work.seq_shard, expert_tokens=work.expert_tokens, fp8=work.cast_inputs,
+                           fused=work.fused_elementwise)
     per_layer_dense = dense_g + att_dec + att_pre + elementwise_time(eb.dense, rates)
     per_layer_moe = moe_g + att_dec + att_pre + elementwise_time(eb.moe, rates)
     gemm_rate = gemm_peak(rates, work.fp8, work.fp4)[0]
     head = lm_head_time(model, rates, tokens=batch, tp=tp_, peak=gemm_rate)
     layers = _layers(model, per_layer_dense, per_layer_moe)
-    w_read = weight_bytes_read_per_step(model, precision, tp_, work.ep, rows)
+    w_read = weight_bytes_read_per_step(model, precision, tp_, work.ep, rows, params.redundant_experts)
     memory = (w_read + model.num_layers * kv_layer) / rates.hbm
     flops = (_layers(model, dense_f, moe_f) + model.num_layers * (dec_f + pre_f)
              + 2.0 * model.hidden_size * model.vocab_size / tp_ * batch)
     compute = flops / gemm_rate
-    comm = comm_time(model, cluster, tp_.astype(np.int64), work.ep.astype(np.int64), rows, precision)
-    gpu = layers + head + comm
+    comm = comm_time(model, cluster, tp_.astype(np.int64), work.ep.astype(np.int64), work.tokens, precision,
+                     low_latency=True)
+    gpu = (np.maximum(layers, comm) if params.two_batch_overlap else layers + comm) + head
     overhead = host_time(model, params, gpu_s=gpu, batch=batch + pt / pc, tp=tp_)
     total = gpu + overhead
     bound = np.where(memory >= compute, "memory", "compute")

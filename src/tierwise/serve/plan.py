@@ -3,21 +3,33 @@ most output tokens/s per GPU. Every candidate is one entry of :class:`~tierwise.
 evaluated together by :func:`~tierwise.serve.engine.evaluate` (numpy arrays; the batch is searched inside it by
 vectorized bisection), so a 72-GPU rack's few thousand candidates cost one pass of the model.
 
-Candidates: aggregated (one pool of ``N`` GPUs, ``tp`` a power of two dividing ``N``, ``ep`` a power of two
-dividing ``tp`` for MoE models) and disaggregated (``P`` prefill GPUs in instances of ``tp_p``, ``D = N - P``
-decode GPUs in instances of ``tp_d`` with ``ep_d``; TP degrees powers of two up to ``max_tp``); the KV link is
-chosen from the placement (``--kv-link auto``) unless given. Candidates whose weights do not fit are dropped.
+Candidates: aggregated (one pool of ``N`` GPUs in instances of :func:`layouts`: attention ``tp`` a power of two
+up to ``max_tp`` dividing ``N``, ``ep`` a power of two dividing ``tp``, or for MoE models wider than ``tp`` with
+attention data-parallel: a power of two or the whole pool, up to :data:`MAX_EP` and the routed experts) and
+disaggregated (``P`` prefill GPUs in instances of ``(tp_p, ep_p)``, ``D = N - P`` decode GPUs in instances of
+``(tp_d, ep_d)``, each instance ``max(tp, ep)`` GPUs); the KV link is chosen from the placement (``--kv-link
+auto``) unless given. Candidates whose weights do not fit are dropped. Wide EP wins where the per-GPU weight
+read it saves (each rank reads ``ceil(E / ep)`` experts and an attention group's share of the batch's KV) outweighs
+the all-to-all it adds, DeepEP's kernels on the tier the group spans (:mod:`tierwise.parallel.deepep`).
 """
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
+from tierwise.hierarchy import TIER_ORDER, group_span
 from tierwise.serve.engine import Deployments, evaluate
+from tierwise.serve.kv import attention_dp
 
-__all__ = ["candidates", "serve_plan"]
+__all__ = ["candidates", "serve_plan", "layouts", "ep_tier_name", "explain_ep", "MAX_EP"]
+
+
+def ep_tier_name(cluster, ep: int) -> str | None:
+    """The tier an EP group of ``ep`` consecutive GPUs spans (``scale_up`` inside a scale-up domain such as an
+    NVL72 rack, ``scale_out`` across 8-GPU nodes); None without EP."""
+    if ep <= 1:
+        return None
+    return TIER_ORDER[int(group_span(cluster, np.array([ep]), 1).tier[0])]
 
 
 def _powers(limit: int) -> list[int]:
@@ -28,33 +40,61 @@ def _powers(limit: int) -> list[int]:
     return out
 
 
+MAX_EP = 320
+"""Widest EP searched: DeepSeek-V3's decode deployment (report sec. 3.4.2: "EP320")."""
+
+
+def layouts(gpus: int, moe: bool, max_tp: int, num_experts: int = 0) -> list[tuple[int, int]]:
+    """(attention TP, EP) of the instances a pool of ``gpus`` can be cut into
+    (:func:`tierwise.serve.kv.instance_gpus`): EP folded into TP (powers of two dividing ``tp``), and for MoE
+    models EP wider than TP with attention data-parallel, ``ep`` a power of two from ``2 tp``, or the whole pool,
+    up to :data:`MAX_EP` and the routed experts, dividing the pool."""
+    out = []
+    for tp in _powers(min(max_tp, gpus)):
+        if gpus % tp:
+            continue
+        out += [(tp, ep) for ep in (_powers(tp) if moe else [1])]
+        if moe:
+            wide = {e for e in _powers(min(gpus, MAX_EP, num_experts)) if e > tp} | (
+                {gpus} if tp < gpus <= min(MAX_EP, num_experts) else set())
+            out += [(tp, ep) for ep in sorted(wide) if ep % tp == 0 and gpus % ep == 0]
+    return out
+
+
+def _instance(tp: int, ep: int) -> int:
+    return max(tp, ep)
+
+
 def candidates(num_gpus: int, moe: bool, max_tp: int, kv_link: str, cluster, *, disaggregated: bool = True,
-               aggregated: bool = True) -> Deployments:
+               aggregated: bool = True, num_experts: int = 0) -> Deployments:
     """Every deployment of ``num_gpus`` GPUs (module docstring), as arrays."""
     from tierwise.serve.transfer import pick_kv_link
 
     rows = []
-    tps = [t for t in _powers(min(max_tp, num_gpus))]
     if aggregated:
-        for tp in tps:
-            if num_gpus % tp:
-                continue
-            for ep in (_powers(tp) if moe else [1]):
-                rows.append((False, num_gpus, tp, num_gpus, tp, ep))
+        for tp, ep in layouts(num_gpus, moe, max_tp, num_experts):
+            rows.append((False, num_gpus, tp, ep, num_gpus, tp, ep))
     if disaggregated:
-        for tpp in tps:
-            for tpd in tps:
-                for ep in (_powers(tpd) if moe else [1]):
-                    for p in range(tpp, num_gpus - tpd + 1, tpp):
-                        if (num_gpus - p) % tpd == 0:
-                            rows.append((True, p, tpp, num_gpus - p, tpd, ep))
-    a = np.array(rows, dtype=np.int64) if rows else np.zeros((0, 6), dtype=np.int64)
+        inst = [(tp, ep) for tp in _powers(min(max_tp, num_gpus))
+                for ep in (_powers(tp) if moe else [1])]
+        if moe:
+            inst += [(tp, ep) for tp in _powers(min(max_tp, num_gpus)) for ep in _powers(min(num_gpus, MAX_EP,
+                                                                                             num_experts))
+                     if ep > tp]
+        for tpp, epp in inst:
+            for tpd, epd in inst:
+                ip, idd = _instance(tpp, epp), _instance(tpd, epd)
+                for p in range(ip, num_gpus - idd + 1, ip):
+                    if (num_gpus - p) % idd == 0:
+                        rows.append((True, p, tpp, epp, num_gpus - p, tpd, epd))
+    a = np.array(rows, dtype=np.int64) if rows else np.zeros((0, 7), dtype=np.int64)
     disagg = a[:, 0].astype(bool)
-    link = (pick_kv_link(cluster, a[:, 1], a[:, 3]).astype(object) if kv_link == "auto"
+    link = (pick_kv_link(cluster, a[:, 1], a[:, 4]).astype(object) if kv_link == "auto"
             else np.full(len(a), kv_link, dtype=object))
     link = np.where(disagg, link, None)
-    return Deployments(disagg=disagg, prefill_gpus=a[:, 1], prefill_tp=a[:, 2], decode_gpus=a[:, 3],
-                       decode_tp=a[:, 4], decode_ep=a[:, 5], batch=np.zeros(len(a), dtype=np.int64), kv_link=link)
+    return Deployments(disagg=disagg, prefill_gpus=a[:, 1], prefill_tp=a[:, 2], prefill_ep=a[:, 3],
+                       decode_gpus=a[:, 4], decode_tp=a[:, 5], decode_ep=a[:, 6],
+                       batch=np.zeros(len(a), dtype=np.int64), kv_link=link)
 
 
 def serve_plan(workload, num_gpus: int, *, max_tp: int = 8, kv_link: str = "auto", top: int = 10,
@@ -62,10 +102,8 @@ def serve_plan(workload, num_gpus: int, *, max_tp: int = 8, kv_link: str = "auto
     """The best deployments of ``num_gpus`` GPUs for ``workload`` (:class:`~tierwise.serve.engine.Workload`)."""
     model = workload.model
     d = candidates(num_gpus, model.moe is not None, max_tp, kv_link, workload.cluster,
-                   disaggregated=modes in ("both", "disaggregated"), aggregated=modes in ("both", "aggregated"))
-    if model.moe is not None:
-        keep = model.moe.num_experts % d.decode_ep == 0
-        d = Deployments(**{f.name: getattr(d, f.name)[keep] for f in dataclasses.fields(d)})
+                   disaggregated=modes in ("both", "disaggregated"), aggregated=modes in ("both", "aggregated"),
+                   num_experts=model.moe.num_experts if model.moe is not None else 0)
     r = evaluate(workload, d)
     ok = r["fits"] & r["meets_slo"] & (r["output_tokens_per_s"] > 0)
     score = np.where(ok, r["output_tokens_per_s_per_gpu"], -1.0)
@@ -78,7 +116,34 @@ def serve_plan(workload, num_gpus: int, *, max_tp: int = 8, kv_link: str = "auto
         best.append({
             "mode": "disaggregated" if dis else "aggregated",
             "prefill_gpus": int(d.prefill_gpus[i]) if dis else None, "prefill_tp": int(d.prefill_tp[i]) if dis else None,
+            "prefill_ep": int(d.prefill_ep[i]) if dis else None,
             "decode_gpus": int(d.decode_gpus[i]), "decode_tp": int(d.decode_tp[i]), "decode_ep": int(d.decode_ep[i]),
+            "decode_attention_dp": int(attention_dp(d.decode_tp[i], d.decode_ep[i])),
+            "decode_ep_tier": ep_tier_name(workload.cluster, int(d.decode_ep[i])),
             **{k: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in r.items()},
         })
-    return {"candidates": len(d), "feasible": int(ok.sum()), "best": best}
+    why = explain_ep(workload, best[0]["decode_tp"], best[0]["decode_ep"], best[0]["batch"]) if best else None
+    return {"candidates": len(d), "feasible": int(ok.sum()), "best": best, "why_ep": why}
+
+
+def explain_ep(workload, tp: int, ep: int, batch: float) -> str | None:
+    """One line in tier terms on the chosen decode layout's EP (MoE models): the weight bytes each GPU reads per
+    decode step at this EP against EP folded into the same TP (``ep = min(tp, ...)`` = 1), and the all-to-all's
+    share of the step on the tier the group spans."""
+    model = workload.model
+    if model.moe is None:
+        return None
+    from tierwise.serve.kv import weight_bytes_read_per_step
+    from tierwise.serve.phases import decode_step_time
+
+    rows = batch * workload.beams
+    redundant = workload.params.redundant_experts
+    read = float(weight_bytes_read_per_step(model, workload.precision, tp, ep, rows, redundant))
+    base = float(weight_bytes_read_per_step(model, workload.precision, tp, 1, rows, redundant))
+    step = decode_step_time(model, workload.cluster, workload.precision, workload.kv_bytes_per_token, tp, ep, rows,
+                            workload.mean_context, workload.params)
+    total, comm = float(step["total_s"]), float(step["comm_s"])
+    tier = ep_tier_name(workload.cluster, ep) or "none"
+    return (f"decode EP {ep} (tier {tier}): each GPU reads {read / 1e9:.2f} GB of weights per step against "
+            f"{base / 1e9:.2f} GB with the experts unsplit at tp {tp}; the communication takes {comm * 1e3:.2f} ms of "
+            f"the {total * 1e3:.2f} ms step ({comm / total:.0%})")

@@ -99,6 +99,13 @@ class MoESpec:
     """After ``first_dense_layers``, every ``layer_freq``-th layer is MoE, the others dense: with
     ``j`` counted from 0 after the leading dense layers, layer ``j`` is MoE when ``(j + 1) % layer_freq == 0``
     (Hugging Face's ``decoder_sparse_step`` convention; 1 = every layer)."""
+    n_group: int = 1
+    """Groups the routed experts are split into for group-limited routing (Hugging Face DeepSeek config
+    ``n_group``; DeepSeek-V3: 8). 1 = no grouping."""
+    topk_group: int = 0
+    """Groups a token's experts may come from (config ``topk_group``; DeepSeek-V3: 4). With one group per
+    node this is the report's node-limited routing, "each token will be sent to at most M nodes"
+    (arXiv:2412.19437 sec. 2.1.2 and 3.2.2, M = 4). 0 = ``n_group`` (no limit)."""
 
     def __post_init__(self) -> None:
         owner = "moe"
@@ -109,6 +116,12 @@ class MoESpec:
         if self.shared_ffn_hidden_size is None:
             object.__setattr__(self, "shared_ffn_hidden_size", self.ffn_hidden_size)
         _positive(owner, "shared_ffn_hidden_size", self.shared_ffn_hidden_size)
+        _positive(owner, "n_group", self.n_group)
+        if self.topk_group == 0:
+            object.__setattr__(self, "topk_group", self.n_group)
+        if not 1 <= self.topk_group <= self.n_group or self.num_experts % self.n_group:
+            raise SpecError(f"moe: topk_group={self.topk_group} and n_group={self.n_group}: n_group must divide "
+                            f"num_experts={self.num_experts} and 1 <= topk_group <= n_group")
         if self.top_k > self.num_experts:
             raise SpecError(
                 f"moe: top_k={self.top_k} exceeds num_experts={self.num_experts}; "
@@ -604,6 +617,8 @@ def _hf_deepseek(cfg: _HFConfig, arch: str) -> dict[str, Any]:
         "shared_experts": cfg.int("n_shared_experts", 0, minimum=0),
         "shared_ffn_hidden_size": moe_ffn,
         "first_dense_layers": cfg.int("first_k_dense_replace", 0, minimum=0),
+        "n_group": cfg.int("n_group", 1),
+        "topk_group": cfg.int("topk_group", 0, minimum=0),
     }
     mla = {
         "q_lora_rank": cfg.int("q_lora_rank", None),

@@ -50,10 +50,17 @@ from tierwise.specs.framework import (
 )
 
 __all__ = ["Plan", "PlanBatch", "plan_from_mapping", "MEGATRON_ALIASES", "LAYERS_PER_CHUNK", "validate_plan_batch",
-           "valid_plan_mask", "ep_overlap_allowed", "RECOMPUTE", "Recompute", "PRECISION", "ORDERS", "SCHEDULES",
-           "ZERO3_GATHER", "stage_layout", "layout_note", "LAYOUT_RULES"]
+           "valid_plan_mask", "ep_overlap_allowed", "RECOMPUTE", "RECOMPUTE_COST_ORDER", "Recompute", "PRECISION", "ORDERS", "SCHEDULES",
+           "ZERO3_GATHER", "stage_layout", "layout_note", "LAYOUT_RULES", "DUAL_SCHEDULES", "is_dualpipe"]
 
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = ("none", "selective", "full", "deepseek")
+"""Activation recompute / caching choices. ``deepseek``: DeepSeek-V3's recipe (arXiv:2412.19437 sec. 3.2.3
+"Recomputation of RMSNorm and MLA Up-Projection", sec. 3.3.4 "Low-Precision Storage"): RMSNorm outputs and the
+MLA up-projections are recomputed in the backward (their inputs, the layer input and the compressed latents,
+are kept), the MoE input (the dispatched tokens), the SwiGLU input and the input of the linear after attention
+are cached in FP8 under an FP8 plan, and the SwiGLU output is recomputed (:mod:`tierwise.workload.memory`)."""
+RECOMPUTE_COST_ORDER = ("none", "selective", "deepseek", "full")
+"""Recompute choices cheapest first: the order the estimate infers an unstated ``recompute`` in."""
 
 
 class Recompute(IntEnum):
@@ -62,10 +69,17 @@ class Recompute(IntEnum):
     NONE = 0
     SELECTIVE = 1
     FULL = 2
+    DEEPSEEK = 3
 
 
 PRECISION = ("bf16", "fp8")
-SCHEDULES = ("1f1b", "interleaved")
+SCHEDULES = ("1f1b", "interleaved", "dualpipe", "dualpipev")
+"""Pipeline schedules. ``1f1b`` and ``interleaved`` (Megatron-Core, ``vpp`` chunks); ``dualpipe`` (DeepSeek-V3
+report, arXiv:2412.19437 sec. 3.2.1: micro-batches fed from both ends, each rank holds stages ``i`` and
+``pp - 1 - i``, so two copies of the parameters, and runs a forward and a backward chunk as one overlapped
+pair) and ``dualpipev`` (DualPipe README, "DualPipeV": the V-shaped cut-in-half variant, ``2 pp`` stages on
+``pp`` ranks, one copy of the parameters). Priced in :mod:`tierwise.parallel.pp`."""
+DUAL_SCHEDULES = (SCHEDULES.index("dualpipe"), SCHEDULES.index("dualpipev"))
 ZERO3_GATHER = ("flat", "per-parameter", "tensor-list", "zero-copy")
 """How ZeRO-3 moves each layer's parameters and gradients, by implementation:
 
@@ -94,7 +108,7 @@ _KEYS = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "global
          "first_stage_layers", "last_stage_layers", "zero3_gather", "pipeline_layout",
          "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "grad_reduce_dtype",
          "zero2_sync", "attention_kernel", "moe_dispatcher", "moe_grouped_gemm", "moe_force_balance",
-         "pp_scatter_gather")
+         "pp_scatter_gather", "moe_node_limit")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -166,6 +180,10 @@ class Plan:
     accelerator generation's default, resolved by the estimator."""
     moe_dispatcher: str = "alltoall"
     """MoE token dispatcher (:data:`tierwise.specs.framework.MOE_DISPATCHERS`): the kernels per MoE layer."""
+    moe_node_limit: int = 0
+    """Node-limited routing: each token's experts lie on at most this many scale-up domains of the EP group
+    (DeepSeek-V3 report sec. 3.2.2, M = 4); 0 = the model's ``moe.topk_group`` when its ``n_group`` groups map
+    onto the domains (:func:`tierwise.parallel.ep.node_limit`)."""
     moe_grouped_gemm: str = "per-expert"
     """How the experts' GEMMs are launched (:data:`tierwise.specs.framework.MOE_GROUPED_GEMMS`): the host
     launches per local expert."""
@@ -367,6 +385,11 @@ def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "
     if "schedule" not in data:
         assumed.append(f"schedule={default_schedule}")
     schedule = _choice(data, "schedule", SCHEDULES, default_schedule, origin)
+    if schedule.startswith("dualpipe") and moe and "moe_dispatcher" not in data:
+        # DualPipe comes with DeepSeek's own stack, whose dispatcher is DeepEP (DeepSeek-V3 report sec. 3.2.2)
+        assumed[:] = [a for a in assumed if not a.startswith("moe_dispatcher=")]
+        assumed.append("moe_dispatcher=deepep (schedule dualpipe: DeepSeek-V3's stack, sec. 3.2.2 all-to-all kernels)")
+        choices["moe_dispatcher"] = "deepep"
     bools = {}
     for key, fallback in (("reshard_after_forward", True), ("tp_comm_overlap", False), ("ep_comm_overlap", False),
                           ("fused_elementwise", True), ("fused_cross_entropy", False),
@@ -384,10 +407,11 @@ def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "
     if "pp_scatter_gather" not in data and tp > 1 and pp > 1 and not sp:
         assumed.append("pp_scatter_gather=false (Megatron-Core sends the whole activation between pipeline stages)")
     bools["pp_scatter_gather"] = get_bool(data, "pp_scatter_gather", origin, default=False)
+    node_limit = get_int(data, "moe_node_limit", origin, default=0, minimum=0, maximum=MAX_GPUS)
     layout = _layout_fields(data, pp, vpp, num_layers, origin)
     plan = Plan(tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, etp=etp, vpp=vpp, micro_batch_size=mbs, global_batch_size=gbs,
                 seq_length=seq, sequence_parallel=sp, zero_stage=zero, dp_shard=dp_shard, schedule=schedule,
-                framework=framework or "", **choices, **layout, **bools)
+                moe_node_limit=node_limit, framework=framework or "", **choices, **layout, **bools)
     if num_layers is not None and pp > 1:
         assumed.append(layout_note(num_layers, plan))
     from dataclasses import replace
@@ -523,7 +547,8 @@ def _layout_fields(data: Mapping[str, Any], pp: int, vpp: int, num_layers: int |
 
 
 _INT_FIELDS = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "global_batch_size", "seq_length",
-               "zero_stage", "dp_shard", "first_stage_layers", "last_stage_layers", "middle_stage_layers")
+               "zero_stage", "dp_shard", "first_stage_layers", "last_stage_layers", "middle_stage_layers",
+               "moe_node_limit")
 _BOOL_FIELDS = ("sequence_parallel", "reshard_after_forward", "tp_comm_overlap", "ep_comm_overlap", "fused_elementwise",
                 "fused_cross_entropy",
                 "overlap_grad_reduce", "overlap_param_gather", "layout_explicit", "embedding_in_split",
@@ -578,6 +603,7 @@ class PlanBatch:
     attention_kernel: np.ndarray
     moe_dispatcher: np.ndarray
     moe_grouped_gemm: np.ndarray
+    moe_node_limit: np.ndarray
 
     def __len__(self) -> int:
         return int(self.tp.shape[0])
@@ -744,6 +770,14 @@ def _microbatches(b: PlanBatch) -> np.ndarray:
     return b.global_batch_size // (b.micro_batch_size * b.dp)
 
 
+def is_dualpipe(plans) -> np.ndarray:
+    """Where each plan runs DualPipe or DualPipeV (bool array; a batch without ``schedule``: nowhere)."""
+    raw = getattr(plans, "schedule", None)
+    if raw is None:
+        return np.zeros(len(plans), dtype=bool)
+    return np.isin(np.asarray(raw), DUAL_SCHEDULES)
+
+
 _EP_OVERLAP_RULES: tuple[tuple[Any, Any], ...] = (
     (lambda m, b: b.ep_comm_overlap & (b.ep == 1),
      lambda m, p: "ep_comm_overlap overlaps the expert all-to-all, which needs ep > 1; set ep > 1 or "
@@ -751,15 +785,33 @@ _EP_OVERLAP_RULES: tuple[tuple[Any, Any], ...] = (
     (lambda m, b: b.ep_comm_overlap & (b.recompute == RECOMPUTE.index("full")),
      lambda m, p: "ep_comm_overlap (combined 1F1B) does not work with full recompute (Megatron-Bridge's EP "
                   "overlap guide); use recompute: selective or none, or ep_comm_overlap: false"),
-    (lambda m, b: b.ep_comm_overlap & (b.pp > 1) & (b.vpp == 1),
+    (lambda m, b: b.ep_comm_overlap & (b.pp > 1) & (b.vpp == 1) & ~is_dualpipe(b),
      lambda m, p: f"ep_comm_overlap with pp={p.pp} needs the interleaved schedule (vpp > 1), as Megatron-Core "
-                  "requires; set vpp or ep_comm_overlap: false"),
+                  "requires, or schedule: dualpipe / dualpipev; set vpp or ep_comm_overlap: false"),
     (lambda m, b: b.ep_comm_overlap & (_microbatches(b) < 2),
      lambda m, p: f"ep_comm_overlap pairs adjacent micro-batches; this plan has {p.num_microbatches}; raise "
                   "global_batch_size or lower micro_batch_size, or set ep_comm_overlap: false"),
 )
 """When Megatron-Core's combined 1F1B (``ep_comm_overlap``) can run; part of :data:`_RULES`, and what the
 planner offers EP overlap by (:func:`ep_overlap_allowed`)."""
+
+
+_DUAL_RULES: tuple[tuple[Any, Any], ...] = (
+    (lambda m, b: (b.schedule == SCHEDULES.index("dualpipe")) & (b.pp % 2 != 0),
+     lambda m, p: f"schedule dualpipe needs an even pp (its two directions pair rank i with rank pp - 1 - i), "
+                  f"got pp={p.pp}; use an even pp or schedule: dualpipev"),
+    (lambda m, b: is_dualpipe(b) & (b.pp < 2),
+     lambda m, p: f"schedule {p.schedule} is a pipeline schedule and needs pp >= 2, got pp={p.pp}; set pp or "
+                  "schedule: 1f1b"),
+    (lambda m, b: is_dualpipe(b) & (b.vpp > 1),
+     lambda m, p: f"schedule {p.schedule} places its own chunks (two per rank); vpp={p.vpp} must be 1"),
+    (lambda m, b: is_dualpipe(b) & (b.pp >= 2) & ((_microbatches(b) < 2 * b.pp) | (_microbatches(b) % 2 != 0)),
+     lambda m, p: f"schedule {p.schedule} needs an even number of micro-batches of at least 2 x pp = {2 * p.pp} "
+                  f"(DualPipe dualpipe.py step(): num_chunks % 2 == 0 and num_chunks >= num_ranks * 2), this "
+                  f"plan has {p.num_microbatches}; change global_batch_size or micro_batch_size"),
+)
+"""When DualPipe / DualPipeV can run (deepseek-ai/DualPipe dualpipe.py ``step``: ``num_ranks % 2 == 0``,
+``num_chunks % 2 == 0 and num_chunks >= num_ranks * 2``; DualPipeV is taken to need the same micro-batches)."""
 
 
 _RULES: tuple[tuple[Any, Any], ...] = (
@@ -790,9 +842,15 @@ _RULES: tuple[tuple[Any, Any], ...] = (
      lambda m, p: f"global_batch_size={p.global_batch_size} is not divisible by micro_batch_size x dp = "
                   f"{p.micro_batch_size} x {p.dp} = {p.micro_batch_size * p.dp}; "
                   f"use a multiple of {p.micro_batch_size * p.dp}"),
-    (lambda m, b: (b.vpp > 1) & (_microbatches(b) % b.pp != 0),
-     lambda m, p: f"the interleaved schedule needs the number of micro-batches ({p.num_microbatches}) to be a "
-                  f"multiple of pp={p.pp}; change global_batch_size or micro_batch_size"),
+    # Megatron-Core schedules.py forward_backward_pipelining_with_interleaving: microbatch_group_size_per_vp_stage
+    # N must lie in [PP, M] and M % N be 0 or >= PP ("The number of contiguous micro-batches in a virtual pipeline
+    # stage should range in [PP, M]"); N defaults to PP but is settable, and N = M always passes, so the rule a
+    # plan must meet is M >= PP (a multiple of PP only for the default N)
+    (lambda m, b: (b.vpp > 1) & (_microbatches(b) < b.pp),
+     lambda m, p: f"the interleaved schedule needs at least pp={p.pp} micro-batches, this plan has "
+                  f"{p.num_microbatches} (Megatron-Core: microbatch_group_size_per_vp_stage in [pp, micro-batches]); "
+                  "raise global_batch_size or lower micro_batch_size"),
+    *_DUAL_RULES,
     *_EP_OVERLAP_RULES,
     (lambda m, b: (b.zero3_gather != ZERO3_GATHER.index("flat")) & (b.zero_stage < 2),
      lambda m, p: f"zero3_gather={p.zero3_gather!r} describes FSDP / ZeRO parameter gathers but "

@@ -29,7 +29,8 @@ import numpy as np
 
 from tierwise.specs.model import ModelSpec
 
-__all__ = ["Gemm", "ModelShape", "model_shape", "attention_core_flops_per_token", "attention_scores_per_token"]
+__all__ = ["Gemm", "ModelShape", "model_shape", "attention_core_flops_per_token", "attention_scores_per_token",
+           "decode_attention_flops_per_token"]
 
 
 @dataclass(frozen=True)
@@ -177,6 +178,23 @@ def attention_core_flops_per_token(m: ModelSpec, shape: ModelShape, seq_length, 
         full_ctx, window_ctx = s, w
     ctx = (full_layers * full_ctx + m.sliding_window_layers * window_ctx) / m.num_layers
     return per_ctx * ctx
+
+
+def decode_attention_flops_per_token(m: ModelSpec, shape: ModelShape, context):
+    """Attention-core FLOPs of one decoded token over ``context`` cached keys, averaged over layers.
+
+    MLA decodes with the absorbed matrices (DeepSeek-V2, arXiv:2405.04434 sec. 2.1.2: "W_UK can be absorbed into
+    W_Q, and W_UV can be absorbed into W_O ... we even do not need to compute keys and values out for
+    attention"): each head scores its query against the cached latent and rotary key, ``d_c + d_r`` wide, and
+    weights the latent, ``d_c`` wide, so ``2 a (2 d_c + d_r)`` FLOPs per cached token instead of
+    ``2 a (d_qk + d_v)`` over decompressed keys and values. The absorbed ``W_UK`` / ``W_UV`` products per new
+    token cost what the ``kv_up`` GEMM does (``2 a d_c (d_nope + d_v)``), so the weight GEMMs stay as priced.
+    Other attentions: :func:`attention_core_flops_per_token` over the full context.
+    """
+    if m.mla is None:
+        return attention_core_flops_per_token(m, shape, context, causal_halving=False)
+    c = np.asarray(context, dtype=float)
+    return 2.0 * m.num_attention_heads * (2 * m.mla.kv_lora_rank + m.mla.qk_rope_head_dim) * c
 
 
 def attention_scores_per_token(m: ModelSpec, shape: ModelShape, seq_length, causal_halving: bool = True):

@@ -26,7 +26,8 @@ Full recompute stores only each layer's input (2 h per token, /t with SP). Selec
 (Korthikanti section 5) drops the attention core's stored tensors: with flash attention those are
 already gone, so it saves nothing more here.
 
-The first pipeline stage holds the activations of ``min(m, pp)`` micro-batches (1F1B), times
+The first pipeline stage holds the activations of ``min(m, pp)`` micro-batches (1F1B; DualPipe ``pp + 1`` on
+every rank: :func:`in_flight_microbatches`), times
 ``1 + (pp - 1) / (pp v)`` with ``v`` interleaved chunks (Korthikanti section 4.2.3); the last stage also
 holds fp32 logits ``4 s b V / t`` and their gradient.
 """
@@ -38,10 +39,12 @@ import numpy as np
 __all__ = ["activation_bytes_per_token_per_layer", "in_flight_microbatches"]
 
 
-def activation_bytes_per_token_per_layer(model, shape, tp, etp, sp, recompute_code, moe_layer: bool):
+def activation_bytes_per_token_per_layer(model, shape, tp, etp, sp, recompute_code, moe_layer: bool,
+                                         cache_bytes=2.0):
     """Stored activation bytes per token (of the rank's micro-batch) for one layer, array over plans.
 
-    ``recompute_code``: 0 none, 1 selective, 2 full.
+    ``recompute_code``: 0 none, 1 selective, 2 full, 3 DeepSeek-V3's recipe (:func:`deepseek_bytes_per_token`,
+    caching at ``cache_bytes`` per element: 1 under an FP8 plan).
     """
     h = model.hidden_size
     t = np.asarray(tp, dtype=float)
@@ -69,13 +72,55 @@ def activation_bytes_per_token_per_layer(model, shape, tp, etp, sp, recompute_co
         up = (2 if model.gated_mlp else 1) * f
         mlp = 2 * h / seq_shard * 2 + (2 * up + 2 * f) / t
     full = 2 * h / seq_shard
-    return np.where(np.asarray(recompute_code) == 2, full, attn + mlp)
+    rc = np.asarray(recompute_code)
+    lean = deepseek_bytes_per_token(model, t, np.asarray(etp, dtype=float), sp, moe_layer, cache_bytes)
+    return np.select([rc == 2, rc == 3], [full, lean], attn + mlp)
 
 
-def in_flight_microbatches(num_microbatches, pp, vpp):
-    """Micro-batches whose activations the first stage holds at its peak (1F1B / interleaved)."""
+def deepseek_bytes_per_token(model, t, etp, sp, moe_layer: bool, cache_bytes=2.0):
+    """Stored bytes per token of one layer under DeepSeek-V3's recipe (arXiv:2412.19437 sec. 3.2.3, 3.3.4).
+
+    Kept in bf16: each norm's input (2 h twice; the RMSNorm output is recomputed, so the GEMM inputs after it are
+    not kept), and with MLA the compressed latents the up-projections are recomputed from (``2 (q_lora_rank +
+    kv_lora_rank + qk_rope_head_dim)``, replicated over TP) instead of Q, K, V; without MLA, Q, K, V as usual.
+    Cached at ``c`` bytes (1 under FP8: "we cache the activations in FP8"): the input of the linear after
+    attention (``c a d_v / t``), the routed tokens' expert inputs (the FP8-dispatched MoE input, ``c h`` per
+    ``top_k`` row) and the SwiGLU inputs (``c 2 f``; its output is recomputed). Softmax statistics and router
+    probabilities as in the table above.
+    """
+    h, a = model.hidden_size, model.num_attention_heads
+    seq_shard = np.where(sp, t, 1.0)
+    c = np.asarray(cache_bytes, dtype=float)
+    if model.mla is not None:
+        m = model.mla
+        qkv = 2.0 * ((m.q_lora_rank or 0) + m.kv_lora_rank + m.qk_rope_head_dim)
+        v_dim = m.v_head_dim
+    else:
+        qkv = 2.0 * (model.q_channels + 2 * model.kv_channels) / t
+        v_dim = model.head_dim
+    attn = 2 * h / seq_shard + qkv + (c * a * v_dim + 4 * a) / t
+    gate = 2 if model.gated_mlp else 1
+    if moe_layer and model.moe is not None:
+        e = model.moe
+        share = np.where(sp & (t > 1), etp / t, 1.0)
+        routed = e.top_k * share * (c * h + c * gate * e.ffn_hidden_size / etp)
+        shared = c * gate * e.shared_experts * e.shared_ffn_hidden_size / t
+        mlp = 2 * h / seq_shard + routed + shared + 4 * e.num_experts / seq_shard
+    else:
+        mlp = 2 * h / seq_shard + c * gate * model.ffn_hidden_size / t
+    return attn + mlp
+
+
+def in_flight_microbatches(num_microbatches, pp, vpp, dual=0):
+    """Micro-batches whose activations the first stage holds at its peak (1F1B / interleaved), in units of one
+    rank's stage for one micro-batch.
+
+    DualPipe (``dual`` 1) holds ``PP + 1`` on every rank and DualPipeV (2) ``PP + 1`` half-size stages on ``PP / 2``
+    ranks, ``pp + 1/2`` in a rank's units for ``pp`` ranks (DeepSeek-V3 report sec. 3.2.1 Table 2; DualPipe
+    README, "Activation Per Device")."""
     m = np.asarray(num_microbatches, dtype=float)
     pp = np.asarray(pp, dtype=float)
     vpp = np.asarray(vpp, dtype=float)
-    held = np.minimum(m, pp)
-    return held * np.where(vpp > 1, 1 + (pp - 1) / (pp * vpp), 1.0)
+    dual = np.asarray(dual)
+    held = np.minimum(m, pp) * np.where(vpp > 1, 1 + (pp - 1) / (pp * vpp), 1.0)
+    return np.select([dual == 1, dual == 2], [pp + 1.0, pp + 0.5], held)

@@ -28,7 +28,8 @@ Counts per layer, one micro-batch, hidden size ``h``, ``T`` tokens per rank (``b
   prices a MoE layer's TP as the ``tp`` records less the MLP's pair (half the SP records) plus these.
 * **EP** (GShard, Lepikhin et al. 2021 section 2.2; Megatron-Core MoE): a dispatch and a combine all-to-all
   of ``top_k x T' x h x 2`` bytes per MoE layer forward (``T' = T / tp`` with SP), the same two backward, two
-  more under full recompute.
+  more under full recompute; DeepEP under an FP8 plan dispatches in FP8 and combines in BF16 (``x 3/4`` on
+  average: :func:`_a2a_width`).
 * **CP** (ring attention, Liu et al. 2023; Megatron-Core context parallelism): ``cp - 1`` passes of the
   rank's K/V chunk (``2 T x kv_channels x 2 / min(tp, kv heads)`` bytes) around the ring forward, twice the
   data backward (``2 (cp - 1)`` passes: K/V and their gradients); each pass is every rank sending to its
@@ -46,8 +47,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tierwise.specs.framework import MOE_DISPATCHERS
 from tierwise.specs.model import ModelSpec
-from tierwise.specs.plan import ORDERS, PlanBatch, Recompute
+from tierwise.specs.plan import ORDERS, PRECISION, PlanBatch, Recompute
 from tierwise.workload.flops import ModelShape
 
 __all__ = ["Traffic", "layer_traffic", "axis_strides", "PHASES"]
@@ -149,7 +151,7 @@ def layer_traffic(model: ModelSpec, shape: ModelShape, plans: PlanBatch,
             Traffic(axis="tp", kind=kind, bytes=act_bytes * etp / tp, size=plans.etp, stride=tp_stride,
                     counts=phases(moe_pair, moe_pair), per="moe_layer", hides_behind="layer_gemms")
             for kind in ("all-gather", "reduce-scatter")]
-        a2a = np.where(sp, tokens / tp, tokens) * model.moe.top_k * model.hidden_size * 2.0
+        a2a = np.where(sp, tokens / tp, tokens) * model.moe.top_k * model.hidden_size * 2.0 * _a2a_width(plans)
         calls = np.where(plans.ep > 1, 2.0, 0.0)
         # the expert groups: ep ranks at stride etp (experts fold into the tp x cp x dp ranks: etp x ep x edp)
         out["ep"] = [Traffic(axis="ep", kind="all-to-all", bytes=a2a, size=plans.ep, stride=plans.etp.astype(np.int64),
@@ -170,3 +172,18 @@ def layer_traffic(model: ModelSpec, shape: ModelShape, plans: PlanBatch,
                          stride=strides["pp"], counts=phases(chunks, chunks, recompute_like_forward=False),
                          per="microbatch", pattern="chain")]
     return out
+
+
+def _a2a_width(plans) -> np.ndarray:
+    """Mean bytes per element of the EP all-to-alls over 2 (bf16): 3/4 for DeepEP under an FP8 plan, 1 otherwise.
+
+    DeepSeek-V3 report (arXiv:2412.19437) sec. 3.3.4 "Low-Precision Communication": the activations before the
+    MoE up-projections are quantized to FP8 before the dispatch, the activation gradients before the
+    down-projections likewise, and "for both the forward and backward combine components, we retain them in
+    BF16"; DeepEP README: "dispatch in FP8, combine in BF16". So one all-to-all of each dispatch / combine pair
+    moves 1 byte per element and the other 2 (the per-128-element FP8 scales are ~3% more, not counted)."""
+    raw = getattr(plans, "moe_dispatcher", None)
+    if raw is None:
+        return np.ones(len(plans))
+    fp8 = np.asarray(plans.precision) == PRECISION.index("fp8")
+    return np.where((np.asarray(raw) == MOE_DISPATCHERS.index("deepep")) & fp8, 0.75, 1.0)
