@@ -29,6 +29,8 @@ from typing import Literal
 
 import numpy as np
 
+from tierwise.errors import SpecError, did_you_mean
+
 __all__ = [
     "KINDS",
     "Kind",
@@ -59,7 +61,6 @@ _ALIASES = {
 
 def normalize_kind(kind: str) -> str:
     """Canonical collective name; accepts nccl-tests spellings (``all_reduce``, ``alltoall``, ``sendrecv``)."""
-    from tierwise.errors import SpecError, did_you_mean
 
     text = kind.strip().lower()
     text = _ALIASES.get(text, text)

@@ -31,7 +31,7 @@ from tierwise.estimate.step import estimate
 from tierwise.planner import search
 from tierwise.planner.explain import plan_entry
 from tierwise.planner.gpus import CANDIDATES, gpus_block, max_idle_gpus, usable_counts
-from tierwise.planner.space import NoLayoutError
+from tierwise.planner.space import Constraints, NoLayoutError
 from tierwise.specs.cluster import ScaleOutLevel, load_cluster
 from tierwise.topology.choose import FabricOverrides
 from tierwise.topology.costs import load_prices
@@ -93,7 +93,6 @@ def design_cluster(base, nic_gbps: float | None = None, oversubscription: float 
 
 
 def _constraints(precision: str):
-    from tierwise.planner.space import Constraints
 
     return Constraints(zero_stages=(1, 3), precision=(precision,), max_vpp=4, max_micro_batch_size=2, hsdp=False,
                        ep_comm_overlap=False)
@@ -201,7 +200,6 @@ def right_size(model, base_cluster: str, num_gpus: int, global_batch: int, seq: 
                tolerance: float, gbps=(50, 100, 200, 400, 800, 1600), cache: dict | None = None) -> dict:
     """The slowest NIC speed (scale-out bandwidth per GPU) whose best plan's step is within ``tolerance`` of the
     best step over ``gbps`` (each speed gets its own best plan)."""
-    from tierwise.specs.cluster import load_cluster
 
     base = load_cluster(base_cluster)
     rows = []

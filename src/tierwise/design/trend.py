@@ -15,6 +15,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from tierwise.design.designs import best_plan
+from tierwise.specs.cluster import load_cluster
+
 __all__ = ["GENERATIONS", "generation_trend"]
 
 GENERATIONS = ("dgx-a100", "dgx-h100", "dgx-b200", "gb200-nvl72", "gb300-nvl72")
@@ -22,7 +25,6 @@ GENERATIONS = ("dgx-a100", "dgx-h100", "dgx-b200", "gb200-nvl72", "gb300-nvl72")
 
 
 def _row(model, cluster, num_gpus, global_batch, seq) -> dict[str, Any]:
-    from tierwise.design.designs import best_plan
 
     entry = best_plan(model, cluster, num_gpus, global_batch, seq, "bf16")
     flops = cluster.accelerator.peak_flops_per_s("bf16")
@@ -47,7 +49,6 @@ def generation_trend(model, num_gpus: int, *, global_batch: int = 2048, seq: int
                      extra=()) -> dict:
     """The ``trend --json`` document. ``clusters``: catalog names or loaded clusters (default
     :data:`GENERATIONS`); ``extra``: user-given future parts (loaded clusters), appended last."""
-    from tierwise.specs.cluster import load_cluster
 
     loaded = [c if not isinstance(c, str) else load_cluster(c) for c in (clusters or GENERATIONS)] + list(extra)
     rows = []

@@ -22,14 +22,19 @@ from pathlib import Path
 from typing import Any
 
 from tierwise.errors import ScenarioError, TierwiseError
+from tierwise.estimate.step import AXES, TIERS, estimate
 from tierwise.files import path_exists, require_document
 from tierwise.parallel.ep import check_node_limit
+from tierwise.pricing.kernels import resolved_attention_kernel
 from tierwise.specs import catalog
 from tierwise.specs._mapping import check_keys, get_int, require_mapping
 from tierwise.specs.cluster import Cluster, load_cluster
 from tierwise.specs.framework import check_framework
 from tierwise.specs.model import ModelSpec, load_model
-from tierwise.specs.plan import Plan, PlanBatch, plan_from_mapping, validate_plan_batch
+from tierwise.specs.parameters import load_parameters
+from tierwise.specs.plan import RECOMPUTE_COST_ORDER, Plan, PlanBatch, plan_from_mapping, validate_plan_batch
+from tierwise.units import format_bytes
+from tierwise.workload.flops import model_shape
 
 __all__ = ["Scenario", "load_scenario", "scenario_from_mapping", "estimate_scenario", "result_dict", "infer_settings",
            "axis_group_ranks", "axis_group_label", "model_summary", "interference_note"]
@@ -109,7 +114,6 @@ def axis_group_label(axis: str, plan: Any) -> str:
 def interference_note(cluster: Cluster | None = None) -> str:
     """What a 'hidden' share rests on: ``overlap_interference``, fitted (catalog/parameters.yaml) unless the
     cluster file gives its own."""
-    from tierwise.specs.parameters import load_parameters
 
     own = dict(cluster.compute) if cluster is not None and cluster.compute else {}
     value = float(own.get("overlap_interference", load_parameters().compute.get("overlap_interference", 0.0)))
@@ -120,7 +124,6 @@ def interference_note(cluster: Cluster | None = None) -> str:
 
 def model_summary(model: ModelSpec) -> dict[str, Any]:
     """What a model file (catalog entry, YAML or Hugging Face ``config.json``) was parsed into."""
-    from tierwise.workload.flops import model_shape
 
     shape = model_shape(model)
     total = float(shape.total_params)
@@ -160,7 +163,6 @@ def _assumed_kernel(plan: Plan, scenario: Scenario | None) -> list[str]:
     names a kernel priced as another family (``flash3``, ``triton``): the resolved family, said once."""
     if scenario is None or plan.attention_kernel not in ("auto", "flash3", "triton"):
         return []
-    from tierwise.pricing.kernels import resolved_attention_kernel
 
     gen = scenario.cluster.accelerator.generation
     kind = resolved_attention_kernel(plan.attention_kernel, gen)
@@ -172,7 +174,6 @@ def _assumed_kernel(plan: Plan, scenario: Scenario | None) -> list[str]:
 def _assumed_numerics(plan: Plan, scenario: Scenario | None) -> list[str]:
     """Numeric conventions the estimate assumes that no plan key states: the gradient reduction's dtype
     (``grad_bytes`` of catalog/parameters.yaml, or the cluster file's), where gradients are reduced at all."""
-    from tierwise.specs.parameters import load_parameters
 
     params = {**load_parameters().compute, **(dict(scenario.cluster.compute) if scenario is not None
                                                 and scenario.cluster.compute else {})}
@@ -219,8 +220,6 @@ def infer_settings(model: ModelSpec, cluster: Cluster, plan: Plan) -> tuple[Plan
     """
     from dataclasses import replace
 
-    from tierwise.estimate.step import estimate
-    from tierwise.specs.plan import RECOMPUTE_COST_ORDER
 
     if "recompute" not in plan.inferred:
         return plan, ""
@@ -241,8 +240,6 @@ def estimate_scenario(scenario: Scenario) -> dict[str, Any]:
     model too): ``memory.fits`` is false and ``warnings`` carries one line naming the figures."""
     from dataclasses import replace
 
-    from tierwise.estimate.step import estimate
-    from tierwise.units import format_bytes
 
     plan, note = infer_settings(scenario.model, scenario.cluster, scenario.plan)
     if note:
@@ -267,7 +264,6 @@ def estimate_scenario(scenario: Scenario) -> dict[str, Any]:
 
 def result_dict(result, i: int, plan: Plan, scenario: Scenario | None = None) -> dict[str, Any]:
     """The stable JSON document of plan ``i`` of a :class:`~tierwise.estimate.step.StepEstimates`."""
-    from tierwise.estimate.step import AXES, TIERS
 
     mem = {k: (bool(v[i]) if k == "fits" else float(v[i])) for k, v in result.memory.items()}
     per_axis = {}

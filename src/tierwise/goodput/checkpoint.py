@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from tierwise.specs.parameters import load_parameters
+from tierwise.workload.flops import model_shape
+
 __all__ = ["checkpoint_costs"]
 
 
@@ -34,8 +37,6 @@ def _storage(num_gpus: int, opts, rates: dict) -> tuple[float, list[str]]:
 def checkpoint_costs(model, cluster, num_gpus: int, est, opts, rates: dict) -> tuple[dict, list[str]]:
     """Per-plan arrays ``bytes_per_gpu, write_s, blocking_s, drain_s, restore_s, restart_s`` and the
     scalars ``state_bytes, storage_bytes_per_s``; with what was assumed."""
-    from tierwise.specs.parameters import load_parameters
-    from tierwise.workload.flops import model_shape
 
     storage, assumed = _storage(num_gpus, opts, rates)
     cparams = {**load_parameters().compute, **cluster.compute}

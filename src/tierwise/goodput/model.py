@@ -12,10 +12,16 @@ from typing import Any
 
 import numpy as np
 
+from tierwise.estimate import estimate
+from tierwise.goodput.checkpoint import checkpoint_costs
 from tierwise.goodput.domain import fault_domain, spares_needed, unit_of
 from tierwise.goodput.interval import daly_ettr, daly_interval, first_order_ettr, young_interval
+from tierwise.goodput.inventory import component_counts
 from tierwise.goodput.rates import GoodputError, load_rates
+from tierwise.goodput.simulate import MAX_EVENTS, MAX_EVENTS_PER_RUN, simulate
+from tierwise.hierarchy import TIER_ORDER
 from tierwise.limits import check_float, check_int
+from tierwise.specs.plan import PlanBatch, validate_plan_batch
 from tierwise.topology.choose import FabricOverrides
 
 __all__ = ["GoodputOptions", "failure_model", "evaluate", "goodput", "goodput_document", "WRITE_MODES"]
@@ -90,7 +96,6 @@ def failure_model(cluster, num_gpus: int, opts: GoodputOptions) -> dict[str, Any
     The job is a series system: it stops when any part stops, so its rate is the sum of part rates times
     counts, ``Lambda = sum_i n_i lambda_i`` (independent exponential lifetimes), and ``MTTI = 1 / Lambda``.
     """
-    from tierwise.goodput.inventory import component_counts
 
     check_int(num_gpus, "--gpus", minimum=1, error=GoodputError)
     rates = load_rates(opts.failure_rates)
@@ -149,7 +154,6 @@ def evaluate(model, cluster, num_gpus: int, plans, est, opts: GoodputOptions, fm
     interval ``tau`` from Daly's optimum (or the user), and ``ETTR = daly_ettr(tau, delta, R + drain, M)``
     (:mod:`tierwise.goodput.interval`); the fault domain per plan from :mod:`tierwise.goodput.domain`.
     """
-    from tierwise.goodput.checkpoint import checkpoint_costs
 
     fm = fm or failure_model(cluster, num_gpus, opts)
     n = len(est)
@@ -176,7 +180,6 @@ def evaluate(model, cluster, num_gpus: int, plans, est, opts: GoodputOptions, fm
 def _domains(cluster, plans, est, fm: dict, num_gpus: int) -> dict:
     """Per plan: scale-up group, the unit one failure excludes, spares at p99 (vectorized: the fault domain
     depends on the plan only through its scale-up group size, so it is computed once per distinct size)."""
-    from tierwise.hierarchy import TIER_ORDER
 
     rates = fm["rates"]
     inside = [TIER_ORDER.index("local"), TIER_ORDER.index("scale_up")]
@@ -234,8 +237,6 @@ def goodput(model, cluster, num_gpus: int, plan, opts: GoodputOptions | None = N
     >>> round(doc["mtti_s"] / 3600, 1)  # 8 nodes x 0.01 per day: one interruption per 12.5 days
     300.0
     """
-    from tierwise.estimate import estimate
-    from tierwise.specs.plan import PlanBatch, validate_plan_batch
 
     opts = opts or GoodputOptions()
     validate_plan_batch(model, [plan])
@@ -309,7 +310,6 @@ def goodput_document(model, cluster, num_gpus, plan, est, ev: dict, opts: Goodpu
 
 def _simulated(fm: dict, dom: dict, g: dict, opts: GoodputOptions) -> dict:
     """The seeded Monte Carlo of :mod:`tierwise.goodput.simulate` for one plan, within its size limits."""
-    from tierwise.goodput.simulate import MAX_EVENTS, MAX_EVENTS_PER_RUN, simulate
 
     per_run = fm["interruptions_per_day"] * opts.days
     if per_run > MAX_EVENTS_PER_RUN:

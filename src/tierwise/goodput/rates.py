@@ -19,7 +19,7 @@ from importlib import resources
 from typing import Any
 
 from tierwise.errors import TierwiseError
-from tierwise.files import require_document, short_repr
+from tierwise.files import load_yaml, read_user_text, require_document, short_repr
 from tierwise.limits import check_float
 from tierwise.specs._mapping import check_keys
 
@@ -38,7 +38,6 @@ class GoodputError(TierwiseError, ValueError):
 
 
 def _shipped() -> dict[str, Any]:
-    from tierwise.files import load_yaml
 
     text = resources.files("tierwise.goodput").joinpath("rates.yaml").read_text(encoding="utf-8")
     return load_yaml(text, "the shipped goodput rates.yaml")
@@ -49,7 +48,6 @@ def load_rates(path: str | None = None) -> dict[str, Any]:
     rates = _shipped()
     if path is None:
         return rates
-    from tierwise.files import load_yaml, read_user_text
 
     where = f"failure-rates file {path!r}"
     user = load_yaml(read_user_text(path, what="failure-rates file", error=GoodputError), where, error=GoodputError)

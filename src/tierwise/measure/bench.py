@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tierwise.atomic import check_writable, merge_rows_locked, read_rows
 from tierwise.collectives.volumes import bus_factor, normalize_kind
 from tierwise.errors import MeasureError, UnitError
 from tierwise.limits import MAX_SWEEP_BYTES, MAX_SWEEP_POINTS, check_float
@@ -370,7 +371,6 @@ def _time(run: Callable[[], None], iters: int, device, stat: str = "median") -> 
 
 def _write_rows(path: str, run: str, rows: list[dict]) -> None:
     """This run's rows into ``path``, beside the rows other runs wrote there (atomic, under a lock)."""
-    from tierwise.atomic import merge_rows_locked
 
     merge_rows_locked(path, run, rows)
 
@@ -542,7 +542,6 @@ def run_collectives(config: BenchConfig, num_ranks: int | None) -> dict[str, lis
     if config.out and is_output_rank():
         # before any process is spawned: a missing, read-only or full place, a directory, or a file that
         # is not a result list fails here, in one line
-        from tierwise.atomic import check_writable, read_rows
 
         check_writable(config.out, "--out")
         read_rows(config.out, "--out")

@@ -53,12 +53,16 @@ import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from tierwise.atomic import write_atomic
 from tierwise.collectives.volumes import normalize_kind
 from tierwise.errors import MeasureError, SpecError
+from tierwise.files import require_document
 from tierwise.measure.fit import RegimeFit, fit_regimes
 from tierwise.measure.hostcopy import HOST_COPY_OPS, fit_host_copy
 from tierwise.measure.hostcopy import MODEL as HOST_COPY
 from tierwise.measure.nccl_log import NcclRow, NcclSweep, parse_nccl_json, parse_nccl_text, read_text
+from tierwise.specs.catalog import entry, load_yaml_file
+from tierwise.specs.cluster import CLUSTER_FILE_NEEDS, load_cluster
 
 __all__ = ["load_sweeps", "sweeps_from_rows", "calibrate", "Calibration", "tier_for", "write_yaml",
            "is_host_loopback", "cluster_for_device", "DEFAULT_BASE"]
@@ -284,7 +288,6 @@ def _cluster_base(cluster: str | None) -> tuple[str | None, int | None, dict]:
     """
     if cluster is None:
         return None, None, {}
-    from tierwise.specs.catalog import entry, load_yaml_file
 
     def catalog_entry(name: str) -> dict:
         try:
@@ -296,8 +299,6 @@ def _cluster_base(cluster: str | None) -> tuple[str | None, int | None, dict]:
     p = Path(cluster)
     own: dict = {}
     if p.suffix in (".yaml", ".yml", ".json") or os.path.exists(p):  # never raises (a name too long)
-        from tierwise.files import require_document
-        from tierwise.specs.cluster import CLUSTER_FILE_NEEDS
 
         raw = require_document(load_yaml_file(p, what="cluster file"), f"--cluster {cluster}: the file",
                                CLUSTER_FILE_NEEDS, error=MeasureError)
@@ -388,7 +389,6 @@ def calibrate(paths: list[str], *, cluster: str | None = None, select: str | Non
         if cluster is None:
             raise MeasureError(f"{path}: a measure {device[0]} result is compared with the accelerator's datasheet; "
                                "pass --cluster (the catalog cluster or file these GPUs belong to)")
-        from tierwise.specs.cluster import load_cluster
 
         accelerator = load_cluster(cluster).accelerator
         if device[0] == "gemm":
@@ -466,6 +466,5 @@ def write_yaml(document: dict, path: str | Path, what: str = "--out") -> None:
     (:func:`tierwise.atomic.write_atomic`: a failed write leaves no partial file)."""
     import yaml
 
-    from tierwise.atomic import write_atomic
 
     write_atomic(path, yaml.safe_dump(document, sort_keys=False, default_flow_style=None, width=120), what)

@@ -50,6 +50,10 @@ import time
 from dataclasses import asdict, dataclass
 
 from tierwise.errors import MeasureError
+from tierwise.measure.bench import _buffers, _operation, _time, launch
+from tierwise.measure.calibrate import calibrate
+from tierwise.measure.fit import fit_regimes, predict_time
+from tierwise.specs.catalog import load_yaml_file
 
 __all__ = ["DdpConfig", "run_ddp", "load_calibration", "predict_exposed", "bucket_sizes", "render_ddp", "overlap_switch"]
 
@@ -114,7 +118,6 @@ def predict_exposed(param_bytes_reverse: list[int], backward_s: float, regimes, 
     >>> round(p["exposed_s"] * 1e3, 6)  # bucket 1 ready at 1 ms, ends at 2 ms; bucket 2 ends at 3 ms
     1.0
     """
-    from tierwise.measure.fit import predict_time
 
     total = float(sum(param_bytes_reverse))
     cumulative, ready = 0.0, []
@@ -160,7 +163,6 @@ def _calibration_rows(world: int, rank: int, config: DdpConfig) -> list[dict]:
     import torch
     import torch.distributed as dist
 
-    from tierwise.measure.bench import _buffers, _operation, _time
 
     rows = []
     for size in config.calib_sizes:
@@ -252,11 +254,8 @@ def ddp_worker(rank: int, world: int, config: DdpConfig, calibration_rows: list[
 
 def _regimes_from(calibration: str | None, rows: list[dict], world: int):
     """Regimes from a calibrated YAML (its all-reduce tier), a result JSON, or the rows just measured."""
-    from tierwise.measure.calibrate import calibrate
-    from tierwise.measure.fit import fit_regimes
 
     if calibration and calibration.endswith((".yaml", ".yml")):
-        from tierwise.specs.catalog import load_yaml_file
 
         doc = load_yaml_file(calibration, what="calibration file") or {}
         fitted = (doc.get("fitted") or {}) if isinstance(doc, dict) else {}
@@ -290,7 +289,6 @@ def run_ddp(config: DdpConfig, num_ranks: int | None, calibration: str | tuple[l
     ``calibration`` is a file (see :func:`load_calibration`), what that function returned, or None to
     measure an all-reduce sweep before the steps.
     """
-    from tierwise.measure.bench import launch
 
     given_rows = [] if calibration else None
     world = _world(num_ranks)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import statistics
 
 from tierwise.errors import MeasureError
+from tierwise.measure.bench import require_torch
 
 __all__ = ["measure_gemm", "measure_hbm", "render_gemm", "render_hbm", "GEMM_SHAPES"]
 
@@ -32,7 +33,6 @@ GEMM_SHAPES: tuple[tuple[int, int, int], ...] = (
 
 
 def _cuda():
-    from tierwise.measure.bench import require_torch
 
     torch = require_torch()
     if not torch.cuda.is_available():

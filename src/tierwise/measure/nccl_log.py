@@ -36,6 +36,7 @@ from pathlib import Path
 
 from tierwise.collectives.volumes import bus_factor, normalize_kind
 from tierwise.errors import MeasureError, SpecError
+from tierwise.files import MAX_LOG_BYTES, read_user_text
 
 __all__ = ["NcclRow", "NcclSweep", "parse_nccl_log", "parse_nccl_text", "parse_nccl_json", "parse_nccl_json_text"]
 
@@ -553,7 +554,6 @@ def read_text(path: str | Path, what: str = "log") -> str:
     """A file's text through :func:`tierwise.files.read_user_text`: a missing file, a directory, a FIFO or a
     device, a file over 256 MiB or a binary file (NUL bytes) is a one-line :class:`MeasureError`; bytes that
     are not UTF-8 become U+FFFD (logs are read as they are)."""
-    from tierwise.files import MAX_LOG_BYTES, read_user_text
 
     return read_user_text(path, what=what, max_bytes=MAX_LOG_BYTES, error=MeasureError, strict_utf8=False)
 

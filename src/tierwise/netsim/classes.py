@@ -56,7 +56,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tierwise.netsim.routing import nic_access
+from tierwise.netsim.routing import flow_hash, nic_access, splitmix
 from tierwise.topology.graph import Fabric
 
 __all__ = ["ClassProblem", "NotAggregated", "class_problem", "LUMP_KINDS", "HASH_FLOWS_MAX"]
@@ -413,7 +413,6 @@ def _hashed_tree_choices(tree, R, leaf, dom_size, seed, chunk: int = 1 << 18):
     pods of a 3-tier tree, aggregation uplink ``j = splitmix(h) mod (k/2)``. Counted (intra-domain and
     same-leaf flows apart), in the shapes :func:`_tree_hops` reads: 2 tiers ``(T[ls, lt, a],)``; 3 tiers
     ``(T1[ls, pod_t, a], TJ[pod_s, pod_t, a, j], T3[pod_s, lt, a])``."""
-    from tierwise.netsim.routing import flow_hash, splitmix
 
     tiers, u, L = tree["tiers"], tree["u"], tree["num_leaves"]
     half = tree["k"] // 2
@@ -600,7 +599,6 @@ def _hashed_global_choices(fab, R, router, dom_size, seed, minimal, chunk: int =
     ``T2[G, m, rt]``, the only two margins the units' hop entries need. Every link then carries exactly the
     per-flow count. About 30 ns a flow on one core (0.5 s for 4,096 ranks), hence the ``HASH_FLOWS_MAX``
     limit above which the counts are drawn."""
-    from tierwise.netsim.routing import flow_hash
 
     tb = fab.tables
     a, g = tb["a"], tb["groups"]
@@ -643,7 +641,6 @@ def _hashed_valiant_choices(fab, R, router, dom_size, seed, nonmin, num_valiant:
     global link ``h mod glob_count[G, I]`` and second ``splitmix(h) mod glob_count[I, H]``. Counted per
     sub-path: ``TA[rs, H, o, m1]`` (source local hop, first global link), ``TB[G, H, o, m1, m2]``
     (intermediate local hop, second global link), ``TC[G, o, m2, rt]`` (destination local hop)."""
-    from tierwise.netsim.routing import flow_hash, splitmix
 
     tb = fab.tables
     a, g = tb["a"], tb["groups"]

@@ -20,6 +20,12 @@ import dataclasses
 from typing import Any
 
 from tierwise.collectives import alpha_beta
+from tierwise.collectives.model import PROTOCOLS, collective_cost
+from tierwise.errors import TierwiseError
+from tierwise.hierarchy import group_span
+from tierwise.specs.cluster import cluster_from_mapping
+from tierwise.specs.parameters import load_parameters
+from tierwise.units import format_time
 
 __all__ = ["RING_KINDS", "collective_ring_note", "simulate_ring_notes"]
 
@@ -27,7 +33,6 @@ RING_KINDS = ("all-reduce", "all-gather", "reduce-scatter")
 
 
 def _ms(t: float) -> str:
-    from tierwise.units import format_time
 
     return format_time(t)
 
@@ -40,7 +45,6 @@ def _line_rate_ring_s(kind: str, size: float, n: int, nl: int, cluster) -> float
 
 
 def _ring_s(kind: str, size: float, span, cluster) -> tuple[float, str]:
-    from tierwise.collectives.model import PROTOCOLS, collective_cost
 
     cost = collective_cost(kind, size, span, cluster, "ring")
     return float(cost.time_s), PROTOCOLS[int(cost.protocol)]
@@ -52,7 +56,6 @@ def _model_parts(kind: str, size: float, span, cluster) -> tuple[float, float, l
     The model is run as it is and with every link efficiency 1; its latency is the intercept of its time,
     affine in the size for one protocol (``2 t(S) - t(2S)``), used only where both sizes pick one protocol.
     """
-    from tierwise.specs.parameters import load_parameters
 
     n, nl = int(span.size), int(span.ranks_per_domain)
     line = _line_rate_ring_s(kind, size, n, nl, cluster)
@@ -86,8 +89,6 @@ def collective_ring_note(kind: str, size: float, span, cluster) -> str | None:
 
 def _equivalent_cluster(fab, base: str):
     """A cluster with the fabric's shape and rates, for the collective model (None where none maps)."""
-    from tierwise.errors import TierwiseError
-    from tierwise.specs.cluster import cluster_from_mapping
 
     if fab.family == "torus" or fab.scale_up == "none":
         return None
@@ -132,7 +133,6 @@ def simulate_ring_notes(fab, result: dict[str, Any], base: str = "dgx-h100",
     cluster = _equivalent_cluster(fab, base)
     if cluster is None:
         return extra, notes
-    from tierwise.hierarchy import group_span
 
     n = int(result["num_ranks_simulated"])
     span = group_span(cluster, n, 1)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from tierwise.atomic import write_atomic
+from tierwise.specs.cluster import load_cluster
+from tierwise.specs.parameters import load_parameters
+
 __all__ = ["write_cluster"]
 
 
@@ -21,8 +25,6 @@ def write_cluster(path: str, fab, result: dict, args: str, base: str = "dgx-h100
     """
     import yaml
 
-    from tierwise.specs.cluster import load_cluster
-    from tierwise.specs.parameters import load_parameters
 
     load_cluster(base)  # an unknown base is a clear error before anything is written
     ratio = result["analytic_time_s"] / result["time_s"] if result["time_s"] else 0.0
@@ -38,6 +40,5 @@ def write_cluster(path: str, fab, result: dict, args: str, base: str = "dgx-h100
         "efficiency": {"scale_out": round(float(eff), 4)},
         "source": f"tierwise {args} (seed {result['seed']})",
     }
-    from tierwise.atomic import write_atomic
 
     return write_atomic(path, yaml.safe_dump(data, sort_keys=False), "--emit-cluster")

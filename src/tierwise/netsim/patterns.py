@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tierwise.collectives.volumes import bus_factor
+from tierwise.errors import TopologyError
 
 __all__ = ["Phase", "collective_phases"]
 
@@ -162,7 +163,6 @@ def collective_phases(kind: str, algorithm: str, ranks: np.ndarray, domain_size:
         s, t = ranks[: n - off], ranks[off:]
         return [Phase("pipeline", s, t, np.arange(s.size), np.full(s.size, float(size_bytes)),
                       np.zeros(s.size, dtype=np.int64), pipelined=False)]
-    from tierwise.errors import TopologyError
 
     raise TopologyError(f"--algorithm {algorithm} is not simulated for {kind}; use ring or hierarchical "
                         f"for all-reduce/all-gather/reduce-scatter (tree for all-reduce), direct for all-to-all")

@@ -17,6 +17,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from tierwise.estimate.scenario import (
+    Scenario,
+    axis_group_label,
+    axis_group_ranks,
+    interference_note,
+    result_dict,
+)
 from tierwise.hierarchy import TIER_ORDER
 from tierwise.specs.plan import ORDERS
 
@@ -70,7 +77,6 @@ def components(est, i: int) -> dict[str, float]:
 
 def plan_entry(model, cluster, num_gpus: int, plan, est, i: int) -> dict[str, Any]:
     """One ``plans[...]`` entry of ``plan --json``: the degrees, the tier of each axis, the full estimate."""
-    from tierwise.estimate.scenario import Scenario, result_dict
 
     keys = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch_size", "etp", "sequence_parallel", "recompute",
             "zero_stage", "zero3_gather", "precision", "order", "tp_comm_overlap", "ep_comm_overlap", "fused_elementwise",
@@ -88,7 +94,6 @@ def _gb(x: float) -> str:
 
 
 def _axis_line(est, i: int, axis: str, plan) -> str | None:
-    from tierwise.estimate.scenario import axis_group_label, axis_group_ranks
 
     size = axis_group_ranks(plan)[axis]
     group = axis_group_label(axis, plan)
@@ -181,7 +186,6 @@ def explain_lines(model, cluster, est, plans, *, neighbours=None, crossing=None)
             lines.append("  " + line)
             hides = hides or float(est.axis_exposed_s[axis][0]) < float(est.axis_time_s[axis][0])
     if hides:
-        from tierwise.estimate.scenario import interference_note
 
         lines.append("  note: " + interference_note(cluster))
     lines.append(_tier_rule(est, 0, w))

@@ -16,6 +16,9 @@ from __future__ import annotations
 import html as _html
 from pathlib import Path
 
+from tierwise.atomic import check_writable, write_atomic
+from tierwise.errors import TierwiseError
+
 __all__ = ["require_plotly", "figure_div", "table", "page", "write_page", "esc", "check_html"]
 
 _STYLE = ("body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;font-size:12px}"
@@ -28,7 +31,6 @@ def require_plotly() -> None:
     try:
         import plotly  # noqa: F401
     except ImportError:
-        from tierwise.errors import TierwiseError
 
         raise TierwiseError("--html needs plotly, which is not installed; pip install 'tierwise[report]' "
                             "(or leave out --html)") from None
@@ -36,7 +38,6 @@ def require_plotly() -> None:
 
 def check_html(path: str, option: str = "--html") -> None:
     """Before the work: plotly is installed and ``path`` can be written (one line otherwise)."""
-    from tierwise.atomic import check_writable
 
     require_plotly()
     check_writable(path, option)
@@ -70,6 +71,5 @@ def page(title: str, body_html: str) -> str:
 
 def write_page(path: str | Path, document: str, option: str = "--html") -> str:
     """Write ``document`` atomically to ``path`` (:func:`tierwise.atomic.write_atomic`); return the path."""
-    from tierwise.atomic import write_atomic
 
     return write_atomic(path, document, option)

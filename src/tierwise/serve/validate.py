@@ -20,6 +20,10 @@ import numpy as np
 
 from tierwise.errors import SpecError
 from tierwise.files import read_user_text
+from tierwise.serve.api import ServeConfig, serve_estimate
+from tierwise.serve.params import serving_parameters
+from tierwise.serve.transfer import kv_transfer_time
+from tierwise.specs.cluster import load_cluster
 from tierwise.specs.engine import engine_for_software, engine_spec
 
 SMALL_BATCH_ROWS = ("118", "125", "126", "127", "128", "129", "130", "131", "132", "133", "134", "143")
@@ -180,7 +184,6 @@ def _case(row: dict[str, str], engine: str | None = None):
 
 
 def _predict(kw: dict, metric: str):
-    from tierwise.serve.api import ServeConfig, serve_estimate
 
     keys = ("model", "cluster", "precision", "num_gpus", "tp", "input_len", "output_len", "scenario", "batching",
             "kv_reservation", "batch", "ttft_slo", "tpot_slo", "kv_precision", "max_batch", "beams",
@@ -200,9 +203,6 @@ def _predict(kw: dict, metric: str):
 
 def _transfer_row(row: dict[str, str]):
     """Mooncake's transfer-engine rows: 40 GB between two nodes of ``n x rate`` RoCE NICs (8 GPUs each)."""
-    from tierwise.serve.params import serving_parameters
-    from tierwise.serve.transfer import kv_transfer_time
-    from tierwise.specs.cluster import load_cluster
 
     m = re.search(r"(\d+)x(\d+)\s*gbps", row["hardware"].lower())
     if not m:
@@ -270,7 +270,6 @@ def serving_validation_document(path: str | Path | None = None, *, source: str |
     latency rows, per source) over scored rows (high and medium confidence). ``engine``: every row on that engine
     (``default``: the tool's default engine, as for a deployment that states none) instead of the engine its
     software column names (:func:`tierwise.specs.engine.engine_for_software`)."""
-    from tierwise.serve.params import serving_parameters
 
     rows = load_serving_rows(path)
     if source is not None:

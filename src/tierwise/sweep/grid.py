@@ -35,8 +35,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tierwise.errors import did_you_mean
+from tierwise.files import load_yaml, read_user_text, require_document
 from tierwise.limits import MAX_GPUS, check_int
 from tierwise.sweep.errors import SweepError
+from tierwise.sweep.kinds import get_kind
 
 __all__ = ["SweepError", "Point", "load_grid", "grid_from_mapping", "parse_shard", "shard_points", "point_id",
            "MAX_POINTS"]
@@ -71,7 +74,6 @@ def point_id(kind: str, params: dict[str, Any]) -> str:
 
 def load_grid(path: str) -> list[Point]:
     """Read and expand a grid YAML file (through :mod:`tierwise.files`): every point, checked."""
-    from tierwise.files import load_yaml, read_user_text, require_document
 
     text = read_user_text(path, what="grid file", error=SweepError)
     data = require_document(load_yaml(text, f"grid file {path!r}", error=SweepError), f"grid file {path!r}",
@@ -82,7 +84,6 @@ def load_grid(path: str) -> list[Point]:
 
 def grid_from_mapping(data: dict[str, Any], origin: str = "grid") -> list[Point]:
     """Expand a grid mapping into checked points, in grid order, without duplicates."""
-    from tierwise.sweep.kinds import get_kind
 
     if "studies" in data:
         extra = sorted(set(data) - {"studies", "name", "description"})
@@ -104,7 +105,6 @@ def grid_from_mapping(data: dict[str, Any], origin: str = "grid") -> list[Point]
         axes = {k: v for k, v in study.items() if k != "kind"}
         unknown = sorted(set(axes) - set(kind.parameters))
         if unknown:
-            from tierwise.errors import did_you_mean
 
             raise SweepError(f"{where}: unknown key {unknown[0]!r} for kind {kind.name!r}"
                              f"{did_you_mean(unknown[0], list(kind.parameters))}; "

@@ -42,6 +42,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tierwise.collectives.fitted import outside_copy_bytes
+from tierwise.netsim.maxmin import incidence, max_min_rates
+from tierwise.netsim.routing import route
+from tierwise.topology.build import build_fabric
+from tierwise.topology.spec import TopologySpec
+
 __all__ = ["Figures", "figures_from_cluster", "Schedule", "schedule", "analytic_time", "simulated_time",
            "testbed_fabric", "OPS", "ALGORITHMS"]
 
@@ -161,7 +167,6 @@ class _Builder:
 
 def schedule(op: str, algorithm: str, size_bytes: float, node_of_rank: Sequence[int]) -> Schedule:
     """The transfers of ``op`` with ``algorithm`` (module docstring) on ranks placed by ``node_of_rank``."""
-    from tierwise.collectives.fitted import outside_copy_bytes
 
     n = len(node_of_rank)
     ranks = list(range(n))
@@ -270,8 +275,6 @@ def testbed_fabric(fig: Figures):
     together carry the uplink's rate. Latency: each NIC link ``link_latency_s / 2`` and each scale-up hop
     ``loopback_latency_s / 2`` (a transfer crosses two of either).
     """
-    from tierwise.topology.build import build_fabric
-    from tierwise.topology.spec import TopologySpec
 
     N = fig.num_nodes
     two = fig.uplink_bytes_per_s is not None
@@ -291,8 +294,6 @@ def testbed_fabric(fig: Figures):
 def simulated_time(op: str, algorithm: str, size_bytes: float, fig: Figures, node_of_rank: Sequence[int],
                    fabric=None) -> float:
     """Seconds by event-driven max-min sharing of the schedule's transfers on :func:`testbed_fabric`."""
-    from tierwise.netsim.maxmin import incidence
-    from tierwise.netsim.routing import route
 
     sched = schedule(op, algorithm, size_bytes, node_of_rank)
     fab = testbed_fabric(fig) if fabric is None else fabric
@@ -310,7 +311,6 @@ def simulated_time(op: str, algorithm: str, size_bytes: float, fig: Figures, nod
 
 def _dataflow(A, cap: np.ndarray, sched: Schedule, path_lat: np.ndarray) -> float:
     """Event loop: re-share max-min rates whenever a transfer starts or ends; return the last end."""
-    from tierwise.netsim.maxmin import max_min_rates
 
     count = sched.src.size
     waiting = np.array([len(d) for d in sched.deps])

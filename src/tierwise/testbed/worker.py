@@ -18,6 +18,8 @@ import statistics
 import sys
 import time
 
+from tierwise.testbed import algorithms
+
 _ELEMENT = 4  # float32
 
 
@@ -35,7 +37,6 @@ def _buffers(op: str, size: int, world: int):
 def _operation(case: dict, inp, out, rank: int, world: int, nodes: list[list[int]]):
     import torch.distributed as dist
 
-    from tierwise.testbed import algorithms
 
     op, algorithm = case["op"], case["algorithm"]
     ranks = list(range(world))

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from tierwise.errors import TopologyError
-from tierwise.topology import fat_tree, rail
+from tierwise.topology import dragonfly, fat_tree, rail, scaleup, torus
+from tierwise.topology.fat_tree import tiers_needed
 from tierwise.topology.graph import NIC, Fabric, GraphBuilder
 from tierwise.topology.spec import TopologySpec
 from tierwise.units import parse_bandwidth, parse_time
@@ -45,7 +46,6 @@ def _check_counts(spec: TopologySpec) -> tuple[int, str]:
 
 def build_fabric(spec: TopologySpec) -> Fabric:
     """Build the fabric; raises TopologyError naming the bad value and the fix."""
-    from tierwise.topology import dragonfly, scaleup, torus
 
     domain, scale_up = _check_counts(spec)
     b_nic = parse_bandwidth(spec.nic_bandwidth, what="--nic-bandwidth")
@@ -129,7 +129,6 @@ def _tiers(spec: TopologySpec, num_nics: int, o: float, notes: list[str]) -> int
     A request for more tiers than the NICs need builds only the tiers needed (an extra tier would be idle
     switches: with one pod a core tier carries no traffic) and says so in ``notes``.
     """
-    from tierwise.topology.fat_tree import tiers_needed
 
     need = tiers_needed(num_nics, spec.radix, o)
     if spec.tiers is None:

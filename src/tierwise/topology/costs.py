@@ -22,7 +22,7 @@ from __future__ import annotations
 from importlib import resources
 
 from tierwise.errors import TopologyError
-from tierwise.files import require_document, short_repr
+from tierwise.files import load_yaml, read_user_text, require_document, short_repr
 from tierwise.limits import check_float
 from tierwise.specs._mapping import check_keys
 
@@ -50,7 +50,6 @@ def load_prices(path: str | None = None) -> dict:
     A user's entry is a number (the value) or a mapping with a ``value`` and the shipped entries' other keys;
     the file goes through the guarded reader and strict YAML loader (:mod:`tierwise.files`).
     """
-    from tierwise.files import load_yaml, read_user_text
 
     text = resources.files("tierwise.topology").joinpath("prices.yaml").read_text(encoding="utf-8")
     prices = load_yaml(text, "the shipped prices.yaml")

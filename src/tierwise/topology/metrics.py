@@ -12,8 +12,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from tierwise.errors import TopologyError
 from tierwise.topology import dragonfly, fat_tree, torus
+from tierwise.topology.costs import (
+    PLACEMENTS,
+    by_reach,
+    load_prices,
+    network_cost,
+    servers_cost,
+    share_sensitivity,
+)
 from tierwise.topology.graph import SWITCH, Fabric
+from tierwise.units import parse_bandwidth
 
 __all__ = ["bisection_bytes_per_s", "endpoints", "canonical_partition", "hops", "hops_by_class", "inventory",
            "topology_report", "counted_report"]
@@ -176,8 +186,6 @@ _NICS_PER_RACK_8GPU = 32
 
 def copper_access(fab: Fabric, placement: str) -> tuple[bool, str]:
     """Whether the NIC-to-leaf links are in-rack copper (``placement="rack"`` and a leaf's NICs in one rack)."""
-    from tierwise.errors import TopologyError
-    from tierwise.topology.costs import PLACEMENTS
 
     if placement not in PLACEMENTS:
         raise TopologyError(f"--leaf-placement {placement!r} is unknown; choose one of {', '.join(PLACEMENTS)}")
@@ -198,7 +206,6 @@ def topology_report(fab: Fabric, prices: dict | None = None, route_fn=None, *, a
     """Everything ``tierwise topo`` prints (``route_fn`` as in :func:`hops`); ``accelerator`` (a catalog name)
     prices the servers or racks the fabric joins (:func:`tierwise.topology.costs.servers_cost`);
     ``hop_classes=False`` leaves out the sampled hops per traffic class (the economics block does not print them)."""
-    from tierwise.topology.costs import by_reach, load_prices, network_cost, servers_cost, share_sensitivity
 
     prices = prices or load_prices()
     inv = inventory(fab)
@@ -240,8 +247,6 @@ def counted_report(spec, inv: dict, prices: dict | None = None, *, accelerator: 
     """:func:`topology_report`'s inventory, cost, share and reach figures for a Clos fabric counted in closed form
     (:func:`tierwise.topology.counts.clos_inventory`, leaves a rack away: optical NIC links), without the graph:
     no hops (the diameter is ``2 x tiers``). What the economics block and ``design`` read at 2^20 GPUs."""
-    from tierwise.topology.costs import by_reach, load_prices, network_cost, servers_cost, share_sensitivity
-    from tierwise.units import parse_bandwidth
 
     prices = prices or load_prices()
     b = parse_bandwidth(spec.nic_bandwidth, what="--nic-bandwidth")

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tierwise.atomic import check_writable
+from tierwise.estimate.compute import compute_params
+from tierwise.specs.compute import unmeasured
+from tierwise.specs.parameters import using_parameters
 from tierwise.validate.dataset import DatasetError, default_dataset_path, load_rows
+from tierwise.validate.fit import cross_validate as loso
+from tierwise.validate.fit import cross_validate_groups, fit_parameters, write_parameters
 from tierwise.validate.mapping import Case, case_from_row
 from tierwise.validate.run import Validation, load_cases, row_records, validate, worst_rows
 
@@ -28,13 +34,10 @@ def validation_document(path: str | Path | None = None, *, source: str | None = 
     leave-one-source-out ones (``cross_validation``).
     """
     if fit:
-        from tierwise.atomic import check_writable
-        from tierwise.validate.fit import write_parameters
 
         if fit_out is None:
             write_parameters({}, "", out=None)  # raises the one-line error naming --fit-out
         check_writable(fit_out, "--fit-out")
-        from tierwise.specs.parameters import using_parameters
 
         doc = _document(path, source, cross_validate, fit_out)
         with using_parameters(str(fit_out)):
@@ -43,7 +46,6 @@ def validation_document(path: str | Path | None = None, *, source: str | None = 
 
 
 def _document(path, source, cross_validate, fit_out) -> dict:
-    from tierwise.estimate.compute import compute_params
 
     doc: dict = {"dataset": str(path or default_dataset_path()), "_cases": None}
     all_cases = load_cases(path)
@@ -53,7 +55,6 @@ def _document(path, source, cross_validate, fit_out) -> dict:
     if fit_out is not None:
         from datetime import date
 
-        from tierwise.validate.fit import fit_parameters, write_parameters
 
         before = {k: float(v) for k, v in compute_params().items() if isinstance(v, int | float)}
         params, info = fit_parameters(all_cases)
@@ -67,13 +68,11 @@ def _document(path, source, cross_validate, fit_out) -> dict:
 
 
 def _finish(doc: dict, path, source, cross_validate) -> dict:
-    from tierwise.estimate.compute import compute_params
 
     all_cases = doc.pop("_cases")
     cases = [c for c in all_cases if source is None or c.source_id == source]
     v = validate(cases=cases)
     doc["parameters"] = {k: v_ for k, v_ in compute_params().items() if isinstance(v_, int | float)}
-    from tierwise.specs.compute import unmeasured
 
     # catalog accelerators without their own large-GEMM / HBM microbenchmark, and the figure each uses instead
     doc["compute_fallbacks"] = unmeasured()
@@ -82,8 +81,6 @@ def _finish(doc: dict, path, source, cross_validate) -> dict:
     doc["worst_rows"] = [{k: r[k] for k in ("row_id", "source_id", "model", "plan", "error_pct", "dominant_term",
                                             "dominant_share")} for r in worst_rows(v)]
     if cross_validate:
-        from tierwise.validate.fit import cross_validate as loso
-        from tierwise.validate.fit import cross_validate_groups
 
         # the headline: leave-one-(hardware x software-stack)-out; leave-one-source-out is secondary
         doc["cross_validation_groups"] = cross_validate_groups(all_cases)

@@ -7,6 +7,7 @@ import html
 import json
 from pathlib import Path
 
+from tierwise.atomic import write_atomic
 from tierwise.report import figure_div, require_plotly
 from tierwise.report import table as _report_table
 
@@ -140,6 +141,5 @@ def _groups_section(g: dict | None) -> str:
 
 def write_html(doc: dict, path: str | Path) -> str:
     """Write the report atomically (:func:`tierwise.atomic.write_atomic`); return the path."""
-    from tierwise.atomic import write_atomic
 
     return write_atomic(path, html_report(doc), "--html")

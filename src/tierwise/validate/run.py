@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tierwise.errors import did_you_mean
 from tierwise.estimate.step import estimate
 from tierwise.specs.plan import PlanBatch
 from tierwise.validate.dataset import DatasetError, load_rows
@@ -55,7 +56,6 @@ def load_cases(path: str | Path | None = None, source: str | None = None) -> lis
     if source is not None:
         known = sorted({r["source_id"] for r in rows})
         if source not in known:
-            from tierwise.errors import did_you_mean
 
             raise DatasetError(f"unknown source {source!r}{did_you_mean(source, known)}; the dataset has "
                                f"{', '.join(known)}")
