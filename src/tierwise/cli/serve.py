@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from tierwise.cli._compute import ComputeOpt, StrictOpt, use_compute_profile
 from tierwise.cli._output import emit, kv_table, print_table
 
 
@@ -142,6 +143,7 @@ KvLinkOpt = Annotated[str | None, typer.Option("--kv-link", help="auto, scale_up
 def register(app: typer.Typer) -> None:
     @app.command("serve")
     def serve_cmd(
+        ctx: typer.Context,
         scenario_file: ScenarioFileArg = None,
         model: ModelOpt = None,
         cluster: ClusterOpt = None,
@@ -182,6 +184,7 @@ def register(app: typer.Typer) -> None:
                                                         help="the model's attention beside its MHA equivalent")] = False,
         as_json: Annotated[bool, typer.Option("--json", help="print the JSON document")] = False,
         html: Annotated[str | None, typer.Option("--html", help="write a self-contained HTML page here")] = None,
+        compute: ComputeOpt = None, strict: StrictOpt = False,
     ) -> None:
         """Serve a model: TTFT, TPOT, tokens/s, KV cache and the KV transfer between prefill and decode pools."""
         from tierwise.atomic import check_writable
@@ -198,6 +201,7 @@ def register(app: typer.Typer) -> None:
                        decode_tp, decode_ep, kv_link, kv_whole, max_batch, beams, kv_cache_fraction, kv_cache_of,
                        attention_kernel)
         cfg = _config(scenario_file, flags)
+        use_compute_profile(ctx, compute, strict)
         doc = serve_estimate(cfg)
         if compare_attention:
             doc.update(compare(cfg))
