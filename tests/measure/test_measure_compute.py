@@ -193,3 +193,21 @@ def test_a_backend_torch_lacks_is_one_line_exit_2():
     code, stdout, stderr = _cli("measure", "compute", "--cpu", "--cluster", "dgx-h100", "--backend", "warp-drive",
                                 "--iters", "1", "--warmup", "0")
     assert code == 2 and "WARP-DRIVE" in stderr and len(stderr.strip().splitlines()) == 1
+
+
+def test_attention_backward_is_two_and_a_half_forwards_at_ratio_one():
+    """FA2 sec. 3.1.2: five backward GEMMs to two forward; at a per-FLOP ratio of 1 and no exp2 cost the backward
+    takes 2.5x the forward, and the shipped ratio is the old 2x-count fit rescaled (0.3136 x 2.5 / 2)."""
+    import dataclasses
+
+    cluster = load_cluster("dgx-h100")
+    rates = compute_rates(cluster.accelerator, compute_params())
+    assert rates.params["attention_backward_ratio"] == pytest.approx(0.3136 * 2.5 / 2)
+    ideal = dataclasses.replace(rates, params={**rates.params, "attention_backward_ratio": 1.0},
+                                exp2_per_s=float("inf"))
+
+    class Heads:
+        qk_head_dim = v_head_dim = 128
+
+    fwd, bwd = attention_time(np.array(1e12), Heads, ideal, seq_len=4096, eff=0.5, overlap=1.0)
+    assert float(bwd) / float(fwd) == pytest.approx(2.5, rel=1e-12)

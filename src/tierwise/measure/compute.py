@@ -8,7 +8,8 @@ The compute twin of ``calibrate``: on a CUDA or ROCm GPU (or, small, on the CPU,
 * the **HBM copy** rate (STREAM copy, McCalpin 1995: a read and a write of the array, 2 x size bytes);
 * **attention** forward and backward through ``torch.nn.functional.scaled_dot_product_attention`` for every
   backend of ``torch.nn.attention.SDPBackend`` that runs on the device (causal, BF16; on the CPU the math
-  and the CPU flash backend); FLOPs counted as the pricing counts them (:func:`attention_flops`);
+  and the CPU flash backend); FLOPs counted as the pricing counts them (:func:`attention_flops`; the backward
+  row is timed with its forward, ``1 + 2.5`` forward FLOPs);
 * an **RMSNorm** (read and write of the BF16 activations, 4 bytes per element, plus the weight);
 * a **fused AdamW step** (``torch.optim.AdamW(fused=True)``, FP32 parameters, gradients and both moments:
   read p, g, m, v and write p, m, v: 7 x 4 = 28 bytes per parameter; the multi-tensor kernels of
@@ -39,6 +40,7 @@ import numpy as np
 from tierwise.errors import MeasureError
 from tierwise.measure.bench import require_torch
 from tierwise.pricing.kernels import (
+    ATTENTION_BACKWARD_FLOPS,
     attention_time,
     compute_parameters,
     compute_rates,
@@ -237,7 +239,7 @@ def _attention(torch, dev, bench, timed, emit) -> None:
         extra = {"backend": name, "family": SDPA_FAMILY.get(name, "unfused"), "seq": s, "head_dim": d}
         emit(_row("attention-forward", f"{b}x{h}x{s}x{d}", "bf16", timed(fwd), flops=flops, **extra))
         t = timed(lambda fwd=fwd, grad=torch.ones_like(out): torch.autograd.grad(fwd(), (q, k, v), grad))
-        emit(_row("attention-backward", f"{b}x{h}x{s}x{d}", "bf16", t, flops=2.0 * flops,
+        emit(_row("attention-backward", f"{b}x{h}x{s}x{d}", "bf16", t, flops=(1.0 + ATTENTION_BACKWARD_FLOPS) * flops,
                   includes_forward=True, **extra))
 
 
@@ -340,9 +342,10 @@ def _predicted_s(row: dict, rates) -> float | None:
     if row["kernel"].startswith("attention") and row.get("family") in SDPA_FAMILY.values():
         eff = p[f"attention_efficiency_{'flash2' if row['family'] == 'sdpa' else row['family']}"]
         overlap = attention_kernel_overlap(row["family"], rates.generation)
-        fwd, bwd = attention_time(np.array(row["flops"] / (2.0 if row["kernel"].endswith("backward") else 1.0)),
+        backward = row["kernel"].endswith("backward")  # timed with its forward: (1 + 2.5) forward FLOPs
+        fwd, bwd = attention_time(np.array(row["flops"] / ((1.0 + ATTENTION_BACKWARD_FLOPS) if backward else 1.0)),
                                   _Heads(row["head_dim"]), rates, seq_len=row["seq"], eff=eff, overlap=overlap)
-        return float(fwd + bwd) if row["kernel"].endswith("backward") else float(fwd)
+        return float(fwd + bwd) if backward else float(fwd)
     return None
 
 
