@@ -28,7 +28,7 @@ import numpy as np
 from tierwise.specs import catalog
 
 __all__ = ["ComputeProfile", "compute_profile", "compute_catalog", "unmeasured", "attention_kernel_overlap",
-           "attention_efficiency_family", "default_attention_kernel", "ATTENTION_KERNELS", "clock_factor", "moe_kernels_per_layer",
+           "attention_efficiency_family", "default_attention_kernel", "sdpa_backend", "ATTENTION_KERNELS", "clock_factor", "moe_kernels_per_layer",
            "moe_expert_launches", "grouped_gemm_efficiency"]
 
 ATTENTION_KERNELS = ("flash2", "sdpa", "cudnn")
@@ -150,6 +150,43 @@ def default_attention_kernel(generation: str) -> str:
     """The attention kernel family a plan that names none runs on ``generation`` (A100: FlashAttention-2;
     Hopper and Blackwell: cuDNN / FlashAttention-3 class; anything else: SDPA)."""
     return compute_catalog()["default_attention_kernel"].get(generation or "", "sdpa")
+
+
+def _release(text: str, what: str) -> tuple[int, int, int]:
+    """``2.5.1`` (or ``2.5``, ``2.6.0+cu124``, ``2.7.0a0``) as (2, 5, 1); ``what`` names the value in an error."""
+    import re
+
+    m = re.match(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?", str(text))
+    if not m:
+        from tierwise.errors import SpecError
+
+        raise SpecError(f"{what} is not a torch release; write it as MAJOR.MINOR[.PATCH], e.g. '2.5.1'")
+    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+
+
+def sdpa_backend(generation: str, torch_version: str | None = None, *, where: str = "") -> tuple[str, str]:
+    """(kernel family, why) of ``scaled_dot_product_attention`` on ``generation`` under torch ``torch_version``
+    (compute.yaml ``sdpa_backends``, each row sourced); without a version the row marked ``default`` (torch
+    2.5.1-2.10: its FlashAttention-2 backend). A generation the table does not list runs ``sdpa``."""
+    rows = compute_catalog()["sdpa_backends"]
+    if torch_version is None:
+        row = next(r for r in rows if r.get("default"))
+    else:
+        what = f"torch_version={torch_version!r}" + (f" in {where}" if where else "")
+        release = _release(torch_version, what)
+        row = next((r for r in rows if _release(r["first"], "first") <= release <= _release(r["last"], "last")),
+                   None)
+        if row is None:
+            from tierwise.errors import SpecError
+
+            raise SpecError(f"{what}: no torch release before {rows[0]['first']} has "
+                            "scaled_dot_product_attention; give a torch 2.x release")
+    family = str(row["backend"].get(generation or "", "sdpa"))
+    last = " and later" if row["last"] == "99.0.0" else "" if row["last"] == row["first"] else \
+        "-" + str(row["last"]).replace(".99", ".x")
+    span = f"torch {row['first']}{last}"
+    backend = "cuDNN fused attention" if family == "cudnn" else "its FlashAttention-2 backend"
+    return family, f"{span} on {generation or 'this part'}: {backend} (compute.yaml sdpa_backends)"
 
 
 def attention_efficiency_family(kernel: str) -> str:
