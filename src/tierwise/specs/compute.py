@@ -28,7 +28,8 @@ import numpy as np
 from tierwise.specs import catalog
 
 __all__ = ["ComputeProfile", "compute_profile", "compute_catalog", "unmeasured", "attention_kernel_overlap",
-           "attention_efficiency_family", "default_attention_kernel", "sdpa_backend", "ATTENTION_KERNELS", "clock_factor", "moe_kernels_per_layer",
+           "attention_efficiency_family", "default_attention_kernel", "sdpa_backend",
+           "attention_generation_factor", "ATTENTION_KERNELS", "clock_factor", "moe_kernels_per_layer",
            "moe_expert_launches", "grouped_gemm_efficiency"]
 
 ATTENTION_KERNELS = ("flash2", "sdpa", "cudnn")
@@ -187,6 +188,41 @@ def sdpa_backend(generation: str, torch_version: str | None = None, *, where: st
     span = f"torch {row['first']}{last}"
     backend = "cuDNN fused attention" if family == "cudnn" else "its FlashAttention-2 backend"
     return family, f"{span} on {generation or 'this part'}: {backend} (compute.yaml sdpa_backends)"
+
+
+SCORE_FLOPS_HEAD_128 = 512.0
+"""GEMM FLOPs of one attention score at head width 128: ``2 (d_qk + d_v)`` (QK^T and PV), the shape the
+kernels' papers benchmark."""
+
+REFERENCE_GENERATION = "hopper"
+"""The generation whose efficiency the fitted ``attention_efficiency_<family>`` is (every family runs there)."""
+
+
+def _matmul_share(fraction: float, part: str) -> float:
+    """The matmul efficiency a no-overlap (FA2-structured) kernel must reach to deliver ``fraction`` of ``part``'s
+    dense BF16 peak once its exp2 time is added: ``1 / (1/fraction - peak / (512 x exp2 rate))`` (per FLOP,
+    the measured time is matmul time plus one exp2 per 512 FLOPs at head width 128; docs/compute.md)."""
+    from tierwise.specs.accelerator import load_accelerator
+
+    acc = load_accelerator(part)
+    exp2 = compute_profile(acc).exp2_per_s
+    return 1.0 / (1.0 / fraction - acc.peak_flops_per_s("bf16") / (SCORE_FLOPS_HEAD_128 * exp2))
+
+
+@functools.cache
+def attention_generation_factor(family: str, generation: str) -> float:
+    """How much more (or less) of the peak a kernel family's matmuls reach on ``generation`` than on
+    :data:`REFERENCE_GENERATION`, from the family's measured ``forward_fraction`` per generation (compute.yaml
+    ``attention_kernels``; each with its paper): the ratio of the matmul shares :func:`_matmul_share` implies.
+    1 where the family has no measurement for ``generation`` (FlashAttention-2: A100 0.73 -> 0.893,
+    H100 0.35 -> 0.424: 2.10)."""
+    table = compute_catalog()["attention_kernels"].get(family, {})
+    table = compute_catalog()["attention_kernels"].get(str(table.get("efficiency_of", family)), {})
+    measured = table.get("forward_fraction", {})
+    if generation not in measured or REFERENCE_GENERATION not in measured:
+        return 1.0
+    own, ref = measured[generation], measured[REFERENCE_GENERATION]
+    return _matmul_share(float(own["fraction"]), own["part"]) / _matmul_share(float(ref["fraction"]), ref["part"])
 
 
 def attention_efficiency_family(kernel: str) -> str:
