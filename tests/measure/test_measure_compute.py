@@ -211,3 +211,22 @@ def test_attention_backward_is_two_and_a_half_forwards_at_ratio_one():
 
     fwd, bwd = attention_time(np.array(1e12), Heads, ideal, seq_len=4096, eff=0.5, overlap=1.0)
     assert float(bwd) / float(fwd) == pytest.approx(2.5, rel=1e-12)
+
+
+def test_ctrl_c_keeps_what_was_measured(tmp_path, monkeypatch):
+    """Interrupted after the GEMMs: the profile holds what was measured (the GEMM fraction, no HBM rate)."""
+    import tierwise.measure.compute as mc
+
+    def interrupted(bench, rows, on_row=None):
+        rows.append({"kernel": "gemm", "shape": "512x512x512", "dtype": "bf16", "time_s": 0.01, "flops": 2.0 * 512**3,
+                     "bytes": 0.0, "flops_per_s": 2.0 * 512**3 / 0.01, "bytes_per_s": None, "m": 512, "n": 512,
+                     "k": 512, "use": "training", "device": "cpu (x86_64)"})
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(mc, "run_compute", interrupted)
+    out = tmp_path / "partial.yaml"
+    code, stdout, stderr = _cli("measure", "compute", "--cpu", "--cluster", "dgx-h100", "--out", str(out))
+    assert code == 130 and "kernels measured are in" in stderr
+    written = yaml.safe_load(out.read_text())
+    assert written["compute"] == {"matmul_efficiency_max": pytest.approx(2.0 * 512**3 / 0.01 / 989e12, rel=1e-3)}
+    assert len(written["compute_rows"]) == 1
