@@ -7,7 +7,7 @@ order, lowest first::
     errors < limits < units; errors < files, atomic < report; all of them < specs < hierarchy < collectives
         < workload < pricing < parallel < estimate < serve, goodput, planner, validate < design < sweep < cli
     specs < topology < netsim (netsim also above collectives) < cli; topology < goodput, design
-    collectives < measure < testbed (also above netsim) < cli
+    collectives < pricing < measure < testbed (also above netsim) < cli
 
 report renders HTML from a command's --json document, so it sits just above atomic and anything may use it.
 
@@ -47,7 +47,7 @@ ABOVE = {
     "design": ("planner", "goodput", "topology"),  # cluster designs, cost and power, the trend
     "topology": ("specs",),
     "netsim": ("topology", "collectives"),
-    "measure": ("collectives",),
+    "measure": ("pricing",),  # `measure compute` prices each measured kernel beside the measurement
     "testbed": ("measure", "netsim"),  # network namespaces + tc-shaped links on one machine
     "sweep": ("planner", "validate", "design", "serve", "netsim"),  # many scenarios, resumable, Parquet
     "cli": ("planner", "validate", "netsim", "measure", "serve", "goodput", "design", "testbed", "sweep"),

@@ -40,6 +40,7 @@ BASE = {
     "measure ddp": ["--ranks", "2"],
     "measure gemm": [],
     "measure hbm": [],
+    "measure compute": ["--cpu", "--iters", "1", "--warmup", "0"],
     "sweep run": ["{missing}", "--out", "{tmp}/sweep"],
     "sweep show": ["{tmp}/nothing-here"],
     "testbed up": ["--nodes", "2"],
@@ -127,7 +128,7 @@ def test_every_command_has_a_base_line():
     assert set(COMMANDS) == set(BASE), set(COMMANDS) ^ set(BASE)
 
 
-SLOW = {"measure collective", "measure ddp", "testbed up"}
+SLOW = {"measure collective", "measure ddp", "measure compute", "testbed up"}
 """Commands whose walk starts real measurements for the values they accept (10-20 s each): marked slow."""
 
 

@@ -130,3 +130,17 @@ def test_a_users_csv_with_an_unknown_model_maps_inline(tmp_path):
     case = case_from_row(row)
     assert case.used and case.model_source == "inline from row"
     assert case.model.ffn_hidden_size == 4 * 2560
+
+
+def test_an_unstated_expert_tp_that_cannot_lay_out_falls_back_to_1():
+    """Megatron-Core's default etp = tp: with tp 2, dp 2 and ep 4 the expert grid (2 x 4) does not divide the 4
+    ranks, yet a published run trained that way, so its expert TP was 1; said in `filled`. Stated, it is kept."""
+    row = next(r for r in load_rows() if r["row_id"] == "434")
+    layout = dict(row, tp="2", dp="2", ep="4", pp="1", cp="1", num_gpus="4")
+    case = case_from_row(layout)
+    assert case.used, case.skip
+    assert (case.plan.etp, case.plan.ep) == (1, 4)
+    assert any(f.startswith("etp=1 (not stated") for f in case.filled)
+    fitting = case_from_row(dict(layout, dp="4", num_gpus="8"))  # 2 x 4 divides 8: the framework's etp = tp stays
+    assert fitting.used and fitting.plan.etp == 2
+    assert not any(f.startswith("etp=1 (not stated") for f in fitting.filled)

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from tierwise.cli._compute import ComputeOpt, StrictOpt, use_compute_profile
 from tierwise.cli._economics import (
     OneBitOpt,
     PowerSgdOpt,
@@ -99,7 +100,8 @@ def render_estimate(console, doc: dict, show_model: bool = False) -> None:
     console.print(doc["flops_note"], style="dim")
     if doc.get("cluster_compute"):
         measured = ", ".join(f"{k} {v:.4g}" for k, v in doc["cluster_compute"].items())
-        console.print(f"from the cluster file (measured), in place of the global fit: {measured}", style="dim")
+        console.print(f"from the cluster file or --compute profile (measured), in place of the global fit: {measured}",
+                      style="dim")
     if doc["assumed"]:
         console.print(f"assumed: {', '.join(doc['assumed'])}", style="dim")
     for warning in doc.get("warnings", []):
@@ -138,6 +140,7 @@ def _render_all(console, doc: dict, show_model: bool) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("estimate")
     def estimate_cmd(
+        ctx: typer.Context,
         scenarios: Annotated[list[str], typer.Argument(help="scenario YAML files (model, cluster, num_gpus, plan)")],
         as_json: Annotated[bool, typer.Option("--json", help="print JSON (a list when several files are given)")] = False,
         show_model: Annotated[bool, typer.Option("--show-model", help="also list every field the model (catalog "
@@ -150,6 +153,7 @@ def register(app: typer.Typer) -> None:
                                 "for the switches a scenario does not state")] = None,
         topology: TopologyOpt = None, fabric: FabricOpt = None, radix: RadixOpt = None, tiers: TiersOpt = None,
         oversubscription: OversubOpt = None,
+        compute: ComputeOpt = None, strict: StrictOpt = False,
     ) -> None:
         """Estimate one training step for each scenario file."""
         from tierwise.cli._economics import make_levers
@@ -160,6 +164,7 @@ def register(app: typer.Typer) -> None:
             framework = check_framework(framework, "--framework")
         levers = make_levers(reduce_dtype, powersgd_rank, onebit, sync_every, async_staleness)
         overrides = fabric_overrides(topology, fabric, radix, tiers, oversubscription)
+        use_compute_profile(ctx, compute, strict)
         if len(scenarios) == 1:
             doc = _estimate_with_economics(load_scenario(scenarios[0], framework), levers, tokens, prices, overrides)
             emit(doc, as_json, lambda console: _render_all(console, doc, show_model))

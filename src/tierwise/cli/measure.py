@@ -1,4 +1,4 @@
-"""``tierwise measure collective|ddp|gemm|hbm`` and ``tierwise calibrate``.
+"""``tierwise measure collective|ddp|gemm|hbm|compute`` and ``tierwise calibrate``.
 
 torch is imported inside the command bodies (through :mod:`tierwise.measure.bench`), so the CLI starts fast
 and works without it; a measuring command without torch prints one line and exits with code 2.
@@ -17,7 +17,8 @@ from tierwise.errors import MeasureError
 
 __all__ = ["register"]
 
-measure_app = typer.Typer(help="Measure collectives, a DDP step, matmul and HBM on this machine.",
+measure_app = typer.Typer(help="Measure collectives, a DDP step, matmul, HBM and every compute kernel on this "
+                          "machine.",
                           no_args_is_help=True)
 
 _OPS = "all-reduce|all-gather|reduce-scatter|all-to-all|broadcast|send-recv"
@@ -217,6 +218,88 @@ def hbm(
     with progress("measuring HBM bandwidth"):
         rows = measure_hbm(size_bytes=size_bytes)
     emit(rows, as_json, render_hbm(rows))
+
+
+def _render_compute(result, out: str | None):
+    def render(console) -> None:
+        info = result.info
+        console.print(f"measure compute on {info['device']} (torch {info['torch']}"
+                      f"{', CUDA ' + info['cuda'] if info['cuda'] else ''}{', HIP ' + info['hip'] if info['hip'] else ''})"
+                      f", predicted for {result.accelerator} ({result.cluster}) with the shipped rates")
+        console.print(f"  {'kernel':<19} {'shape':<18} {'dtype':<5} {'backend':<20} {'measured':>11} {'rate':>14} "
+                      f"{'predicted':>11} {'error':>8}")
+        for r, p in zip(result.rows, result.predictions, strict=True):
+            rate = (f"{r['flops_per_s'] / 1e12:8.3g} TFLOP/s" if r.get("flops_per_s")
+                    else f"{r['bytes_per_s'] / 1e9:9.4g} GB/s")
+            pred = "-" if p["predicted_s"] is None else f"{p['predicted_s'] * 1e3:8.4g} ms"
+            err = "-" if p["error_pct"] is None else f"{p['error_pct']:+7.0f}%"
+            console.print(f"  {r['kernel']:<19} {r['shape']:<18} {r['dtype']:<5} {r.get('backend', ''):<20} "
+                          f"{r['time_s'] * 1e3:8.4g} ms {rate:>14} {pred:>11} {err:>8}")
+        for key, value in result.compute.items():
+            console.print(f"  compute.{key}: {value:.4g}")
+        for line in result.warnings:
+            console.print(f"warning: {line}", style="yellow")
+        if out:
+            console.print(f"wrote {out}" + (" (interrupted: the kernels measured so far)" if result.interrupted else ""))
+
+    return render
+
+
+@measure_app.command("compute")
+def compute(
+    cpu: bool = typer.Option(False, "--cpu", help="measure on the CPU with small shapes (tests, CI)"),
+    cluster: str | None = typer.Option(None, "--cluster", help="catalog cluster or file the profile is for "
+                                       "(default: the catalog cluster of the GPU measured)"),
+    out: str | None = typer.Option(None, "--out", help="write the profile as a cluster YAML (works as --cluster FILE "
+                                   "and as --compute FILE of estimate, plan, serve)"),
+    backend: list[str] = typer.Option([], "--backend", help="SDPA backend to measure (math, flash, efficient, "
+                                      "cudnn); repeat for several; default every one that runs here"),
+    iters: int = typer.Option(10, "--iters", help="timed calls per kernel and batch"),
+    warmup: int = typer.Option(3, "--warmup", help="untimed calls per kernel"),
+    strict: bool = typer.Option(False, "--strict", help="refuse a device that is not the cluster's accelerator"),
+    as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
+) -> None:
+    """GEMMs, HBM copy, attention (every SDPA backend), RMSNorm and a fused AdamW step on one device; write the
+    cluster's compute: block."""
+    from tierwise.limits import MAX_ITERS, check_int
+    from tierwise.measure.compute import (
+        ComputeBench,
+        backend_name,
+        finish_profile,
+        profile_target,
+        run_compute,
+    )
+
+    check_int(iters, "--iters", maximum=MAX_ITERS, error=MeasureError)
+    check_int(warmup, "--warmup", minimum=0, maximum=MAX_ITERS, error=MeasureError)
+    if out is not None:
+        from tierwise.atomic import check_writable
+
+        check_writable(out, "--out")
+    bench = ComputeBench(device="cpu" if cpu else "cuda", small=cpu, iters=iters, warmup=warmup,
+                         backends=tuple(backend_name(b) for b in backend) or None)
+    target = profile_target(bench, cluster, strict=strict)
+    rows: list[dict] = []
+    from tierwise.cli._progress import progress
+
+    try:
+        with progress(f"measuring kernels on {target.info['device']}") as bar:
+            run_compute(bench, rows, on_row=lambda r: bar.describe(f"measured {r['kernel']} {r['shape']}"))
+    except KeyboardInterrupt:
+        if out and rows:
+            from tierwise.measure.calibrate import write_yaml
+
+            write_yaml(finish_profile(bench, target, rows, interrupted=True).document, out)
+            print(f"interrupted; the {len(rows)} kernels measured are in {out}", file=sys.stderr, flush=True)
+        raise typer.Abort() from None
+    result = finish_profile(bench, target, rows)
+    if out:
+        from tierwise.measure.calibrate import write_yaml
+
+        write_yaml(result.document, out)
+    for line in result.warnings if as_json else ():  # the table shows them; with --json, on stderr
+        print(f"warning: {line}", file=sys.stderr)
+    emit(result.as_dict(), as_json, _render_compute(result, out))
 
 
 def calibrate_command(

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from tierwise.cli._compute import ComputeOpt, StrictOpt, use_compute_profile
 from tierwise.cli._economics import (
     OneBitOpt,
     PowerSgdOpt,
@@ -192,6 +193,7 @@ def _goodput_options(on: bool, failure_rates: str | None, node_failure_rate: flo
 def register(app: typer.Typer) -> None:
     @app.command("plan")
     def plan_cmd(
+        ctx: typer.Context,
         model: ModelOpt, cluster: ClusterOpt,
         gpus: Annotated[int, typer.Option("--gpus", help="number of GPUs")],
         global_batch: BatchOpt = 1024, seq: SeqOpt = 8192,
@@ -218,7 +220,7 @@ def register(app: typer.Typer) -> None:
         goodput: GoodputFlag = False, failure_rates: GoodputRatesOpt = None, node_failure_rate: GoodputNodeOpt = None,
         topology: TopologyOpt = None, fabric: FabricOpt = None, radix: RadixOpt = None, tiers: TiersOpt = None,
         oversubscription: OversubOpt = None,
-        html: HtmlOpt = None,
+        html: HtmlOpt = None, compute: ComputeOpt = None, strict: StrictOpt = False,
     ) -> None:
         """Search every parallel layout, fit memory, rank by the estimator, and explain the winner."""
         from tierwise.planner.gpus import plan_any_gpus
@@ -236,6 +238,7 @@ def register(app: typer.Typer) -> None:
             from tierwise.report import check_html
 
             check_html(html)
+        use_compute_profile(ctx, compute, strict)
         m, cl = load_model_and_cluster(model, cluster)
         levers, price_table = _levers_and_prices(reduce_dtype, powersgd_rank, onebit, sync_every, async_staleness,
                                                  prices)

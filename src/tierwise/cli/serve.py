@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from tierwise.cli._compute import ComputeOpt, StrictOpt, use_compute_profile
 from tierwise.cli._output import emit, kv_table, print_table
 
 
@@ -196,6 +197,7 @@ EngineOpt = Annotated[str | None, typer.Option("--engine", help="serving engine 
 def register(app: typer.Typer) -> None:
     @app.command("serve")
     def serve_cmd(
+        ctx: typer.Context,
         scenario_file: ScenarioFileArg = None,
         model: ModelOpt = None,
         cluster: ClusterOpt = None,
@@ -268,6 +270,7 @@ def register(app: typer.Typer) -> None:
                                                         help="the model's attention beside its MHA equivalent")] = False,
         as_json: Annotated[bool, typer.Option("--json", help="print the JSON document")] = False,
         html: Annotated[str | None, typer.Option("--html", help="write a self-contained HTML page here")] = None,
+        compute: ComputeOpt = None, strict: StrictOpt = False,
     ) -> None:
         """Serve a model: TTFT, TPOT, tokens/s, KV cache and the KV transfer between prefill and decode pools."""
         from tierwise.atomic import check_writable
@@ -285,6 +288,7 @@ def register(app: typer.Typer) -> None:
                        attention_kernel, engine, decode_cluster, prefill_ep=prefill_ep,
                        redundant_experts=redundant_experts, two_batch_overlap=two_batch_overlap or None)
         cfg = _config(scenario_file, flags)
+        use_compute_profile(ctx, compute, strict)
         sim = {"arrivals": arrivals, "cv": cv, "trace": trace, "requests": requests, "seed": seed,
                "token_budget": token_budget, "preemption": preemption, "prefix_hit_rate": prefix_hit_rate,
                "prefix_tier": prefix_tier}

@@ -50,12 +50,19 @@ from tierwise.workload.kernels import elementwise_bytes
 __all__ = ["ComputeRates", "compute_parameters", "compute_rates", "per_accelerator", "gemm_time", "gemm_peak",
            "attention_time", "attention_kernel_rates", "resolved_attention_kernel", "elementwise_time",
            "lm_head_time", "LayerWork", "LayerForward", "layer_gemms", "layer_forward", "overlapped",
-           "unfused_attention_times", "BYTES_PER_ELEMENT"]
+           "unfused_attention_times", "BYTES_PER_ELEMENT", "ATTENTION_BACKWARD_FLOPS"]
 
 BYTES_PER_ELEMENT = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5625}
 """GEMM operand bytes per element by precision. FP4 is NVFP4: a 4-bit E2M1 value plus one FP8 (E4M3) scale per
 block of 16 values, 4.5 bits (NVIDIA, "Introducing NVFP4 for efficient and accurate low-precision inference",
 2025); FP8 per-tensor scales are negligible."""
+
+
+ATTENTION_BACKWARD_FLOPS = 2.5
+"""Backward FLOPs of a fused attention core over its forward's: the forward runs two GEMMs per tile (``S = Q K^T``,
+``O = P V``), the backward five (it recomputes ``S = Q K^T``, then ``dV = P^T dO``, ``dP = dO V^T``,
+``dQ = dS K``, ``dK = dS^T Q``), each of the same size: 5 / 2 = 2.5 (Dao 2023, FlashAttention-2,
+arXiv:2307.08691, sec. 3.1.2 and the benchmarks of sec. 4.1, which count the backward as 2.5x the forward)."""
 
 
 def compute_parameters(parameters: Parameters) -> dict:
@@ -224,8 +231,9 @@ def attention_time(core_flops, shape: ModelShape, rates: ComputeRates, *, seq_le
     the sustained clock, and one exp2 per unmasked score on the special-function unit (the core FLOPs over
     ``2 (d_qk + d_v)`` per score, :func:`tierwise.workload.flops.attention_scores_per_token`): FA3/cuDNN-class
     kernels overlap the two (max), FA2/SDPA run them one after the other (sum) (docs/compute.md). The
-    backward recomputes the scores (one more exp2 per score) and runs its GEMMs (twice the forward's) at
-    ``attention_backward_ratio`` of the forward's efficiency. ``kv_bytes``: a KV cache the kernel streams
+    backward recomputes the scores (one more exp2 per score) and runs five GEMMs to the forward's two
+    (:data:`ATTENTION_BACKWARD_FLOPS`: 2.5x the forward's FLOPs) at ``attention_backward_ratio`` of the forward's
+    efficiency per FLOP (one global value). ``kv_bytes``: a KV cache the kernel streams
     from HBM (decode), its memory side on the GEMMs' roofline (:func:`gemm_time`).
     """
     p = rates.params
@@ -233,7 +241,8 @@ def attention_time(core_flops, shape: ModelShape, rates: ComputeRates, *, seq_le
     mm_eff = eff * seq_eff * rates.clock_factor
     t_exp = core_flops / (2.0 * (shape.qk_head_dim + shape.v_head_dim)) / rates.exp2_per_s
     fwd = overlapped(core_flops / (rates.bf16_peak * mm_eff), t_exp, overlap)
-    bwd = overlapped(2.0 * core_flops / (rates.bf16_peak * mm_eff * p["attention_backward_ratio"]), t_exp, overlap)
+    bwd = overlapped(ATTENTION_BACKWARD_FLOPS * core_flops / (rates.bf16_peak * mm_eff * p["attention_backward_ratio"]),
+                     t_exp, overlap)
     if kv_bytes is not None:
         memory_t = kv_bytes / rates.hbm
         fwd = np.maximum(fwd, memory_t) + p.get("matmul_memory_weight", 0.0) * memory_t

@@ -9,7 +9,10 @@ cluster (``base: dgx-h100``) and override any key, or describe a cluster fully. 
 fitted by ``tierwise calibrate`` (``fitted``) or simulated by ``tierwise simulate --emit-cluster``
 (``efficiency``); the collective model uses them in place of the catalog defaults. ``compute`` overrides
 global compute parameters with what was measured on this cluster's accelerator (``tierwise calibrate`` of a
-``measure gemm`` result: ``matmul_efficiency_max``; of a ``measure hbm`` result: ``memory_bound_efficiency``).
+``measure gemm`` result: ``matmul_efficiency_max``; of a ``measure hbm`` result: ``memory_bound_efficiency``;
+``tierwise measure compute``: both and the attention families', with ``compute_measured_on`` naming the device).
+A compute profile given as ``--compute FILE`` is merged in by :func:`load_cluster`
+(:mod:`tierwise.specs.compute_profile`).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +30,7 @@ from tierwise.limits import MAX_LATENCY_S, MAX_OVERSUBSCRIPTION
 from tierwise.specs import catalog
 from tierwise.specs._mapping import check_keys, get_bool, get_float, get_int, require_mapping
 from tierwise.specs.accelerator import Accelerator, load_accelerator
+from tierwise.specs.compute_profile import check_device, parse_compute, profile_in_force
 from tierwise.units import parse_bandwidth, parse_bytes, parse_time
 
 __all__ = ["Cluster", "ScaleOutLevel", "FittedRegime", "FittedTier", "cluster_from_mapping", "load_cluster"]
@@ -35,13 +39,11 @@ _KEYS = (
     "base", "name", "display_name", "accelerator", "gpus_per_node", "scale_up_domain", "nics_per_node",
     "nic_bandwidth", "scale_up_bandwidth", "scale_up_p2p_bandwidth", "scale_up_topology", "in_network_reduction",
     "host_bandwidth", "scale_up_latency", "host_latency", "scale_out_latency", "scale_out_levels", "efficiency",
-    "fitted", "compute", "source", "notes", "num_gpus_max", "fabric",
+    "fitted", "compute", "source", "notes", "num_gpus_max", "fabric", "compute_measured_on", "compute_rows",
 )
 FABRIC_KEYS = ("topology", "fabric", "radix", "tiers", "oversubscription")
 """What a cluster file may fix of its scale-out fabric (``fabric:``; the rest is chosen for the GPU count by
 :func:`tierwise.topology.choose.choose_fabric`; a command's flags of the same names override it)."""
-COMPUTE_KEYS = ("matmul_efficiency_max", "memory_bound_efficiency")
-"""Compute parameters a cluster file may override (measured on its accelerator)."""
 TIER_NAMES = ("scale_up", "host", "scale_out")
 
 
@@ -116,6 +118,8 @@ class Cluster:
     """Global compute parameters overridden by measurements on this accelerator (see :data:`COMPUTE_KEYS`)."""
     fabric: Mapping[str, Any] = field(default_factory=dict)
     """The scale-out fabric the cluster file fixes (:data:`FABRIC_KEYS`); empty: chosen for the GPU count."""
+    compute_device: str = ""
+    """The device ``compute`` was measured on (``measure compute``'s ``compute_measured_on.device``), if named."""
     display_name: str = ""
     source: str = ""
     notes: str = ""
@@ -312,11 +316,35 @@ def cluster_from_mapping(data: Mapping[str, Any], *, name: str | None = None, or
         scale_out_levels=_levels(data.get("scale_out_levels"), origin),
         efficiency=_fractions(data.get("efficiency"), origin, "efficiency", TIER_NAMES),
         fitted=_fitted(data.get("fitted"), origin),
-        compute=_fractions(data.get("compute"), origin, "compute", COMPUTE_KEYS),
+        compute=parse_compute(data.get("compute"), origin),
+        compute_device=_measured_on(data.get("compute_measured_on"), origin),
         fabric=_fabric(data.get("fabric"), origin),
         source=str(data.get("source", "")),
         notes=str(data.get("notes", "")),
     )
+
+
+def _measured_on(raw: Any, origin: str) -> str:
+    """The device named by a ``compute_measured_on:`` block (``measure compute``), or ''."""
+    if raw is None:
+        return ""
+    raw = require_mapping(raw, f"{origin}: compute_measured_on")
+    check_keys(raw, ("device", "torch", "cuda", "hip", "date"), f"{origin}: compute_measured_on")
+    return str(raw.get("device", ""))
+
+
+def _with_profile(cluster: Cluster, origin: str) -> Cluster:
+    """``cluster`` under the compute profile in force (:mod:`tierwise.specs.compute_profile`): its rates over
+    the cluster's own, and the device each was measured on checked against the accelerator."""
+    prof = profile_in_force()
+    if prof is None:
+        return cluster
+    if cluster.compute and cluster.compute_device:
+        check_device(cluster.compute_device, cluster.accelerator.name, origin, prof.strict, prof.warnings)
+    if not prof.compute:
+        return cluster
+    check_device(prof.device, cluster.accelerator.name, prof.origin, prof.strict, prof.warnings)
+    return replace(cluster, compute={**dict(cluster.compute), **prof.compute}, compute_device=prof.device)
 
 
 CLUSTER_FILE_NEEDS = "it needs cluster keys (accelerator, gpus_per_node, ... or base: a catalog cluster name)"
@@ -326,11 +354,13 @@ CLUSTER_FILE_NEEDS = "it needs cluster keys (accelerator, gpus_per_node, ... or 
 def load_cluster(ref: str | Mapping[str, Any] | Path) -> Cluster:
     """A catalog name, a mapping, or the path of a YAML file holding a cluster mapping."""
     if isinstance(ref, Mapping):
-        return cluster_from_mapping(ref, origin="cluster")
+        return _with_profile(cluster_from_mapping(ref, origin="cluster"), "cluster")
     text = str(ref)
     if isinstance(ref, Path) or text.endswith((".yaml", ".yml", ".json")) or "/" in text:
         data = require_document(catalog.load_yaml_file(text, what="cluster file"), f"cluster file {text!r}",
                                 CLUSTER_FILE_NEEDS)
-        return cluster_from_mapping(data, name=Path(text).stem, origin=f"cluster file {text!r}")
+        origin = f"cluster file {text!r}"
+        return _with_profile(cluster_from_mapping(data, name=Path(text).stem, origin=origin), origin)
     key = text.strip().lower()
-    return cluster_from_mapping(catalog.entry("clusters", key), name=key, origin=f"catalog cluster {key!r}")
+    return _with_profile(cluster_from_mapping(catalog.entry("clusters", key), name=key,
+                                              origin=f"catalog cluster {key!r}"), f"catalog cluster {key!r}")

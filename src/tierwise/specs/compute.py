@@ -28,7 +28,8 @@ import numpy as np
 from tierwise.specs import catalog
 
 __all__ = ["ComputeProfile", "compute_profile", "compute_catalog", "unmeasured", "attention_kernel_overlap",
-           "attention_efficiency_family", "default_attention_kernel", "ATTENTION_KERNELS", "clock_factor", "moe_kernels_per_layer",
+           "attention_efficiency_family", "default_attention_kernel", "sdpa_backend",
+           "attention_generation_factor", "ATTENTION_KERNELS", "clock_factor", "moe_kernels_per_layer",
            "moe_expert_launches", "grouped_gemm_efficiency"]
 
 ATTENTION_KERNELS = ("flash2", "sdpa", "cudnn")
@@ -150,6 +151,78 @@ def default_attention_kernel(generation: str) -> str:
     """The attention kernel family a plan that names none runs on ``generation`` (A100: FlashAttention-2;
     Hopper and Blackwell: cuDNN / FlashAttention-3 class; anything else: SDPA)."""
     return compute_catalog()["default_attention_kernel"].get(generation or "", "sdpa")
+
+
+def _release(text: str, what: str) -> tuple[int, int, int]:
+    """``2.5.1`` (or ``2.5``, ``2.6.0+cu124``, ``2.7.0a0``) as (2, 5, 1); ``what`` names the value in an error."""
+    import re
+
+    m = re.match(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?", str(text))
+    if not m:
+        from tierwise.errors import SpecError
+
+        raise SpecError(f"{what} is not a torch release; write it as MAJOR.MINOR[.PATCH], e.g. '2.5.1'")
+    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+
+
+def sdpa_backend(generation: str, torch_version: str | None = None, *, where: str = "") -> tuple[str, str]:
+    """(kernel family, why) of ``scaled_dot_product_attention`` on ``generation`` under torch ``torch_version``
+    (compute.yaml ``sdpa_backends``, each row sourced); without a version the row marked ``default`` (torch
+    2.5.1-2.10: its FlashAttention-2 backend). A generation the table does not list runs ``sdpa``."""
+    rows = compute_catalog()["sdpa_backends"]
+    if torch_version is None:
+        row = next(r for r in rows if r.get("default"))
+    else:
+        what = f"torch_version={torch_version!r}" + (f" in {where}" if where else "")
+        release = _release(torch_version, what)
+        row = next((r for r in rows if _release(r["first"], "first") <= release <= _release(r["last"], "last")),
+                   None)
+        if row is None:
+            from tierwise.errors import SpecError
+
+            raise SpecError(f"{what}: no torch release before {rows[0]['first']} has "
+                            "scaled_dot_product_attention; give a torch 2.x release")
+    family = str(row["backend"].get(generation or "", "sdpa"))
+    last = " and later" if row["last"] == "99.0.0" else "" if row["last"] == row["first"] else \
+        "-" + str(row["last"]).replace(".99", ".x")
+    span = f"torch {row['first']}{last}"
+    backend = "cuDNN fused attention" if family == "cudnn" else "its FlashAttention-2 backend"
+    return family, f"{span} on {generation or 'this part'}: {backend} (compute.yaml sdpa_backends)"
+
+
+SCORE_FLOPS_HEAD_128 = 512.0
+"""GEMM FLOPs of one attention score at head width 128: ``2 (d_qk + d_v)`` (QK^T and PV), the shape the
+kernels' papers benchmark."""
+
+REFERENCE_GENERATION = "hopper"
+"""The generation whose efficiency the fitted ``attention_efficiency_<family>`` is (every family runs there)."""
+
+
+def _matmul_share(fraction: float, part: str) -> float:
+    """The matmul efficiency a no-overlap (FA2-structured) kernel must reach to deliver ``fraction`` of ``part``'s
+    dense BF16 peak once its exp2 time is added: ``1 / (1/fraction - peak / (512 x exp2 rate))`` (per FLOP,
+    the measured time is matmul time plus one exp2 per 512 FLOPs at head width 128; docs/compute.md)."""
+    from tierwise.specs.accelerator import load_accelerator
+
+    acc = load_accelerator(part)
+    exp2 = compute_profile(acc).exp2_per_s
+    return 1.0 / (1.0 / fraction - acc.peak_flops_per_s("bf16") / (SCORE_FLOPS_HEAD_128 * exp2))
+
+
+@functools.cache
+def attention_generation_factor(family: str, generation: str) -> float:
+    """How much more (or less) of the peak a kernel family's matmuls reach on ``generation`` than on
+    :data:`REFERENCE_GENERATION`, from the family's measured ``forward_fraction`` per generation (compute.yaml
+    ``attention_kernels``; each with its paper): the ratio of the matmul shares :func:`_matmul_share` implies.
+    1 where the family has no measurement for ``generation`` (FlashAttention-2: A100 0.73 -> 0.893,
+    H100 0.35 -> 0.424: 2.10)."""
+    table = compute_catalog()["attention_kernels"].get(family, {})
+    table = compute_catalog()["attention_kernels"].get(str(table.get("efficiency_of", family)), {})
+    measured = table.get("forward_fraction", {})
+    if generation not in measured or REFERENCE_GENERATION not in measured:
+        return 1.0
+    own, ref = measured[generation], measured[REFERENCE_GENERATION]
+    return _matmul_share(float(own["fraction"]), own["part"]) / _matmul_share(float(ref["fraction"]), ref["part"])
 
 
 def attention_efficiency_family(kernel: str) -> str:

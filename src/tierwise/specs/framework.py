@@ -111,11 +111,15 @@ def framework_for_text(text: str) -> str:
 
     ``Megatron-DeepSpeed`` is ``deepspeed`` (DeepSpeed's engine runs the data parallelism); ``NeMo Automodel``
     (PyTorch FSDP2 + Transformer Engine) is ``torchtitan``, the FSDP2 framework whose data-parallel semantics
-    it shares (docs/validation.md); the Pai-Megatron-Patch, FlagScale and FlagPerf Megatron-Core rows are
+    it shares (docs/validation.md); ``Megatron-Bridge`` is ``nemo``; the Pai-Megatron-Patch, FlagScale and FlagPerf Megatron-Core rows are
     ``megatron``."""
     low = text.lower()
     if "megatron-deepspeed" in low:
         return "deepspeed"  # Megatron's model code (TP) under DeepSpeed's engine: DeepSpeed's ZeRO and gradient sync
+    if "megatron-bridge" in low or "megatron bridge" in low:
+        # Megatron-Bridge is NeMo 2's successor for Megatron-Core training (its performance recipes are NeMo's):
+        # nemo's defaults, though "megatron" is found at the same position as "megatron-bridge"
+        return "nemo"
     if "automodel" in low:
         # NeMo Automodel: PyTorch FSDP2 fully_shard data parallelism, torchtitan's semantics (per-parameter shards,
         # fp32 reduce, re-gather per micro-batch); its Transformer Engine attention and fused kernels are set by

@@ -108,7 +108,7 @@ _KEYS = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "global
          "first_stage_layers", "last_stage_layers", "zero3_gather", "pipeline_layout",
          "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "grad_reduce_dtype",
          "zero2_sync", "attention_kernel", "moe_dispatcher", "moe_grouped_gemm", "moe_force_balance",
-         "pp_scatter_gather", "moe_node_limit")
+         "pp_scatter_gather", "moe_node_limit", "torch_version")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -282,6 +282,21 @@ def _kernel_fallback(generation: str) -> str:
     return default_attention_kernel(generation.lower())
 
 
+def _sdpa_under(torch_version: Any, kernel: str, generation: str, assumed: list[str], origin: str) -> str:
+    """The kernel family ``sdpa`` runs under the plan's ``torch_version`` on ``generation``
+    (:func:`tierwise.specs.compute.sdpa_backend`), noted in ``assumed``; another kernel is kept as it is."""
+    from tierwise.specs.compute import sdpa_backend
+
+    if not isinstance(torch_version, str):  # YAML reads 2.10 as the number 2.1
+        raise SpecError(f"torch_version={short_repr(torch_version)} in {origin} must be a quoted release such as "
+                        "'2.5.1' or '2.10'")
+    if kernel != "sdpa" or not generation:
+        return kernel
+    family, why = sdpa_backend(generation.lower(), torch_version, where=origin)
+    assumed.append(f"attention_kernel=sdpa runs {family} ({why})")
+    return family
+
+
 def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "plan",
                       num_layers: int | None = None, framework: str | None = None, generation: str = "",
                       moe: bool = False) -> Plan:
@@ -375,6 +390,9 @@ def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "
             else:
                 assumed.append(f"{key}={default}{why}")
         choices[key] = _choice(data, key, options, default, origin)
+    if "torch_version" in data:
+        choices["attention_kernel"] = _sdpa_under(data["torch_version"], choices["attention_kernel"], generation,
+                                                  assumed, origin)
     zero = opt_int("zero_stage", 1, minimum=0, maximum=3)
     if zero < 2 and "zero3_gather" not in data and choices["zero3_gather"] != "flat":
         # the framework's sharded-data-parallel implementation only matters when parameters are sharded

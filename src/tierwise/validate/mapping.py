@@ -476,12 +476,26 @@ def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str], gener
     name = framework_for_text(row["framework"])
     plan = plan_from_mapping(data, num_gpus=n, origin=f"row {row['row_id']} plan", num_layers=model.num_layers,
                              framework=name or None, generation=generation, moe=model.moe is not None)
+    if model.moe is not None and "etp" not in data and _expert_tp_impossible(plan):
+        data["etp"] = 1
+        filled.append(f"etp=1 (not stated; the framework's etp = {plan.etp} with ep {plan.ep} does not divide "
+                      f"tp x cp x dp = {plan.tp * plan.cp * plan.dp}: the published layout ran expert TP 1)")
+        plan = plan_from_mapping(data, num_gpus=n, origin=f"row {row['row_id']} plan", num_layers=model.num_layers,
+                                 framework=name or None, generation=generation, moe=True)
     filled.extend(a for a in plan.assumed if "(" in a and any(a.startswith(k + "=") for k in _FRAMEWORK_KEYS)
                   and (model.moe is not None or not a.startswith("etp=")))
     filled.extend(a for a in plan.assumed if a.startswith("pipeline stages") and "even split:" not in a
                   and not a.endswith("the even split; the slowest stage is priced"))
     validate_plan_batch(model, [plan])
     return plan
+
+
+def _expert_tp_impossible(plan) -> bool:
+    """Whether ``plan``'s expert TP cannot be laid out: MoE layers place ``etp x ep x edp`` over the ``tp x cp x dp``
+    ranks (Megatron-Core ``parallel_state.initialize_model_parallel``: the expert grid must divide the dense one).
+    A published run that trained had a layout that works, so an unstated expert TP (the framework's default,
+    Megatron-Core's ``etp = tp``) that fails this falls back to 1, which always divides."""
+    return plan.etp > 1 and (plan.tp * plan.cp * plan.dp) % (plan.etp * plan.ep) != 0
 
 
 _FRAMEWORK_KEYS = ("fused_elementwise", "fused_cross_entropy", "tp_comm_overlap", "grad_reduce_dtype", "zero2_sync",
