@@ -37,8 +37,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tierwise.errors import MeasureError
+from tierwise.errors import MeasureError, SpecError
 from tierwise.measure.bench import require_torch
+from tierwise.measure.calibrate import _cluster_base, cluster_for_device
 from tierwise.pricing.kernels import (
     ATTENTION_BACKWARD_FLOPS,
     attention_time,
@@ -46,7 +47,9 @@ from tierwise.pricing.kernels import (
     compute_rates,
     elementwise_time,
 )
+from tierwise.specs.cluster import cluster_from_mapping
 from tierwise.specs.compute import attention_kernel_overlap
+from tierwise.specs.compute_profile import check_device
 from tierwise.specs.parameters import load_parameters
 
 __all__ = ["ComputeBench", "ComputeResult", "ProfileTarget", "profile_target", "finish_profile", "run_compute", "compute_block", "predictions", "profile_document", "device_info",
@@ -404,7 +407,6 @@ class ComputeResult:
 def profile_cluster(cluster: str | None, device: str) -> tuple[str, dict]:
     """(label, the profile document's cluster keys) for ``--cluster`` (a catalog name or a file, whose keys are
     copied as ``calibrate`` copies them), or without it the catalog cluster of ``device``'s GPU."""
-    from tierwise.measure.calibrate import _cluster_base, cluster_for_device
 
     if cluster is None:
         cluster = cluster_for_device(device)
@@ -430,9 +432,6 @@ class ProfileTarget:
 def profile_target(bench: ComputeBench, cluster: str | None, *, strict: bool = False) -> ProfileTarget:
     """The device ``bench`` runs on and the ``--cluster`` it is profiled for; a device that is not the cluster's
     accelerator is a warning, or the one-line error under ``strict`` (before anything is measured)."""
-    from tierwise.errors import SpecError
-    from tierwise.specs.cluster import cluster_from_mapping
-    from tierwise.specs.compute_profile import check_device
 
     info = device_info(_torch_device(bench), bench.device)
     label, keys, _ = profile_cluster(cluster, info["device"])

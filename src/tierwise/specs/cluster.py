@@ -31,6 +31,7 @@ from tierwise.specs import catalog
 from tierwise.specs._mapping import check_keys, get_bool, get_float, get_int, require_mapping
 from tierwise.specs.accelerator import Accelerator, load_accelerator
 from tierwise.specs.compute_profile import check_device, parse_compute, profile_in_force
+from tierwise.specs.parameters import load_parameters
 from tierwise.units import parse_bandwidth, parse_bytes, parse_time
 
 __all__ = ["Cluster", "ScaleOutLevel", "FittedRegime", "FittedTier", "cluster_from_mapping", "load_cluster"]
@@ -293,7 +294,6 @@ def cluster_from_mapping(data: Mapping[str, Any], *, name: str | None = None, or
     topo = str(data.get("scale_up_topology", acc.scale_up_topology))
     if topo not in ("switched", "mesh", "torus"):
         raise SpecError(f"scale_up_topology={short_repr(topo)} in {origin}; use switched, mesh or torus")
-    from tierwise.specs.parameters import load_parameters
 
     lat = load_parameters().latency
     return Cluster(

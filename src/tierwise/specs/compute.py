@@ -25,7 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from tierwise.errors import SpecError
 from tierwise.specs import catalog
+from tierwise.specs.accelerator import load_accelerator
 
 __all__ = ["ComputeProfile", "compute_profile", "compute_catalog", "unmeasured", "attention_kernel_overlap",
            "attention_efficiency_family", "default_attention_kernel", "sdpa_backend",
@@ -136,7 +138,6 @@ def compute_profile(acc) -> ComputeProfile:
 
 def unmeasured() -> list[dict[str, str]]:
     """Catalog accelerators without their own large-GEMM or HBM measurement, and what they use instead."""
-    from tierwise.specs.accelerator import load_accelerator
 
     out = []
     for name in catalog.names("accelerators"):
@@ -159,7 +160,6 @@ def _release(text: str, what: str) -> tuple[int, int, int]:
 
     m = re.match(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?", str(text))
     if not m:
-        from tierwise.errors import SpecError
 
         raise SpecError(f"{what} is not a torch release; write it as MAJOR.MINOR[.PATCH], e.g. '2.5.1'")
     return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
@@ -178,7 +178,6 @@ def sdpa_backend(generation: str, torch_version: str | None = None, *, where: st
         row = next((r for r in rows if _release(r["first"], "first") <= release <= _release(r["last"], "last")),
                    None)
         if row is None:
-            from tierwise.errors import SpecError
 
             raise SpecError(f"{what}: no torch release before {rows[0]['first']} has "
                             "scaled_dot_product_attention; give a torch 2.x release")
@@ -202,7 +201,6 @@ def _matmul_share(fraction: float, part: str) -> float:
     """The matmul efficiency a no-overlap (FA2-structured) kernel must reach to deliver ``fraction`` of ``part``'s
     dense BF16 peak once its exp2 time is added: ``1 / (1/fraction - peak / (512 x exp2 rate))`` (per FLOP,
     the measured time is matmul time plus one exp2 per 512 FLOPs at head width 128; docs/compute.md)."""
-    from tierwise.specs.accelerator import load_accelerator
 
     acc = load_accelerator(part)
     exp2 = compute_profile(acc).exp2_per_s
@@ -240,7 +238,6 @@ def attention_kernel_overlap(kernel: str, generation: str = "") -> float:
     """
     kernels = compute_catalog()["attention_kernels"]
     if kernel not in kernels:
-        from tierwise.errors import SpecError
 
         raise SpecError(f"attention kernel {kernel!r} is not one of {', '.join(kernels)}")
     if generation == "ampere":

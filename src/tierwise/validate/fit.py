@@ -13,8 +13,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tierwise.atomic import write_atomic
+from tierwise.errors import OutputError, TierwiseError
 from tierwise.estimate.compute import compute_params
+from tierwise.estimate.scenario import scenario_from_mapping
+from tierwise.estimate.step import estimate
 from tierwise.pricing.comm import comm_memo
+from tierwise.specs.catalog import load_yaml_text
+from tierwise.specs.parameters import PARAMETERS_ENV, load_parameters, parameters_from_mapping
+from tierwise.specs.plan import PlanBatch
 from tierwise.validate.mapping import Case
 from tierwise.validate.run import SCORED_CONFIDENCE, predict
 
@@ -271,7 +278,6 @@ _REFERENCE = {"model": "llama3.1-8b", "cluster": "dgx-h100", "num_gpus": 8,
 def check_fitted(fitted: dict[str, float]) -> None:
     """Refuse a fit whose values are unusable: not finite, or outside the parameter's bounds (:data:`FITTED`;
     efficiencies stay in (0, 1])."""
-    from tierwise.errors import TierwiseError
 
     for key, value in fitted.items():
         try:
@@ -293,12 +299,6 @@ def check_fitted(fitted: dict[str, float]) -> None:
 def _check_usable(text: str, fitted: dict[str, float], where: str) -> None:
     """The text reads back as parameters whose fitted values are those numbers, and a reference scenario
     estimates with them (finite, positive step time); else a one-line error and nothing is written."""
-    from tierwise.errors import TierwiseError
-    from tierwise.estimate.scenario import scenario_from_mapping
-    from tierwise.estimate.step import estimate
-    from tierwise.specs.catalog import load_yaml_text
-    from tierwise.specs.parameters import parameters_from_mapping
-    from tierwise.specs.plan import PlanBatch
 
     params = parameters_from_mapping(load_yaml_text(text, where), where)
     for key, value in fitted.items():
@@ -329,8 +329,6 @@ def write_parameters(fitted: dict[str, float], note: str, path=None, out=None) -
     import re
     from pathlib import Path
 
-    from tierwise.atomic import write_atomic
-    from tierwise.errors import OutputError
 
     installed = Path(installed_parameters_path())
     src = Path(path) if path else installed
@@ -364,13 +362,11 @@ def write_parameters(fitted: dict[str, float], note: str, path=None, out=None) -
     new = "\n".join(lines[:start] + section + ([""] if end < len(lines) else []) + lines[end:]) + "\n"
     _check_usable(new, fitted, f"the fitted parameters for {str(dest)!r}")
     written = write_atomic(dest, new, "--fit-out")
-    from tierwise.specs.parameters import load_parameters
 
     load_parameters.cache_clear()  # a process that already read this path reads it again
     return written
 
 
 def _env() -> str:
-    from tierwise.specs.parameters import PARAMETERS_ENV
 
     return PARAMETERS_ENV

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from tierwise.errors import SpecError, TierwiseError
+from tierwise.estimate.scenario import infer_settings
 from tierwise.limits import MAX_BATCH, MAX_DIM, MAX_GPUS, MAX_LAYERS, MAX_SEQ, check_float, check_int
 from tierwise.specs import catalog
 from tierwise.specs.cluster import Cluster, load_cluster
@@ -632,7 +633,6 @@ def case_from_row(row: dict[str, str]) -> Case:
         case.model, case.model_source = model_for_row(row, case.filled)
         case.plan = plan_for_row(row, case.model, case.filled, case.cluster.accelerator.generation)
         if case.plan.inferred:
-            from tierwise.estimate.scenario import infer_settings
 
             case.plan, note = infer_settings(case.model, case.cluster, case.plan)
             case.filled.append(note)
