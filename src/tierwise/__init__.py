@@ -25,9 +25,7 @@ CLI's start-up stay light)::
     8
 """
 
-from __future__ import annotations
-
-import importlib
+import importlib as _importlib
 
 from tierwise._version import __version__
 
@@ -64,10 +62,11 @@ def __getattr__(name: str):
     if name not in _API:
         raise AttributeError(f"module 'tierwise' has no attribute {name!r}")
     module, attr = _API[name] if isinstance(_API[name], tuple) else (_API[name], name)
-    value = getattr(importlib.import_module(module), attr)
+    value = getattr(_importlib.import_module(module), attr)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_API))
+    """The public names (``__all__``) and the module's own dunders; never a helper module it imports."""
+    return sorted({*__all__, *(n for n in globals() if n.startswith("__") and n.endswith("__"))})
