@@ -34,7 +34,14 @@ __all__ = [
     "MeasureError",
     "OutputError",
     "did_you_mean",
+    "one_line",
+    "MAX_WORD",
 ]
+
+MAX_WORD = 160
+"""Longest run of characters without a space a printed message keeps (a value the user gave, echoed)."""
+MAX_MESSAGE = 1500
+"""Longest message printed (a message that names many choices is cut, with an ellipsis)."""
 
 
 class TierwiseError(Exception):
@@ -86,3 +93,19 @@ def did_you_mean(name: str, choices: list[str] | tuple[str, ...] | set[str]) -> 
     if not close:
         return ""
     return "; did you mean " + " or ".join(repr(c) for c in close) + "?"
+
+
+def one_line(message: str) -> str:
+    """``message`` on one line, every word (a run without spaces: an echoed value, a path) cut to
+    :data:`MAX_WORD` characters and the whole to :data:`MAX_MESSAGE`, each cut marked ``...``.
+
+    A value the user gave may be any size (a 100 KB string in a YAML file); the line that names it must not
+    be. A cut word keeps its head and its last characters (a path's file name, a closing quote).
+
+    >>> line = one_line("bad value '" + "a" * 100_000 + "';  fix it")
+    >>> len(line), line[-30:]
+    (177, "aaa...aaaaaaaaaaaaaaa'; fix it")
+    """
+    words = [w if len(w) <= MAX_WORD else w[: MAX_WORD - 20] + "..." + w[-17:] for w in message.split()]
+    text = " ".join(words)
+    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
