@@ -139,7 +139,7 @@ def run_sweep(points: list[Point], out: str | Path, *, workers: int = 1, executo
     ``on_start(to_run, total_in_shard)`` is called once before the first point; ``progress(done, to_run)`` after
     every point. The output directory must come from :func:`tierwise.sweep.store.prepare_out`.
     """
-    from tierwise.sweep.store import finished_ids, run_tag, shard_lock, write_manifest, write_part
+    from tierwise.sweep.store import finished_ids, run_tag, shard_lock, write_manifest, write_new_rows
 
     if executor not in EXECUTORS:
         raise SweepError(f"--executor {executor!r}; choose local or ray")
@@ -149,7 +149,9 @@ def run_sweep(points: list[Point], out: str | Path, *, workers: int = 1, executo
     start = time.perf_counter()
     mine = shard_points(points, shard)
     with shard_lock(out, shard):
-        done_before = finished_ids(out)
+        seen_parts: set[str] = set()
+        done_before = finished_ids(out, seen_parts)
+        stored = set(done_before)
         todo = [p for p in mine if p.id not in done_before]
         write_manifest(out, grid, points)
         if on_start:
@@ -159,11 +161,15 @@ def run_sweep(points: list[Point], out: str | Path, *, workers: int = 1, executo
         parts: list[str] = []
         counts = {"ok": 0, "no_fit": 0, "error": 0}
         last = time.monotonic()
+        dropped = 0
 
         def flush() -> None:
-            nonlocal last
+            nonlocal last, dropped
             if buffer:
-                parts.append(str(write_part(out, buffer, tag, len(parts))))
+                path, n_dropped = write_new_rows(out, buffer, tag, len(parts), stored, seen_parts)
+                dropped += n_dropped
+                if path is not None:
+                    parts.append(str(path))
                 buffer.clear()
             last = time.monotonic()
 
@@ -184,4 +190,5 @@ def run_sweep(points: list[Point], out: str | Path, *, workers: int = 1, executo
     return {"out": str(out), "shard": f"{shard[0]}/{shard[1]}", "executor": executor, "workers": workers,
             "points_in_grid": len(points), "points_in_shard": len(mine), "already_done": len(mine) - len(todo),
             "ran": n, "status_counts": counts, "part_files_written": len(parts),
+            "already_stored_by_another_run": dropped,
             "wall_s": time.perf_counter() - start}
