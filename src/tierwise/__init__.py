@@ -53,7 +53,9 @@ _API = {
     "GoodputOptions": "tierwise.goodput.model",
 }
 """Public name -> the module that defines it (or the module and the name there: ``tierwise.estimate`` is the
-subpackage, so its function is exported as ``estimate_step``)."""
+subpackage, so its function is exported as ``estimate_step``). An exported function is wrapped by
+:func:`tierwise._arguments.checked` (its arguments are checked by name first; ``__wrapped__`` is the
+function itself); a class or constant is exported as it is."""
 
 __all__ = ["__version__", *_API]
 
@@ -63,6 +65,8 @@ def __getattr__(name: str):
         raise AttributeError(f"module 'tierwise' has no attribute {name!r}")
     module, attr = _API[name] if isinstance(_API[name], tuple) else (_API[name], name)
     value = getattr(_importlib.import_module(module), attr)
+    # functions check their arguments first: a wrong type is a TierwiseError naming it, not a deep TypeError
+    value = _importlib.import_module("tierwise._arguments").checked(name, value)
     globals()[name] = value
     return value
 
