@@ -99,9 +99,9 @@ def _check_one(func: str, name: str, value: Any) -> None:
             raise TierwiseError(f"{where}: {name} must be a string, not {_got(value)}")
     elif name in ("params", "prices", "network") and value is not None and not isinstance(value, Mapping):
         raise TierwiseError(f"{where}: {name} must be a mapping (a dict) or None, not {_got(value)}")
-    elif name == "tokens_per_s":
-        if isinstance(value, bool) or not isinstance(value, int | float) or not _positive(value):
-            raise TierwiseError(f"{where}: tokens_per_s must be a positive number, not {short_repr(value, 40)}")
+    elif name == "tokens_per_s" and (isinstance(value, bool) or not isinstance(value, int | float)
+                                     or not _positive(value)):
+        raise TierwiseError(f"{where}: tokens_per_s must be a positive number, not {short_repr(value, 40)}")
 
 
 def _positive(value: int | float) -> bool:
