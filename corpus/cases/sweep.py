@@ -179,3 +179,15 @@ def _one_row_per_point(result) -> None:
 CASES.append(Case(id="sweep/one-point-many-spellings", argv=["sweep", "run", "grid.yaml", "--out", "res", "--json"],
                   files={"grid.yaml": _SPELLED}, exit_code=0, timeout_s=60.0, check=_one_row_per_point,
                   allowed_new=["res", "res/*"]))
+
+# ---- issue 32, hangs: an unreachable Ray cluster is refused within RAY_CONNECT_TIMEOUT_S (5 s) ------------
+for _name, _address, _needle in [
+    ("refused-port", "127.0.0.1:1", "cannot be reached"),
+    ("ray-client-refused", "ray://127.0.0.1:1", "cannot be reached"),
+    ("unknown-host", "no-such-host.invalid:6379", "cannot be reached"),
+    ("not-an-address", "somewhere", "not host:port"),
+    ("bad-port", "127.0.0.1:99999", "not host:port"),
+    ("huge", "h" * 100_000 + ":1", "RAY_ADDRESS"),
+]:
+    CASES.append(Case(id=f"sweep/ray-address-{_name}", argv=[*_RUN, "--executor", "ray"], files={"grid.yaml": GOOD},
+                      env={"RAY_ADDRESS": _address}, stderr_has=[_needle], max_lines=1, timeout_s=20.0))

@@ -107,3 +107,15 @@ for _name, (_rows, _needle) in _RESULTS.items():
 CASES.append(Case(id="testbed/damaged-cluster-file", argv=["testbed", "check", "--dir", "tb"],
                   files={"tb/testbed.json": _json.dumps({"spec": _SPEC}), "tb/cluster.yaml": "nic_bandwidth: [\n",
                          "tb/results.json": _json.dumps([_ROW])}, stderr_has=["cluster.yaml"], max_lines=1))
+
+# ---- issue 32, hangs: a testbed run at absurd sizes is refused before any rank starts ----------------------
+_TB = {"tb/testbed.json": _json.dumps({"spec": _SPEC}), "tb/cluster.yaml": _CLUSTER}
+for _name, _argv, _needle in [
+    ("run-buffer-1tib", ["run", "--sizes", "1GiB:1TiB"], "1 GiB"),
+    ("run-years", ["run", "--sizes", "512MiB", "--iters", "100000"], "past the 30 minutes limit"),
+    ("run-many-sizes", ["run", "--sizes", "1MiB:1GiB", "--factor", "1.2", "--iters", "10000"], "limit"),
+    ("check-years", ["check", "--sizes", "1GiB", "--iters", "100000"], "limit"),
+    ("ddp-petabytes", ["ddp", "--width", "65536", "--layers", "1024"], "--width 65536"),
+]:
+    CASES.append(Case(id=f"testbed/absurd-{_name}", argv=["testbed", *_argv, "--dir", "tb"],
+                      files=dict(_TB), stderr_has=[_needle], max_lines=1, timeout_s=20.0))

@@ -179,3 +179,28 @@ def test_a_lock_name_taken_by_a_link_is_refused(tmp_path):
     with pytest.raises(SweepError, match="not a lock file"):
         run_sweep(grid_from_mapping(GRID), out)
     assert target.read_text() == "keep"
+
+
+def test_an_unreachable_ray_address_is_refused_within_the_bound():
+    import socket
+    import time
+
+    from tierwise.sweep.run import check_ray_address
+
+    with socket.socket() as s:  # a port nothing listens on: bound, then closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    start = time.monotonic()
+    with pytest.raises(SweepError, match=r"cannot be reached .* within 0.5 s"):
+        check_ray_address(f"127.0.0.1:{port}", timeout_s=0.5)
+    with pytest.raises(SweepError, match="cannot be reached"):
+        check_ray_address(f"ray://127.0.0.1:{port}", timeout_s=0.5)
+    assert time.monotonic() - start < 5
+    with pytest.raises(SweepError, match="not host:port"):
+        check_ray_address("nowhere", timeout_s=0.5)
+    for fine in ("", "auto", "local"):
+        check_ray_address(fine)
+    with socket.socket() as server:  # something answering is accepted
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        check_ray_address(f"127.0.0.1:{server.getsockname()[1]}", timeout_s=2)

@@ -77,7 +77,7 @@ def register(app: typer.Typer) -> None:
         from tierwise.cli._progress import progress
         from tierwise.limits import check_int
         from tierwise.sweep.grid import SweepError, load_grid, parse_shard
-        from tierwise.sweep.run import EXECUTORS, require_ray, run_sweep
+        from tierwise.sweep.run import EXECUTORS, check_ray_address, require_ray, run_sweep
         from tierwise.sweep.store import prepare_out, require_pyarrow
 
         if executor not in EXECUTORS:
@@ -87,6 +87,7 @@ def register(app: typer.Typer) -> None:
         shard_t = parse_shard(shard)
         require_pyarrow()
         if executor == "ray":
+            check_ray_address()  # an address nothing answers on: one line now, not ray.init retrying for minutes
             require_ray()
         points = load_grid(grid)
         out_dir = prepare_out(out)

@@ -7,6 +7,11 @@ Candidates: aggregated (one pool of ``N`` GPUs, ``tp`` a power of two dividing `
 dividing ``tp`` for MoE models) and disaggregated (``P`` prefill GPUs in instances of ``tp_p``, ``D = N - P``
 decode GPUs in instances of ``tp_d`` with ``ep_d``; TP degrees powers of two up to ``max_tp``); the KV link is
 chosen from the placement (``--kv-link auto``) unless given. Candidates whose weights do not fit are dropped.
+
+Bound: the disaggregated candidates grow as ``N x (number of TP degrees)^2`` (303,092 at 65,536 GPUs, a few
+seconds; 4.8 million at 2^20, minutes), so a search with disaggregated modes takes at most
+:data:`MAX_DISAGGREGATED_GPUS` GPUs and refuses more with one line; ``--modes aggregated`` (a handful of
+candidates) takes any count.
 """
 
 from __future__ import annotations
@@ -15,9 +20,13 @@ import dataclasses
 
 import numpy as np
 
+from tierwise.errors import ScenarioError
 from tierwise.serve.engine import Deployments, evaluate
 
-__all__ = ["candidates", "serve_plan"]
+__all__ = ["candidates", "serve_plan", "MAX_DISAGGREGATED_GPUS"]
+
+MAX_DISAGGREGATED_GPUS = 65_536
+"""GPUs whose prefill/decode split is searched (module docstring: the bound on the search's time)."""
 
 
 def _powers(limit: int) -> list[int]:
@@ -61,6 +70,11 @@ def serve_plan(workload, num_gpus: int, *, max_tp: int = 8, kv_link: str = "auto
                modes: str = "both") -> dict:
     """The best deployments of ``num_gpus`` GPUs for ``workload`` (:class:`~tierwise.serve.engine.Workload`)."""
     model = workload.model
+    if modes in ("both", "disaggregated") and num_gpus > MAX_DISAGGREGATED_GPUS:
+        raise ScenarioError(f"--gpus {num_gpus:,} with --modes {modes}: the prefill/decode split of more than "
+                            f"{MAX_DISAGGREGATED_GPUS:,} GPUs is millions of deployments to search; plan one "
+                            f"deployment of at most {MAX_DISAGGREGATED_GPUS:,} GPUs (replicate it), or use "
+                            "--modes aggregated")
     d = candidates(num_gpus, model.moe is not None, max_tp, kv_link, workload.cluster,
                    disaggregated=modes in ("both", "disaggregated"), aggregated=modes in ("both", "aggregated"))
     if model.moe is not None:
