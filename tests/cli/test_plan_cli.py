@@ -131,7 +131,7 @@ def test_ep_forced_across_nodes_says_what_crossing_costs(capsys):
     (["--model", "llama3.1-70b", "--gpus", "0"], "--gpus 0 is out of range; use 1 <= --gpus"),
     (["--model", "llama3.1-8b", "--gpus", "16384", "--global-batch", "1"], "global_batch_size=1 is too small"),
     (["--model", "llama3.1-8b", "--gpus", "8", "--recompute", "some"], "--recompute 'some'"),
-    (["--model", "llama3.1-8b", "--gpus", "8", "--zero3-gather", "fsdp2"], "zero3_gather='fsdp2'"),
+    (["--model", "llama3.1-8b", "--gpus", "8", "--zero3-gather", "fsdp2"], "--zero3-gather 'fsdp2'"),
 ])
 def test_bad_input_is_one_line_and_exit_code_2(capsys, args, message):
     rc, out, err = _run(capsys, "plan", "--cluster", "dgx-h100", *args)

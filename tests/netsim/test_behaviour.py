@@ -124,7 +124,7 @@ def test_failing_more_links_than_exist():
 
     fab = build_fabric(TopologySpec(family="fat-tree", gpus=16, radix=4, tiers=3, gpus_per_node=1))
     with pytest.raises(TopologyError, match=r"--fail-links 1000 asks to fail 1000 scale-out cables but the "
-                                            r"fabric has only 48; use --fail-links <= 48"):
+                                            r"fabric has only 48; use --fail-links < 48"):
         simulate(fab, "all-reduce", 1e6, failures=Failures(links=1000))
 
 
