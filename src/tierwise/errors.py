@@ -36,6 +36,7 @@ __all__ = [
     "did_you_mean",
     "one_line",
     "MAX_WORD",
+    "named_as_flags",
 ]
 
 MAX_WORD = 160
@@ -109,3 +110,22 @@ def one_line(message: str) -> str:
     words = [w if len(w) <= MAX_WORD else w[: MAX_WORD - 20] + "..." + w[-17:] for w in message.split()]
     text = " ".join(words)
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
+
+
+def named_as_flags(exc: TierwiseError, flags: dict[str, str]) -> TierwiseError:
+    """``exc`` with the fields a command takes as flags named as those flags: ``num_gpus=12`` becomes
+    ``--gpus 12`` and ``set ep: 1`` (a scenario file's syntax) ``use --ep 1``, for the fields in ``flags``
+    (field -> flag). The same check serves a scenario file (which names ``num_gpus``) and a command line
+    (which has ``--gpus``); each user reads the name they wrote. Returns a new exception of the same type.
+
+    >>> str(named_as_flags(PlanError("num_gpus=12 is not divisible by tp=8; set ep: 1"), {"num_gpus": "--gpus",
+    ...                                                                                "tp": "--tp", "ep": "--ep"}))
+    '--gpus 12 is not divisible by --tp 8; use --ep 1'
+    """
+    import re
+
+    text = str(exc)
+    for field, flag in flags.items():
+        text = re.sub(rf"(?<![\w.-]){re.escape(field)}=(?=\S)", f"{flag} ", text)
+        text = re.sub(rf"\bset {re.escape(field)}: ", f"use {flag} ", text)
+    return type(exc)(text)

@@ -3,6 +3,7 @@ count). numpy and the estimator are imported inside the command bodies: start-up
 
 from __future__ import annotations
 
+import contextlib
 from typing import Annotated
 
 import typer
@@ -17,7 +18,7 @@ from tierwise.cli._economics import (
     TokensOpt,
 )
 from tierwise.cli._output import emit, print_table
-from tierwise.errors import PlanError
+from tierwise.errors import PlanError, named_as_flags
 from tierwise.limits import MAX_BATCH, MAX_GPUS, MAX_LAYERS, MAX_SEQ, check_int
 
 MAX_TOP = 1000
@@ -111,6 +112,22 @@ def _constraints(**kw):
     if zero:
         fields["zero_stages"] = zero
     return Constraints(**fields)
+
+
+_FLAGS = {"num_gpus": "--gpus", "global_batch_size": "--global-batch", "seq_length": "--seq",
+          "micro_batch_size": "--mbs", "tp": "--tp", "pp": "--pp", "cp": "--cp", "ep": "--ep", "dp": "--dp",
+          "vpp": "--vpp"}
+"""The plan's fields this command takes as flags: its messages name them as flags (issue 32)."""
+
+
+@contextlib.contextmanager
+def _as_flags():
+    """Re-raise a :class:`PlanError` with the plan's fields named as this command's flags
+    (:func:`tierwise.errors.named_as_flags`): ``--gpus 12``, not ``num_gpus=12``."""
+    try:
+        yield
+    except PlanError as exc:
+        raise named_as_flags(exc, _FLAGS) from None
 
 
 def _load(model: str, cluster: str):
@@ -304,7 +321,7 @@ def register(app: typer.Typer) -> None:
         opts = _goodput_options(goodput, failure_rates, node_failure_rate)
         from tierwise.cli._progress import progress
 
-        with progress(f"searching plans on {gpus} GPUs"):
+        with progress(f"searching plans on {gpus} GPUs"), _as_flags():
             doc = plan_document(m, cl, gpus, global_batch, seq, constraints=c, objective=objective,
                                 top=top if opts is None else max(top, _goodput_pool()), show_infeasible=show_infeasible)
         if opts is not None:
@@ -351,7 +368,7 @@ def register(app: typer.Typer) -> None:
         opts = _goodput_options(goodput, failure_rates, node_failure_rate)
         from tierwise.cli._progress import progress
 
-        with progress(f"best plan at {len(counts)} GPU counts"):
+        with progress(f"best plan at {len(counts)} GPU counts"), _as_flags():
             doc = scale_document(m, cl, counts, global_batch, seq, constraints=c, objective=objective)
         if opts is not None:
             from tierwise.cli.goodput import scale_with_goodput
