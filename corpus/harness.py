@@ -12,6 +12,7 @@ them all (``python -m pytest corpus -n 2``). Keep the corpus growing when a bug 
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import os
 import shutil
 import signal
@@ -45,7 +46,8 @@ class Case:
     stdin: str | None = None
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
     allowed_new: Sequence[str] = ()
-    """Paths (relative) that may exist after the run besides the created ones."""
+    """Paths (relative; shell patterns such as ``res/part-*`` allowed) that may exist after the run besides the
+    created ones."""
     stderr_has: Sequence[str] = ()
     """Substrings the error message must contain (case-insensitive): the bad value, the fix."""
     check: Callable[[Result], None] | None = None
@@ -139,7 +141,7 @@ def run_case(case: Case, workdir: Path) -> Result:
         assert case.stdout_ok or not proc.stdout.strip(), f"an error left output on stdout\n{what}"
     for needle in case.stderr_has:
         assert needle.lower() in proc.stderr.lower(), f"stderr lacks {needle!r}\n{what}"
-    left = _listing(workdir) - before - set(case.allowed_new)
+    left = {p for p in _listing(workdir) - before if not any(fnmatch.fnmatch(p, pat) for pat in case.allowed_new)}
     assert not left, f"files left behind: {sorted(left)}\n{what}"
     if case.check is not None:
         case.check(result)

@@ -14,7 +14,7 @@ import tierwise
 def test_every_exported_name_resolves_to_its_module(name):
     value = getattr(tierwise, name)
     module, attr = tierwise._API[name] if isinstance(tierwise._API[name], tuple) else (tierwise._API[name], name)
-    assert getattr(__import__(module, fromlist=[attr]), attr) is value
+    assert getattr(__import__(module, fromlist=[attr]), attr) is getattr(value, "__wrapped__", value)
     assert not isinstance(value, type(tierwise))  # a function or class, never a module of the same name
 
 
@@ -29,3 +29,14 @@ def test_import_tierwise_loads_no_model_code():
 def test_unknown_name_is_an_attribute_error():
     with pytest.raises(AttributeError, match="no attribute 'estimate_everything'"):
         tierwise.estimate_everything  # noqa: B018
+
+
+def test_public_namespace_holds_only_the_api():
+    # issue 32, item 9: the helper modules the package root uses (importlib, __future__'s annotations) are
+    # not public names; dir() and __all__ list the API and nothing else
+    public = {n for n in dir(tierwise) if not n.startswith("_")}
+    assert public == set(tierwise.__all__) - {"__version__"}
+    assert "__version__" in dir(tierwise)
+    for helper in ("importlib", "annotations"):
+        assert helper not in dir(tierwise)
+        assert not hasattr(tierwise, helper)

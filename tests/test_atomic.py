@@ -111,3 +111,55 @@ def test_a_file_that_is_not_a_result_list_is_never_overwritten(tmp_path):
     with pytest.raises(OutputError):
         merge_rows_locked(path, "a", [{"size_bytes": 1}])
     assert path.read_text() == '{"mine": 1}'
+
+
+# ---- symbolic links (issue 32): written through, never replaced by a regular file -------------------------
+
+def test_a_link_is_written_through_and_stays_a_link(tmp_path):
+    real = tmp_path / "real.html"
+    real.write_text("old")
+    link = tmp_path / "link.html"
+    link.symlink_to(real)
+    assert check_writable(link, "--html") == link
+    write_atomic(link, "new", "--html")
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert real.read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.html", "real.html"]
+
+
+def test_a_chain_of_links_and_a_dangling_link_are_written_at_their_end(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "a").symlink_to("b")
+    (tmp_path / "b").symlink_to("sub/c")  # c does not exist yet
+    write_atomic(tmp_path / "a", "x")
+    assert (tmp_path / "a").is_symlink() and (tmp_path / "b").is_symlink()
+    assert (tmp_path / "sub" / "c").read_text() == "x"
+
+
+def test_a_loop_of_links_and_a_link_into_a_missing_directory_are_one_line(tmp_path):
+    (tmp_path / "l1").symlink_to("l2")
+    (tmp_path / "l2").symlink_to("l1")
+    for call in (lambda: check_writable(tmp_path / "l1", "--out"), lambda: write_atomic(tmp_path / "l1", "x")):
+        with pytest.raises(OutputError, match="loop of symbolic links"):
+            call()
+    (tmp_path / "far").symlink_to(tmp_path / "nowhere" / "x.yaml")
+    with pytest.raises(OutputError, match="does not exist") as err:
+        check_writable(tmp_path / "far", "--emit-cluster")
+    assert "->" in str(err.value) and "--emit-cluster" in str(err.value)
+    assert (tmp_path / "l1").is_symlink() and (tmp_path / "far").is_symlink()
+
+
+def test_a_link_to_a_directory_is_refused(tmp_path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "dl").symlink_to("d")
+    with pytest.raises(OutputError, match="is a directory"):
+        check_writable(tmp_path / "dl", "--out")
+
+
+def test_merged_rows_go_through_a_link(tmp_path):
+    real = tmp_path / "rows.json"
+    real.write_text('[{"run": "a", "x": 1}]')
+    (tmp_path / "link.json").symlink_to(real)
+    merge_rows_locked(tmp_path / "link.json", "b", [{"x": 2}])
+    assert (tmp_path / "link.json").is_symlink()
+    assert [r["run"] for r in json.loads(real.read_text())] == ["a", "b"]

@@ -52,7 +52,8 @@ ABOVE = {
     "sweep": ("planner", "validate", "design", "serve", "netsim"),  # many scenarios, resumable, Parquet
     "cli": ("planner", "validate", "netsim", "measure", "serve", "goodput", "design", "testbed", "sweep"),
     "__main__": ("cli",),
-    "<root>": ("cli",),
+    "_arguments": ("units", "files"),  # the Python API's argument checks (types recognised without imports)
+    "<root>": ("cli", "_arguments"),
 }
 
 

@@ -111,7 +111,7 @@ def test_fail_percentages_outside_0_100_are_errors():
 
     assert parse_fail_count("50%", 10, "cables", "--fail-links") == 5
     for text in ("inf%", "nan%", "-1%", "1e400%", "101%"):
-        with pytest.raises(TopologyError, match=r"out of range; use a percentage 0% <= --fail-links <= 100%"):
+        with pytest.raises(TopologyError, match=r"out of range; use a percentage 0% <= --fail-links < 100%"):
             parse_fail_count(text, 10, "cables", "--fail-links")
 
 

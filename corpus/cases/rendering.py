@@ -111,3 +111,25 @@ CASES = [
     Case(id="rendering/estimate-errors-of-several-files-on-stderr",
          argv=["estimate", "[red]gone.yaml", f"{_CLOSE}.yaml"], stderr_has=["[red]gone.yaml", f"{_CLOSE}.yaml"]),
 ]
+
+# ---- issue 32: empty answers are errors: a terminal too narrow for a table, a fabric with every path cut ----
+_TABLE_COMMANDS = {
+    "tiers": ["tiers", "dgx-h100"],
+    "plan": ["plan", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "8"],
+    "simulate": ["simulate", "all-reduce", "--gpus", "64", "--radix", "16", "--size", "1MB"],
+    "serve": ["serve", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "8"],
+    "catalog": ["catalog", "list", "clusters"],
+}
+for _cmd, _argv in _TABLE_COMMANDS.items():
+    for _width in ("0", "1", "39"):
+        CASES.append(Case(id=f"rendering/{_cmd}-columns-{_width}", argv=_argv, env={"COLUMNS": _width},
+                          stderr_has=[f"COLUMNS={_width}", "--json"], max_lines=1, timeout_s=20.0))
+    CASES.append(Case(id=f"rendering/{_cmd}-columns-0-json-still-works", argv=[*_argv, "--json"],
+                      env={"COLUMNS": "0"}, exit_code=0, timeout_s=20.0,
+                      check=lambda r: __import__("json").loads(r.stdout) is not None))
+
+for _kind in ("all-reduce", "all-to-all", "all-gather", "permutation", "pipeline"):
+    for _fail in ("--fail-links", "--fail-switches", "--fail-domains"):
+        CASES.append(Case(id=f"rendering/simulate-{_kind}{_fail}-everything",
+                          argv=["simulate", _kind, "--gpus", "64", "--radix", "16", "--size", "1MB", _fail, "100%"],
+                          stderr_has=[f"{_fail} 100%", "0 of 64 ranks", "at least 2"], max_lines=1, timeout_s=20.0))

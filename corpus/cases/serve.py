@@ -60,3 +60,11 @@ CASES += [
     Case(id="validate-serving/bad-csv", argv=["validate", "--serving", "x.csv"], files={"x.csv": "a,b\n1,2\n"},
          stderr_has=["x.csv"]),
 ]
+
+# ---- issue 32, hangs: a serving search at absurd sizes refuses at once (serve/plan.py MAX_DISAGGREGATED_GPUS)
+for _gpus, _modes in (("1048576", "both"), ("1048576", "disaggregated"), ("65537", "both")):
+    CASES.append(Case(id=f"serve/plan-{_gpus}-gpus-{_modes}",
+                      argv=[*_PLAN[:-1], _gpus, "--modes", _modes], stderr_has=["65,536", "--modes aggregated"],
+                      max_lines=1, timeout_s=10.0))
+CASES.append(Case(id="serve/plan-1048576-gpus-aggregated-answers", argv=[*_PLAN[:-1], "1048576", "--modes",
+                  "aggregated"], exit_code=0, timeout_s=15.0))

@@ -110,3 +110,84 @@ for _page, _argv in _PAGES.items():
     }.items():
         CASES.append(Case(id=f"sweep/html-{_page}-{_place}", argv=[*_argv, "--html", _target], files=_files,
                           stderr_has=["--html", *_needles], max_lines=1, timeout_s=20.0))
+
+
+# ---- issue 32: the user's SQL is read-only and bounded -----------------------------------------------------
+
+def _part_unchanged(result) -> None:
+    assert (result.cwd / "res" / "part-x.parquet").read_bytes() == _PART["res/part-x.parquet"], "a part changed"
+
+
+_SHOW = ["sweep", "show", "{tmp}/res", "--query"]
+for _name, (_sql, _needles) in {
+    "copy-to-a-file": ("COPY (SELECT 1) TO 'x.csv'", ["COPY", "read-only"]),
+    "copy-over-a-part": ("COPY (SELECT 'zz' AS point_id) TO '{tmp}/res/part-x.parquet' (FORMAT parquet, "
+                         "USE_TMP_FILE false)", ["COPY"]),
+    "copy-into-results-folder": ("COPY (SELECT 1) TO '{tmp}/res/part-evil.parquet' (FORMAT parquet)", ["COPY"]),
+    "attach": ("ATTACH '{tmp}/res/new.db' AS n", ["ATTACH"]),
+    "attach-memory": ("ATTACH ':memory:' AS m", ["ATTACH"]),
+    "install": ("INSTALL httpfs", ["INSTALL"]),
+    "load": ("LOAD httpfs", ["LOAD"]),
+    "force-install": ("FORCE INSTALL spatial", ["INSTALL"]),
+    "set-external-access": ("SET enable_external_access = true", ["SET"]),
+    "pragma": ("PRAGMA enable_profiling", ["PRAGMA"]),
+    "export": ("EXPORT DATABASE '{tmp}/dump'", ["EXPORT"]),
+    "create-table": ("CREATE TABLE t AS SELECT * FROM results", ["CREATE"]),
+    "create-secret": ("CREATE SECRET s (TYPE s3, KEY_ID 'a', SECRET 'b')", ["CREATE"]),
+    "two-statements": ("SELECT 1; COPY (SELECT 1) TO 'y.csv'", ["2 statements"]),
+    "drop-view": ("DROP VIEW results", ["DROP"]),
+    "read-etc-passwd": ("SELECT * FROM read_csv('/etc/passwd')", ["--query"]),
+    "read-text": ("SELECT * FROM read_text('/etc/hostname')", ["--query"]),
+    "glob": ("SELECT * FROM glob('/*')", ["--query"]),
+    "read-parquet-elsewhere": ("SELECT * FROM read_parquet('/proc/self/environ')", ["--query"]),
+    "huge-query-text": ("SELECT '" + "x" * 100_000 + "' AS y FROM nope", ["--query"]),
+    "empty": (" ", ["--query"]),
+}.items():
+    CASES.append(Case(id=f"sweep/sql-{_name}", argv=[*_SHOW, _sql], files=dict(_PART), stderr_has=_needles,
+                      max_lines=1, timeout_s=20.0, check=_part_unchanged))
+
+CASES += [
+    Case(id="sweep/sql-long-query-stops", argv=[*_SHOW, "SELECT count(*) FROM range(100000000000) a, range(9) b",
+                                                 "--timeout", "1"], files=dict(_PART),
+         stderr_has=["ran past 1 s", "LIMIT"], max_lines=1, timeout_s=20.0),
+    Case(id="sweep/sql-timeout-zero", argv=[*_SHOW, "SELECT 1", "--timeout", "0"], files=dict(_PART),
+         stderr_has=["--timeout"], max_lines=1, timeout_s=20.0),
+    Case(id="sweep/sql-huge-cell-is-cut", argv=[*_SHOW, "SELECT repeat('x', 200000000) AS big", "--json"],
+         files=dict(_PART), exit_code=0, timeout_s=30.0,
+         check=lambda r: __import__("json").loads(r.stdout)["query"]["rows"][0][0].endswith("...")),
+    Case(id="sweep/sql-many-huge-cells-stop", argv=[*_SHOW, "SELECT repeat('x', 100000) FROM range(2000)", "--json"],
+         files=dict(_PART), exit_code=0, timeout_s=30.0,
+         check=lambda r: __import__("json").loads(r.stdout)["query"]["truncated"] is True),
+]
+
+# one point spelled several ways (in one grid, or by two runs) is one point and one row
+_SPELLED = ("studies:\n"
+            "  - {kind: simulate, topology: fat-tree, pattern: all-reduce, size: 1MB, routing: adaptive}\n"
+            "  - {kind: simulate, topology: fat-tree, pattern: allreduce, size: 1 MB, routing: ADAPTIVE}\n"
+            "  - {kind: simulate, topology: fat-tree, pattern: All_Reduce, size: 1000000, routing: adaptive}\n"
+            "  - {kind: estimate, model: llama3.1-8b, cluster: dgx-h100, gpus: 16, plan: {tp: 8}}\n"
+            "  - {kind: estimate, model: LLAMA3.1-8B, cluster: DGX-H100, gpus: 16.0, plan: {tp: 8}}\n")
+
+
+def _one_row_per_point(result) -> None:
+    import json
+
+    doc = json.loads(result.stdout)
+    assert doc["points_in_grid"] == 2 and doc["ran"] == 2, doc
+
+
+CASES.append(Case(id="sweep/one-point-many-spellings", argv=["sweep", "run", "grid.yaml", "--out", "res", "--json"],
+                  files={"grid.yaml": _SPELLED}, exit_code=0, timeout_s=60.0, check=_one_row_per_point,
+                  allowed_new=["res", "res/*"]))
+
+# ---- issue 32, hangs: an unreachable Ray cluster is refused within RAY_CONNECT_TIMEOUT_S (5 s) ------------
+for _name, _address, _needle in [
+    ("refused-port", "127.0.0.1:1", "cannot be reached"),
+    ("ray-client-refused", "ray://127.0.0.1:1", "cannot be reached"),
+    ("unknown-host", "no-such-host.invalid:6379", "cannot be reached"),
+    ("not-an-address", "somewhere", "not host:port"),
+    ("bad-port", "127.0.0.1:99999", "not host:port"),
+    ("huge", "h" * 100_000 + ":1", "RAY_ADDRESS"),
+]:
+    CASES.append(Case(id=f"sweep/ray-address-{_name}", argv=[*_RUN, "--executor", "ray"], files={"grid.yaml": GOOD},
+                      env={"RAY_ADDRESS": _address}, stderr_has=[_needle], max_lines=1, timeout_s=20.0))

@@ -25,9 +25,7 @@ CLI's start-up stay light)::
     8
 """
 
-from __future__ import annotations
-
-import importlib
+import importlib as _importlib
 
 from tierwise._version import __version__
 
@@ -59,7 +57,9 @@ _API = {
     "GoodputOptions": "tierwise.goodput.model",
 }
 """Public name -> the module that defines it (or the module and the name there: ``tierwise.estimate`` is the
-subpackage, so its function is exported as ``estimate_step``)."""
+subpackage, so its function is exported as ``estimate_step``). An exported function is wrapped by
+:func:`tierwise._arguments.checked` (its arguments are checked by name first; ``__wrapped__`` is the
+function itself); a class or constant is exported as it is."""
 
 __all__ = ["__version__", *_API]
 
@@ -68,10 +68,13 @@ def __getattr__(name: str):
     if name not in _API:
         raise AttributeError(f"module 'tierwise' has no attribute {name!r}")
     module, attr = _API[name] if isinstance(_API[name], tuple) else (_API[name], name)
-    value = getattr(importlib.import_module(module), attr)
+    value = getattr(_importlib.import_module(module), attr)
+    # functions check their arguments first: a wrong type is a TierwiseError naming it, not a deep TypeError
+    value = _importlib.import_module("tierwise._arguments").checked(name, value)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_API))
+    """The public names (``__all__``) and the module's own dunders; never a helper module it imports."""
+    return sorted({*__all__, *(n for n in globals() if n.startswith("__") and n.endswith("__"))})

@@ -15,6 +15,11 @@ Every file a command writes (``measure collective --out``, ``calibrate --out``, 
   file: under an exclusive ``flock`` on the parent directory, read the rows already there, keep every row of
   the *other* runs (each row names its run in ``run``), replace this run's own rows, and write atomically.
   Two runs of the same ``--out`` both land; nothing is lost.
+
+A target that is a symbolic link is written *through* the link (:func:`through_links`): the file the link
+points at is replaced, and the link stays a link, as a shell's ``>`` would leave it. Replacing the link itself
+with a regular file would silently undo what the user (or the system, e.g. a link under ``/etc``) set up. A
+loop of links is refused with one line.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from pathlib import Path
 
 from tierwise.errors import OutputError
 
-__all__ = ["check_writable", "write_atomic", "merge_rows_locked", "locked_dir", "read_rows"]
+__all__ = ["check_writable", "write_atomic", "merge_rows_locked", "locked_dir", "read_rows", "through_links"]
 
 _TMP_PREFIX = ".tierwise-"
 
@@ -44,6 +49,25 @@ def _reason(exc: OSError) -> str:
     return f"{exc.strerror or exc}; choose another path"
 
 
+def through_links(path: str | os.PathLike, what: str = "--out") -> Path:
+    """The path a write to ``path`` lands on: ``path`` itself, or, when it is a symbolic link (a chain of
+    them, or a directory link on the way), the file at the end of the links (which need not exist yet).
+
+    A loop of links is an :class:`OutputError`.
+    """
+    p = Path(path)
+    if not p.is_symlink():
+        return p
+    target = Path(os.path.realpath(p))
+    if target.is_symlink():  # realpath stops inside a loop of links
+        raise OutputError(f"{what} {_short(str(p))!r} is a loop of symbolic links; fix the link or name a file")
+    return target
+
+
+def _short(full: str) -> str:
+    return full if len(full) <= 80 else full[:60] + "..." + full[-17:]
+
+
 def check_writable(path: str | os.PathLike, what: str = "--out") -> Path:
     """Check that ``path`` can be written (see the module docstring); return it as a :class:`Path`.
 
@@ -51,9 +75,14 @@ def check_writable(path: str | os.PathLike, what: str = "--out") -> Path:
     a path the file system refuses outright (a name too long, a loop of links) is such an error too.
     """
     full = str(path)
-    text = full if len(full) <= 80 else full[:60] + "..." + full[-17:]
+    text = _short(full)
     try:
-        return _check_writable(Path(path), full, text, what)
+        target = through_links(path, what) if full else Path(path)
+        if str(target) != str(Path(path)):  # a link: check the file it points at, and say so
+            text = f"{_short(full)} -> {_short(str(target))}"
+            full = str(target)
+        _check_writable(target, full, text, what)
+        return Path(path)
     except OSError as exc:
         raise OutputError(f"{what} {text!r}: {_reason(exc)}") from None
 
@@ -113,7 +142,7 @@ def write_atomic(path: str | os.PathLike, text: str | bytes | Callable[[], str |
     A failure leaves no temporary file and the target as it was, and raises :class:`OutputError`.
     ``/dev/null`` is written directly (it cannot be replaced); another device is refused.
     """
-    p = Path(path)
+    p = through_links(path, what)
     data = text() if callable(text) else text
     payload = data.encode("utf-8") if isinstance(data, str) else data
     if _is_char_device(p) and not _is_devnull(p):

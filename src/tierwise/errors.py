@@ -34,7 +34,15 @@ __all__ = [
     "MeasureError",
     "OutputError",
     "did_you_mean",
+    "one_line",
+    "MAX_WORD",
+    "named_as_flags",
 ]
+
+MAX_WORD = 160
+"""Longest run of characters without a space a printed message keeps (a value the user gave, echoed)."""
+MAX_MESSAGE = 1500
+"""Longest message printed (a message that names many choices is cut, with an ellipsis)."""
 
 
 class TierwiseError(Exception):
@@ -86,3 +94,38 @@ def did_you_mean(name: str, choices: list[str] | tuple[str, ...] | set[str]) -> 
     if not close:
         return ""
     return "; did you mean " + " or ".join(repr(c) for c in close) + "?"
+
+
+def one_line(message: str) -> str:
+    """``message`` on one line, every word (a run without spaces: an echoed value, a path) cut to
+    :data:`MAX_WORD` characters and the whole to :data:`MAX_MESSAGE`, each cut marked ``...``.
+
+    A value the user gave may be any size (a 100 KB string in a YAML file); the line that names it must not
+    be. A cut word keeps its head and its last characters (a path's file name, a closing quote).
+
+    >>> line = one_line("bad value '" + "a" * 100_000 + "';  fix it")
+    >>> len(line), line[-30:]
+    (177, "aaa...aaaaaaaaaaaaaaa'; fix it")
+    """
+    words = [w if len(w) <= MAX_WORD else w[: MAX_WORD - 20] + "..." + w[-17:] for w in message.split()]
+    text = " ".join(words)
+    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
+
+
+def named_as_flags(exc: TierwiseError, flags: dict[str, str]) -> TierwiseError:
+    """``exc`` with the fields a command takes as flags named as those flags: ``num_gpus=12`` becomes
+    ``--gpus 12`` and ``set ep: 1`` (a scenario file's syntax) ``use --ep 1``, for the fields in ``flags``
+    (field -> flag). The same check serves a scenario file (which names ``num_gpus``) and a command line
+    (which has ``--gpus``); each user reads the name they wrote. Returns a new exception of the same type.
+
+    >>> str(named_as_flags(PlanError("num_gpus=12 is not divisible by tp=8; set ep: 1"), {"num_gpus": "--gpus",
+    ...                                                                                "tp": "--tp", "ep": "--ep"}))
+    '--gpus 12 is not divisible by --tp 8; use --ep 1'
+    """
+    import re
+
+    text = str(exc)
+    for field, flag in flags.items():
+        text = re.sub(rf"(?<![\w.-]){re.escape(field)}=(?=\S)", f"{flag} ", text)
+        text = re.sub(rf"\bset {re.escape(field)}: ", f"use {flag} ", text)
+    return type(exc)(text)

@@ -84,7 +84,7 @@ def _number(text: str) -> float:
 def _split(value: str, what: str, example: str) -> tuple[float, str, str]:
     match = _QTY.match(value.strip())
     if not match:
-        raise UnitError(f"cannot parse {what} {value!r}; write a number and a unit, e.g. {example!r}")
+        raise UnitError(f"cannot parse {what} {show_value(value)}; write a number and a unit, e.g. {example!r}")
     return _number(match["num"]), match["prefix"], match["unit"]
 
 
@@ -123,7 +123,7 @@ def parse_bytes(value: str | float | int, *, what: str = "size", allow_zero: boo
     and sizes past ``maximum`` bytes are errors naming the range.
     """
     if isinstance(value, bool):
-        raise UnitError(f"{what} {value!r} is not a size; write e.g. '16 GB'")
+        raise UnitError(f"{what} {show_value(value)} is not a size; write e.g. '16 GB'")
     if isinstance(value, int | float):
         return _check_positive(_float(value), value, what, allow_zero, maximum, " B")
     number, prefix, unit = _split(str(value), what, "16 GB")
@@ -131,10 +131,10 @@ def parse_bytes(value: str | float | int, *, what: str = "size", allow_zero: boo
         return _check_positive(number, value, what, allow_zero, maximum, " B")
     if unit not in _BYTE_UNITS:
         raise UnitError(
-            f"unknown size unit {unit!r} in {value!r}; use B (byte) or b (bit) with a prefix, e.g. '16 GB', '1 GiB'"
+            f"unknown size unit {show_value(unit)} in {show_value(value)}; use B (byte) or b (bit) with a prefix, e.g. '16 GB', '1 GiB'"
         )
     if unit == "" and prefix:
-        raise UnitError(f"size {value!r} has a prefix but no unit; write B for bytes or b for bits, e.g. '16 GB'")
+        raise UnitError(f"size {show_value(value)} has a prefix but no unit; write B for bytes or b for bits, e.g. '16 GB'")
     return _check_positive(number * _PREFIX[prefix] * _BYTE_UNITS[unit], value, what, allow_zero, maximum, " B")
 
 
@@ -148,7 +148,7 @@ def parse_bandwidth(value: str | float | int, *, what: str = "bandwidth",
     (default 1 PB/s, a thousand times any link's).
     """
     if isinstance(value, bool):
-        raise UnitError(f"{what} {value!r} is not a bandwidth; write e.g. '400 Gb/s' or '50 GB/s'")
+        raise UnitError(f"{what} {show_value(value)} is not a bandwidth; write e.g. '400 Gb/s' or '50 GB/s'")
     if isinstance(value, int | float):
         return _check_positive(_float(value), value, what, False, maximum, " B/s", minimum)
     number, prefix, unit = _split(str(value), what, "400 Gb/s")
@@ -156,7 +156,7 @@ def parse_bandwidth(value: str | float | int, *, what: str = "bandwidth",
         return _check_positive(number, value, what, False, maximum, " B/s", minimum)
     if unit not in _RATE_UNITS:
         raise UnitError(
-            f"unknown bandwidth unit {unit!r} in {value!r}; use B/s (bytes) or b/s (bits), e.g. '50 GB/s' or '400 Gb/s'"
+            f"unknown bandwidth unit {show_value(unit)} in {show_value(value)}; use B/s (bytes) or b/s (bits), e.g. '50 GB/s' or '400 Gb/s'"
         )
     return _check_positive(number * _PREFIX[prefix] * _RATE_UNITS[unit], value, what, False, maximum, " B/s",
                            minimum)
@@ -166,13 +166,13 @@ def parse_time(value: str | float | int, *, what: str = "time", allow_zero: bool
                maximum: float | None = None) -> float:
     """Parse a duration such as ``"1.5 ms"``, ``"3us"`` or ``"2 s"`` into seconds (bare number: seconds)."""
     if isinstance(value, bool):
-        raise UnitError(f"{what} {value!r} is not a duration; write e.g. '1.5 us'")
+        raise UnitError(f"{what} {show_value(value)} is not a duration; write e.g. '1.5 us'")
     if isinstance(value, int | float):
         return _check_positive(_float(value), value, what, allow_zero, maximum, " s")
     text = str(value).strip()
     match = re.match(_NUMBER + r"\s*(?P<unit>[a-zµ]*)\s*$", text)
     if not match or match["unit"] not in _TIME_UNITS and match["unit"] != "":
-        raise UnitError(f"cannot parse {what} {value!r}; write a number and one of s, ms, us, ns, e.g. '1.5 us'")
+        raise UnitError(f"cannot parse {what} {show_value(value)}; write a number and one of s, ms, us, ns, e.g. '1.5 us'")
     scale = _TIME_UNITS.get(match["unit"], 1.0)
     return _check_positive(_number(match["num"]) * scale, value, what, allow_zero, maximum, " s")
 
@@ -181,19 +181,19 @@ def parse_count(value: str | int | float, *, what: str = "count", minimum: int =
                 maximum: int | None = None) -> int:
     """Parse a positive integer count; ``"16k"`` is 16,000 and ``"16Ki"`` is 16,384 (at most ``maximum``)."""
     if isinstance(value, bool):
-        raise UnitError(f"{what} {value!r} is not a whole number")
+        raise UnitError(f"{what} {show_value(value)} is not a whole number")
     if isinstance(value, int | float):
         number = _float(value)
     else:
         number, prefix, unit = _split(str(value), what, "1024")
         if unit:
-            raise UnitError(f"{what} {value!r} must be a whole number, e.g. 1024 or 16Ki")
+            raise UnitError(f"{what} {show_value(value)} must be a whole number, e.g. 1024 or 16Ki")
         number *= _PREFIX[prefix]
     top = f" and <= {maximum:,}" if maximum is not None else ""
     if not math.isfinite(number) or number != int(number):
-        raise UnitError(f"{what} {value!r} must be a whole number >= {minimum}{top}")
+        raise UnitError(f"{what} {show_value(value)} must be a whole number >= {minimum}{top}")
     if number < minimum or (maximum is not None and number > maximum):
-        raise UnitError(f"{what} {value!r} is out of range; use {what} >= {minimum}{top}")
+        raise UnitError(f"{what} {show_value(value)} is out of range; use {what} >= {minimum}{top}")
     return int(number)
 
 

@@ -60,7 +60,7 @@ def test_usable_counts_and_the_failing_rule():
 def test_nothing_fits_names_the_batch(capsys):
     rc = main(["plan", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "16384", "--global-batch", "1"])
     _, err = capsys.readouterr()
-    assert rc == 2 and "global_batch_size=1 is too small for 16384 GPUs" in err and "\n" not in err.strip()
+    assert rc == 2 and "--global-batch 1 is too small for 16384 GPUs" in err and "\n" not in err.strip()
 
 
 def test_goodput_98304_dgx_a100(capsys):

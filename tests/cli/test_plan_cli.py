@@ -127,11 +127,11 @@ def test_ep_forced_across_nodes_says_what_crossing_costs(capsys):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--model", "llama3.1-70b", "--gpus", "64", "--tp", "3"], "tp=3 does not divide num_attention_heads=64"),
+    (["--model", "llama3.1-70b", "--gpus", "64", "--tp", "3"], "--tp 3 does not divide num_attention_heads=64"),
     (["--model", "llama3.1-70b", "--gpus", "0"], "--gpus 0 is out of range; use 1 <= --gpus"),
-    (["--model", "llama3.1-8b", "--gpus", "16384", "--global-batch", "1"], "global_batch_size=1 is too small"),
+    (["--model", "llama3.1-8b", "--gpus", "16384", "--global-batch", "1"], "--global-batch 1 is too small"),
     (["--model", "llama3.1-8b", "--gpus", "8", "--recompute", "some"], "--recompute 'some'"),
-    (["--model", "llama3.1-8b", "--gpus", "8", "--zero3-gather", "fsdp2"], "zero3_gather='fsdp2'"),
+    (["--model", "llama3.1-8b", "--gpus", "8", "--zero3-gather", "fsdp2"], "--zero3-gather 'fsdp2'"),
 ])
 def test_bad_input_is_one_line_and_exit_code_2(capsys, args, message):
     rc, out, err = _run(capsys, "plan", "--cluster", "dgx-h100", *args)
@@ -223,3 +223,16 @@ def test_plan_without_framework_keeps_the_plan_defaults(capsys):
     assert "assumed" not in doc and "framework" not in doc
     plan = doc["plans"][0]["estimate"]["plan"]
     assert (plan["attention_kernel"], plan["moe_grouped_gemm"], plan["framework"]) == ("auto", "per-expert", "")
+
+
+@pytest.mark.parametrize(("args", "said", "not_said"), [
+    (["--gpus", "12", "--tp", "8"], "--gpus 12", "num_gpus="),
+    (["--gpus", "8", "--ep", "2"], "use --ep 1", "set ep:"),
+    (["--gpus", "8", "--cp", "3"], "--seq 8192", "seq_length="),
+    (["--gpus", "8", "--tp", "3"], "--tp 3", "tp=3"),
+])
+def test_plan_names_fields_as_its_flags(capsys, args, said, not_said):
+    # issue 32 (messages): the plan's checks are shared with scenario files; on the command line they name flags
+    assert main(["plan", "--model", "llama3.1-8b", "--cluster", "dgx-h100", *args]) == 2
+    err = capsys.readouterr().err
+    assert said in err and not_said not in err and err.count("\n") == 1

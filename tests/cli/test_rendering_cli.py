@@ -259,3 +259,22 @@ def test_model_summary_of_moe_configs(config, total, active, layers, kv_heads, e
     assert s["parameters"] == pytest.approx(total, rel=0.01)
     assert s["active_parameters"] == pytest.approx(active, rel=0.02)
     assert (s["layers"], s["kv_heads"], s["experts"]) == (layers, kv_heads, experts)
+
+
+@pytest.mark.parametrize("width", ["0", "1", "39", "000"])
+def test_a_terminal_too_narrow_for_a_table_is_one_line_not_nothing(capsys, monkeypatch, width):
+    # issue 32 (empty answers): COLUMNS=0 used to print nothing and exit 0
+    monkeypatch.setenv("COLUMNS", width)
+    captured = _run(capsys, "tiers", "dgx-h100", rc=2)
+    assert captured.out == ""
+    assert captured.err.startswith(f"error: COLUMNS={width} is too narrow") and captured.err.count("\n") == 1
+    assert "--json" in captured.err
+
+
+def test_json_and_wide_enough_terminals_do_not_depend_on_columns(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "0")
+    assert json.loads(_run(capsys, "tiers", "dgx-h100", "--json").out)
+    monkeypatch.setenv("COLUMNS", "40")
+    assert "scale_out" in _run(capsys, "tiers", "dgx-h100").out
+    monkeypatch.setenv("COLUMNS", "wide")  # not a number: ignored, as rich ignores it
+    assert "scale_out" in _run(capsys, "tiers", "dgx-h100").out

@@ -124,7 +124,7 @@ def test_failing_more_links_than_exist():
 
     fab = build_fabric(TopologySpec(family="fat-tree", gpus=16, radix=4, tiers=3, gpus_per_node=1))
     with pytest.raises(TopologyError, match=r"--fail-links 1000 asks to fail 1000 scale-out cables but the "
-                                            r"fabric has only 48; use --fail-links <= 48"):
+                                            r"fabric has only 48; use --fail-links < 48"):
         simulate(fab, "all-reduce", 1e6, failures=Failures(links=1000))
 
 
@@ -146,11 +146,25 @@ def test_tree_all_reduce_matches_alpha_beta_tree(gpus):
 def test_uneven_domains_and_tiny_groups(nonblocking):
     r = simulate(nonblocking, "all-reduce", 1e8, algorithm="hierarchical", num_ranks=12)
     assert r["time_s"] > 0
-    r = simulate(nonblocking, "all-reduce", 1e8, num_ranks=2, failures=Failures(domains=16))
-    assert r["num_ranks_simulated"] == 0 and r["unreachable_ranks"] == [0, 1]
+    from tierwise.errors import TopologyError
+
+    with pytest.raises(TopologyError, match="0 of 2 ranks can reach each other"):  # issue 32: not "0 ns"
+        simulate(nonblocking, "all-reduce", 1e8, num_ranks=2, failures=Failures(domains=16))
 
 
 def test_nvl72_ring_within_2_percent():
     fab = build_fabric(TopologySpec(family="nvl72", gpus=288, gpus_per_node=4, radix=16, tiers=3))
     r = simulate(fab, "all-reduce", 1e9, algorithm="ring")
     assert r["time_s"] == pytest.approx(r["analytic_time_s"], rel=0.02)
+
+
+@pytest.mark.parametrize("failures", [Failures(links="100%"), Failures(switches="100%"), Failures(domains="100%"),
+                                      Failures(links="100%", domains=1)])
+@pytest.mark.parametrize("kind", ["all-reduce", "all-to-all", "permutation"])
+def test_a_fabric_with_every_path_cut_is_an_error_not_zero_seconds(nonblocking, failures, kind):
+    # issue 32 (empty answers): 0 ranks simulated used to report time 0 ns and busbw 0
+    from tierwise.errors import TopologyError
+
+    with pytest.raises(TopologyError, match=r"of 128 ranks can reach each other; a collective needs at least 2") as e:
+        simulate(nonblocking, kind, 1e6, failures=failures)
+    assert "--fail-" in str(e.value)

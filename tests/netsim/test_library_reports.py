@@ -21,7 +21,7 @@ def test_collective_report_on_a_cluster():
 
 
 def test_collective_report_refuses_a_group_the_nodes_cannot_hold():
-    with pytest.raises(SpecError, match="exceeds the 8 GPUs per node"):
+    with pytest.raises(SpecError, match=r"use 1 <= --ranks-per-node <= 8 \(the 8 GPUs per node of"):
         collective_report("all-reduce", "1GB", 16, 9, "auto", "dgx-h100", None)
     with pytest.raises(SpecError, match="send-recv is between two ranks"):
         collective_report("send-recv", "1GB", 3, None, "auto", "dgx-h100", None)

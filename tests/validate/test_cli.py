@@ -105,8 +105,11 @@ def test_write_parameters_keeps_comments(tmp_path):
     src = default_dataset_path().parents[1] / "specs" / "catalog" / "parameters.yaml"
     copy = tmp_path / "parameters.yaml"
     copy.write_text(src.read_text())
-    write_parameters({"attention_efficiency": 0.3333, "brand_new": 2.0}, "a note", path=copy)
+    # a key of the section is replaced in place; a known key not yet in the file (issue 32: every key has a
+    # range, so an unknown one would not load) is appended
+    write_parameters({"attention_efficiency_flash2": 0.3333, "matmul_efficiency_max": 0.7}, "a note", path=copy)
     text = copy.read_text()
-    assert "attention_efficiency: 0.3333" in text and "brand_new: 2" in text and 'fit: "a note"' in text
+    assert "attention_efficiency_flash2: 0.3333" in text and "matmul_efficiency_max: 0.7" in text
+    assert 'fit: "a note"' in text
     assert text.count("#") == src.read_text().count("#")
     entries.cache_clear()

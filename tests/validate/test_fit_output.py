@@ -37,7 +37,7 @@ def test_fit_to_a_user_path_leaves_the_installed_file_byte_identical(tmp_path):
     installed = installed_parameters_path()
     before = _digest(installed)
     out = tmp_path / "fitted.yaml"
-    fitted = {"matmul_efficiency_max": 0.71, "torch_op_overhead": 1e-5, "attention_efficiency": 0.2}
+    fitted = {"matmul_efficiency_max": 0.71, "torch_op_overhead": 1e-5, "attention_efficiency_flash2": 0.2}
     assert write_parameters(fitted, "a test fit", out=out) == str(out)
     assert _digest(installed) == before
     compute = yaml.safe_load(out.read_text())["compute"]

@@ -14,7 +14,7 @@ import sys
 
 import typer
 
-from tierwise.errors import TierwiseError
+from tierwise.errors import TierwiseError, one_line
 
 __all__ = ["app", "main"]
 
@@ -97,7 +97,7 @@ def _usage_line(exc: BaseException) -> str:
     else:
         message = " ".join(str(exc.format_message()).split()).rstrip(".")  # type: ignore[attr-defined]
     path = getattr(ctx, "command_path", None) or "tierwise"
-    return f"error: {message}; see '{path} --help'"
+    return f"error: {one_line(message)}; see '{path} --help'"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         # with standalone_mode=False click returns the code of a typer.Exit instead of raising it
         result = app(args=argv, prog_name="tierwise", standalone_mode=False)
     except TierwiseError as exc:
-        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except OSError as exc:  # last resort: a path the system refused where no guard looked; still one line
         name = str(exc.filename or "")

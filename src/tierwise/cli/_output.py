@@ -3,7 +3,9 @@
 The console never interprets rich markup: names and text come from the user's files (a model called
 ``x[/bold]``, a config file ``[red].json``, an error string), so every string prints as it is. Styles are
 given with ``style=`` or :class:`rich.text.Text`, never as ``[dim]...[/dim]`` inside a string. The width
-follows the terminal (rich asks the terminal; ``COLUMNS`` when set; 80 when there is none).
+follows the terminal (rich asks the terminal; ``COLUMNS`` when set; 80 when there is none). A ``COLUMNS``
+narrower than :data:`MIN_COLUMNS` (``COLUMNS=0`` prints nothing at all) is one line, exit 2, before anything
+is printed; ``--json`` does not depend on the width and is unaffected.
 """
 
 from __future__ import annotations
@@ -14,7 +16,12 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["emit", "console", "kv_table", "print_table", "to_jsonable"]
+from tierwise.errors import TierwiseError
+
+__all__ = ["emit", "console", "kv_table", "print_table", "to_jsonable", "MIN_COLUMNS"]
+
+MIN_COLUMNS = 40
+"""The narrowest terminal a table is printed on (the widest label and one number)."""
 
 
 def to_jsonable(value: Any) -> Any:
@@ -35,9 +42,17 @@ def to_jsonable(value: Any) -> Any:
 
 
 def console():
-    """The console every command renders on: no markup, no highlighting, the terminal's width."""
+    """The console every command renders on: no markup, no highlighting, the terminal's width.
+
+    ``COLUMNS`` set to a whole number below :data:`MIN_COLUMNS` is a :class:`TierwiseError` (a width of 0
+    would print nothing and say nothing); a value that is not a whole number is ignored, as rich does.
+    """
     from rich.console import Console
 
+    text = os.environ.get("COLUMNS", "").strip()
+    if text.isdigit() and int(text) < MIN_COLUMNS:
+        raise TierwiseError(f"COLUMNS={text[:20]} is too narrow for a table; set COLUMNS to {MIN_COLUMNS} or more "
+                            "(or unset it to use the terminal's width), or add --json")
     return Console(highlight=False, soft_wrap=False, markup=False, emoji=False)
 
 

@@ -3,6 +3,7 @@ count). numpy and the estimator are imported inside the command bodies: start-up
 
 from __future__ import annotations
 
+import contextlib
 from typing import Annotated
 
 import typer
@@ -41,7 +42,24 @@ from tierwise.cli._plan_options import (
     constraints,
     load_model_and_cluster,
 )
-from tierwise.errors import PlanError
+from tierwise.errors import PlanError, named_as_flags
+
+_FLAGS = {"num_gpus": "--gpus", "global_batch_size": "--global-batch", "seq_length": "--seq",
+          "micro_batch_size": "--mbs", "tp": "--tp", "pp": "--pp", "cp": "--cp", "ep": "--ep", "dp": "--dp",
+          "vpp": "--vpp"}
+"""The plan's fields this command takes as flags: its messages name them as flags (issue 32)."""
+
+
+@contextlib.contextmanager
+def _as_flags():
+    """Re-raise a :class:`PlanError` with the plan's fields named as this command's flags
+    (:func:`tierwise.errors.named_as_flags`): ``--gpus 12``, not ``num_gpus=12``."""
+    try:
+        yield
+    except PlanError as exc:
+        raise named_as_flags(exc, _FLAGS) from None
+
+
 
 
 def render_plans(console, doc: dict) -> None:
@@ -247,7 +265,7 @@ def register(app: typer.Typer) -> None:
         opts = _goodput_options(goodput, failure_rates, node_failure_rate, overrides)
         from tierwise.cli._progress import progress
 
-        with progress(f"searching plans on {gpus} GPUs"):
+        with progress(f"searching plans on {gpus} GPUs"), _as_flags():
             doc = plan_any_gpus(m, cl, gpus, global_batch, seq, constraints=c, objective=objective,
                                 top=top if opts is None else max(top, _goodput_pool()), show_infeasible=show_infeasible)
         if opts is not None:
@@ -299,7 +317,7 @@ def register(app: typer.Typer) -> None:
                                 fabric_overrides(topology, fabric, radix, tiers, oversubscription))
         from tierwise.cli._progress import progress
 
-        with progress(f"best plan at {len(counts)} GPU counts"):
+        with progress(f"best plan at {len(counts)} GPU counts"), _as_flags():
             doc = scale_document(m, cl, counts, global_batch, seq, constraints=c, objective=objective,
                                  plan_fn=plan_any_gpus)
         if opts is not None:

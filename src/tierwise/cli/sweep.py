@@ -77,7 +77,7 @@ def register(app: typer.Typer) -> None:
         from tierwise.cli._progress import progress
         from tierwise.limits import check_int
         from tierwise.sweep.grid import SweepError, load_grid, parse_shard
-        from tierwise.sweep.run import EXECUTORS, require_ray, run_sweep
+        from tierwise.sweep.run import EXECUTORS, check_ray_address, require_ray, run_sweep
         from tierwise.sweep.store import prepare_out, require_pyarrow
 
         if executor not in EXECUTORS:
@@ -87,6 +87,7 @@ def register(app: typer.Typer) -> None:
         shard_t = parse_shard(shard)
         require_pyarrow()
         if executor == "ray":
+            check_ray_address()  # an address nothing answers on: one line now, not ray.init retrying for minutes
             require_ray()
         points = load_grid(grid)
         out_dir = prepare_out(out)
@@ -103,11 +104,19 @@ def register(app: typer.Typer) -> None:
                                                   "per kind and status)")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="print the JSON document")] = False,
         html: Annotated[str | None, typer.Option("--html", help="write a self-contained HTML report here")] = None,
+        timeout: Annotated[float, typer.Option("--timeout", help="seconds a query may run before it is stopped")]
+        = 60.0,
     ) -> None:
-        """Summarise a results directory and answer an SQL query over it (DuckDB); --html plots it."""
+        """Summarise a results directory and answer an SQL query over it (DuckDB); --html plots it.
+
+        The query is read-only (one SELECT; no file is written, attached or read besides the results) and
+        bounded: 100,000 rows, 10,000 characters a cell, 2 GB of memory, --timeout seconds."""
+        from tierwise.limits import check_float
+        from tierwise.sweep.grid import SweepError
         from tierwise.sweep.query import check_results_dir, require_duckdb, summary, views
         from tierwise.sweep.query import query as run_query
 
+        check_float(timeout, "--timeout", minimum=0.0, maximum=3600.0, min_open=True, error=SweepError)
         require_duckdb()
         if html is not None:
             from tierwise.atomic import check_writable
@@ -116,7 +125,7 @@ def register(app: typer.Typer) -> None:
             require_plotly()
             check_writable(html, "--html")
         check_results_dir(directory)
-        doc = {"summary": summary(directory), "query": run_query(directory, query)}
+        doc = {"summary": summary(directory), "query": run_query(directory, query, timeout_s=timeout)}
         if html is not None:
             from tierwise.report import write_page
             from tierwise.report.sweep import sweep_page

@@ -9,6 +9,7 @@ import shlex
 import typer
 
 from tierwise.cli._output import emit, kv_table, print_table
+from tierwise.files import short_repr
 
 __all__ = ["register"]
 
@@ -24,6 +25,9 @@ def _spec(family, gpus, gpus_per_node, nics_per_node, radix, tiers, oversubscrip
     if _is_file(family):
         return load_topology_yaml(family)
     gpus = check_int(gpus, "--gpus", maximum=MAX_FABRIC_GPUS, error=TopologyError)
+    if dims is not None and family != "torus":
+        raise TopologyError(f"--dims {short_repr(dims, 40)} sets a torus's shape; it applies to the torus family, "
+                            f"not {short_repr(family, 40)} (drop --dims or use torus)")
     if gpus_per_node is None:
         gpus_per_node = 4 if family == "nvl72" else (1 if family == "torus" else 8)
     data = dict(family=family, gpus=gpus, gpus_per_node=gpus_per_node, nics_per_node=nics_per_node, radix=radix,
@@ -158,32 +162,36 @@ def register(app: typer.Typer) -> None:
         from tierwise.errors import TopologyError
         from tierwise.limits import MAX_BYTES, MAX_SIM_GPUS, check_int
         from tierwise.netsim import Failures, simulate
+        from tierwise.specs.cluster import load_cluster
         from tierwise.topology import build_fabric
         from tierwise.units import parse_bytes
 
+        load_cluster(cluster)  # --cluster names the notes' comparison too: an unknown one is an error, never ignored
         if emit_cluster is not None:  # before the simulation: a place that cannot be written fails now, in one line
             from tierwise.atomic import check_writable
-            from tierwise.specs.cluster import load_cluster
 
             check_writable(emit_cluster, "--emit-cluster")
-            load_cluster(cluster)
         if html is not None:  # issue 19: before the simulation
             from tierwise.report import check_html
 
             check_html(html)
         kind = pattern if pattern in ("pipeline", "permutation") else normalize_kind(pattern)
         size_bytes = parse_bytes(size, what="--size", maximum=MAX_BYTES)
-        if ranks is not None:
-            check_int(ranks, "--ranks", minimum=2, maximum=MAX_SIM_GPUS, error=TopologyError)
-        check_int(stages, "--stages", minimum=2, maximum=MAX_SIM_GPUS, error=TopologyError)
-        if shift is not None:
-            check_int(shift, "--shift", minimum=-MAX_SIM_GPUS, maximum=MAX_SIM_GPUS, error=TopologyError)
         check_int(seed, "--seed", minimum=0, maximum=2**32 - 1, error=TopologyError)
         spec = _spec(topology, gpus, gpus_per_node, nics_per_node, radix, tiers, oversubscription, nic_bandwidth,
                      scale_up, scale_up_bandwidth, domain_size, hop_latency, dims, groups)
         check_int(spec.gpus, "--gpus", maximum=MAX_SIM_GPUS, error=TopologyError,
                   hint=" for simulate (a flow-level simulation of more GPUs takes minutes; topo and design take up "
                        "to 1,048,576)")
+        # the bounds suggested are the fabric's own, so that a suggested value is one that is accepted
+        fabric_gpus = int(getattr(spec, "gpus", MAX_SIM_GPUS) or MAX_SIM_GPUS)
+        if ranks is not None:
+            ranks = check_int(ranks, "--ranks", minimum=2, maximum=max(2, fabric_gpus), error=TopologyError,
+                              hint=f" (the fabric's {fabric_gpus} GPUs)")
+        check_int(stages, "--stages", minimum=2, maximum=max(2, ranks or fabric_gpus), error=TopologyError,
+                  hint=" (the ranks simulated)")
+        if shift is not None:
+            check_int(shift, "--shift", minimum=-MAX_SIM_GPUS, maximum=MAX_SIM_GPUS, error=TopologyError)
         from tierwise.cli._progress import progress
 
         with progress(f"simulating {pattern}"):

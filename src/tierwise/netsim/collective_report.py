@@ -36,11 +36,12 @@ def collective_report(kind: str, size: str, ranks: int, ranks_per_node: int | No
     size_bytes = parse_bytes(size, what="--size", maximum=MAX_BYTES)
     check_int(ranks, "--ranks", minimum=2, maximum=MAX_GPUS, error=SpecError,
               hint=" (one rank moves nothing: its busbw is 0/0)")
-    if ranks_per_node is not None:
-        check_int(ranks_per_node, "--ranks-per-node", maximum=MAX_GPUS, error=SpecError)
     if kind == "send-recv" and ranks != 2:
         raise SpecError(f"send-recv is between two ranks; use --ranks 2 (got {ranks})")
     base = load_cluster(cluster_ref)
+    if ranks_per_node is not None:  # the bound is the cluster's: a suggested value is one that is accepted
+        check_int(ranks_per_node, "--ranks-per-node", maximum=base.gpus_per_node, error=SpecError,
+                  hint=f" (the {base.gpus_per_node} GPUs per node of {base.name})")
     notes: list[str] = []
 
     def run(cluster, per_node):

@@ -38,14 +38,14 @@ def parse_fail_count(value: str | int, total: int, what: str, flag: str) -> int:
         raise TopologyError(f"{flag} {value!r} is neither a count nor a percentage; write e.g. 12 or 0.1%") from None
     if percent is not None:
         if not 0.0 <= percent <= 100.0:  # also NaN and infinities
-            raise TopologyError(f"{flag} {value!r} is out of range; use a percentage 0% <= {flag} <= 100% "
-                                f"or a count 0 <= {flag} <= {total}")
+            raise TopologyError(f"{flag} {value!r} is out of range; use a percentage 0% <= {flag} < 100% "
+                                f"or a count 0 <= {flag} < {total} (failing every one leaves no rank connected)")
         count = int(round(percent / 100.0 * total))
     if count < 0:
         raise TopologyError(f"{flag} {value!r} is negative; use 0 or more")
     if count > total:
         raise TopologyError(f"{flag} {value} asks to fail {count} {what} but the fabric has only {total}; "
-                            f"use {flag} <= {total}")
+                            f"use {flag} < {total} (failing every one leaves no rank connected)")
     return count
 
 

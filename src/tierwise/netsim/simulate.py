@@ -283,6 +283,12 @@ def simulate(fab: Fabric, kind: str, size_bytes: float, *, algorithm: str = "aut
         if not newly:
             break
         unreachable |= newly
+    if int(alive.size) < 2:  # every path cut: an error, never a collective that "takes 0 ns"
+        asked = ", ".join(f"--fail-{name} {value}" for name, value in (("links", failures.links),
+                          ("switches", failures.switches), ("domains", failures.domains))
+                          if str(value).strip() not in ("0", "0%", ""))
+        raise TopologyError(f"with {asked or 'these failures'}, {int(alive.size)} of {n} ranks can reach each other; "
+                            "a collective needs at least 2: fail fewer parts")
     if results is None:
         results = [_run_phase(fab, ph, p, r, c, max_events) for ph, p, r, c in routed]
     time_s = sum(r.time_s for r in results)

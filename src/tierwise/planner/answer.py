@@ -9,12 +9,13 @@ from typing import Any
 import numpy as np
 
 from tierwise.errors import PlanError
+from tierwise.files import short_repr
 from tierwise.hierarchy import TIER_ORDER
 from tierwise.limits import MAX_GPUS
-from tierwise.planner.branch_and_bound import SearchResult, search
+from tierwise.planner.branch_and_bound import OBJECTIVES, SearchResult, search
 from tierwise.planner.capacity import min_gpus_to_fit
 from tierwise.planner.explain import AXIS_LABEL, compare, explain_lines, plan_entry, plan_label
-from tierwise.planner.space import Constraints
+from tierwise.planner.space import Constraints, check_constraints
 from tierwise.specs.plan import PlanBatch, valid_plan_mask
 
 __all__ = ["plan_document", "scale_document", "parse_gpu_range"]
@@ -222,6 +223,9 @@ def scale_document(model, cluster, counts: list[int], global_batch_size: int, se
     first doubling that buys less than 1.5x the tokens/s (half of its GPUs' linear share is lost), and its
     reason is the step component whose share of the step grew most from the previous point.
     """
+    if objective not in OBJECTIVES:  # checked once: a bad argument is an error, not a "-" at every count
+        raise PlanError(f"--objective {short_repr(objective, 40)} is unknown; choose one of {', '.join(OBJECTIVES)}")
+    check_constraints(model, cluster, constraints or Constraints())
     points: list[dict[str, Any]] = []
     shares: list[dict[str, float] | None] = []
     for n in counts:

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tierwise.files import short_repr
 from tierwise.planner.space import (
     Constraints,
     Space,
@@ -313,7 +314,7 @@ def search(model, cluster, num_gpus: int, global_batch_size: int, seq_length: in
     if objective not in OBJECTIVES:
         from tierwise.errors import PlanError
 
-        raise PlanError(f"objective={objective!r}; choose one of {', '.join(OBJECTIVES)}")
+        raise PlanError(f"--objective {short_repr(objective, 40)} is unknown; choose one of {', '.join(OBJECTIVES)}")
     if top < 1:
         from tierwise.errors import PlanError
 

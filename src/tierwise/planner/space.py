@@ -43,6 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tierwise.errors import PlanError
+from tierwise.files import short_repr
 from tierwise.specs.plan import (
     ORDERS,
     PRECISION,
@@ -56,8 +57,9 @@ from tierwise.specs.plan import (
     validate_plan_batch,
 )
 
-__all__ = ["Constraints", "Space", "build_space", "to_batch", "expand_switches", "expand_refinements",
-           "STRUCTURE", "SWITCHES", "REFINEMENTS", "order_strides", "ep_overlap_eligible", "NoLayoutError"]
+__all__ = ["Constraints", "Space", "build_space", "check_constraints", "to_batch", "expand_switches",
+           "expand_refinements", "STRUCTURE", "SWITCHES", "REFINEMENTS", "order_strides", "ep_overlap_eligible",
+           "NoLayoutError"]
 
 STRUCTURE = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "first_stage_layers",
              "last_stage_layers")
@@ -479,9 +481,15 @@ def _software(model, cluster, c: Constraints) -> _Software:
                      tp_overlap=tp_overlap, ep_overlap=ep_overlap, assumed=tuple(assumed))
 
 
+def check_constraints(model, cluster, c: Constraints) -> None:
+    """The constraints' switches that do not depend on the GPU count (framework, ZeRO-3 gather), checked once:
+    a bad one is a :class:`PlanError` before a search at several counts (``scale``) reports it at none."""
+    _zero3_code(_software(model, cluster, c).zero3_gather)
+
+
 def _zero3_code(name: str) -> int:
     if name not in ZERO3_GATHER:
-        raise PlanError(f"zero3_gather={name!r}; choose one of {', '.join(ZERO3_GATHER)}")
+        raise PlanError(f"--zero3-gather {short_repr(name, 40)} is unknown; choose one of {', '.join(ZERO3_GATHER)}")
     return ZERO3_GATHER.index(name)
 
 

@@ -475,11 +475,16 @@ def serve_plan_document(cfg: ServeConfig, *, max_tp: int = 8, modes: str = "both
     """The ``serve-plan --json`` document: the best deployments of ``cfg.num_gpus`` GPUs under the SLOs."""
     import time
 
-    from tierwise.serve.plan import serve_plan
+    from tierwise.serve.plan import MAX_DISAGGREGATED_GPUS, serve_plan
 
     if cfg.num_gpus is None:
         raise ScenarioError("serve-plan needs --gpus N (the GPUs to split between prefill and decode)")
-    check_int(cfg.num_gpus, "--gpus", error=ScenarioError)
+    _choice(modes, "--modes", ("both", "aggregated", "disaggregated"))
+    if modes == "aggregated":
+        check_int(cfg.num_gpus, "--gpus", error=ScenarioError)
+    else:  # the bound of the split's search (serve/plan.py), so that the bound suggested is accepted
+        check_int(cfg.num_gpus, "--gpus", maximum=MAX_DISAGGREGATED_GPUS, error=ScenarioError,
+                  hint=f" with --modes {modes} (the prefill/decode split's search; --modes aggregated takes more)")
     check_int(max_tp, "--max-tp", maximum=1024, error=ScenarioError)
     check_int(top, "--top", maximum=1000, error=ScenarioError)
     _choice(modes, "--modes", ("both", "aggregated", "disaggregated"))

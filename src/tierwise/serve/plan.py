@@ -11,17 +11,23 @@ disaggregated (``P`` prefill GPUs in instances of ``(tp_p, ep_p)``, ``D = N - P`
 auto``) unless given. Candidates whose weights do not fit are dropped. Wide EP wins where the per-GPU weight
 read it saves (each rank reads ``ceil(E / ep)`` experts and an attention group's share of the batch's KV) outweighs
 the all-to-all it adds, DeepEP's kernels on the tier the group spans (:mod:`tierwise.parallel.deepep`).
+
+Bound: the disaggregated candidates grow as ``N x (number of TP degrees)^2`` (303,092 at 65,536 GPUs, a few
+seconds; 4.8 million at 2^20, minutes), so a search with disaggregated modes takes at most
+:data:`MAX_DISAGGREGATED_GPUS` GPUs and refuses more with one line; ``--modes aggregated`` (a handful of
+candidates) takes any count.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from tierwise.errors import ScenarioError
 from tierwise.hierarchy import TIER_ORDER, group_span
 from tierwise.serve.engine import Deployments, evaluate
 from tierwise.serve.kv import attention_dp
 
-__all__ = ["candidates", "serve_plan", "layouts", "ep_tier_name", "explain_ep", "MAX_EP"]
+__all__ = ["candidates", "serve_plan", "layouts", "ep_tier_name", "explain_ep", "MAX_EP", "MAX_DISAGGREGATED_GPUS"]
 
 
 def ep_tier_name(cluster, ep: int) -> str | None:
@@ -30,6 +36,8 @@ def ep_tier_name(cluster, ep: int) -> str | None:
     if ep <= 1:
         return None
     return TIER_ORDER[int(group_span(cluster, np.array([ep]), 1).tier[0])]
+MAX_DISAGGREGATED_GPUS = 65_536
+"""GPUs whose prefill/decode split is searched (module docstring: the bound on the search's time)."""
 
 
 def _powers(limit: int) -> list[int]:
@@ -101,6 +109,11 @@ def serve_plan(workload, num_gpus: int, *, max_tp: int = 8, kv_link: str = "auto
                modes: str = "both") -> dict:
     """The best deployments of ``num_gpus`` GPUs for ``workload`` (:class:`~tierwise.serve.engine.Workload`)."""
     model = workload.model
+    if modes in ("both", "disaggregated") and num_gpus > MAX_DISAGGREGATED_GPUS:
+        raise ScenarioError(f"--gpus {num_gpus:,} with --modes {modes}: the prefill/decode split of more than "
+                            f"{MAX_DISAGGREGATED_GPUS:,} GPUs is millions of deployments to search; plan one "
+                            f"deployment of at most {MAX_DISAGGREGATED_GPUS:,} GPUs (replicate it), or use "
+                            "--modes aggregated")
     d = candidates(num_gpus, model.moe is not None, max_tp, kv_link, workload.cluster,
                    disaggregated=modes in ("both", "disaggregated"), aggregated=modes in ("both", "aggregated"),
                    num_experts=model.moe.num_experts if model.moe is not None else 0)

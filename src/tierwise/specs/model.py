@@ -426,6 +426,14 @@ def model_from_mapping(data: Mapping[str, Any], *, origin: str) -> ModelSpec:
 _ABSENT: Any = object()
 
 
+def _finite(value: int | float) -> bool:
+    """A JSON number that is finite as a float: an integer past a float's range (``10**400``) is not."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 class _HFConfig(Mapping[str, Any]):
     """A parsed ``config.json`` with typed getters: a missing, mistyped or impossible field is one line naming
     the field, its value (shortened) and the file. ``null`` counts as absent for the optional fields (the
@@ -465,7 +473,9 @@ class _HFConfig(Mapping[str, Any]):
         if value is _ABSENT:
             return default
         want = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+        if isinstance(value, int) and not isinstance(value, bool) and value > MAX_DIMENSION:
+            raise self._bad(key, value, f"at most {MAX_DIMENSION:,}")  # 10**400 too: past a float, not "not whole"
+        if isinstance(value, bool) or not isinstance(value, int | float) or not _finite(value) \
                 or int(value) != value:
             raise self._bad(key, value, want)
         if value < minimum:
@@ -479,7 +489,7 @@ class _HFConfig(Mapping[str, Any]):
         value = self._raw(key, required=default is _ABSENT)
         if value is _ABSENT:
             return default
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not _finite(value) or value <= 0:
             raise self._bad(key, value, "a positive number")
         return value
 

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from tierwise.errors import SpecError
+from tierwise.files import short_repr
 from tierwise.specs import catalog
+from tierwise.specs.parameter_ranges import check_parameters
 from tierwise.units import parse_time
 
 __all__ = ["Parameters", "load_parameters", "parameters_from_mapping", "PARAMETERS_ENV", "using_parameters"]
@@ -72,7 +73,8 @@ def _load(path: str | None) -> Parameters:
 
 def parameters_from_mapping(data: Any, where: str) -> Parameters:
     """The installed parameters updated section by section with ``data`` (a parameters file's mapping);
-    anything unusable (not a mapping, a value that is not a finite number) is a :class:`SpecError`."""
+    anything unusable (not a mapping, an unknown key, a value that is not a finite number or is outside its
+    range, :mod:`tierwise.specs.parameter_ranges`) is a :class:`SpecError` naming the key."""
     installed = catalog.entries("parameters")
     if not isinstance(data, dict):
         raise SpecError(f"{where} must be a mapping with sections compute:, collectives: or latency:; "
@@ -82,19 +84,18 @@ def parameters_from_mapping(data: Any, where: str) -> Parameters:
         raise SpecError(f"{where}: unknown section {unknown[0]!r}; use {', '.join(sorted(installed))}")
     merged: dict[str, Any] = {}
     for key, section in installed.items():
-        own = data.get(key)
-        if own is None:
+        if key not in data:
             merged[key] = section
             continue
+        own = data[key]
         if not isinstance(own, dict):
-            raise SpecError(f"{where}: {key} must be a mapping of parameter names to values")
-        merged[key] = {**section, **own}
-    for key, value in merged["compute"].items():
-        if key in ("fit", "source", "memory_overhead"):
-            continue
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-            raise SpecError(f"{where}: compute.{key} is {value!r}, not a finite number; write a number such "
-                            "as 0.75 or 1.0e-05 (or remove the key to use the installed value)")
+            what = "empty (null)" if own is None else short_repr(own, 40)
+            raise SpecError(f"{where}: section {key} must be a mapping of parameter names to values, not {what}; "
+                            "fill it in, or remove the section to use the installed values")
+        # a table (link classes, protocols) updates the installed table entry by entry
+        merged[key] = {**section, **{k: ({**section[k], **v} if isinstance(section.get(k), dict)
+                                         and isinstance(v, dict) else v) for k, v in own.items()}}
+    check_parameters(merged, where)
     return _parse(merged, where)
 
 

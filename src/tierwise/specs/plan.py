@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from tierwise.errors import PlanError, SpecError
-from tierwise.files import short_repr
+from tierwise.files import describe_type, short_repr
 from tierwise.limits import MAX_BATCH, MAX_GPUS, MAX_LAYERS, MAX_SEQ
 from tierwise.specs._mapping import check_keys, get_bool, get_int, require_mapping
 from tierwise.specs.framework import (
@@ -628,6 +628,14 @@ class PlanBatch:
 
     @classmethod
     def from_plans(cls, plans: Sequence[Plan]) -> PlanBatch:
+        """A batch of the given plans (each a :class:`Plan`, e.g. from :func:`plan_from_mapping`)."""
+        if not isinstance(plans, list | tuple):
+            raise PlanError(f"PlanBatch.from_plans takes a list of plans, not {describe_type(plans)}; e.g. "
+                            "PlanBatch.from_plans([tierwise.plan_from_mapping({...}, num_gpus=N)])")
+        bad = next((i for i, p in enumerate(plans) if not isinstance(p, Plan)), None)
+        if bad is not None:
+            raise PlanError(f"PlanBatch.from_plans: item {bad} is {describe_type(plans[bad])}, not a plan; make each "
+                            "with tierwise.plan_from_mapping({...}, num_gpus=N)")
         cols: dict[str, np.ndarray] = {}
         for name in _INT_FIELDS:
             cols[name] = np.array([getattr(p, name) for p in plans], dtype=np.int64)

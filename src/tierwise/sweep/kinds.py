@@ -28,8 +28,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tierwise.limits import MAX_BATCH, MAX_GPUS, MAX_SEQ, MAX_SIM_GPUS, check_int
+from tierwise.collectives.volumes import normalize_kind
+from tierwise.errors import TierwiseError
+from tierwise.limits import MAX_BATCH, MAX_BYTES, MAX_GPUS, MAX_SEQ, MAX_SIM_GPUS, check_int
+from tierwise.specs import catalog
 from tierwise.sweep.errors import SweepError
+from tierwise.units import parse_bytes
 
 __all__ = ["PointKind", "register_kind", "get_kind", "KINDS", "cluster_label", "COMMON_COLUMNS"]
 
@@ -117,6 +121,44 @@ def _text(value: Any, where: str) -> str:
     return value.strip()
 
 
+def _catalog_name(kind: str) -> Callable[[Any, str], str]:
+    """A catalog name in the catalog's own spelling: names are matched case-insensitively when loaded, so
+    ``Llama3.1-8B`` and ``llama3.1-8b`` are one point (one id, one row). A file name is kept as written."""
+    def norm(value: Any, where: str) -> str:
+        text = _text(value, where)
+        return text.lower() if text.lower() in catalog.entries(kind) else text
+    return norm
+
+
+def _lower(value: Any, where: str) -> str:
+    """A keyword matched without regard to case (``ECMP``, ``ecmp``): one spelling, lower case."""
+    return _text(value, where).lower()
+
+
+def _pattern(value: Any, where: str) -> str:
+    """A collective in its canonical spelling (``allreduce``, ``all_reduce``, ``All-Reduce`` -> ``all-reduce``);
+    one that is not a collective is kept for the study check to name."""
+    text = _text(value, where).lower()
+    if text in ("pipeline", "permutation"):
+        return text
+    try:
+        return normalize_kind(text)
+    except TierwiseError:
+        return text
+
+
+def _size(value: Any, where: str) -> Any:
+    """A size as whole bytes (``1GB``, ``1 GB``, ``1e9``, ``1000000000`` are one point); a size that does not
+    parse is kept for the study check to name."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return value
+    try:
+        number = parse_bytes(value.strip() if isinstance(value, str) else value, what=where, maximum=MAX_BYTES)
+    except TierwiseError:
+        return str(value).strip()
+    return int(number) if number.is_integer() else number
+
+
 def _count(maximum: int) -> Callable[[Any, str], int]:
     def check(value: Any, where: str) -> int:
         return check_int(value, where, maximum=maximum, error=SweepError)
@@ -127,7 +169,7 @@ def _cluster_ref(value: Any, where: str) -> Any:
     """A catalog name or file (text), or a cluster mapping as in a scenario file: ``{base: dgx-h100, name: ...,
     nic_bandwidth: 800 Gb/s}`` (the catalog cluster with those keys replaced) or a whole cluster."""
     if isinstance(value, str):
-        return _text(value, where)
+        return _catalog_name("clusters")(value, where)
     if isinstance(value, dict):
         return value
     raise SweepError(f"{where}: {value!r}; give a catalog cluster, a cluster YAML file, or a mapping such as "
@@ -222,7 +264,7 @@ register_kind(PointKind(
     parameters={"model": REQUIRED, "cluster": REQUIRED, "gpus": REQUIRED, "plan": REQUIRED, "global_batch": 1024,
                 "seq": 8192},
     run=_run_estimate, columns=_TRAIN_COLUMNS,
-    normalizers={"model": _text, "cluster": _cluster_ref, "gpus": _count(MAX_GPUS), "plan": _mapping,
+    normalizers={"model": _catalog_name("models"), "cluster": _cluster_ref, "gpus": _count(MAX_GPUS), "plan": _mapping,
                  "global_batch": _count(MAX_BATCH), "seq": _count(MAX_SEQ)},
     study_check=_check_estimate))
 
@@ -277,8 +319,8 @@ register_kind(PointKind(
     parameters={"model": REQUIRED, "cluster": REQUIRED, "gpus": REQUIRED, "global_batch": 1024, "seq": 8192,
                 "objective": "step_time", "constraints": {}},
     run=_run_plan, columns=_TRAIN_COLUMNS,
-    normalizers={"model": _text, "cluster": _cluster_ref, "gpus": _count(MAX_GPUS),
-                 "global_batch": _count(MAX_BATCH), "seq": _count(MAX_SEQ), "objective": _text,
+    normalizers={"model": _catalog_name("models"), "cluster": _cluster_ref, "gpus": _count(MAX_GPUS),
+                 "global_batch": _count(MAX_BATCH), "seq": _count(MAX_SEQ), "objective": _lower,
                  "constraints": _mapping},
     study_check=_check_plan))
 
@@ -311,10 +353,7 @@ def _topology_label(ref: dict) -> str:
 
 
 def _run_simulate(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    from tierwise.collectives.volumes import normalize_kind
-    from tierwise.limits import MAX_BYTES
     from tierwise.netsim import Failures, simulate
-    from tierwise.units import parse_bytes
 
     fab = _fabric(json.dumps(params["topology"], sort_keys=True))
     pattern = params["pattern"]
@@ -345,9 +384,6 @@ def _check_simulate(values: dict[str, list], where: str) -> None:
     for r in values["routing"]:
         if r not in ("ecmp", "adaptive"):
             raise SweepError(f"{where}: routing {r!r}; choose ecmp or adaptive")
-    from tierwise.limits import MAX_BYTES
-    from tierwise.units import parse_bytes
-
     for s in values["size"]:
         parse_bytes(s, what=f"{where}: size", maximum=MAX_BYTES)
 
@@ -361,7 +397,16 @@ def _opt_count(maximum: int, minimum: int = 1) -> Callable[[Any, str], int | Non
 def _fail(value: Any, where: str) -> str:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise SweepError(f"{where}: {value!r}; give a count (12) or a percentage ('0.5%')")
-    return str(value).strip()
+    text = str(value).strip()
+    percent = text.endswith("%")
+    number = text[:-1].strip() if percent else text
+    try:  # one spelling per number: 2, 2.0, '2', ' 2 ' are one point; '0.50%' and '0.5%' too
+        x = float(number)
+    except ValueError:
+        return text
+    if x == x and abs(x) != float("inf"):
+        number = str(int(x)) if x.is_integer() else repr(x)
+    return number + ("%" if percent else "")
 
 
 register_kind(PointKind(
@@ -375,8 +420,8 @@ register_kind(PointKind(
              "fail_switches": "string", "fail_domains": "string", "time_s": "float64", "analytic_time_s": "float64",
              "busbw_bytes_per_s": "float64", "algbw_bytes_per_s": "float64", "degradation": "float64",
              "num_ranks_simulated": "int64"},
-    normalizers={"topology": _topology_ref, "pattern": _text, "size": lambda v, w: str(v).strip(),
-                 "ranks": _opt_count(MAX_SIM_GPUS, 2), "routing": _text, "algorithm": _text,
+    normalizers={"topology": _topology_ref, "pattern": _pattern, "size": _size,
+                 "ranks": _opt_count(MAX_SIM_GPUS, 2), "routing": _lower, "algorithm": _lower,
                  "fail_links": _fail, "fail_switches": _fail, "fail_domains": _fail,
                  "seed": _opt_count(2**32 - 1, 0), "stages": _opt_count(MAX_SIM_GPUS, 2),
                  "shift": lambda v, w: None if v is None else check_int(v, w, minimum=-MAX_SIM_GPUS,

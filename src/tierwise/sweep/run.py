@@ -9,7 +9,9 @@ Executors (``--executor``):
     Each point is a Ray task (``ray.remote``) on the cluster that ``ray.init()`` joins: the one named by
     ``RAY_ADDRESS`` (``ray start --head`` / a Slurm-launched cluster), or else a new local instance. At most
     ``4 x --workers`` (or 4 x the cluster's CPUs) tasks are in flight, so a million-point grid does not
-    become a million pending tasks. tierwise must be importable on every node.
+    become a million pending tasks. tierwise must be importable on every node. A ``RAY_ADDRESS`` naming a
+    host and port is tried first with a plain TCP connection (:data:`RAY_CONNECT_TIMEOUT_S`): an address
+    nothing answers on is one line, before any work, instead of ``ray.init`` retrying for minutes.
 
 Finished rows are buffered and written as one part file (:func:`tierwise.sweep.store.write_part`) every
 ``batch_size`` points or ``flush_s`` seconds, whichever comes first, and at the end (also on Ctrl-C). A
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -99,6 +102,35 @@ def _local(tasks: list, workers: int) -> Iterator[dict[str, Any]]:
         yield from pool.imap_unordered(run_point, tasks, chunksize=1)
 
 
+RAY_CONNECT_TIMEOUT_S = 5.0
+"""Seconds to wait for the host and port of ``RAY_ADDRESS`` to answer before refusing (module docstring)."""
+
+
+def check_ray_address(address: str | None = None, timeout_s: float = RAY_CONNECT_TIMEOUT_S) -> None:
+    """Refuse a ``RAY_ADDRESS`` (default: the environment's) whose host and port do not answer in ``timeout_s``.
+
+    ``auto``, ``local``, an empty value or none at all is left to Ray (a local instance); ``ray://host:port``
+    (Ray Client) and ``host:port`` (the GCS) are tried with one TCP connection.
+    """
+    text = (os.environ.get("RAY_ADDRESS", "") if address is None else address).strip()
+    if text.lower() in ("", "auto", "local"):
+        return
+    rest = text.split("://", 1)[1] if "://" in text else text
+    host, sep, port_text = rest.rstrip("/").rpartition(":")
+    shown = text if len(text) <= 80 else text[:77] + "..."
+    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise SweepError(f"RAY_ADDRESS {shown!r} is not host:port (or ray://host:port, auto, local); fix it or unset "
+                         "it to start a local Ray")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port_text)), timeout=timeout_s):
+            pass
+    except (OSError, ValueError) as exc:  # ValueError: a host name IDNA cannot encode (a label past 63 bytes)
+        why = "no answer" if isinstance(exc, TimeoutError) else (getattr(exc, "strerror", None)
+                                                                 or "not a valid host name")
+        raise SweepError(f"RAY_ADDRESS {shown!r} cannot be reached ({why} within {timeout_s:g} s); start the Ray "
+                         "cluster (ray start --head), fix RAY_ADDRESS, or unset it for a local Ray") from None
+
+
 def require_ray():
     try:
         import ray
@@ -139,17 +171,20 @@ def run_sweep(points: list[Point], out: str | Path, *, workers: int = 1, executo
     ``on_start(to_run, total_in_shard)`` is called once before the first point; ``progress(done, to_run)`` after
     every point. The output directory must come from :func:`tierwise.sweep.store.prepare_out`.
     """
-    from tierwise.sweep.store import finished_ids, run_tag, shard_lock, write_manifest, write_part
+    from tierwise.sweep.store import finished_ids, run_tag, shard_lock, write_manifest, write_new_rows
 
     if executor not in EXECUTORS:
         raise SweepError(f"--executor {executor!r}; choose local or ray")
     if executor == "ray":
         require_ray()
+        check_ray_address()
     out = Path(out)
     start = time.perf_counter()
     mine = shard_points(points, shard)
     with shard_lock(out, shard):
-        done_before = finished_ids(out)
+        seen_parts: set[str] = set()
+        done_before = finished_ids(out, seen_parts)
+        stored = set(done_before)
         todo = [p for p in mine if p.id not in done_before]
         write_manifest(out, grid, points)
         if on_start:
@@ -159,11 +194,15 @@ def run_sweep(points: list[Point], out: str | Path, *, workers: int = 1, executo
         parts: list[str] = []
         counts = {"ok": 0, "no_fit": 0, "error": 0}
         last = time.monotonic()
+        dropped = 0
 
         def flush() -> None:
-            nonlocal last
+            nonlocal last, dropped
             if buffer:
-                parts.append(str(write_part(out, buffer, tag, len(parts))))
+                path, n_dropped = write_new_rows(out, buffer, tag, len(parts), stored, seen_parts)
+                dropped += n_dropped
+                if path is not None:
+                    parts.append(str(path))
                 buffer.clear()
             last = time.monotonic()
 
@@ -184,4 +223,5 @@ def run_sweep(points: list[Point], out: str | Path, *, workers: int = 1, executo
     return {"out": str(out), "shard": f"{shard[0]}/{shard[1]}", "executor": executor, "workers": workers,
             "points_in_grid": len(points), "points_in_shard": len(mine), "already_done": len(mine) - len(todo),
             "ran": n, "status_counts": counts, "part_files_written": len(parts),
+            "already_stored_by_another_run": dropped,
             "wall_s": time.perf_counter() - start}

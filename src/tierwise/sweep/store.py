@@ -32,7 +32,7 @@ from typing import Any
 from tierwise.sweep.grid import SweepError
 
 __all__ = ["require_pyarrow", "prepare_out", "part_files", "finished_ids", "write_part", "shard_lock",
-           "write_manifest", "read_manifest", "schema"]
+           "write_manifest", "read_manifest", "schema", "write_new_rows"]
 
 PART_GLOB = "part-*.parquet"
 MANIFEST = "sweep.json"
@@ -69,20 +69,40 @@ def prepare_out(out: str) -> Path:
             pass
         except OSError as exc:
             raise SweepError(f"--out {out!r}: cannot create the directory: {exc.strerror}") from None
+    _check_manifest_is_ours(p, out)
     check_writable(p / MANIFEST, "--out")
     return p
+
+
+def _check_manifest_is_ours(p: Path, out: str) -> None:
+    """A ``sweep.json`` already in the directory must be a manifest tierwise wrote (it is replaced each run)."""
+    manifest = p / MANIFEST
+    if not manifest.exists() and not manifest.is_symlink():
+        return
+    try:
+        doc = read_manifest(p) if manifest.is_file() and not manifest.is_symlink() else None
+    except SweepError:
+        doc = None
+    if not (isinstance(doc, dict) and isinstance(doc.get("point_ids"), list) and "grid_sha256" in doc):
+        raise SweepError(f"--out {out!r} holds {MANIFEST!r}, which is not a sweep manifest tierwise wrote (a "
+                         "run replaces that file); move it away or name another --out directory")
 
 
 def part_files(out: str | Path) -> list[Path]:
     return sorted(Path(out).glob(PART_GLOB))
 
 
-def finished_ids(out: str | Path) -> set[str]:
-    """Ids of every point in the directory's part files."""
+def finished_ids(out: str | Path, seen: set[str] | None = None) -> set[str]:
+    """Ids of every point in the directory's part files (with ``seen``: only in the parts whose names are not
+    in it, which are then added to it)."""
     import pyarrow.parquet as pq
 
     ids: set[str] = set()
     for f in part_files(out):
+        if seen is not None:
+            if f.name in seen:
+                continue
+            seen.add(f.name)
         try:
             col = pq.read_table(f, columns=["point_id"]).column("point_id")
         except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a damaged file
@@ -121,6 +141,30 @@ def write_part(out: str | Path, rows: list[dict[str, Any]], tag: str, seq: int) 
     return path
 
 
+def write_new_rows(out: Path, rows: list[dict[str, Any]], tag: str, seq: int, done: set[str],
+                   seen: set[str]) -> tuple[Path | None, int]:
+    """Write the rows of points not yet stored as one part file; return (its path or None, rows dropped).
+
+    Under an exclusive lock on the directory: the ids of every part not in ``seen`` (written by another run
+    meanwhile) join ``done``; rows whose ``point_id`` is in ``done`` are dropped; the rest are written and
+    their ids join ``done``. Two runs that overlap therefore store each point once.
+    """
+    from tierwise.atomic import locked_dir
+
+    with locked_dir(out):
+        done.update(finished_ids(out, seen))
+        keep = []
+        for row in rows:
+            if row["point_id"] not in done:
+                done.add(row["point_id"])
+                keep.append(row)
+        if not keep:
+            return None, len(rows)
+        path = write_part(out, keep, tag, seq)
+        seen.add(path.name)
+        return path, len(rows) - len(keep)
+
+
 def run_tag(shard: tuple[int, int]) -> str:
     host = "".join(c for c in socket.gethostname() if c.isalnum())[:24] or "host"
     return f"{host}-{os.getpid()}-s{shard[0]}of{shard[1]}"
@@ -135,7 +179,14 @@ def shard_lock(out: Path, shard: tuple[int, int]) -> Iterator[None]:
         yield
         return
     path = out / f".lock-shard-{shard[0]}-of-{shard[1]}"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:  # never through a link, never a FIFO or device of the user's with that name
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK, 0o644)
+        if not os.path.isfile(path):
+            os.close(fd)
+            raise IsADirectoryError
+    except OSError:
+        raise SweepError(f"--out {str(out)!r}: {path.name!r} there is not a lock file tierwise made (a link, a "
+                         "directory or a device); move it away or name another --out directory") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -7,11 +7,15 @@ yet, :func:`check` measures :func:`default_cases` first (every op, 64 KiB - 64 M
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+from tierwise.files import short_repr
+from tierwise.limits import MAX_BYTES
 from tierwise.testbed.schedule import OPS, analytic_time, figures_from_cluster, simulated_time, testbed_fabric
 from tierwise.testbed.spec import (
     CLUSTER_FILE,
+    LAYOUTS,
     RESULTS_FILE,
     TestbedError,
     load_state,
@@ -35,6 +39,7 @@ def predict_rows(directory: str, rows: list[dict]) -> list[dict]:
 
     state = load_state(directory)
     spec = spec_from_state(state)
+    _check_rows(rows, str(Path(directory) / RESULTS_FILE))
     cluster = load_cluster(str(Path(directory) / CLUSTER_FILE))
     fig = figures_from_cluster(cluster, spec.num_nodes)
     fabric = testbed_fabric(fig)
@@ -52,6 +57,39 @@ def predict_rows(directory: str, rows: list[dict]) -> list[dict]:
                     "measured_over_analytic": row["measured_s"] / analytic,
                     "simulated_over_analytic": simulated / analytic})
     return out
+
+
+def _check_rows(rows, where: str) -> None:
+    """Measured rows as ``testbed run`` writes them; a damaged results file is one line naming the row and
+    the field, never a ``KeyError`` or ``TypeError`` from the prediction."""
+    fix = "move the file aside (testbed run writes a new one)"
+    if not isinstance(rows, list):
+        raise TestbedError(f"{where} is damaged: not a list of measured rows; {fix}")
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise TestbedError(f"{where} is damaged: row {i} is not a mapping; {fix}")
+        checks = {
+            "op": lambda v: v in OPS,
+            "algorithm": lambda v: isinstance(v, str) and 0 < len(v) <= 40,
+            "size_bytes": lambda v: _positive(v) and v <= MAX_BYTES,
+            "measured_s": lambda v: _positive(v) and v <= 1e6,
+        }
+        for key, ok in checks.items():
+            if key not in row or not ok(row[key]):
+                shown = short_repr(row.get(key), 40) if key in row else "missing"
+                raise TestbedError(f"{where} is damaged: row {i} has {key} {shown}; {fix}")
+        if row.get("layout", "contiguous") not in LAYOUTS:
+            raise TestbedError(f"{where} is damaged: row {i} has layout {short_repr(row['layout'], 40)}; use "
+                               f"{' or '.join(LAYOUTS)}, or {fix}")
+
+
+def _positive(value) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value) and value > 0
+    except OverflowError:  # an integer past a float's range
+        return False
 
 
 def check(directory: str, *, sizes=DEFAULT_SIZES, iters: int = 5) -> list[dict]:

@@ -5,6 +5,18 @@ and ``cluster.yaml`` (a cluster file :func:`tierwise.specs.cluster.load_cluster`
 loopback as measured in the same run, scale-out = the link's TCP payload rate as set, latencies as
 measured). ``run_sweep`` launches one process per rank with ``ip netns exec`` and appends its rows to
 ``results.json``; ``run_ddp`` runs ``tierwise measure ddp`` the same way (torchrun's environment).
+
+Bounds (issue 32, hangs): every rank runs on this one machine, so before any rank starts
+
+* a sweep whose bytes on the wire at the link's rate would take longer than its time limit (30 minutes by
+  default: ``(warmup + iters) x 2 x size / link rate`` summed over the cases, a lower bound on the real
+  time) is refused with that estimate, and a buffer over :data:`MAX_TESTBED_BUFFER_BYTES` is refused
+  (every rank holds its buffers in this machine's memory);
+* a ``ddp`` model whose weights, gradients and optimizer state on all ranks
+  (``16 B x width^2 x layers x ranks``) pass half this machine's memory is refused.
+
+A run that passes these checks and still runs past its time limit is stopped (every rank killed) and
+reported as timed out.
 """
 
 from __future__ import annotations
@@ -30,7 +42,11 @@ from tierwise.testbed.spec import (
     spec_from_state,
 )
 
-__all__ = ["bring_up", "take_down", "cluster_mapping", "run_sweep", "run_ddp", "launch_ranks"]
+__all__ = ["bring_up", "take_down", "cluster_mapping", "run_sweep", "run_ddp", "launch_ranks", "check_sweep_budget",
+           "check_ddp_memory", "MAX_TESTBED_BUFFER_BYTES"]
+
+MAX_TESTBED_BUFFER_BYTES = 2**30
+"""The largest collective buffer a testbed rank allocates (1 GiB; all ranks share this machine's memory)."""
 
 ACCELERATOR = "h100-sxm"
 """A cluster file needs an accelerator; collectives never read it (listed under ``assumed``)."""
@@ -166,6 +182,7 @@ def run_sweep(directory: str, cases: list[dict], *, layout: str = "contiguous", 
 
     state = load_state(directory)
     spec = spec_from_state(state)
+    check_sweep_budget(spec, cases, iters=iters, warmup=warmup, timeout_s=timeout_s)
     folder = Path(directory)
     placement = [node_of_rank(r, spec, layout) for r in range(spec.num_ranks)]
     with tempfile.TemporaryDirectory(prefix="twtb-") as tmp:
@@ -184,10 +201,54 @@ def run_sweep(directory: str, cases: list[dict], *, layout: str = "contiguous", 
     return rows
 
 
+def _duration(seconds: float) -> str:
+    for unit, scale in (("years", 365.25 * 86400), ("days", 86400), ("hours", 3600), ("minutes", 60)):
+        if seconds >= scale:
+            return f"{seconds / scale:,.1f}".removesuffix(".0") + f" {unit}"
+    return f"{seconds:.0f} s"
+
+
+def check_sweep_budget(spec: TestbedSpec, cases: list[dict], *, iters: int, warmup: int, timeout_s: float) -> None:
+    """Refuse a sweep that cannot finish in ``timeout_s`` on the link, or a buffer past the memory bound."""
+    largest = max((int(c["size_bytes"]) for c in cases), default=0)
+    if largest > MAX_TESTBED_BUFFER_BYTES:
+        raise TestbedError(f"--sizes up to {largest:,} B: each of the {spec.num_ranks} ranks would hold buffers of "
+                           f"that size in this machine's memory; use sizes <= {MAX_TESTBED_BUFFER_BYTES:,} B (1 GiB)")
+    wire = sum(2.0 * int(c["size_bytes"]) for c in cases) * (iters + warmup)
+    seconds = wire / spec.link_bytes_per_s
+    if seconds > timeout_s:
+        raise TestbedError(f"this sweep moves at least {wire:,.0f} B over the {spec.link_text} link: about "
+                           f"{_duration(seconds)}, past the {_duration(timeout_s)} limit; give fewer or smaller "
+                           "--sizes, fewer --iters, or bring the testbed up with a faster --link")
+
+
+def _physical_memory() -> float:
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):  # not POSIX: assume 8 GiB
+        return 8.0 * 2**30
+
+
+def check_ddp_memory(spec: TestbedSpec, ddp_args: list[str]) -> None:
+    """Refuse a ``ddp`` model whose state on every rank passes half this machine's memory."""
+    args = dict(zip(ddp_args[::2], ddp_args[1::2], strict=False))
+    try:
+        width, layers = int(args.get("--width", 1024)), int(args.get("--layers", 6))
+    except ValueError:
+        return  # measure ddp names the bad value itself
+    need = 16.0 * width * width * layers * spec.num_ranks
+    have = _physical_memory() / 2
+    if need > have:
+        raise TestbedError(f"--width {width} x --layers {layers} on {spec.num_ranks} ranks needs about "
+                           f"{need / 2**30:,.1f} GiB (weights, gradients and Adam state, 16 B a parameter per rank), "
+                           f"past half this machine's {2 * have / 2**30:,.1f} GiB; use a smaller --width or --layers")
+
+
 def run_ddp(directory: str, ddp_args: list[str], layout: str = "contiguous", timeout_s: float = 1800.0) -> dict:
     """``tierwise measure ddp --json ARGS`` with every rank in its node's namespace (torchrun's variables)."""
     state = load_state(directory)
     spec = spec_from_state(state)
+    check_ddp_memory(spec, ddp_args)
     out = launch_ranks(spec, layout, ["tierwise", "measure", "ddp", "--json", *ddp_args], timeout_s,
                        capture_rank0=True)
     try:

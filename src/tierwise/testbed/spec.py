@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from tierwise.errors import MeasureError, UnitError
@@ -131,11 +131,30 @@ def load_state(directory: str | Path) -> dict:
     data = load_json(read_user_text(str(path), what="testbed state"), str(path), TestbedError)
     if not isinstance(data, dict) or "spec" not in data:
         raise TestbedError(f"{path} is not a testbed state file; run tierwise testbed up again")
+    spec_from_state(data, str(path))  # a damaged spec is one line here, before anything uses it
     return data
 
 
-def spec_from_state(state: dict) -> TestbedSpec:
-    return TestbedSpec(**state["spec"])
+def spec_from_state(state: dict, where: str = STATE_FILE) -> TestbedSpec:
+    """The spec a state file records, checked as ``testbed up`` checks the user's values: a damaged file (a
+    field missing, of the wrong type or out of range, an unknown field) is one :class:`TestbedError` line
+    naming the file and the field, never a ``TypeError``."""
+    raw = state.get("spec") if isinstance(state, dict) else None
+    known = {f.name for f in fields(TestbedSpec)}
+    fix = "run tierwise testbed down, then testbed up again"
+    if not isinstance(raw, dict):
+        raise TestbedError(f"{where} is damaged: its 'spec' is not a mapping; {fix}")
+    unknown = sorted(map(str, set(raw) - known))
+    missing = [k for k in ("num_nodes", "ranks_per_node", "link_text") if k not in raw]
+    if unknown or missing:
+        what = f"unknown field {unknown[0][:40]!r}" if unknown else f"no {missing[0]!r}"
+        raise TestbedError(f"{where} is damaged: its spec has {what}; {fix}")
+    try:
+        return parse_spec(nodes=raw["num_nodes"], ranks_per_node=raw["ranks_per_node"], link=raw["link_text"],
+                          latency=raw.get("latency_s"), oversubscription=raw.get("oversubscription"),
+                          name=raw.get("name", "tb"))
+    except TestbedError as exc:
+        raise TestbedError(f"{where} is damaged ({exc}); {fix}") from None
 
 
 def dumps(data) -> str:

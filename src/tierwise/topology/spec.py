@@ -115,8 +115,13 @@ def _check_numbers(clean: dict, *, flags: bool) -> None:
     def name(key: str) -> str:
         return "--" + key.replace("_", "-") if flags else key
 
-    for key, (lo, hi) in _INT_BOUNDS.items():
+    for key, (lo, hi) in _INT_BOUNDS.items():  # in this order: gpus bounds gpus_per_node, which bounds the NICs
         if clean.get(key) is not None:
+            # the bound suggested is this fabric's where one is known, so that the value suggested is accepted
+            if key == "gpus_per_node" and isinstance(clean.get("gpus"), int):
+                hi = clean["gpus"]
+            elif key == "nics_per_node" and isinstance(clean.get("gpus_per_node", 8), int):
+                hi = clean.get("gpus_per_node", 8)
             clean[key] = check_int(clean[key], name(key), minimum=lo, maximum=hi, error=TopologyError)
     if clean.get("oversubscription") is not None:
         clean["oversubscription"] = check_float(
