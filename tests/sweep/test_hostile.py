@@ -108,9 +108,9 @@ def test_overlapping_runs_store_each_point_once(tmp_path):
     shard = next((i, 3) for i in (1, 2, 3) if 0 < len(shard_points(pts, (i, 3))) < len(pts))
     run_sweep(pts, out, shard=shard)
     # a run of the whole grid whose start missed shard 1's parts (it began before they were written)
-    from tierwise.sweep import store
+    from tierwise.sweep import run as sweep_run
 
-    real = store.finished_ids
+    real = sweep_run.finished_ids
     calls = []
 
     def stale(path, seen=None):
@@ -119,11 +119,11 @@ def test_overlapping_runs_store_each_point_once(tmp_path):
 
     first_half = len(_rows(out))
     assert 0 < first_half < len(pts)
-    store.finished_ids = stale
+    sweep_run.finished_ids = stale
     try:
         doc = run_sweep(pts, out, shard=(1, 1))
     finally:
-        store.finished_ids = real
+        sweep_run.finished_ids = real
     assert doc["ran"] == len(pts)  # it ran every point again...
     assert doc["already_stored_by_another_run"] == first_half  # ...but stored only the new ones
     ids = [r["point_id"] for r in _rows(out)]

@@ -220,7 +220,6 @@ def infer_settings(model: ModelSpec, cluster: Cluster, plan: Plan) -> tuple[Plan
     """
     from dataclasses import replace
 
-
     if "recompute" not in plan.inferred:
         return plan, ""
     order = [rc for rc in RECOMPUTE_COST_ORDER if rc != "deepseek" or model.mla is not None]
@@ -239,7 +238,6 @@ def estimate_scenario(scenario: Scenario) -> dict[str, Any]:
     A plan that does not fit memory is estimated all the same (published runs are evidence about the memory
     model too): ``memory.fits`` is false and ``warnings`` carries one line naming the figures."""
     from dataclasses import replace
-
 
     plan, note = infer_settings(scenario.model, scenario.cluster, scenario.plan)
     if note:

@@ -466,5 +466,4 @@ def write_yaml(document: dict, path: str | Path, what: str = "--out") -> None:
     (:func:`tierwise.atomic.write_atomic`: a failed write leaves no partial file)."""
     import yaml
 
-
     write_atomic(path, yaml.safe_dump(document, sort_keys=False, default_flow_style=None, width=120), what)

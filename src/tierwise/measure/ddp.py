@@ -163,7 +163,6 @@ def _calibration_rows(world: int, rank: int, config: DdpConfig) -> list[dict]:
     import torch
     import torch.distributed as dist
 
-
     rows = []
     for size in config.calib_sizes:
         inp, out, _ = _buffers("all-reduce", size, world, rank, torch.device("cpu"))

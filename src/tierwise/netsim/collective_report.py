@@ -7,6 +7,15 @@ Heavy modules load inside the function, as the CLI's start-up wants.
 
 from __future__ import annotations
 
+from tierwise.collectives.model import ALGORITHMS, PROTOCOLS, collective_cost
+from tierwise.collectives.volumes import bus_factor, normalize_kind
+from tierwise.errors import SpecError
+from tierwise.hierarchy import TIER_ORDER, group_span, tier_name, tiers
+from tierwise.limits import MAX_BYTES, MAX_GPUS, check_int
+from tierwise.netsim.compare import collective_ring_note
+from tierwise.specs.cluster import cluster_from_mapping, load_cluster
+from tierwise.units import format_bandwidth, format_bytes, format_time, parse_bandwidth, parse_bytes
+
 __all__ = ["collective_report"]
 
 
@@ -24,13 +33,6 @@ def collective_report(kind: str, size: str, ranks: int, ranks_per_node: int | No
     two, and for a ring the gap to the flow simulator (:func:`tierwise.netsim.compare.collective_ring_note`).
     Raises :class:`tierwise.errors.SpecError` for a group the options cannot form.
     """
-    from tierwise.collectives.model import ALGORITHMS, PROTOCOLS, collective_cost
-    from tierwise.collectives.volumes import bus_factor, normalize_kind
-    from tierwise.errors import SpecError
-    from tierwise.hierarchy import TIER_ORDER, group_span, tier_name, tiers
-    from tierwise.limits import MAX_BYTES, MAX_GPUS, check_int
-    from tierwise.specs.cluster import cluster_from_mapping, load_cluster
-    from tierwise.units import format_bandwidth, format_bytes, format_time, parse_bandwidth, parse_bytes
 
     kind = normalize_kind(kind)
     size_bytes = parse_bytes(size, what="--size", maximum=MAX_BYTES)
@@ -95,7 +97,6 @@ def collective_report(kind: str, size: str, ranks: int, ranks_per_node: int | No
                          "per node: the datasheet arithmetic uses one NIC's rate, a multi-channel ring uses "
                          "them all")
     if ALGORITHMS[int(cost.algorithm)] == "ring":
-        from tierwise.netsim.compare import collective_ring_note
 
         why = collective_ring_note(kind, size_bytes, span, cluster_used)
         if why:

@@ -25,7 +25,6 @@ def write_cluster(path: str, fab, result: dict, args: str, base: str = "dgx-h100
     """
     import yaml
 
-
     load_cluster(base)  # an unknown base is a clear error before anything is written
     ratio = result["analytic_time_s"] / result["time_s"] if result["time_s"] else 0.0
     ratio = min(max(ratio, 0.0), 1.0)

@@ -19,11 +19,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from tierwise.collectives.volumes import bus_factor
+from tierwise.errors import TopologyError
 from tierwise.netsim.analytic import analytic_time
+from tierwise.netsim.classes import LUMP_KINDS, NotAggregated, class_problem
 from tierwise.netsim.faults import Failures, apply_failures
 from tierwise.netsim.maxmin import incidence, max_min_rates
 from tierwise.netsim.patterns import Phase, collective_phases
-from tierwise.netsim.routing import effective_nics, route
+from tierwise.netsim.routing import dragonfly_ugal, effective_nics, route
 from tierwise.topology.graph import LINK_TIER_NAMES, Fabric
 
 MAX_ALL_TO_ALL_RANKS = 1024
@@ -93,8 +95,6 @@ def _ugal(fab, ph: Phase, seed, link_ok, nics) -> Phase:
     """Expand a phase's flows into UGAL's minimal / Valiant sub-paths (same unit, bytes split by fraction)."""
     from dataclasses import replace
 
-    from tierwise.netsim.routing import dragonfly_ugal
-
     rows, frac, paths, ok = dragonfly_ugal(fab, ph.src, ph.dst, seed=seed, link_ok=link_ok, nics=nics)
     w = frac if ph.flow_weight is None else ph.flow_weight[rows] * frac
     return replace(ph, src=ph.src[rows], dst=ph.dst[rows], unit=ph.unit[rows], flow_weight=w,
@@ -157,7 +157,6 @@ def _run_classes(fab: Fabric, prob, flow_bytes: float, max_events: int) -> _Phas
         if res_id < prob.num_fabric:
             return _describe(fab, res_id, routing)
         k = res_id - prob.num_fabric
-        from tierwise.netsim.classes import LUMP_KINDS
 
         members = int(prob.lump_links[k])
         return (f"{LUMP_KINDS[int(prob.lump_kind[k])]} links of {_node_name(fab, int(prob.lump_edge[k]))}'s "
@@ -219,7 +218,6 @@ def simulate(fab: Fabric, kind: str, size_bytes: float, *, algorithm: str = "aut
     A direct all-to-all runs on path classes (:mod:`.classes`) where they model the fabric, else (or with
     ``per_flow``) one flow per GPU pair, up to ``MAX_ALL_TO_ALL_RANKS`` ranks; ``method`` says which ran.
     """
-    from tierwise.errors import TopologyError
 
     if kind not in KINDS:
         raise TopologyError(f"unknown pattern {kind!r}; choose one of {', '.join(KINDS)}")
@@ -247,7 +245,6 @@ def simulate(fab: Fabric, kind: str, size_bytes: float, *, algorithm: str = "aut
     link_cap = fab.link_cap * link_ok
     method, results, hop_choices = "per flow", None, "hashed"
     if kind == "all-to-all" and algorithm == "direct":
-        from tierwise.netsim.classes import NotAggregated, class_problem
 
         alive = np.setdiff1d(ranks, np.fromiter(unreachable, dtype=np.int64, count=len(unreachable)))
         why = "--per-flow asks for it"

@@ -9,21 +9,21 @@ from typing import Any
 import numpy as np
 
 from tierwise.errors import PlanError
+from tierwise.estimate import estimate
 from tierwise.files import short_repr
 from tierwise.hierarchy import TIER_ORDER
 from tierwise.limits import MAX_GPUS
 from tierwise.planner.branch_and_bound import OBJECTIVES, SearchResult, search
 from tierwise.planner.capacity import min_gpus_to_fit
 from tierwise.planner.explain import AXIS_LABEL, compare, explain_lines, plan_entry, plan_label
-from tierwise.planner.space import Constraints, check_constraints
-from tierwise.specs.plan import PlanBatch, valid_plan_mask
+from tierwise.planner.space import Constraints, check_constraints, to_batch
+from tierwise.specs.plan import Plan, PlanBatch, valid_plan_mask
 
 __all__ = ["plan_document", "scale_document", "parse_gpu_range"]
 
 
 
 def _estimate(model, cluster, batch: PlanBatch):
-    from tierwise.estimate import estimate
 
     return estimate(model, cluster, batch)
 
@@ -157,7 +157,6 @@ def plan_document(model, cluster, num_gpus: int, global_batch_size: int, seq_len
 
 def _infeasible(model, cluster, result: SearchResult) -> list[dict[str, Any]]:
     """The nearest misses: per structure that fits with no switches, its lightest plan and memory."""
-    from tierwise.planner.space import to_batch
 
     miss = result.infeasible
     if not len(miss.get("tp", [])):
@@ -308,6 +307,5 @@ def _tier_of(entry: dict[str, Any], component: str) -> str:
 
 
 def plan_label_from(entry: dict[str, Any]) -> str:
-    from tierwise.specs.plan import Plan
 
     return plan_label(Plan(**entry["estimate"]["plan"]))

@@ -44,6 +44,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tierwise.errors import PlanError
+from tierwise.estimate import estimate
+from tierwise.estimate.compute import compute_params
 from tierwise.files import short_repr
 from tierwise.planner.space import (
     Constraints,
@@ -90,14 +93,12 @@ class Evaluator:
     """Runs the estimator on tables in chunks, counting plans; returns score, bound, fit and memory."""
 
     def __init__(self, model, cluster, space: Space, objective: str):
-        from tierwise.estimate import estimate
 
         self._estimate = estimate
         self.model, self.cluster, self.space, self.objective = model, cluster, space, objective
         self.num_evaluated = 0
         self.num_feasible = 0
         self.bound_violations = 0
-        from tierwise.estimate.compute import compute_params
 
         self._interference = float(compute_params().get("overlap_interference", 0.0))
 
@@ -312,11 +313,9 @@ def search(model, cluster, num_gpus: int, global_batch_size: int, seq_length: in
     none fits memory the result has no plans and the nearest misses in ``infeasible``.
     """
     if objective not in OBJECTIVES:
-        from tierwise.errors import PlanError
 
         raise PlanError(f"--objective {short_repr(objective, 40)} is unknown; choose one of {', '.join(OBJECTIVES)}")
     if top < 1:
-        from tierwise.errors import PlanError
 
         raise PlanError(f"top={top}: ask for at least one plan (--top >= 1)")
     space = build_space(model, cluster, num_gpus, global_batch_size, seq_length, constraints)

@@ -44,6 +44,18 @@ import numpy as np
 
 from tierwise.errors import PlanError
 from tierwise.files import short_repr
+from tierwise.hierarchy import group_span
+from tierwise.specs.framework import (
+    ATTENTION_KERNELS,
+    EP_OVERLAP_FRAMEWORKS,
+    GRAD_REDUCE_DTYPES,
+    MOE_DISPATCHERS,
+    MOE_GROUPED_GEMMS,
+    TP_OVERLAP_FRAMEWORKS,
+    ZERO2_SYNC,
+    check_framework,
+    framework_defaults,
+)
 from tierwise.specs.plan import (
     ORDERS,
     PRECISION,
@@ -417,17 +429,6 @@ def _software(model, cluster, c: Constraints) -> _Software:
     (:func:`tierwise.specs.framework.framework_defaults` for the cluster's accelerator generation; the same
     table ``tierwise estimate`` fills a scenario's unstated switches from), else tierwise's plan defaults.
     What the framework sets is listed, with its reason, in :attr:`Space.assumed`."""
-    from tierwise.specs.framework import (
-        ATTENTION_KERNELS,
-        EP_OVERLAP_FRAMEWORKS,
-        GRAD_REDUCE_DTYPES,
-        MOE_DISPATCHERS,
-        MOE_GROUPED_GEMMS,
-        TP_OVERLAP_FRAMEWORKS,
-        ZERO2_SYNC,
-        check_framework,
-        framework_defaults,
-    )
 
     if c.framework is None:
         dual = model.moe is not None and str(c.schedule).startswith("dualpipe")
@@ -593,7 +594,6 @@ def _overlap_eligible(space: Space, table: Table, sequence_parallel) -> np.ndarr
     overlaps only all-gather and reduce-scatter (TransformerEngine issue #746; Megatron asserts it), and
     a TP group inside one node's NVLink domain, since it uses CUDA IPC / multicast handles
     (TransformerEngine issue #1071: "only possible with single-node tensor-parallelism")."""
-    from tierwise.hierarchy import group_span
 
     tier = group_span(space.cluster, table["tp"], order_strides(table)["tp"]).tier
     return (table["tp"] > 1) & np.asarray(sequence_parallel, dtype=bool) & (tier == 1)

@@ -14,8 +14,25 @@ from typing import Any
 
 import numpy as np
 
-from tierwise.errors import ScenarioError
+from tierwise.errors import ScenarioError, did_you_mean
 from tierwise.limits import check_float, check_int
+from tierwise.serve.engine import SCENARIOS, Deployments, Workload, evaluate
+from tierwise.serve.kv import (
+    attention_dp,
+    attention_kind,
+    instance_gpus,
+    kv_fraction_per_gpu,
+    mha_equivalent,
+    weight_bytes_per_gpu,
+)
+from tierwise.serve.params import serving_parameters
+from tierwise.serve.phases import decode_step_time, prefill_time
+from tierwise.serve.plan import MAX_DISAGGREGATED_GPUS, ep_tier_name, serve_plan
+from tierwise.serve.transfer import KV_LINKS, pick_kv_link
+from tierwise.specs.cluster import load_cluster
+from tierwise.specs.engine import DEFAULT_ENGINE, engine_spec
+from tierwise.specs.framework import ATTENTION_KERNELS
+from tierwise.specs.model import load_model
 
 __all__ = ["ServeConfig", "serve_estimate", "workload_of", "config_from_mapping", "compare_attention", "PRECISIONS",
            "KV_PRECISIONS"]
@@ -91,7 +108,6 @@ def config_from_mapping(data: Mapping[str, Any], where: str) -> ServeConfig:
     fields = [f.name for f in dataclasses.fields(ServeConfig)]
     for key in data:
         if key not in fields:
-            from tierwise.errors import did_you_mean
 
             raise ScenarioError(f"unknown key {str(key)[:60]!r} in {where}{did_you_mean(str(key)[:60], fields)}; "
                                 f"valid keys: {', '.join(fields)}")
@@ -105,15 +121,12 @@ def _check(cfg: ServeConfig) -> None:
     _choice(cfg.precision, "--precision", PRECISIONS)
     if cfg.kv_precision is not None:
         _choice(cfg.kv_precision, "--kv-precision", KV_PRECISIONS)
-    from tierwise.serve.engine import SCENARIOS
-    from tierwise.serve.transfer import KV_LINKS
 
     _choice(cfg.scenario, "--scenario", SCENARIOS)
     _choice(cfg.kv_link, "--kv-link", KV_LINKS)
     _choice(cfg.batching, "--batching", ("inflight", "static"))
     _choice(cfg.kv_reservation, "--kv-reservation", ("paged", "full"))
     _choice(cfg.kv_cache_of, "--kv-cache-of", ("total", "free"))
-    from tierwise.specs.framework import ATTENTION_KERNELS
 
     # "unfused" (Megatron-LM 2021-22's score-matrix attention, training only) has no serving pricing
     _choice(cfg.attention_kernel, "--attention-kernel", tuple(k for k in ATTENTION_KERNELS if k != "unfused"))
@@ -162,7 +175,6 @@ def _cross_cluster_link(link: str, decode_cluster, assumed: list[str]) -> str:
 
 def _with_engine(params, engine: str | None, assumed: list[str]):
     """``params`` with the engine named (or the default, recorded in ``assumed``)."""
-    from tierwise.specs.engine import DEFAULT_ENGINE, engine_spec
 
     if engine is None:
         assumed.append(f"engine {DEFAULT_ENGINE} (no engine stated: vLLM's V1 engine defaults; --engine NAME[@VERSION])")
@@ -174,9 +186,6 @@ def _with_engine(params, engine: str | None, assumed: list[str]):
 
 def _resolve(cfg: ServeConfig):
     """Load the specs, fill the defaults (recorded in ``assumed``), check the degrees."""
-    from tierwise.serve.params import serving_parameters
-    from tierwise.specs.cluster import load_cluster
-    from tierwise.specs.model import load_model
 
     _check(cfg)
     model, cluster = load_model(cfg.model), load_cluster(cfg.cluster)
@@ -224,7 +233,6 @@ def _resolve(cfg: ServeConfig):
     if cfg.batch == 0:
         assumed.append(f"batch auto (the largest that fits the KV cache, at most {params.max_batch}, within the "
                        "TPOT SLO when one is set)")
-    from tierwise.serve.engine import Deployments, Workload
 
     w = Workload(model=model, cluster=cluster, precision=cfg.precision, kv_precision=kvp, input_len=cfg.input_len,
                  output_len=cfg.output_len, scenario=cfg.scenario, rate=cfg.rate, ttft_slo_s=ttft, tpot_slo_s=tpot,
@@ -321,7 +329,6 @@ def _resolve_disagg(cfg: ServeConfig, model, cluster, assumed: list[str], dcl=No
                             f"{cluster.scale_up_domain} on {cluster.name}; use scale_out, host or tcp, or "
                             "smaller pools")
     if link == "auto":
-        from tierwise.serve.transfer import pick_kv_link
 
         link = str(pick_kv_link(cluster, pg, dg))
         assumed.append(f"kv_link {link} (pools on consecutive GPUs: "
@@ -330,7 +337,6 @@ def _resolve_disagg(cfg: ServeConfig, model, cluster, assumed: list[str], dcl=No
 
 
 def _smallest_tp(model, cluster, precision: str, gpus: int) -> int:
-    from tierwise.serve.kv import weight_bytes_per_gpu
 
     tp = 1
     while tp <= gpus:
@@ -342,13 +348,6 @@ def _smallest_tp(model, cluster, precision: str, gpus: int) -> int:
 
 def serve_estimate(cfg: ServeConfig) -> dict:
     """The ``serve --json`` document for one deployment (module docstring for the stable keys)."""
-    from tierwise.serve.engine import evaluate
-    from tierwise.serve.kv import (
-        attention_kind,
-        kv_fraction_per_gpu,
-        weight_bytes_per_gpu,
-    )
-    from tierwise.serve.phases import decode_step_time, prefill_time
 
     w, d, assumed = _resolve(cfg)
     r = {k: v[0] for k, v in evaluate(w, d).items()}
@@ -403,7 +402,6 @@ def serve_estimate(cfg: ServeConfig) -> dict:
 
 def _deployment(d, disagg: bool) -> dict:
     """The ``deployment`` block of the ``serve`` document: degrees per pool (and attention DP, instances)."""
-    from tierwise.serve.kv import attention_dp, instance_gpus
 
     ptp, dtp, dep, pep = int(d.prefill_tp[0]), int(d.decode_tp[0]), int(d.decode_ep[0]), int(d.prefill_ep[0])
     if disagg:
@@ -415,7 +413,6 @@ def _deployment(d, disagg: bool) -> dict:
 
 def _ep_tier(w, ep: int) -> str | None:
     """The tier the decode EP group spans (:func:`tierwise.serve.plan.ep_tier_name`)."""
-    from tierwise.serve.plan import ep_tier_name
 
     return ep_tier_name(w.cluster, ep)
 
@@ -423,8 +420,6 @@ def _ep_tier(w, ep: int) -> str | None:
 def compare_attention(cfg: ServeConfig) -> dict:
     """The same deployment with the model's own attention and with its MHA equivalent (and, for an MLA model,
     with GQA of 8 KV heads): KV bytes per token, per request, max concurrency and throughput side by side."""
-    from tierwise.serve.kv import attention_kind, mha_equivalent
-    from tierwise.specs.model import load_model
 
     model = load_model(cfg.model)
     variants = [model, mha_equivalent(model)]
@@ -447,8 +442,6 @@ def _plan_pairs(w, cfg: ServeConfig, *, max_tp: int, top: int, modes: str, assum
     """serve-plan over heterogeneous P/D pairs: the prefill pool on ``cfg.cluster``, the decode pool on each
     cluster of ``cfg.decode_cluster`` (a name or comma-separated names), every split searched for each, the
     best of all pairs ranked together (each row names its ``decode_cluster``)."""
-    from tierwise.serve.plan import serve_plan
-    from tierwise.specs.cluster import load_cluster
 
     if modes == "aggregated":
         raise ScenarioError("--decode-cluster plans disaggregated pools; drop --modes aggregated")
@@ -474,8 +467,6 @@ def _plan_pairs(w, cfg: ServeConfig, *, max_tp: int, top: int, modes: str, assum
 def serve_plan_document(cfg: ServeConfig, *, max_tp: int = 8, modes: str = "both", top: int = 10) -> dict:
     """The ``serve-plan --json`` document: the best deployments of ``cfg.num_gpus`` GPUs under the SLOs."""
     import time
-
-    from tierwise.serve.plan import MAX_DISAGGREGATED_GPUS, serve_plan
 
     if cfg.num_gpus is None:
         raise ScenarioError("serve-plan needs --gpus N (the GPUs to split between prefill and decode)")

@@ -25,7 +25,9 @@ import numpy as np
 from tierwise.errors import ScenarioError
 from tierwise.hierarchy import TIER_ORDER, group_span
 from tierwise.serve.engine import Deployments, evaluate
-from tierwise.serve.kv import attention_dp
+from tierwise.serve.kv import attention_dp, weight_bytes_read_per_step
+from tierwise.serve.phases import decode_step_time
+from tierwise.serve.transfer import pick_kv_link
 
 __all__ = ["candidates", "serve_plan", "layouts", "ep_tier_name", "explain_ep", "MAX_EP", "MAX_DISAGGREGATED_GPUS"]
 
@@ -76,7 +78,6 @@ def _instance(tp: int, ep: int) -> int:
 def candidates(num_gpus: int, moe: bool, max_tp: int, kv_link: str, cluster, *, disaggregated: bool = True,
                aggregated: bool = True, num_experts: int = 0) -> Deployments:
     """Every deployment of ``num_gpus`` GPUs (module docstring), as arrays."""
-    from tierwise.serve.transfer import pick_kv_link
 
     rows = []
     if aggregated:
@@ -146,8 +147,6 @@ def explain_ep(workload, tp: int, ep: int, batch: float) -> str | None:
     model = workload.model
     if model.moe is None:
         return None
-    from tierwise.serve.kv import weight_bytes_read_per_step
-    from tierwise.serve.phases import decode_step_time
 
     rows = batch * workload.beams
     redundant = workload.params.redundant_experts

@@ -39,6 +39,7 @@ from typing import Any
 from tierwise.errors import SpecError, did_you_mean
 from tierwise.files import describe_type, load_json, read_user_text, require_document, short_repr
 from tierwise.limits import MAX_DIM, MAX_LAYERS, check_float
+from tierwise.specs import catalog
 
 __all__ = [
     "MoESpec",
@@ -799,7 +800,6 @@ def load_model(ref: str | Path | Mapping[str, Any] | ModelSpec) -> ModelSpec:
 
     An unknown catalog name raises :class:`~tierwise.errors.CatalogError` with did-you-mean suggestions.
     """
-    from tierwise.specs import catalog
 
     if isinstance(ref, ModelSpec):
         return ref
@@ -815,7 +815,6 @@ def load_model(ref: str | Path | Mapping[str, Any] | ModelSpec) -> ModelSpec:
 
 
 def _load_model_file(path: Path) -> ModelSpec:
-    from tierwise.specs import catalog
 
     if path.suffix == ".json":
         data = _read_json(path)

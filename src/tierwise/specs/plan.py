@@ -39,6 +39,7 @@ from tierwise.errors import PlanError, SpecError
 from tierwise.files import describe_type, short_repr
 from tierwise.limits import MAX_BATCH, MAX_GPUS, MAX_LAYERS, MAX_SEQ
 from tierwise.specs._mapping import check_keys, get_bool, get_int, require_mapping
+from tierwise.specs.compute import default_attention_kernel, sdpa_backend
 from tierwise.specs.framework import (
     ATTENTION_KERNELS,
     GRAD_REDUCE_DTYPES,
@@ -277,7 +278,6 @@ def _kernel_fallback(generation: str) -> str:
     known, ``auto`` (the estimator resolves it for the cluster it prices)."""
     if not generation:
         return "auto"
-    from tierwise.specs.compute import default_attention_kernel
 
     return default_attention_kernel(generation.lower())
 
@@ -285,7 +285,6 @@ def _kernel_fallback(generation: str) -> str:
 def _sdpa_under(torch_version: Any, kernel: str, generation: str, assumed: list[str], origin: str) -> str:
     """The kernel family ``sdpa`` runs under the plan's ``torch_version`` on ``generation``
     (:func:`tierwise.specs.compute.sdpa_backend`), noted in ``assumed``; another kernel is kept as it is."""
-    from tierwise.specs.compute import sdpa_backend
 
     if not isinstance(torch_version, str):  # YAML reads 2.10 as the number 2.1
         raise SpecError(f"torch_version={short_repr(torch_version)} in {origin} must be a quoted release such as "

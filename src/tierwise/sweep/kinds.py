@@ -29,10 +29,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tierwise.collectives.volumes import normalize_kind
-from tierwise.errors import TierwiseError
+from tierwise.errors import TierwiseError, did_you_mean
+from tierwise.estimate import estimate
+from tierwise.estimate.scenario import Scenario, estimate_scenario, result_dict
 from tierwise.limits import MAX_BATCH, MAX_BYTES, MAX_GPUS, MAX_SEQ, MAX_SIM_GPUS, check_int
+from tierwise.netsim import KINDS as PATTERNS
+from tierwise.netsim import Failures, simulate
+from tierwise.planner.branch_and_bound import OBJECTIVES, search
+from tierwise.planner.explain import plan_label
+from tierwise.planner.space import Constraints
 from tierwise.specs import catalog
+from tierwise.specs.cluster import load_cluster
+from tierwise.specs.model import load_model
+from tierwise.specs.plan import plan_from_mapping, validate_plan_batch
 from tierwise.sweep.errors import SweepError
+from tierwise.topology import build_fabric
+from tierwise.topology.spec import spec_from_mapping
 from tierwise.units import parse_bytes
 
 __all__ = ["PointKind", "register_kind", "get_kind", "KINDS", "cluster_label", "COMMON_COLUMNS"]
@@ -97,7 +109,6 @@ def get_kind(name: Any, where: str) -> PointKind:
     if name is None:
         raise SweepError(f"{where}: no 'kind:'; choose one of {', '.join(KINDS)}")
     if not isinstance(name, str) or name not in KINDS:
-        from tierwise.errors import did_you_mean
 
         raise SweepError(f"{where}: unknown kind {name!r}{did_you_mean(str(name), list(KINDS))}; "
                          f"choose one of {', '.join(KINDS)}")
@@ -178,14 +189,12 @@ def _cluster_ref(value: Any, where: str) -> Any:
 
 @functools.lru_cache(maxsize=64)
 def _model(ref: str):
-    from tierwise.specs.model import load_model
 
     return load_model(ref)
 
 
 @functools.lru_cache(maxsize=64)
 def _cluster_cached(text: str):
-    from tierwise.specs.cluster import load_cluster
 
     return load_cluster(json.loads(text))
 
@@ -221,7 +230,6 @@ _TRAIN_COLUMNS = {"model": "string", "cluster": "string", "num_gpus": "int64", "
 
 
 def _plan(params: dict[str, Any], model):
-    from tierwise.specs.plan import plan_from_mapping
 
     data = dict(params["plan"])
     data.setdefault("global_batch_size", params["global_batch"])
@@ -233,7 +241,6 @@ def _train_columns(params: dict[str, Any], doc: dict[str, Any] | None, plan) -> 
     cols = {"model": params["model"], "cluster": cluster_label(params["cluster"]), "num_gpus": params["gpus"],
             "global_batch": params["global_batch"], "seq": params["seq"]}
     if doc is not None:
-        from tierwise.planner.explain import plan_label
 
         b = doc["breakdown"]
         cols.update(plan=plan_label(plan), step_time_s=doc["step_time_s"], tokens_per_s=doc["tokens_per_s"],
@@ -244,8 +251,6 @@ def _train_columns(params: dict[str, Any], doc: dict[str, Any] | None, plan) -> 
 
 
 def _run_estimate(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    from tierwise.estimate.scenario import Scenario, estimate_scenario
-    from tierwise.specs.plan import validate_plan_batch
 
     model, cluster = _model(params["model"]), _cluster(params["cluster"])
     plan = _plan(params, model)
@@ -272,7 +277,6 @@ register_kind(PointKind(
 # ---- plan (best plan) --------------------------------------------------------------------------------------
 
 def _constraints(data: dict[str, Any]):
-    from tierwise.planner.space import Constraints
 
     fields = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
     if "zero" in fields:
@@ -285,9 +289,6 @@ def _constraints(data: dict[str, Any]):
 
 
 def _run_plan(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    from tierwise.estimate import estimate
-    from tierwise.estimate.scenario import result_dict
-    from tierwise.planner.branch_and_bound import search
 
     model, cluster = _model(params["model"]), _cluster(params["cluster"])
     result = search(model, cluster, params["gpus"], params["global_batch"], params["seq"],
@@ -304,7 +305,6 @@ def _run_plan(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _check_plan(values: dict[str, list], where: str) -> None:
-    from tierwise.planner.branch_and_bound import OBJECTIVES
 
     _check_models_clusters(values, where)
     for obj in values["objective"]:
@@ -334,14 +334,12 @@ def _topology_ref(value: Any, where: str) -> dict:
 
 
 def _spec(ref: dict):
-    from tierwise.topology.spec import spec_from_mapping
 
     return spec_from_mapping(dict(ref), where="grid topology")
 
 
 @functools.lru_cache(maxsize=16)
 def _fabric(text: str):
-    from tierwise.topology import build_fabric
 
     return build_fabric(_spec(json.loads(text)))
 
@@ -353,7 +351,6 @@ def _topology_label(ref: dict) -> str:
 
 
 def _run_simulate(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    from tierwise.netsim import Failures, simulate
 
     fab = _fabric(json.dumps(params["topology"], sort_keys=True))
     pattern = params["pattern"]
@@ -374,7 +371,6 @@ def _run_simulate(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any
 
 
 def _check_simulate(values: dict[str, list], where: str) -> None:
-    from tierwise.netsim import KINDS as PATTERNS
 
     for ref in values["topology"]:
         _spec(ref)

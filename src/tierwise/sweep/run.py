@@ -28,8 +28,11 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from tierwise._version import __version__
 from tierwise.errors import TierwiseError
 from tierwise.sweep.grid import Point, SweepError, shard_points
+from tierwise.sweep.kinds import KINDS, all_columns
+from tierwise.sweep.store import finished_ids, run_tag, shard_lock, write_manifest, write_new_rows
 
 __all__ = ["run_point", "run_sweep", "EXECUTORS"]
 
@@ -39,9 +42,6 @@ EXECUTORS = ("local", "ray")
 def run_point(task: tuple[str, str, dict[str, Any], int]) -> dict[str, Any]:
     """Run one point ``(id, kind, params, study)`` into its result row (a user error becomes ``status: error``)."""
     import json
-
-    from tierwise._version import __version__
-    from tierwise.sweep.kinds import KINDS, all_columns
 
     pid, kind, params, study = task
     start = time.perf_counter()
@@ -171,7 +171,6 @@ def run_sweep(points: list[Point], out: str | Path, *, workers: int = 1, executo
     ``on_start(to_run, total_in_shard)`` is called once before the first point; ``progress(done, to_run)`` after
     every point. The output directory must come from :func:`tierwise.sweep.store.prepare_out`.
     """
-    from tierwise.sweep.store import finished_ids, run_tag, shard_lock, write_manifest, write_new_rows
 
     if executor not in EXECUTORS:
         raise SweepError(f"--executor {executor!r}; choose local or ray")

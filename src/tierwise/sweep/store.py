@@ -29,7 +29,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tierwise._version import __version__
+from tierwise.atomic import check_writable, locked_dir, write_atomic
+from tierwise.files import load_json, read_user_text
 from tierwise.sweep.grid import SweepError
+from tierwise.sweep.kinds import all_columns
 
 __all__ = ["require_pyarrow", "prepare_out", "part_files", "finished_ids", "write_part", "shard_lock",
            "write_manifest", "read_manifest", "schema", "write_new_rows"]
@@ -49,7 +53,6 @@ def require_pyarrow() -> None:
 
 def prepare_out(out: str) -> Path:
     """``--out``: an existing directory, or a new one (its parent must exist); never a file."""
-    from tierwise.atomic import check_writable
 
     p = Path(out)
     if p.exists() and not p.is_dir():
@@ -115,8 +118,6 @@ def finished_ids(out: str | Path, seen: set[str] | None = None) -> set[str]:
 def schema():
     import pyarrow as pa
 
-    from tierwise.sweep.kinds import all_columns
-
     types = {"string": pa.string(), "int64": pa.int64(), "float64": pa.float64(), "bool": pa.bool_()}
     return pa.schema([(name, types[t]) for name, t in all_columns().items()])
 
@@ -125,8 +126,6 @@ def write_part(out: str | Path, rows: list[dict[str, Any]], tag: str, seq: int) 
     """Write ``rows`` as one new part file, atomically; return its path."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-
-    from tierwise.atomic import write_atomic
 
     sch = schema()
     table = pa.Table.from_pylist([{k: r.get(k) for k in sch.names} for r in rows], schema=sch)
@@ -149,7 +148,6 @@ def write_new_rows(out: Path, rows: list[dict[str, Any]], tag: str, seq: int, do
     meanwhile) join ``done``; rows whose ``point_id`` is in ``done`` are dropped; the rest are written and
     their ids join ``done``. Two runs that overlap therefore store each point once.
     """
-    from tierwise.atomic import locked_dir
 
     with locked_dir(out):
         done.update(finished_ids(out, seen))
@@ -203,9 +201,6 @@ def shard_lock(out: Path, shard: tuple[int, int]) -> Iterator[None]:
 def write_manifest(out: Path, grid: str, points: list) -> None:
     import hashlib
 
-    from tierwise._version import __version__
-    from tierwise.atomic import write_atomic
-
     ids = sorted(p.id for p in points)
     doc = {"grid": grid, "grid_sha256": hashlib.sha256("\n".join(ids).encode()).hexdigest(),
            "num_points": len(ids), "tierwise_version": __version__, "point_ids": ids}
@@ -213,7 +208,6 @@ def write_manifest(out: Path, grid: str, points: list) -> None:
 
 
 def read_manifest(out: Path) -> dict[str, Any] | None:
-    from tierwise.files import load_json, read_user_text
 
     p = out / MANIFEST
     if not p.exists():

@@ -10,8 +10,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from tierwise.files import short_repr
+from tierwise.files import load_json, read_user_text, short_repr
 from tierwise.limits import MAX_BYTES
+from tierwise.specs.cluster import load_cluster
+from tierwise.testbed.run import run_sweep
 from tierwise.testbed.schedule import OPS, analytic_time, figures_from_cluster, simulated_time, testbed_fabric
 from tierwise.testbed.spec import (
     CLUSTER_FILE,
@@ -35,7 +37,6 @@ def default_cases(sizes=DEFAULT_SIZES) -> list[dict]:
 
 def predict_rows(directory: str, rows: list[dict]) -> list[dict]:
     """``{op, algorithm, size_bytes, layout, measured_s, analytic_s, simulated_s, ...}`` per measured row."""
-    from tierwise.specs.cluster import load_cluster
 
     state = load_state(directory)
     spec = spec_from_state(state)
@@ -94,8 +95,6 @@ def _positive(value) -> bool:
 
 def check(directory: str, *, sizes=DEFAULT_SIZES, iters: int = 5) -> list[dict]:
     """Rows for every result in ``directory``; measures the default sweep first when there are none."""
-    from tierwise.files import load_json, read_user_text
-    from tierwise.testbed.run import run_sweep
 
     results = Path(directory) / RESULTS_FILE
     if results.exists():

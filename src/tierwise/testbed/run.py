@@ -29,6 +29,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from tierwise.atomic import check_writable, write_atomic
+from tierwise.files import load_json, read_user_text
+from tierwise.specs.cluster import cluster_from_mapping
 from tierwise.testbed import net
 from tierwise.testbed.spec import (
     CLUSTER_FILE,
@@ -83,8 +86,6 @@ def bring_up(spec: TestbedSpec, directory: str) -> dict:
     """Create the network, probe it, write the state and cluster files; return the ``up`` document."""
     import yaml
 
-    from tierwise.atomic import check_writable, write_atomic
-
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     for name in (STATE_FILE, CLUSTER_FILE):
@@ -93,7 +94,6 @@ def bring_up(spec: TestbedSpec, directory: str) -> dict:
         created = net.up(spec)
         probes = net.probe(spec)
         mapping = cluster_mapping(spec, probes)
-        from tierwise.specs.cluster import cluster_from_mapping
 
         cluster_from_mapping(mapping, origin="testbed cluster")  # the loader accepts what is written
         write_atomic(folder / CLUSTER_FILE, yaml.safe_dump(mapping, sort_keys=False), "--dir")
@@ -177,8 +177,6 @@ def run_sweep(directory: str, cases: list[dict], *, layout: str = "contiguous", 
               timeout_s: float = 1800.0) -> list[dict]:
     """Measure ``cases`` ({op, algorithm, size_bytes}) on the testbed in ``directory``; the rows (with the
     layout) are appended to its results file and returned."""
-    from tierwise.atomic import write_atomic
-    from tierwise.files import load_json, read_user_text
 
     state = load_state(directory)
     spec = spec_from_state(state)

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from tierwise.errors import MeasureError, UnitError
+from tierwise.files import load_json, read_user_text
 from tierwise.limits import check_float, check_int
 from tierwise.units import parse_bandwidth, parse_time
 
@@ -123,7 +124,6 @@ def node_of_rank(rank: int, spec: TestbedSpec, layout: str) -> int:
 
 def load_state(directory: str | Path) -> dict:
     """The state ``testbed up`` wrote in ``directory``, or TestbedError saying to run ``testbed up``."""
-    from tierwise.files import load_json, read_user_text
 
     path = Path(directory) / STATE_FILE
     if not path.is_file():

@@ -37,7 +37,6 @@ def _buffers(op: str, size: int, world: int):
 def _operation(case: dict, inp, out, rank: int, world: int, nodes: list[list[int]]):
     import torch.distributed as dist
 
-
     op, algorithm = case["op"], case["algorithm"]
     ranks = list(range(world))
     if algorithm == "ring":

@@ -9,7 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from tierwise.errors import TopologyError, UnitError, did_you_mean
-from tierwise.files import short_repr
+from tierwise.files import load_yaml, read_user_text, require_document, short_repr
 from tierwise.limits import (
     MAX_FABRIC_GPUS,
     MAX_LATENCY_S,
@@ -18,6 +18,7 @@ from tierwise.limits import (
     check_float,
     check_int,
 )
+from tierwise.units import parse_bandwidth, parse_time
 
 __all__ = ["TopologySpec", "FAMILIES", "load_topology_yaml", "spec_from_mapping"]
 
@@ -110,7 +111,6 @@ _LATENCIES = ("hop_latency", "scale_up_latency")
 
 def _check_numbers(clean: dict, *, flags: bool) -> None:
     """Every count, rate and latency of a spec in range, named as the user wrote it (``--radix`` or ``radix``)."""
-    from tierwise.units import parse_bandwidth, parse_time
 
     def name(key: str) -> str:
         return "--" + key.replace("_", "-") if flags else key
@@ -158,7 +158,6 @@ def _check_type(name: str, value: object, where: str) -> None:
 
 def load_topology_yaml(path: str) -> TopologySpec:
     """A topology YAML file through the guarded reader and strict YAML loader (:mod:`tierwise.files`)."""
-    from tierwise.files import load_yaml, read_user_text, require_document
 
     text = read_user_text(path, what="topology file", error=TopologyError)
     data = require_document(load_yaml(text, f"topology file {path!r}", error=TopologyError),

@@ -55,7 +55,6 @@ def _document(path, source, cross_validate, fit_out) -> dict:
     if fit_out is not None:
         from datetime import date
 
-
         before = {k: float(v) for k, v in compute_params().items() if isinstance(v, int | float)}
         params, info = fit_parameters(all_cases)
         note = (f"fitted {date.today().isoformat()} by tierwise validate --fit on {info['rows']} high/medium-"

@@ -329,7 +329,6 @@ def write_parameters(fitted: dict[str, float], note: str, path=None, out=None) -
     import re
     from pathlib import Path
 
-
     installed = Path(installed_parameters_path())
     src = Path(path) if path else installed
     dest = Path(out) if out else (Path(path) if path else None)
