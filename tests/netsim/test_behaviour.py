@@ -93,11 +93,24 @@ def test_dragonfly_adversarial_vs_uniform():
     ugal = simulate(fab, "permutation", 1e8, shift=per_group, routing="adaptive")
     # minimal routing: the group's a*p = 8 NICs share its one global link to the next group
     assert minimal["time_s"] == pytest.approx(8 * minimal["analytic_time_s"], rel=0.02)
-    # UGAL/Valiant spreads over intermediate groups: better, but still far from the NIC rate
-    assert 2 * ugal["analytic_time_s"] < ugal["time_s"] < minimal["time_s"] / 1.5
+    # UGAL keeps a minimal share and spreads the rest over Valiant paths: about half the NIC rate
+    # (Kim et al. 2008 sec. 4.2), short of it by the hashed local links' collisions
+    assert 2 * ugal["analytic_time_s"] < ugal["time_s"] < 2.5 * ugal["analytic_time_s"]
     for routing in ("ecmp", "adaptive"):
         uniform = simulate(fab, "all-to-all", 1e8, routing=routing)
         assert uniform["time_s"] < 1.2 * uniform["analytic_time_s"]
+
+
+def test_dragonfly_adversarial_4096_reaches_ugal_half_rate():
+    """Every NIC of a group sends to the next group (shift 512 on 8 groups of 512 NICs, 73 global links a
+    pair): minimal routing gets at most 73/512 = 1/7 of the NIC rate (ECMP's hashing of single links less);
+    UGAL-G about half (Kim et al., ISCA 2008, sec. 4.2), measured 0.499 (it was 0.17 with every hot flow
+    over 4 hashed Valiant groups)."""
+    fab = build_fabric(TopologySpec(family="dragonfly", gpus=4096))
+    ugal = simulate(fab, "permutation", 1e9, shift=512, routing="adaptive")
+    minimal = simulate(fab, "permutation", 1e9, shift=512, routing="ecmp")
+    assert ugal["analytic_time_s"] / ugal["time_s"] == pytest.approx(0.50, rel=0.05)
+    assert minimal["analytic_time_s"] / minimal["time_s"] <= 1 / 7 + 1e-3
 
 
 def test_failures_reroute_and_report_degradation(nonblocking):
