@@ -6,7 +6,7 @@ import pytest
 
 from tierwise.collectives.model import collective_cost
 from tierwise.hierarchy import group_span, tiers
-from tierwise.specs.cluster import cluster_from_mapping, load_cluster, switches_crossed
+from tierwise.specs.cluster import cluster_from_mapping, load_cluster, switches_crossed, with_fabric_latency
 
 IB, ROCE = load_cluster("dgx-h100"), load_cluster("hgx-h100-roce")
 
@@ -49,3 +49,9 @@ def test_a_stated_latency_wins_over_the_roce_extra():
     c = cluster_from_mapping({**spec, "scale_out_latency": "5 us"})
     assert c.scale_out_extra_per_switch_s == 0.0
     assert c.scale_out_latency_at(4096) == pytest.approx(5e-6)
+
+
+def test_a_design_on_roce_gets_the_roce_step_and_ib_drops_it():
+    assert with_fabric_latency(IB, "roce").scale_out_latency_at(4096) == pytest.approx(4.55e-6)
+    assert with_fabric_latency(ROCE, "ib").scale_out_latency_at(4096) == pytest.approx(2.7e-6)
+    assert with_fabric_latency(IB, "ib") is IB

@@ -125,6 +125,8 @@ class Cluster:
     """Latency a scale-out step adds per switch it crosses over the IB baseline ``scale_out_latency_s``:
     the RoCE extra (parameters.yaml ``latency.roce_extra_per_switch``) on an Ethernet fabric whose latency the
     cluster file does not state, else 0 (:meth:`scale_out_latency_at`)."""
+    scale_out_latency_stated: bool = False
+    """The cluster file states ``scale_out_latency`` (then no fabric extra is added to it)."""
     compute_device: str = ""
     """The device ``compute`` was measured on (``measure compute``'s ``compute_measured_on.device``), if named."""
     display_name: str = ""
@@ -163,6 +165,16 @@ def switches_crossed(num_domains, radix: int):
     m = np.asarray(num_domains, dtype=float)
     half = radix / 2
     return np.where(m <= half, 1.0, np.where(m <= radix * half, 3.0, 5.0))
+
+
+def with_fabric_latency(cluster: Cluster, fabric: str) -> Cluster:
+    """``cluster`` on the scale-out ``fabric`` a design or chooser fixed (``ib`` or ``roce``): the RoCE
+    per-switch extra on (or off), unless the cluster file states its latency."""
+    if cluster.scale_out_latency_stated:
+        return cluster
+    extra = load_parameters().latency["roce_extra_per_switch"] if fabric == "roce" else 0.0
+    return cluster if extra == cluster.scale_out_extra_per_switch_s else replace(
+        cluster, scale_out_extra_per_switch_s=extra)
 
 
 def is_roce(name: str, data: Mapping[str, Any]) -> bool:
@@ -355,6 +367,7 @@ def cluster_from_mapping(data: Mapping[str, Any], *, name: str | None = None, or
         fabric=_fabric(data.get("fabric"), origin),
         scale_out_extra_per_switch_s=(lat["roce_extra_per_switch"] if "scale_out_latency" not in data
                                       and is_roce(name or "", data) else 0.0),
+        scale_out_latency_stated="scale_out_latency" in data,
         source=str(data.get("source", "")),
         notes=str(data.get("notes", "")),
     )
