@@ -167,3 +167,17 @@ def test_nvl72_ring_within_2_percent():
     fab = build_fabric(TopologySpec(family="nvl72", gpus=288, gpus_per_node=4, radix=16, tiers=3))
     r = simulate(fab, "all-reduce", 1e9, algorithm="ring")
     assert r["time_s"] == pytest.approx(r["analytic_time_s"], rel=0.02)
+
+
+def test_one_slow_cable_stretches_the_synchronous_collective():
+    """Issue 34, stragglers on the fabric: one scale-out cable at 1/1.25 of its rate. The all-to-all's flows
+    through it finish last (x1.25, the closed form 1 + s of estimate --straggler-rate when one part is slow);
+    the ring runs at its slowest link (x1.2 with its latency unchanged); s = 0 changes nothing."""
+    fab = build_fabric(TopologySpec(family="fat-tree", gpus=256, radix=32))
+    a2a = simulate(fab, "all-to-all", 1e9, failures=Failures(slow_links=1))
+    assert a2a["failures"]["slow_cables"] == 1 and a2a["method"] == "per flow"
+    assert a2a["degradation"] == pytest.approx(1.25, rel=0.01)
+    ring = simulate(fab, "all-reduce", 1e9, failures=Failures(slow_links=1))
+    assert 1.15 < ring["degradation"] <= 1.25 + 1e-9
+    assert simulate(fab, "all-reduce", 1e9, failures=Failures(slow_links=1, slow_by=0.0))["degradation"] == \
+        pytest.approx(1.0, abs=1e-9)
