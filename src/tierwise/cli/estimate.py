@@ -139,6 +139,24 @@ def _render_all(console, doc: dict, show_model: bool) -> None:
     render_economics(console, doc.get("economics"))
 
 
+StragglerRateOpt = Annotated[float | None, typer.Option(
+    "--straggler-rate", help="share of GPUs slow at a time (e.g. 0.0005: 5 per 10,000; MegaScale saw ~0.5% of "
+                             "machines): adds the expected step with stragglers")]
+StragglerSlowOpt = Annotated[float, typer.Option(
+    "--straggler-slowdown", help="how much slower a straggler is (0.25: 1.25x; published 10-40%)")]
+StragglerDetectOpt = Annotated[float | None, typer.Option(
+    "--straggler-detect", help="share of a straggler episode before it is detected and evicted (0-1): the step "
+                               "with detection and eviction")]
+
+
+def _add_stragglers(doc: dict, stragglers: tuple) -> None:
+    """The ``stragglers`` block (:func:`tierwise.estimate.stragglers.straggler_block`) when a rate is given."""
+    rate, slowdown, detect = stragglers
+    if rate is not None:
+        doc["stragglers"] = straggler_block(doc["num_gpus"], doc["step_time_s"], doc["tokens_per_s"], rate,
+                                            slowdown, detect)
+
+
 def _render_stragglers(console, st: dict | None) -> None:
     if not st:
         return
@@ -168,14 +186,8 @@ def register(app: typer.Typer) -> None:
         topology: TopologyOpt = None, fabric: FabricOpt = None, radix: RadixOpt = None, tiers: TiersOpt = None,
         oversubscription: OversubOpt = None,
         compute: ComputeOpt = None, strict: StrictOpt = False,
-        straggler_rate: Annotated[float | None, typer.Option(
-            "--straggler-rate", help="share of GPUs slow at a time (e.g. 0.0005: 5 per 10,000; MegaScale saw "
-                                     "~0.5% of machines): adds the expected step with stragglers")] = None,
-        straggler_slowdown: Annotated[float, typer.Option(
-            "--straggler-slowdown", help="how much slower a straggler is (0.25: 1.25x; published 10-40%)")] = 0.25,
-        straggler_detect: Annotated[float | None, typer.Option(
-            "--straggler-detect", help="share of a straggler episode before it is detected and evicted "
-                                       "(0-1): the step with detection and eviction")] = None,
+        straggler_rate: StragglerRateOpt = None, straggler_slowdown: StragglerSlowOpt = 0.25,
+        straggler_detect: StragglerDetectOpt = None,
     ) -> None:
         """Estimate one training step for each scenario file."""
         from tierwise.cli._economics import make_levers
@@ -192,9 +204,7 @@ def register(app: typer.Typer) -> None:
             check_stragglers(*stragglers)
         if len(scenarios) == 1:
             doc = _estimate_with_economics(load_scenario(scenarios[0], framework), levers, tokens, prices, overrides)
-            if straggler_rate is not None:
-                doc["stragglers"] = straggler_block(doc["num_gpus"], doc["step_time_s"], doc["tokens_per_s"],
-                                                    straggler_rate, straggler_slowdown, straggler_detect)
+            _add_stragglers(doc, stragglers)
             emit(doc, as_json, lambda console: _render_all(console, doc, show_model))
             return
         if levers.active or tokens is not None or prices is not None or straggler_rate is not None:

@@ -305,6 +305,22 @@ def dragonfly_ugal(fab: Fabric, src: np.ndarray, dst: np.ndarray, *, seed: int, 
     keep_min = 2 * l_avg / l_min[pair[idx]]
     mpaths, mrow = _spread_minimal(fab, (src, dst, s_nic, t_nic), idx, seed, paths.shape[1])
     k = max(min(num_valiant, _SUBPATH_BUDGET // idx.size - _MIN_SPREAD), min(g - 2, num_valiant), 1)
+    rep, vpaths = _spread_valiant(fab, (src, dst, s_nic, t_nic), (idx, gs, gt), k, seed, paths.shape[1])
+    vpaths = np.vstack([mpaths, vpaths])
+    rep = np.r_[mrow, rep]
+    vfrac = np.r_[np.repeat(keep_min / _MIN_SPREAD, _MIN_SPREAD), np.repeat((1.0 - keep_min) / k, k)]
+    vok = ~((vpaths >= 0) & ~link_ok[np.maximum(vpaths, 0)]).any(axis=1)
+    keep = np.setdiff1d(rows, idx)
+    return (np.r_[keep, rep], np.r_[frac[keep], vfrac], np.vstack([paths[keep], vpaths]),
+            np.r_[ok[keep], vok & ok[rep]])
+
+
+def _spread_valiant(fab: Fabric, flows: tuple, hot: tuple, k: int, seed: int, width: int):
+    """``k`` Valiant sub-paths per hot flow, through the intermediate groups at consecutive offsets from a
+    hashed start, each with its own link hashes. Returns (row of the input flow of each, paths)."""
+    src, dst, s_nic, t_nic = flows
+    idx, gs, gt = hot
+    g = fab.tables["groups"]
     rep = np.repeat(idx, k)
     j = np.tile(np.arange(k), idx.size)
     h = _hash(src[rep], dst[rep], seed, 97)
@@ -313,14 +329,7 @@ def dragonfly_ugal(fab: Fabric, src: np.ndarray, dst: np.ndarray, *, seed: int, 
     mid = o + (o >= lo)
     mid = mid + (mid >= hi)
     hj = splitmix(h ^ j.astype(np.uint64))  # each sub-path its own link choices
-    vpaths = _valiant_paths(fab, s_nic[rep], t_nic[rep], (gs[rep], mid, gt[rep]), hj, paths.shape[1])
-    vpaths = np.vstack([mpaths, vpaths])
-    rep = np.r_[mrow, rep]
-    vfrac = np.r_[np.repeat(keep_min / _MIN_SPREAD, _MIN_SPREAD), np.repeat((1.0 - keep_min) / k, k)]
-    vok = ~((vpaths >= 0) & ~link_ok[np.maximum(vpaths, 0)]).any(axis=1)
-    keep = np.setdiff1d(rows, idx)
-    return (np.r_[keep, rep], np.r_[frac[keep], vfrac], np.vstack([paths[keep], vpaths]),
-            np.r_[ok[keep], vok & ok[rep]])
+    return rep, _valiant_paths(fab, s_nic[rep], t_nic[rep], (gs[rep], mid, gt[rep]), hj, width)
 
 
 _MIN_SPREAD = 4

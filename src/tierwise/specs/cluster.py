@@ -167,6 +167,11 @@ def switches_crossed(num_domains, radix: int):
     return np.where(m <= half, 1.0, np.where(m <= radix * half, 3.0, 5.0))
 
 
+def _roce_extra(data: Mapping[str, Any], name: str | None, lat: Mapping[str, float]) -> float:
+    """The RoCE per-switch extra for a cluster file that does not state its scale-out latency, else 0."""
+    return lat["roce_extra_per_switch"] if "scale_out_latency" not in data and is_roce(name or "", data) else 0.0
+
+
 def with_fabric_latency(cluster: Cluster, fabric: str) -> Cluster:
     """``cluster`` on the scale-out ``fabric`` a design or chooser fixed (``ib`` or ``roce``): the RoCE
     per-switch extra on (or off), unless the cluster file states its latency."""
@@ -365,11 +370,8 @@ def cluster_from_mapping(data: Mapping[str, Any], *, name: str | None = None, or
         compute=parse_compute(data.get("compute"), origin),
         compute_device=_measured_on(data.get("compute_measured_on"), origin),
         fabric=_fabric(data.get("fabric"), origin),
-        scale_out_extra_per_switch_s=(lat["roce_extra_per_switch"] if "scale_out_latency" not in data
-                                      and is_roce(name or "", data) else 0.0),
-        scale_out_latency_stated="scale_out_latency" in data,
-        source=str(data.get("source", "")),
-        notes=str(data.get("notes", "")),
+        scale_out_extra_per_switch_s=_roce_extra(data, name, lat), scale_out_latency_stated="scale_out_latency" in data,
+        source=str(data.get("source", "")), notes=str(data.get("notes", "")),
     )
 
 
