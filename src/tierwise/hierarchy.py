@@ -101,13 +101,15 @@ def tiers(cluster: Cluster) -> list[Tier]:
     if cluster.nics_per_node > 0:
         per_gpu = cluster.scale_out_bytes_per_s
         levels = cluster.scale_out_levels or ()
+        lat_out, roce_note = _scale_out_latency(cluster)
         out.append(Tier(
             name="scale_out", technology=f"{cluster.nics_per_node} x {cluster.nic_bytes_per_s * 8 / 1e9:.4g} Gb/s NIC per host",
             domain_size=levels[0].domain_size if levels else 0, bytes_per_s=per_gpu,
             datasheet_bytes_per_s=cluster.nic_bytes_per_s, datasheet_direction="one-way",
-            latency_s=cluster.scale_out_latency_s, ratio_to_hbm=hbm / per_gpu,
+            latency_s=lat_out, ratio_to_hbm=hbm / per_gpu,
             datasheet_ratio_to_hbm=hbm / cluster.nic_bytes_per_s,
-            note=f"per GPU: its share of the host's NICs ({cluster.nics_per_node} NICs / {cluster.gpus_per_node} GPUs)",
+            note=f"per GPU: its share of the host's NICs ({cluster.nics_per_node} NICs / {cluster.gpus_per_node} GPUs)"
+                 + roce_note,
         ))
         factor = 1.0
         for i, level in enumerate(levels):
@@ -116,7 +118,7 @@ def tiers(cluster: Cluster) -> list[Tier]:
             out.append(Tier(
                 name=f"scale_out_{i + 2}", technology=f"above {level.name} ({level.oversubscription:g}:1)",
                 domain_size=nxt, bytes_per_s=per_gpu / factor, datasheet_bytes_per_s=cluster.nic_bytes_per_s,
-                datasheet_direction="one-way", latency_s=cluster.scale_out_latency_s,
+                datasheet_direction="one-way", latency_s=lat_out,
                 ratio_to_hbm=hbm * factor / per_gpu, datasheet_ratio_to_hbm=hbm / cluster.nic_bytes_per_s,
                 note=f"traffic leaving a {level.domain_size}-GPU {level.name} group, oversubscribed {factor:g}:1",
             ))
@@ -358,3 +360,16 @@ def pair_span(cluster: Cluster, hop_class, shape=None) -> GroupSpan:
         level=np.where(one, 0, np.array([c.level for c in classes], dtype=np.int8)[kk]).astype(np.int8),
         oversubscription=np.where(one, 1.0, np.array([c.oversubscription for c in classes])[kk]),
     )
+
+
+def _scale_out_latency(cluster: Cluster) -> tuple[float, str]:
+    """The scale-out tier's step latency as ``tiers`` shows it: a leaf-spine-leaf step (3 switches,
+    :meth:`Cluster.scale_out_latency_at`), and for a RoCE fabric a note with the spans' figures."""
+    extra = cluster.scale_out_extra_per_switch_s
+    if not extra:
+        return cluster.scale_out_latency_s, ""
+    base = cluster.scale_out_latency_s
+    lat = [base + k * extra for k in (1, 3, 5)]
+    return lat[1], (f"; RoCE: IB baseline {base * 1e6:.2g} us + {extra * 1e9:.0f} ns per Ethernet switch "
+                    f"(Spectrum-4 ~500 vs Quantum-2 ~130 ns): {lat[0] * 1e6:.3g} us in one leaf, "
+                    f"{lat[1] * 1e6:.3g} us leaf-spine-leaf, {lat[2] * 1e6:.3g} us across 3 tiers")

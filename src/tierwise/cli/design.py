@@ -55,8 +55,8 @@ def register(app: typer.Typer) -> None:
                                                   "cluster it powers (optics pluggable / LPO / CPO)")] = None,
         pue: Annotated[float | None, typer.Option("--pue", help="with --power: facility / IT power (default the "
                                                   "price file's 1.3)")] = None,
-        optics: Annotated[str, typer.Option("--optics", help="with --domain-sweep: optics of a domain beyond a "
-                                            "rack: pluggable | lpo | cpo")] = "pluggable",
+        optics: Annotated[str | None, typer.Option("--optics", help="with --domain-sweep: optics of a domain beyond "
+                                                   "a rack: pluggable (default) | lpo | cpo")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="print the JSON document")] = False,
         html: Annotated[str | None, typer.Option("--html", help="write an HTML page with plots to FILE")] = None,
         topology: TopologyOpt = None, fabric: FabricOpt = None, radix: RadixOpt = None, tiers: TiersOpt = None,
@@ -71,6 +71,11 @@ def register(app: typer.Typer) -> None:
         from tierwise.limits import check_float
         from tierwise.topology.costs import load_prices
 
+        for flag, value, mode, given in (("--domains", domains, "--domain-sweep", domain_sweep),
+                                         ("--optics", optics, "--domain-sweep", domain_sweep),
+                                         ("--pue", pue, "--power", power is not None)):
+            if value is not None and not given:  # an option of another mode is an error, never silently ignored
+                raise TierwiseError(f"{flag} belongs to {mode}; add {mode} or drop {flag}")
         if (power is not None or domain_sweep) and (tokens is not None or budget is not None):
             raise TierwiseError("--tokens and --budget belong to the design comparison; --domain-sweep and --power "
                                 "rank by goodput tokens per $ / tokens per s and take neither")
@@ -146,7 +151,7 @@ def _domain_sweep(model, gpus, domains, optics, global_batch, seq, precision, pr
     table_ = load_prices(prices)
     _html_first(html)
     doc = domain_sweep(m, gpus, sizes=sizes, global_batch=global_batch, seq=seq, precision=precision.lower(),
-                       prices=table_, optics=optics.lower())
+                       prices=table_, optics=(optics or "pluggable").lower())
     if html is not None:
         from tierwise.report import write_page
         from tierwise.report.design import domain_page

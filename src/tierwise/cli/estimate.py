@@ -19,6 +19,7 @@ from tierwise.cli._economics import (
 )
 from tierwise.cli._fabric import FabricOpt, OversubOpt, RadixOpt, TiersOpt, TopologyOpt, fabric_overrides
 from tierwise.cli._output import emit, kv_table, print_table
+from tierwise.estimate.stragglers import check_stragglers, straggler_block
 
 
 def _count(x: float) -> str:
@@ -133,8 +134,39 @@ def _render_all(console, doc: dict, show_model: bool) -> None:
     from tierwise.cli._economics import render_economics, render_levers
 
     render_estimate(console, doc, show_model)
+    _render_stragglers(console, doc.get("stragglers"))
     render_levers(console, doc.get("levers"))
     render_economics(console, doc.get("economics"))
+
+
+StragglerRateOpt = Annotated[float | None, typer.Option(
+    "--straggler-rate", help="share of GPUs slow at a time (e.g. 0.0005: 5 per 10,000; MegaScale saw ~0.5% of "
+                             "machines): adds the expected step with stragglers")]
+StragglerSlowOpt = Annotated[float, typer.Option(
+    "--straggler-slowdown", help="how much slower a straggler is (0.25: 1.25x; published 10-40%)")]
+StragglerDetectOpt = Annotated[float | None, typer.Option(
+    "--straggler-detect", help="share of a straggler episode before it is detected and evicted (0-1): the step "
+                               "with detection and eviction")]
+
+
+def _add_stragglers(doc: dict, stragglers: tuple) -> None:
+    """The ``stragglers`` block (:func:`tierwise.estimate.stragglers.straggler_block`) when a rate is given."""
+    rate, slowdown, detect = stragglers
+    if rate is not None:
+        doc["stragglers"] = straggler_block(doc["num_gpus"], doc["step_time_s"], doc["tokens_per_s"], rate,
+                                            slowdown, detect)
+
+
+def _render_stragglers(console, st: dict | None) -> None:
+    if not st:
+        return
+    console.print(f"stragglers: {st['rate']:.4g} of {st['num_gpus']:,} GPUs slow by {st['slowdown']:.0%} "
+                  f"({st['expected_stragglers']:.2f} expected, P(any) {st['p_any_slow']:.1%}): step "
+                  f"x{st['step_factor']:.3f} = {st['step_time_s']:.4g} s, {st['tokens_per_s']:,.0f} tokens/s; "
+                  f"evicting to {st['evict_spares']} hot spare(s) restores x1.000")
+    if "detect_step_factor" in st:
+        console.print(f"  detected and evicted after {st['detect_share']:.0%} of an episode: step "
+                      f"x{st['detect_step_factor']:.3f}, {st['detect_tokens_per_s']:,.0f} tokens/s")
 
 
 def register(app: typer.Typer) -> None:
@@ -154,6 +186,8 @@ def register(app: typer.Typer) -> None:
         topology: TopologyOpt = None, fabric: FabricOpt = None, radix: RadixOpt = None, tiers: TiersOpt = None,
         oversubscription: OversubOpt = None,
         compute: ComputeOpt = None, strict: StrictOpt = False,
+        straggler_rate: StragglerRateOpt = None, straggler_slowdown: StragglerSlowOpt = 0.25,
+        straggler_detect: StragglerDetectOpt = None,
     ) -> None:
         """Estimate one training step for each scenario file."""
         from tierwise.cli._economics import make_levers
@@ -165,14 +199,19 @@ def register(app: typer.Typer) -> None:
         levers = make_levers(reduce_dtype, powersgd_rank, onebit, sync_every, async_staleness)
         overrides = fabric_overrides(topology, fabric, radix, tiers, oversubscription)
         use_compute_profile(ctx, compute, strict)
+        stragglers = (straggler_rate, straggler_slowdown, straggler_detect)
+        if straggler_rate is not None:
+            check_stragglers(*stragglers)
         if len(scenarios) == 1:
             doc = _estimate_with_economics(load_scenario(scenarios[0], framework), levers, tokens, prices, overrides)
+            _add_stragglers(doc, stragglers)
             emit(doc, as_json, lambda console: _render_all(console, doc, show_model))
             return
-        if levers.active or tokens is not None or prices is not None:
+        if levers.active or tokens is not None or prices is not None or straggler_rate is not None:
             from tierwise.errors import SpecError
 
-            raise SpecError("--tokens, --prices and the lever options take one scenario file; give one")
+            raise SpecError("--tokens, --prices, --straggler-rate and the lever options take one scenario file; "
+                            "give one")
         docs = [safe_estimate(path, framework) for path in scenarios]
 
         def render(console):

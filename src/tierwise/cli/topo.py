@@ -140,6 +140,10 @@ def register(app: typer.Typer) -> None:
         fail_links: str = typer.Option("0", "--fail-links", help="scale-out cables to fail: N or P%"),
         fail_switches: str = typer.Option("0", "--fail-switches", help="fabric switches to fail: N or P%"),
         fail_domains: str = typer.Option("0", "--fail-domains", help="scale-up domains (nodes/racks) to fail"),
+        slow_links: str = typer.Option("0", "--slow-links", help="scale-out cables running slow (stragglers on "
+                                       "the fabric): N or P%"),
+        slow_by: float = typer.Option(0.25, "--slow-by", help="how much slower a slow cable is (0.25: 1/1.25 of "
+                                      "its rate)"),
         stages: int = typer.Option(4, "--stages", help="pipeline stages (pattern pipeline)"),
         shift: int = typer.Option(None, "--shift", help="permutation r -> r+SHIFT instead of random"),
         seed: int = typer.Option(1, "--seed", help="seed of ECMP hashing, permutations and failures"),
@@ -198,7 +202,8 @@ def register(app: typer.Typer) -> None:
             fab = build_fabric(spec)
             result = simulate(fab, kind, size_bytes, algorithm=algorithm, num_ranks=ranks, routing=routing,
                               seed=seed, stages=stages, shift=shift, per_flow=per_flow,
-                              failures=Failures(links=fail_links, switches=fail_switches, domains=fail_domains))
+                              failures=Failures(links=fail_links, switches=fail_switches, domains=fail_domains,
+                                                slow_links=slow_links, slow_by=slow_by))
         from tierwise.netsim.compare import simulate_ring_notes
 
         extra, notes = simulate_ring_notes(fab, result, base=cluster, oversubscription=oversubscription)

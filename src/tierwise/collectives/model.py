@@ -145,7 +145,8 @@ def _latencies(cluster: Cluster, span: GroupSpan, p, protocol: str, b_in, b_out)
     extra = p["protocol_extra_step_latency"][protocol]
     l_in = cluster.scale_up_latency_s + extra["nvlink"]
     outer_is_host = span.tier == TierCode.HOST
-    l_out = np.where(outer_is_host, cluster.host_latency_s + extra["pci"], cluster.scale_out_latency_s + extra["net"])
+    l_out = np.where(outer_is_host, cluster.host_latency_s + extra["pci"],
+                     cluster.scale_out_latency_at(span.num_domains) + extra["net"])
     if protocol == "simple":
         per_chunk = p["simple_chunk_bytes"] * p["simple_channels"]
         l_in = l_in + per_chunk / b_in
@@ -176,7 +177,7 @@ def _candidates(kind: str, size, span: GroupSpan, cluster: Cluster, p, algorithm
             chunk = p["simple_chunk_bytes"] * p["simple_channels"]
             fill = chunk / b_nvls + 2 * depth * chunk / b_tree
             lat = (launch + p["nvls_latency"] + fill
-                   + 2 * depth * (cluster.scale_out_latency_s + p["nvls_tree_net_latency"]))
+                   + 2 * depth * (cluster.scale_out_latency_at(m) + p["nvls_tree_net_latency"]))
             t = np.where((nl > 1) & (n > 1), lat + np.maximum(intra, inter), np.inf)
             yield algo, "simple", t, (nl + 1) / nl * size, np.where(m > 1, egress * size / nl, 0.0)
             continue

@@ -32,7 +32,7 @@ from tierwise.planner import search
 from tierwise.planner.explain import plan_entry
 from tierwise.planner.gpus import CANDIDATES, gpus_block, max_idle_gpus, usable_counts
 from tierwise.planner.space import Constraints, NoLayoutError
-from tierwise.specs.cluster import ScaleOutLevel, load_cluster
+from tierwise.specs.cluster import ScaleOutLevel, load_cluster, with_fabric_latency
 from tierwise.topology.choose import FabricOverrides
 from tierwise.topology.costs import load_prices
 from tierwise.topology.fat_tree import leaf_ports
@@ -161,8 +161,8 @@ def _evaluate(design: Design, model, num_gpus, global_batch, seq, precision, pri
     choice = default_fabric(design_cluster(base, design.nic_gbps), num_gpus, fixed)
     spec = choice.spec
     leaf_gpus = max(leaf_ports(spec.radix, over)[0] // base.gpus_per_node, 1) * base.gpus_per_node
-    cl = design_cluster(base, design.nic_gbps, over, leaf_gpus)
-    key = (design.cluster, round(cl.nic_bytes_per_s * 8 / 1e9), over)
+    cl = with_fabric_latency(design_cluster(base, design.nic_gbps, over, leaf_gpus), choice.fabric)
+    key = (design.cluster, round(cl.nic_bytes_per_s * 8 / 1e9), over, cl.scale_out_extra_per_switch_s)
     if key not in cache:
         cache[key] = best_plan(model, cl, num_gpus, global_batch, seq, precision)
     entry = cache[key]

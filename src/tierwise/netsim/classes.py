@@ -44,8 +44,8 @@ counted by the per-flow router's own hash (:func:`_hashed_global_choices`, chunk
 link carries exactly its per-flow count and the answer is the per-flow one; above it they are drawn as on
 a fat tree (a different draw of the hottest link: measured 0.98-1.01 of the hashed answer at 2,048-16,384
 GPUs, docs/topology.md). Group pairs UGAL sends non-minimally (:func:`tierwise.netsim.routing.dragonfly_ugal`)
-split over Valiant paths, counted (:func:`_hashed_valiant_choices`) or drawn likewise
-(:func:`_valiant_hops`). Where the fabric or routing is one this module does not model (failures that
+split over many minimal and Valiant sub-paths, each with its own local hops: not aggregated here (the
+caller routes them per flow). Where the fabric or routing is one this module does not model (failures that
 reroute or fail over, rail-only PXN, a switchless mesh, a torus), :func:`class_problem` raises
 :class:`NotAggregated` and the caller simulates per flow.
 """
@@ -93,7 +93,7 @@ class ClassProblem:
     unit_lat_mean: np.ndarray
     unit_lat_max: np.ndarray
     unit_paths: np.ndarray
-    """Paths per flow (k for UGAL's Valiant split, else 1): the per-flow mean latency counts paths."""
+    """Paths per flow (1: UGAL's Valiant splits are routed per flow, :func:`class_problem`)."""
     link_flows: np.ndarray
     """Flows offered to every directed link (sampled under ECMP), for the link-load distribution."""
     num_flows: int
@@ -201,6 +201,8 @@ def class_problem(fab: Fabric, alive: np.ndarray, *, routing: str, seed: int, li
     su = fab.scale_up == "nvswitch" and dom_size > 1
     if su and not (link_ok[tb["gpu_up"][R]] & link_ok[tb["gpu_down"][R]]).all():
         raise NotAggregated("failed scale-up links")
+    if fam == "dragonfly" and routing == "adaptive" and _ugal_diverts(fab, nic):
+        raise NotAggregated("UGAL's non-minimal split of hot group pairs")
     rng = np.random.default_rng([int(seed), 19])
 
     # --- endpoint classes -----------------------------------------------------------------------------
@@ -328,7 +330,6 @@ def class_problem(fab: Fabric, alive: np.ndarray, *, routing: str, seed: int, li
     N_bb = np.zeros((B, B))
     np.add.at(N_bb, cbundle, N_cb)
     b1, b2 = np.nonzero(N_bb > 0.5)
-    valiant = None
     hashing = n * (n - 1) <= hash_flows_max
     hop_choices = "none" if fam != "dragonfly" and (routing == "adaptive" or tree["tiers"] == 1) else (
         "hashed" if hashing else "drawn")
@@ -353,8 +354,8 @@ def class_problem(fab: Fabric, alive: np.ndarray, *, routing: str, seed: int, li
         np.add.at(N_be, (slice(None), cedge), N_bc)
         if fam == "dragonfly":
             hashed = dict(R=R, router=edge, dom_size=dom_size if su else 1, seed=seed) if hashing else None
-            valiant = _dragonfly_hops(fab, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, csize, cedge, cbundle, Dcsr,
-                                      flows_tot, bld, routing, n, hashed)
+            _dragonfly_hops(fab, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, csize, cedge, cbundle, Dcsr,
+                            flows_tot, hashed)
         else:
             th = None
             if hop_choices == "hashed":
@@ -380,8 +381,6 @@ def class_problem(fab: Fabric, alive: np.ndarray, *, routing: str, seed: int, li
         link_map, fcap = np.arange(fab.num_links), link_cap
     A, link_flows = bld.finish(link_map, fcap.size, lump_cap.ravel())
     unit_paths = np.ones(num_units)
-    if valiant is not None:
-        unit_paths[valiant[0]] = valiant[1]
     # a lump's links carry equal shares of its flows (its GPUs / NICs are alike)
     per_link = (np.asarray(A[fcap.size:].sum(axis=1)).ravel() / np.maximum(lump_links.ravel(), 1)).reshape(C, 4)
     link_flows[up[un]] = per_link[cls[first], 0]
@@ -398,6 +397,20 @@ def class_problem(fab: Fabric, alive: np.ndarray, *, routing: str, seed: int, li
                         unit_flows=np.concatenate(bld.flows), unit_local=np.concatenate(bld.local),
                         unit_lat_mean=lat_mean, unit_lat_max=lat_max, unit_paths=unit_paths, link_flows=link_flows,
                         num_flows=int(expected), hop_choices=hop_choices)
+
+
+def _ugal_diverts(fab: Fabric, nic: np.ndarray) -> bool:
+    """True when UGAL (:func:`tierwise.netsim.routing.dragonfly_ugal`) sends some group pair of this
+    all-to-all non-minimally: its flows per global link exceed twice the fabric-wide average."""
+    tb = fab.tables
+    g = tb["groups"]
+    if g < 3:
+        return False
+    gsz = np.bincount(tb["nic_router"][nic] // tb["a"], minlength=g).astype(float)
+    flows = np.outer(gsz, gsz)
+    np.fill_diagonal(flows, 0.0)
+    l_avg = flows.sum() / tb["glob_count"].sum()
+    return bool((flows / np.maximum(tb["glob_count"], 1) > 2 * l_avg).any())
 
 
 def _check_counts(counts: np.ndarray, totals: np.ndarray) -> None:
@@ -514,22 +527,12 @@ def _tree_hops(tree, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, flows_tot, hash
 
 
 def _dragonfly_hops(fab, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, csize, cedge, cbundle, Dcsr, flows_tot,
-                    bld, routing, n, hashed=None):
+                    hashed=None):
     """local -> global -> local hops of every group-pair unit (module docstring); ``hashed`` (GPUs, their
     routers, domain size, seed) counts the minimal pairs' global-link choices by the per-flow hash instead
     of drawing them (:func:`_hashed_global_choices`)."""
     tb = fab.tables
     a, g, base = tb["a"], tb["groups"], tb["router_base"]
-    nonmin = np.zeros((g, g), dtype=bool)
-    if routing == "adaptive" and g >= 3:
-        # UGAL's decision (routing.dragonfly_ugal): minimal unless a pair's flows per global link exceed
-        # twice the average; pairs' flows count every ordered GPU pair across the two groups
-        gsz = np.bincount(cbundle, weights=csize, minlength=g)
-        flows = np.outer(gsz, gsz)
-        np.fill_diagonal(flows, 0.0)
-        links = np.maximum(tb["glob_count"], 1)
-        l_avg = flows.sum() / tb["glob_count"].sum()
-        nonmin = flows / links > 2 * l_avg
     same = b1 == b2
     uid = uid_bb[b1, b2]
     # same group, different routers: one local hop, flows per router pair
@@ -542,21 +545,15 @@ def _dragonfly_hops(fab, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, csize, cedg
         X = csize[i] * csize[j] - (np.asarray(Dcsr[i, j]).ravel() if i.size else 0.0)
         gg = cbundle[i]
         hop(uid_bb[gg, gg], tb["local"][gg, cedge[i] % a, cedge[j] % a], X, flows_tot)
-    v = np.nonzero(~same & nonmin[b1, b2])[0]
-    valiant = None
-    if v.size:
-        vh = None if hashed is None else _hashed_valiant_choices(fab, hashed["R"], hashed["router"],
-                                                                 hashed["dom_size"], hashed["seed"], nonmin)
-        valiant = (uid[v], _valiant_hops(fab, rng, hop, uid[v], b1[v], b2[v], N_eb, N_be, flows_tot, hashed=vh))
-    x = np.nonzero(~same & ~nonmin[b1, b2])[0]
+    x = np.nonzero(~same)[0]
     if not x.size:
-        return valiant
+        return
     G1, G2 = b1[x], b2[x]
     M = tb["glob"].shape[2]
     cnt = np.maximum(tb["glob_count"][G1, G2], 1)
     if hashed is not None:
         T1, T2 = _hashed_global_choices(fab, hashed["R"], hashed["router"], hashed["dom_size"], hashed["seed"],
-                                        ~nonmin)
+                                        np.ones((g, g), dtype=bool))
     # first hop: per (unit, source router) a global link m uniform; local link to that link's router
     ru = np.repeat(np.arange(x.size), a)
     rr = G1[ru] * a + np.tile(np.arange(a), x.size)
@@ -585,7 +582,6 @@ def _dragonfly_hops(fab, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, csize, cedg
     far = r2[rd]
     loc3 = np.where(far != rt[:, None], tb["local"][G2[rd][:, None], far % a, rt[:, None] % a], -1)
     hop(uid[x][rd][:, None], loc3, c3, flows_tot)
-    return valiant
 
 
 def _hashed_global_choices(fab, R, router, dom_size, seed, minimal, chunk: int = 1 << 18):
@@ -630,136 +626,3 @@ def _hashed_global_choices(fab, R, router, dom_size, seed, minimal, chunk: int =
         T1 += np.bincount((rs * g + gt) * M + m, minlength=T1.size)
         T2 += np.bincount((gs * M + m) * nr + t_router[:size][keep], minlength=T2.size)
     return T1.reshape(nr, g, M), T2.reshape(g, M, nr)
-
-
-def _hashed_valiant_choices(fab, R, router, dom_size, seed, nonmin, num_valiant: int = 4,
-                            chunk: int = 1 << 18):
-    """Per-flow Valiant choices of UGAL's non-minimal group pairs, counted (as :func:`_hashed_global_choices`).
-
-    :func:`tierwise.netsim.routing.dragonfly_ugal` hashes a flow once more (salt 97): ``h``; its sub-path j
-    (of ``k``) goes through the intermediate group at offset ``o = (h mod (g-2) + j) mod (g-2)``, over first
-    global link ``h mod glob_count[G, I]`` and second ``splitmix(h) mod glob_count[I, H]``. Counted per
-    sub-path: ``TA[rs, H, o, m1]`` (source local hop, first global link), ``TB[G, H, o, m1, m2]``
-    (intermediate local hop, second global link), ``TC[G, o, m2, rt]`` (destination local hop)."""
-
-    tb = fab.tables
-    a, g = tb["a"], tb["groups"]
-    M = tb["glob"].shape[2]
-    K = g - 2
-    k = min(num_valiant, K)
-    nr = g * a
-    gcnt = np.maximum(tb["glob_count"], 1).astype(np.uint64)
-    grp = router // a
-    n = R.size
-    TA = np.zeros(nr * g * K * M, dtype=np.int64)
-    TB = np.zeros(g * g * K * M * M, dtype=np.int64)
-    TC = np.zeros(g * K * M * nr, dtype=np.int64)
-    rows = max(1, chunk // n)
-    for start in range(0, n, rows):
-        kk = min(rows, n - start)
-        s_gpu = np.repeat(R[start:start + kk], n)
-        t_gpu = np.tile(R, kk)
-        gs = np.repeat(grp[start:start + kk], n)
-        gt = np.tile(grp, kk)
-        keep = nonmin[gs, gt] & (gs != gt)
-        if dom_size > 1:
-            keep &= (s_gpu // dom_size) != (t_gpu // dom_size)
-        if not keep.any():
-            continue
-        s_gpu, t_gpu, gs, gt = s_gpu[keep], t_gpu[keep], gs[keep], gt[keep]
-        rs = np.repeat(router[start:start + kk], n)[keep]
-        rt = np.tile(router, kk)[keep]
-        h = flow_hash(s_gpu, t_gpu, seed, 97)
-        h2 = splitmix(h)
-        o0 = (h % np.uint64(K)).astype(np.int64)
-        lo, hi = np.minimum(gs, gt), np.maximum(gs, gt)
-        for j in range(k):
-            o = (o0 + j) % K
-            mid = o + (o >= lo)
-            gi = mid + (mid >= hi)
-            m1 = (h % gcnt[gs, gi]).astype(np.int64)
-            m2 = (h2 % gcnt[gi, gt]).astype(np.int64)
-            TA += np.bincount(((rs * g + gt) * K + o) * M + m1, minlength=TA.size)
-            TB += np.bincount((((gs * g + gt) * K + o) * M + m1) * M + m2, minlength=TB.size)
-            TC += np.bincount(((gs * K + o) * M + m2) * nr + rt, minlength=TC.size)
-    return TA.reshape(nr, g, K, M), TB.reshape(g, g, K, M, M), TC.reshape(g, K, M, nr)
-
-
-def _valiant_hops(fab, rng, hop, U, G1, G2, N_eb, N_be, flows_tot, num_valiant: int = 4, hashed=None):
-    """UGAL's non-minimal group pairs (routing.dragonfly_ugal): each flow splits evenly over ``k`` Valiant
-    paths through the intermediate groups at ``k`` consecutive hashed offsets among the ``g - 2`` others;
-    a path takes a hashed global link to the intermediate group and another onward. Drawn like the minimal
-    hops: per (unit, source router) the flows' first offsets, then per offset the first global link; per
-    (unit, intermediate group, first link) the second; per (unit, destination router) offsets and second
-    links again for the last local hop. Each sub-path carries 1/k of its flow (as per flow). ``hashed``
-    (from :func:`_hashed_valiant_choices`) replaces the three draws by the per-flow hash's counts."""
-    tb = fab.tables
-    a, g, base = tb["a"], tb["groups"], tb["router_base"]
-    K = g - 2
-    k = min(num_valiant, K)
-    M = tb["glob"].shape[2]
-    nu = U.size
-    o = np.arange(K)[None, :]
-    lo, hi = np.minimum(G1, G2)[:, None], np.maximum(G1, G2)[:, None]
-    mid = o + (o >= lo)
-    gi = mid + (mid >= hi)  # (units, K) intermediate group of each offset
-
-    def window(c0):  # flows whose k-offset window covers each offset
-        return sum(np.roll(c0, j, axis=1) for j in range(k))
-
-    glob, gc = tb["glob"], tb["glob_count"]
-    # source side: per (unit, router) offsets, then per (unit, router, offset) the first global link
-    ru = np.repeat(np.arange(nu), a)
-    rr = G1[ru] * a + np.tile(np.arange(a), nu)
-    ro = np.repeat(np.arange(ru.size), K)
-    oo = np.tile(np.arange(K), ru.size)
-    gmid = gi[ru[ro], oo]
-    if hashed is None:
-        F = window(_multinomial_rows(rng, N_eb[rr, G2[ru]].astype(np.int64), np.full(K, 1.0 / K)))
-        c1 = _uniform_counts(rng, F[ro, oo], gc[G1[ru[ro]], gmid], M)
-    else:
-        c1 = hashed[0][rr[ro], G2[ru[ro]], oo]
-    l1 = glob[G1[ru[ro]][:, None], gmid[:, None], np.arange(M)[None, :]]
-    r1 = fab.link_src[np.maximum(l1, 0)] - base
-    src = rr[ro][:, None]
-    loc = np.where(r1 != src, tb["local"][G1[ru[ro]][:, None], src % a, r1 % a], -1)
-    hop(U[ru[ro]][:, None], loc, c1 / k, flows_tot)
-    T = np.zeros((nu, K, M), dtype=np.int64)
-    np.add.at(T, (ru[ro], oo), c1)
-    uu = np.repeat(np.arange(nu), K)
-    ko = np.tile(np.arange(K), nu)
-    g1l = glob[G1[uu][:, None], gi[uu, ko][:, None], np.arange(M)[None, :]]
-    hop(U[uu][:, None], g1l, T[uu, ko] / k, flows_tot)
-    # intermediate group: per (unit, offset, first link) the second global link
-    rows = np.repeat(np.arange(nu * K), M)
-    m1 = np.tile(np.arange(M), nu * K)
-    u3, o3 = uu[rows], ko[rows]
-    g3 = gi[u3, o3]
-    c2 = (_uniform_counts(rng, T[u3, o3, m1], gc[g3, G2[u3]], M) if hashed is None
-          else hashed[1][G1[u3], G2[u3], o3, m1])
-    r2 = fab.link_dst[np.maximum(g1l[rows, m1], 0)] - base
-    l2 = glob[g3[:, None], G2[u3][:, None], np.arange(M)[None, :]]
-    r3 = fab.link_src[np.maximum(l2, 0)] - base
-    loc = np.where(r2[:, None] != r3, tb["local"][g3[:, None], r2[:, None] % a, r3 % a], -1)
-    hop(U[u3][:, None], loc, c2 / k, flows_tot)
-    S2 = np.zeros((nu, K, M), dtype=np.int64)
-    np.add.at(S2, (u3, o3), c2)
-    hop(U[uu][:, None], glob[gi[uu, ko][:, None], G2[uu][:, None], np.arange(M)[None, :]], S2[uu, ko] / k,
-        flows_tot)
-    # destination side: per (unit, router) offsets, then the second global link, then the local hop
-    rd = np.repeat(np.arange(nu), a)
-    rt = G2[rd] * a + np.tile(np.arange(a), nu)
-    ro = np.repeat(np.arange(rd.size), K)
-    oo = np.tile(np.arange(K), rd.size)
-    gmid = gi[rd[ro], oo]
-    if hashed is None:
-        F = window(_multinomial_rows(rng, N_be[G1[rd], rt].astype(np.int64), np.full(K, 1.0 / K)))
-        c3 = _uniform_counts(rng, F[ro, oo], gc[gmid, G2[rd[ro]]], M)
-    else:
-        c3 = hashed[2][G1[rd[ro]], oo, :, rt[ro]]
-    l2 = glob[gmid[:, None], G2[rd[ro]][:, None], np.arange(M)[None, :]]
-    r4 = fab.link_dst[np.maximum(l2, 0)] - base
-    dst = rt[ro][:, None]
-    loc = np.where(r4 != dst, tb["local"][G2[rd[ro]][:, None], r4 % a, dst % a], -1)
-    hop(U[rd[ro]][:, None], loc, c3 / k, flows_tot)
-    return k

@@ -2,6 +2,11 @@
 
 A failed cable takes both directions down; a failed switch takes all its links; a failed domain removes
 its GPUs (their ranks are reported unreachable) and its NICs' cables. Choices are seeded.
+
+Slow cables (issue 34, stragglers on the fabric): ``slow_links`` scale-out cables run at ``1 / (1 + s)`` of
+their rate, both directions (a link degraded to a lower speed or with errors and retransmits; Falcon, Wu
+et al. arXiv 2410.12588 sec. 3, finds cross-node network fail-slows among the stragglers of a 10,000-GPU
+cluster). Max-min sharing then slows every flow crossing them, and a synchronous collective waits for it.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import numpy as np
 from tierwise.errors import TopologyError
 from tierwise.topology.graph import SWITCH, Fabric
 
-__all__ = ["Failures", "parse_fail_count", "apply_failures"]
+__all__ = ["Failures", "parse_fail_count", "apply_failures", "slow_link_scale"]
 
 
 @dataclass(frozen=True)
@@ -22,10 +27,30 @@ class Failures:
     """Scale-out cables to fail: a count ("12") or a percentage ("0.1%")."""
     switches: str | int = 0
     domains: str | int = 0
+    slow_links: str | int = 0
+    """Scale-out cables running slow: a count or a percentage (module docstring)."""
+    slow_by: float = 0.25
+    """How much slower a slow cable is: 0.25 runs at 1/1.25 of its rate."""
 
     @property
     def any(self) -> bool:
-        return any(str(x).strip() not in ("0", "0%", "") for x in (self.links, self.switches, self.domains))
+        return any(str(x).strip() not in ("0", "0%", "")
+                   for x in (self.links, self.switches, self.domains, self.slow_links))
+
+
+def slow_link_scale(fab: Fabric, failures: Failures, seed: int = 1) -> tuple[np.ndarray, int]:
+    """(capacity factor of every link, slow cables): ``slow_links`` seeded scale-out cables at
+    ``1 / (1 + slow_by)``, the rest 1."""
+    scale = np.ones(fab.num_links)
+    out_cables = np.unique(fab.link_cable[fab.link_tier >= 1])
+    n = parse_fail_count(failures.slow_links, out_cables.size, "scale-out cables", "--slow-links")
+    s = failures.slow_by
+    if not (isinstance(s, (int, float)) and np.isfinite(s) and 0.0 <= s <= 10.0):
+        raise TopologyError(f"--slow-by {s!r} must be between 0 and 10 (0.25: a slow cable runs at 1/1.25 of its rate)")
+    if n:
+        chosen = np.random.default_rng(seed + 104729).choice(out_cables, size=n, replace=False)
+        scale[np.isin(fab.link_cable, chosen)] = 1.0 / (1.0 + s)
+    return scale, int(n)
 
 
 def parse_fail_count(value: str | int, total: int, what: str, flag: str) -> int:

@@ -22,7 +22,7 @@ from tierwise.collectives.volumes import bus_factor
 from tierwise.errors import TopologyError
 from tierwise.netsim.analytic import analytic_time
 from tierwise.netsim.classes import LUMP_KINDS, NotAggregated, class_problem
-from tierwise.netsim.faults import Failures, apply_failures
+from tierwise.netsim.faults import Failures, apply_failures, slow_link_scale
 from tierwise.netsim.maxmin import incidence, max_min_rates
 from tierwise.netsim.patterns import Phase, collective_phases
 from tierwise.netsim.routing import dragonfly_ugal, effective_nics, route
@@ -235,6 +235,7 @@ def simulate(fab: Fabric, kind: str, size_bytes: float, *, algorithm: str = "aut
                             f"multiple of {n}, e.g. --shift 1, or drop --shift for a random permutation")
     failures = failures or Failures()
     link_ok, gpu_dead, counts = apply_failures(fab, failures, seed)
+    slow_scale, counts["slow_cables"] = slow_link_scale(fab, failures, seed)
     counts = _name_failed_parts(fab, counts)
     ranks = np.arange(n)
     nics = effective_nics(fab, link_ok)
@@ -242,13 +243,13 @@ def simulate(fab: Fabric, kind: str, size_bytes: float, *, algorithm: str = "aut
     spans = fab.domain_size < n or fab.scale_up == "none"
     if spans:
         unreachable |= set(np.nonzero(nics[:n] < 0)[0].tolist())
-    link_cap = fab.link_cap * link_ok
+    link_cap = fab.link_cap * link_ok * slow_scale
     method, results, hop_choices = "per flow", None, "hashed"
     if kind == "all-to-all" and algorithm == "direct":
 
         alive = np.setdiff1d(ranks, np.fromiter(unreachable, dtype=np.int64, count=len(unreachable)))
-        why = "--per-flow asks for it"
-        if not per_flow and alive.size >= 2:
+        why = "--per-flow asks for it" if per_flow else "path classes do not model slow cables"
+        if not per_flow and alive.size >= 2 and not counts["slow_cables"]:
             try:
                 prob = class_problem(fab, alive, routing=routing, seed=seed, link_ok=link_ok, nics=nics,
                                      link_cap=link_cap)

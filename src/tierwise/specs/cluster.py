@@ -24,6 +24,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from tierwise.errors import SpecError
 from tierwise.files import describe_type, require_document, short_repr
 from tierwise.limits import MAX_LATENCY_S, MAX_OVERSUBSCRIPTION
@@ -119,6 +121,12 @@ class Cluster:
     """Global compute parameters overridden by measurements on this accelerator (see :data:`COMPUTE_KEYS`)."""
     fabric: Mapping[str, Any] = field(default_factory=dict)
     """The scale-out fabric the cluster file fixes (:data:`FABRIC_KEYS`); empty: chosen for the GPU count."""
+    scale_out_extra_per_switch_s: float = 0.0
+    """Latency a scale-out step adds per switch it crosses over the IB baseline ``scale_out_latency_s``:
+    the RoCE extra (parameters.yaml ``latency.roce_extra_per_switch``) on an Ethernet fabric whose latency the
+    cluster file does not state, else 0 (:meth:`scale_out_latency_at`)."""
+    scale_out_latency_stated: bool = False
+    """The cluster file states ``scale_out_latency`` (then no fabric extra is added to it)."""
     compute_device: str = ""
     """The device ``compute`` was measured on (``measure compute``'s ``compute_measured_on.device``), if named."""
     display_name: str = ""
@@ -131,6 +139,16 @@ class Cluster:
         with equal fingerprints price every collective alike; a modified copy gets its own)."""
         return repr(self)
 
+    def scale_out_latency_at(self, num_domains):
+        """Per-step scale-out latency of a group spanning ``num_domains`` scale-up domains (array or scalar):
+        ``scale_out_latency_s`` plus the per-switch extra times the switches a step crosses, 1 inside one
+        leaf (``radix/2`` domains), 3 leaf-spine-leaf (``radix^2/2``), else 5 (a 3-tier Clos); the radix
+        is the cluster file's ``fabric.radix`` or 64 (Quantum-2 / Spectrum-4 SN5600 at 800G)."""
+        if not self.scale_out_extra_per_switch_s:
+            return self.scale_out_latency_s + 0.0 * np.asarray(num_domains, dtype=float)
+        return self.scale_out_latency_s + self.scale_out_extra_per_switch_s * switches_crossed(
+            num_domains, int(self.fabric.get("radix", 64)))
+
     @property
     def scale_out_bytes_per_s(self) -> float:
         """One-way scale-out bandwidth per GPU: its share of its host's NICs."""
@@ -139,6 +157,39 @@ class Cluster:
     @property
     def scale_up_bidirectional_bytes_per_s(self) -> float:
         return 2.0 * self.scale_up_bytes_per_s
+
+
+def switches_crossed(num_domains, radix: int):
+    """Switches a scale-out step between ``num_domains`` domains crosses on a non-blocking Clos of ``radix``:
+    1 within a leaf of ``radix/2`` downlinks, 3 within a 2-tier plane of ``radix^2/2``, else 5."""
+    m = np.asarray(num_domains, dtype=float)
+    half = radix / 2
+    return np.where(m <= half, 1.0, np.where(m <= radix * half, 3.0, 5.0))
+
+
+def _roce_extra(data: Mapping[str, Any], name: str | None, lat: Mapping[str, float]) -> float:
+    """The RoCE per-switch extra for a cluster file that does not state its scale-out latency, else 0."""
+    return lat["roce_extra_per_switch"] if "scale_out_latency" not in data and is_roce(name or "", data) else 0.0
+
+
+def with_fabric_latency(cluster: Cluster, fabric: str) -> Cluster:
+    """``cluster`` on the scale-out ``fabric`` a design or chooser fixed (``ib`` or ``roce``): the RoCE
+    per-switch extra on (or off), unless the cluster file states its latency."""
+    if cluster.scale_out_latency_stated:
+        return cluster
+    extra = load_parameters().latency["roce_extra_per_switch"] if fabric == "roce" else 0.0
+    return cluster if extra == cluster.scale_out_extra_per_switch_s else replace(
+        cluster, scale_out_extra_per_switch_s=extra)
+
+
+def is_roce(name: str, data: Mapping[str, Any]) -> bool:
+    """An Ethernet (RoCE) scale-out: the ``fabric.fabric`` key says roce/ethernet, or the name or display name
+    does (the rule of :func:`tierwise.topology.costs.fabric_of`)."""
+    fab = data.get("fabric")
+    if isinstance(fab, Mapping) and isinstance(fab.get("fabric"), str):
+        return fab["fabric"].lower() in ("roce", "ethernet")
+    text = f"{name} {data.get('name', '')} {data.get('display_name', '')}".lower()
+    return "roce" in text or "ethernet" in text
 
 
 def _latency(data: Mapping[str, Any], key: str, default_s: float, origin: str) -> float:
@@ -319,8 +370,8 @@ def cluster_from_mapping(data: Mapping[str, Any], *, name: str | None = None, or
         compute=parse_compute(data.get("compute"), origin),
         compute_device=_measured_on(data.get("compute_measured_on"), origin),
         fabric=_fabric(data.get("fabric"), origin),
-        source=str(data.get("source", "")),
-        notes=str(data.get("notes", "")),
+        scale_out_extra_per_switch_s=_roce_extra(data, name, lat), scale_out_latency_stated="scale_out_latency" in data,
+        source=str(data.get("source", "")), notes=str(data.get("notes", "")),
     )
 
 

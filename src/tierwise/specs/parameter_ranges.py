@@ -112,7 +112,10 @@ RANGES: dict[str, dict[str, Range | dict[str, Range]]] = {
         "ll_max_busbw_multi_node": Range(0.0, 1e6, "GB/s of LL bus bandwidth", lo_open=True, keys=("two", "more")),
         "ll128_per_channel_busbw": Range(0.0, 1e6, "GB/s per LL128 channel", lo_open=True, keys=()),
     },
-    "latency": {name: Range(**_LAT, why="a per-step latency in seconds") for name in _LINKS},
+    "latency": {**{name: Range(**_LAT, why="a per-step latency in seconds") for name in _LINKS},
+                "roce_extra_per_switch": Range(0.0, 1e-5, "seconds an Ethernet switch adds per hop over an IB "
+                                                           "switch (a switch port-to-port latency is well under "
+                                                           "10 us)", kind="time")},
 }
 """Section -> key -> its :class:`Range` (a table's values all share one), or a mapping of sub-keys to ranges."""
 
