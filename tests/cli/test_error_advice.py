@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import signal
+import subprocess
 
 import pytest
 import typer
@@ -124,6 +125,25 @@ def _bad_flags(err: str, command: str, argv: list[str]) -> list[str]:
     return bad
 
 
+def _testbed_namespaces() -> set[str]:
+    """The ``twtb-*`` network namespaces on this machine (none without iproute2)."""
+    try:
+        out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return set()
+    return {line.split()[0] for line in out.splitlines() if line.startswith("twtb-")}
+
+
+def _tear_down_testbeds(before: set[str], capsys) -> None:
+    """Bring down what the walk brought up: ``testbed down`` for each state folder and name it may have used, then
+    delete any ``twtb-*`` namespace still left that was not there before (CI checks none is left behind)."""
+    for folder in ("tierwise-testbed", "bogus", "-7"):
+        for name in ("tb", "bogus", "-7"):
+            _run(["testbed", "down", "--dir", folder, "--name", name], capsys)
+    for ns in sorted(_testbed_namespaces() - before):
+        subprocess.run(["ip", "netns", "delete", ns], capture_output=True, timeout=10, check=False)
+
+
 def test_every_command_has_a_base_line():
     assert set(COMMANDS) == set(BASE), set(COMMANDS) ^ set(BASE)
 
@@ -148,13 +168,18 @@ def test_suggested_flags_exist(command, capsys, tmp_path, monkeypatch):
         values = ["-7"] + (["bogus"] if getattr(p, "bare_type", None) in (str, None) else [])
         runs += [[*command.split(), *base, p.opts[0], v] for v in values]
     errors, problems = 0, []
-    for argv in runs:
-        rc, err = _run(argv, capsys)
-        if rc != 2:
-            continue
-        errors += 1
-        bad = _bad_flags(err, command, argv)
-        if bad:
-            problems.append(f"tierwise {' '.join(argv)}: suggests {bad}: {err.strip()[:300]}")
+    before = _testbed_namespaces()
+    try:
+        for argv in runs:
+            rc, err = _run(argv, capsys)
+            if rc != 2:
+                continue
+            errors += 1
+            bad = _bad_flags(err, command, argv)
+            if bad:
+                problems.append(f"tierwise {' '.join(argv)}: suggests {bad}: {err.strip()[:300]}")
+    finally:
+        if command == "testbed up":  # a value the walk gave may have been accepted and brought a testbed up
+            _tear_down_testbeds(before, capsys)
     assert errors >= 1, f"no error path of {command} was walked"
     assert not problems, "\n".join(problems)
