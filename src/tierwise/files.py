@@ -128,6 +128,13 @@ def read_user_text(path: str | Path, *, what: str = "file", max_bytes: int = MAX
         raise error(f"the {what} path is empty; give the path of a file")
     if "\x00" in str(p):
         raise error(f"the {what} path {name} holds a NUL character; no file can have that name, check the path")
+    _check_regular_file(p, name, what=what, max_bytes=max_bytes, error=error)
+    data = _read_capped(p, name, what=what, max_bytes=max_bytes, error=error)
+    return _decode_text(data, name, what=what, error=error, strict_utf8=strict_utf8)
+
+
+def _check_regular_file(p: Path, name: str, *, what: str, max_bytes: int, error: type[TierwiseError]) -> None:
+    """Stat ``p``: one line of ``error`` unless it is a regular file of at most ``max_bytes``."""
     try:
         st = os.stat(p)
     except FileNotFoundError:
@@ -147,6 +154,10 @@ def read_user_text(path: str | Path, *, what: str = "file", max_bytes: int = MAX
     if st.st_size > max_bytes:
         raise error(f"{what} {name} is {_size(st.st_size)}, over the {_size(max_bytes)} limit for a {what}; "
                     "is this the right file?")
+
+
+def _read_capped(p: Path, name: str, *, what: str, max_bytes: int, error: type[TierwiseError]) -> bytes:
+    """The bytes of regular file ``p``, refusing more than ``max_bytes`` however the file reports its size."""
     try:
         # O_NONBLOCK: if the path was swapped for a FIFO after the stat, opening it still cannot block
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -172,7 +183,11 @@ def read_user_text(path: str | Path, *, what: str = "file", max_bytes: int = MAX
         raise error(f"cannot read {what} {name}: {exc.strerror}") from None
     finally:
         os.close(fd)
-    data = b"".join(chunks)
+    return b"".join(chunks)
+
+
+def _decode_text(data: bytes, name: str, *, what: str, error: type[TierwiseError], strict_utf8: bool) -> str:
+    """``data`` as UTF-8 text (a UTF-8 BOM dropped); UTF-16, NUL bytes and (when strict) bad UTF-8 are one line."""
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise error(f"{what} {name} is UTF-16 text (it starts with a UTF-16 byte-order mark); save it as UTF-8")
     nul = data.find(b"\x00")
