@@ -80,19 +80,30 @@ def simulate(*, rate_per_s: np.ndarray, needs_unit: np.ndarray, tau: float, delt
         count[fi] += 1
         restarting[fi] = True
         if pool is not None and fi.size:
-            hit = rng.random(fi.size) < unit_p
-            hi = fi[hit]
-            if hi.size:
-                slot = np.argmin(pool[hi], axis=1)
-                avail = pool[hi, slot]
-                wait = np.where(np.isinf(avail), repair_s, np.maximum(avail - t[hi], 0.0))
-                waited[hi] += wait
-                if spares:
-                    pool[hi, slot] = t[hi] + repair_s
-                t[hi] += wait
+            _wait_for_spares(rng, fi, t=t, pool=pool, waited=waited, unit_p=unit_p, spares=spares,
+                             repair_s=repair_s)
         over = active & (t >= span_s)
         active[over] = False
     return _summary(np.minimum(useful, span_s) / span_s, count, waited, runs)
+
+
+def _wait_for_spares(rng: np.random.Generator, fi: np.ndarray, *, t: np.ndarray, pool: np.ndarray,
+                     waited: np.ndarray, unit_p: float, spares: int, repair_s: float) -> None:
+    """Runs ``fi`` just failed: those whose failure excludes a unit (probability ``unit_p``) wait for a spare.
+
+    The earliest-free slot of each run's ``pool`` serves it; with ``spares == 0`` the run waits ``repair_s``
+    for its own unit. Updates ``t``, ``waited`` and ``pool`` in place.
+    """
+    hit = rng.random(fi.size) < unit_p
+    hi = fi[hit]
+    if hi.size:
+        slot = np.argmin(pool[hi], axis=1)
+        avail = pool[hi, slot]
+        wait = np.where(np.isinf(avail), repair_s, np.maximum(avail - t[hi], 0.0))
+        waited[hi] += wait
+        if spares:
+            pool[hi, slot] = t[hi] + repair_s
+        t[hi] += wait
 
 
 def _summary(ettr: np.ndarray, count: np.ndarray, waited: np.ndarray, runs: int) -> dict:
