@@ -378,24 +378,7 @@ def calibrate(paths: list[str], *, cluster: str | None = None, select: str | Non
     if not paths:
         raise MeasureError("no input: pass nccl-tests logs or tierwise results to calibrate")
     label, cluster_domain, own = _cluster_base(cluster)
-    sweeps: list[NcclSweep] = []
-    device_lines: list[str] = []
-    compute: dict[str, float] = {}
-    for path in paths:
-        device = _device_result(path)
-        if device is None:
-            sweeps.extend(load_sweeps(path, op=op, num_ranks=num_ranks))
-            continue
-        if cluster is None:
-            raise MeasureError(f"{path}: a measure {device[0]} result is compared with the accelerator's datasheet; "
-                               "pass --cluster (the catalog cluster or file these GPUs belong to)")
-
-        accelerator = load_cluster(cluster).accelerator
-        if device[0] == "gemm":
-            compute["matmul_efficiency_max"], line = gemm_efficiency(device[1], accelerator, str(path))
-        else:
-            compute["memory_bound_efficiency"], line = hbm_report(device[1], accelerator)
-        device_lines.append(line)
+    sweeps, device_lines, compute = _read_inputs(paths, cluster=cluster, op=op, num_ranks=num_ranks)
     if select:
         sweeps = [s for s in sweeps if select in s.label]
         if not sweeps:
@@ -417,21 +400,8 @@ def calibrate(paths: list[str], *, cluster: str | None = None, select: str | Non
         raise MeasureError("empty sweep: nothing left to fit (" + "; ".join(skipped) + ")")
     fitted, fits, comparisons, notes = {}, {}, [], []
     for tier, (sweep, domain) in chosen.items():
-        fit = fit_regimes([r.size_bytes for r in sweep.rows], [r.time_s for r in sweep.rows], sweep.op,
-                          sweep.num_ranks)
-        if sweep.op == "all-reduce" and is_host_loopback(sweep):
-            fit, note = _host_copy_fit(sweep, fit)
-            if note:
-                notes.append(note)
+        fit, fitted[tier] = _fit_sweep(sweep, domain, notes)
         fits[tier] = fit
-        fitted[tier] = {
-            "num_ranks": sweep.num_ranks,
-            "ranks_per_domain": int(domain),
-            "op": sweep.op,
-            **({"model": HOST_COPY} if fit.model == HOST_COPY else {}),
-            "regimes": [r.as_dict() for r in fit.regimes],
-            "residuals": {"median_abs_pct": round(fit.median_abs_pct, 2), "max_abs_pct": round(fit.max_abs_pct, 2)},
-        }
         others = [s for s, _ in by_tier[tier] if s is not sweep] + not_fitted.get(tier, [])
         for other in others:
             comparisons.extend(_compare(tier, fit, other))
@@ -442,6 +412,49 @@ def calibrate(paths: list[str], *, cluster: str | None = None, select: str | Non
     result = Calibration(document={}, fits=fits, skipped=tuple(skipped), comparisons=tuple(comparisons),
                          device=tuple(device_lines), notes=tuple(notes), base_note=base_note)
     return _document(result, cluster, label, own, paths, today, fitted, compute)
+
+
+def _read_inputs(paths: list[str], *, cluster: str | None, op: str | None,
+                 num_ranks: int | None) -> tuple[list[NcclSweep], list[str], dict[str, float]]:
+    """(sweeps, device report lines, measured compute values) of ``paths``: nccl-tests logs and tierwise results;
+    a measure gemm/hbm result is compared with the ``cluster``'s accelerator datasheet."""
+    sweeps: list[NcclSweep] = []
+    device_lines: list[str] = []
+    compute: dict[str, float] = {}
+    for path in paths:
+        device = _device_result(path)
+        if device is None:
+            sweeps.extend(load_sweeps(path, op=op, num_ranks=num_ranks))
+            continue
+        if cluster is None:
+            raise MeasureError(f"{path}: a measure {device[0]} result is compared with the accelerator's datasheet; "
+                               "pass --cluster (the catalog cluster or file these GPUs belong to)")
+
+        accelerator = load_cluster(cluster).accelerator
+        if device[0] == "gemm":
+            compute["matmul_efficiency_max"], line = gemm_efficiency(device[1], accelerator, str(path))
+        else:
+            compute["memory_bound_efficiency"], line = hbm_report(device[1], accelerator)
+        device_lines.append(line)
+    return sweeps, device_lines, compute
+
+
+def _fit_sweep(sweep: NcclSweep, domain: int, notes: list[str]) -> tuple[RegimeFit, dict]:
+    """(fit, the tier's ``fitted`` entry) of the sweep chosen for a tier; a host-loopback note goes to ``notes``."""
+    fit = fit_regimes([r.size_bytes for r in sweep.rows], [r.time_s for r in sweep.rows], sweep.op,
+                      sweep.num_ranks)
+    if sweep.op == "all-reduce" and is_host_loopback(sweep):
+        fit, note = _host_copy_fit(sweep, fit)
+        if note:
+            notes.append(note)
+    return fit, {
+        "num_ranks": sweep.num_ranks,
+        "ranks_per_domain": int(domain),
+        "op": sweep.op,
+        **({"model": HOST_COPY} if fit.model == HOST_COPY else {}),
+        "regimes": [r.as_dict() for r in fit.regimes],
+        "residuals": {"median_abs_pct": round(fit.median_abs_pct, 2), "max_abs_pct": round(fit.max_abs_pct, 2)},
+    }
 
 
 def _document(result: Calibration, cluster, label, own: dict, paths, today, fitted: dict,

@@ -217,6 +217,32 @@ def ddp_worker(rank: int, world: int, config: DdpConfig, calibration_rows: list[
 
     # the three phases are interleaved step by step, so that a slow spell of a shared host hits all three
     phases = {"compute": lambda: train_step(False), "step": lambda: train_step(True), "comm": comm_only}
+    compute_s, step_s, comm_s, backward_s, forward_s, comm_cpu = _time_phases(
+        phases, config, world, fwd_times=fwd_times, bwd_times=bwd_times)
+    logged = {}
+    try:
+        logged = model._get_ddp_logging_data()
+    except Exception:  # private API; only used to cross-check the bucket model
+        logged = {}
+    if rank != 0:
+        return None
+    return {
+        "params_reverse_bytes": params_reverse, "compute_s": compute_s, "step_s": step_s, "comm_s": comm_s,
+        "backward_s": backward_s, "forward_s": forward_s, "calibration_rows": calib,
+        "ddp_bucket_sizes": logged.get("rebuilt_bucket_sizes") or logged.get("bucket_sizes"),
+        "ranks_on_host": int(os.environ.get("LOCAL_WORLD_SIZE", world)),
+        "comm_cpu_share": comm_cpu,
+    }
+
+
+def _time_phases(phases: dict, config: DdpConfig, world: int, *, fwd_times: list[float],
+                 bwd_times: list[float]) -> list[float]:
+    """Run ``phases`` interleaved step by step; the medians over steps after warm-up, averaged over ranks:
+    [compute_s, step_s, comm_s, backward_s, forward_s, comm_cpu_share]. ``fwd_times``/``bwd_times`` are filled
+    by the compute phase as it runs."""
+    import torch
+    import torch.distributed as dist
+
     samples: dict[str, list[float]] = {name: [] for name in phases}
     cpu_share: list[float] = []
     for i in range(config.warmup + config.steps):
@@ -234,21 +260,7 @@ def ddp_worker(rank: int, world: int, config: DdpConfig, calibration_rows: list[
     comm_cpu = min(1.0, statistics.median(cpu_share))
     local = torch.tensor([compute_s, step_s, comm_s, backward_s, forward_s, comm_cpu], dtype=torch.float64)
     dist.all_reduce(local)
-    compute_s, step_s, comm_s, backward_s, forward_s, comm_cpu = (local / world).tolist()
-    logged = {}
-    try:
-        logged = model._get_ddp_logging_data()
-    except Exception:  # private API; only used to cross-check the bucket model
-        logged = {}
-    if rank != 0:
-        return None
-    return {
-        "params_reverse_bytes": params_reverse, "compute_s": compute_s, "step_s": step_s, "comm_s": comm_s,
-        "backward_s": backward_s, "forward_s": forward_s, "calibration_rows": calib,
-        "ddp_bucket_sizes": logged.get("rebuilt_bucket_sizes") or logged.get("bucket_sizes"),
-        "ranks_on_host": int(os.environ.get("LOCAL_WORLD_SIZE", world)),
-        "comm_cpu_share": comm_cpu,
-    }
+    return (local / world).tolist()
 
 
 def _regimes_from(calibration: str | None, rows: list[dict], world: int):
