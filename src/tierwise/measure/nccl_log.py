@@ -33,6 +33,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from tierwise.collectives.volumes import bus_factor, normalize_kind
 from tierwise.errors import MeasureError, SpecError
@@ -273,6 +274,52 @@ def parse_nccl_text(text: str, source: str = "<text>", *, op: str | None = None,
     lines = [_strip(line) for line in text.splitlines()]
     if any(line.startswith("size_label") for line in lines):
         return _parse_busbw_table(lines, source, op=op)
+    scan = _scan_log(lines, source)
+    if scan.ours is not None:
+        return _tierwise_sweeps(scan.blocks, source, op=op, num_ranks=num_ranks)
+    started, hosts, version, rows, gpus = scan.started, scan.hosts, scan.version, scan.rows, scan.gpus
+    if not rows:
+        raise MeasureError(
+            f"{source}: no nccl-tests result rows found; expected lines like "
+            "'  1048576  262144  float  sum  -1  92.47  11.34  21.97  0 ...' (is this an nccl-tests log?)"
+        )
+    kind = _resolve_op(started, source, op)
+    n = num_ranks or (len(hosts) if hosts else None) or _infer_ranks(kind, rows)
+    if n is None or n < 2:
+        raise MeasureError(f"{source}: cannot tell the number of ranks (no '# Rank' lines); pass --ranks N")
+    per_host: dict[str, int] = {}
+    for host in hosts.values():
+        per_host[host] = per_host.get(host, 0) + 1
+    rows.sort(key=lambda r: r.size_bytes)
+    return [
+        NcclSweep(
+            op=kind,
+            num_ranks=int(n),
+            rows=tuple(rows),
+            source=source,
+            ranks_per_node=max(per_host.values()) if per_host else None,
+            nccl_version=version,
+            label=Path(source).stem,
+            device=gpus.pop() if len(gpus) == 1 else "",
+        )
+    ]
+
+
+class _LogScan(NamedTuple):
+    """What one pass over a log's lines found (see :func:`_scan_log`)."""
+
+    started: str | None
+    hosts: dict[int, str]
+    version: str | None
+    rows: list[NcclRow]
+    gpus: set[str]
+    ours: dict | None
+    blocks: list[tuple[dict, list[NcclRow]]]
+
+
+def _scan_log(lines: list[str], source: str) -> _LogScan:
+    """One pass over a text log: its test name, ranks' hosts and GPUs, NCCL version and result rows, or the
+    blocks of a ``tierwise measure collective`` table (``ours`` is then its last block's header)."""
     started: str | None = None
     hosts: dict[int, str] = {}
     version = None
@@ -313,47 +360,28 @@ def parse_nccl_text(text: str, source: str = "<text>", *, op: str | None = None,
             continue
         if line.lstrip().startswith("#") or not line.strip():
             continue
-        full = _match_full(line, per_iter)
-        short = None if full is not None else _SHORT.match(line)
-        if full is None and short is None:
+        row = _result_row(line, per_iter, source)
+        if row is None:
             continue  # warnings, NCCL INFO lines, launcher chatter
-        try:
-            row = _row_full(full) if full is not None else _row_short(short)
-        except MeasureError as exc:
-            raise MeasureError(f"{source}: {exc}") from None
         if row.size_bytes in sizes_seen:
             continue  # the same row printed by several ranks under a launcher
         sizes_seen.add(row.size_bytes)
         rows.append(row)
-    if ours is not None:
-        if rows:
-            blocks.append((ours, rows))
-        return _tierwise_sweeps(blocks, source, op=op, num_ranks=num_ranks)
-    if not rows:
-        raise MeasureError(
-            f"{source}: no nccl-tests result rows found; expected lines like "
-            "'  1048576  262144  float  sum  -1  92.47  11.34  21.97  0 ...' (is this an nccl-tests log?)"
-        )
-    kind = _resolve_op(started, source, op)
-    n = num_ranks or (len(hosts) if hosts else None) or _infer_ranks(kind, rows)
-    if n is None or n < 2:
-        raise MeasureError(f"{source}: cannot tell the number of ranks (no '# Rank' lines); pass --ranks N")
-    per_host: dict[str, int] = {}
-    for host in hosts.values():
-        per_host[host] = per_host.get(host, 0) + 1
-    rows.sort(key=lambda r: r.size_bytes)
-    return [
-        NcclSweep(
-            op=kind,
-            num_ranks=int(n),
-            rows=tuple(rows),
-            source=source,
-            ranks_per_node=max(per_host.values()) if per_host else None,
-            nccl_version=version,
-            label=Path(source).stem,
-            device=gpus.pop() if len(gpus) == 1 else "",
-        )
-    ]
+    if ours is not None and rows:
+        blocks.append((ours, rows))
+    return _LogScan(started, hosts, version, rows, gpus, ours, blocks)
+
+
+def _result_row(line: str, per_iter: bool, source: str) -> NcclRow | None:
+    """The result row on ``line`` (nccl-tests' full columns or the short form); None for any other line."""
+    full = _match_full(line, per_iter)
+    short = None if full is not None else _SHORT.match(line)
+    if full is None and short is None:
+        return None
+    try:
+        return _row_full(full) if full is not None else _row_short(short)
+    except MeasureError as exc:
+        raise MeasureError(f"{source}: {exc}") from None
 
 
 def _tierwise_sweeps(blocks: list[tuple[dict, list[NcclRow]]], source: str, *, op: str | None,
@@ -436,55 +464,12 @@ def parse_nccl_json(data, source: str = "<json>", *, op: str | None = None,
     rows: list[NcclRow] = []
     seen: set[float] = set()
     for i, item in enumerate(results):
-        where = f"{source}: results[{i}]"
-        if not isinstance(item, dict):
-            raise MeasureError(f"{where} is {type(item).__name__}, not an object; is this an nccl-tests -J document?")
-        size = _json_number(item.get("size"), f"{where}.size")
-        if size is None or not math.isfinite(size) or size < 0 or size != int(size):
-            raise MeasureError(f"{where}.size is {item.get('size')!r}; expected a byte count")
-        out_place, in_place = item.get("out_of_place"), item.get("in_place")
-        block = out_place if isinstance(out_place, dict) else in_place
-        if not isinstance(block, dict):
-            raise MeasureError(f"{where} has neither out_of_place nor in_place timings; is this an nccl-tests -J "
-                               "document?")
-        t = _json_number(block.get("time", block.get("cpu_time")), f"{where} time")
-        if t is None or t <= 0:
-            raise MeasureError(f"{where} (size {int(size)}) has no usable time ({t}); was that size skipped?")
-        alg = _json_number(block.get("alg_bw"), f"{where}.alg_bw") or 0.0
-        bus = _json_number(block.get("bus_bw"), f"{where}.bus_bw") or 0.0
-        wrong = _json_number(block.get("nwrong"), f"{where}.nwrong")
-        ip = in_place if isinstance(in_place, dict) and block is out_place else None
-        t2 = _json_number(ip.get("time", ip.get("cpu_time")), f"{where}.in_place time") if ip else None
-        bus2 = _json_number(ip.get("bus_bw"), f"{where}.in_place.bus_bw") if ip else None
-        wrong2 = _json_number(ip.get("nwrong"), f"{where}.in_place.nwrong") if ip else None
-        it = item.get("out_of_place_per_iter") if block is out_place else item.get("in_place_per_iter")
-        it = it if isinstance(it, dict) else {}
-        us = {k: _json_number(it.get(k), f"{where} per-iteration {k}") for k in ("min_us", "max_us", "p99_us")}
-        if size in seen:
-            continue
-        seen.add(size)
-        rows.append(NcclRow(
-            size_bytes=size, time_s=t * 1e-6, algbw_bytes_per_s=alg * 1e9, busbw_bytes_per_s=bus * 1e9,
-            wrong=None if wrong is None else int(wrong),
-            in_place_time_s=None if t2 is None else t2 * 1e-6,
-            in_place_busbw_bytes_per_s=None if bus2 is None else bus2 * 1e9,
-            in_place_wrong=None if wrong2 is None else int(wrong2),
-            iter_min_s=None if us["min_us"] is None else us["min_us"] * 1e-6,
-            iter_max_s=None if us["max_us"] is None else us["max_us"] * 1e-6,
-            iter_p99_s=None if us["p99_us"] is None else us["p99_us"] * 1e-6,
-            iter_cv_pct=_json_number(it.get("cv_pct"), f"{where} per-iteration cv_pct"),
-        ))
+        row = _json_row(item, f"{source}: results[{i}]", seen)
+        if row is not None:
+            rows.append(row)
     if not rows:
         raise MeasureError(f"{source}: an nccl-tests -J document with no results; {_JSON_HINT}")
-    args = data.get("args")
-    program = Path(str(args[0])).name if isinstance(args, list) and args and isinstance(args[0], str) else ""
-    found = m[1] if (m := re.match(r"(\w+?)_perf", program)) else None
-    if found is not None and op is None:
-        try:
-            normalize_kind(found)
-        except SpecError:
-            found = _op_from_name(found)
-    kind = _resolve_op(found, source, op)
+    kind = _json_op(data, source, op)
     config = data.get("config") if isinstance(data.get("config"), dict) else {}
     devices = config.get("devices") if isinstance(config.get("devices"), list) else []
     devices = [d for d in devices if isinstance(d, dict)]
@@ -509,6 +494,62 @@ def parse_nccl_json(data, source: str = "<json>", *, op: str | None = None,
     return [NcclSweep(op=kind, num_ranks=int(n), rows=tuple(rows), source=source,
                       ranks_per_node=max(per_host.values()) if per_host else None, nccl_version=version,
                       label=Path(source).stem, device=gpus.pop() if len(gpus) == 1 else "")]
+
+
+def _json_row(item, where: str, seen: set[float]) -> NcclRow | None:
+    """One entry of a -J document's ``results`` (see :func:`parse_nccl_json`) as a row; ``where`` names it.
+    None for a size already in ``seen`` (the same row written twice); a new size is added to ``seen``."""
+    if not isinstance(item, dict):
+        raise MeasureError(f"{where} is {type(item).__name__}, not an object; is this an nccl-tests -J document?")
+    size = _json_number(item.get("size"), f"{where}.size")
+    if size is None or not math.isfinite(size) or size < 0 or size != int(size):
+        raise MeasureError(f"{where}.size is {item.get('size')!r}; expected a byte count")
+    out_place, in_place = item.get("out_of_place"), item.get("in_place")
+    block = out_place if isinstance(out_place, dict) else in_place
+    if not isinstance(block, dict):
+        raise MeasureError(f"{where} has neither out_of_place nor in_place timings; is this an nccl-tests -J "
+                           "document?")
+    t = _json_number(block.get("time", block.get("cpu_time")), f"{where} time")
+    if t is None or t <= 0:
+        raise MeasureError(f"{where} (size {int(size)}) has no usable time ({t}); was that size skipped?")
+    alg = _json_number(block.get("alg_bw"), f"{where}.alg_bw") or 0.0
+    bus = _json_number(block.get("bus_bw"), f"{where}.bus_bw") or 0.0
+    wrong = _json_number(block.get("nwrong"), f"{where}.nwrong")
+    ip = in_place if isinstance(in_place, dict) and block is out_place else None
+    t2 = _json_number(ip.get("time", ip.get("cpu_time")), f"{where}.in_place time") if ip else None
+    bus2 = _json_number(ip.get("bus_bw"), f"{where}.in_place.bus_bw") if ip else None
+    wrong2 = _json_number(ip.get("nwrong"), f"{where}.in_place.nwrong") if ip else None
+    it = item.get("out_of_place_per_iter") if block is out_place else item.get("in_place_per_iter")
+    it = it if isinstance(it, dict) else {}
+    us = {k: _json_number(it.get(k), f"{where} per-iteration {k}") for k in ("min_us", "max_us", "p99_us")}
+    if size in seen:
+        return None
+    seen.add(size)
+    return NcclRow(
+        size_bytes=size, time_s=t * 1e-6, algbw_bytes_per_s=alg * 1e9, busbw_bytes_per_s=bus * 1e9,
+        wrong=None if wrong is None else int(wrong),
+        in_place_time_s=None if t2 is None else t2 * 1e-6,
+        in_place_busbw_bytes_per_s=None if bus2 is None else bus2 * 1e9,
+        in_place_wrong=None if wrong2 is None else int(wrong2),
+        iter_min_s=None if us["min_us"] is None else us["min_us"] * 1e-6,
+        iter_max_s=None if us["max_us"] is None else us["max_us"] * 1e-6,
+        iter_p99_s=None if us["p99_us"] is None else us["p99_us"] * 1e-6,
+        iter_cv_pct=_json_number(it.get("cv_pct"), f"{where} per-iteration cv_pct"),
+    )
+
+
+def _json_op(data: dict, source: str, op: str | None) -> str:
+    """The collective of a -J document: its program in ``args[0]`` (``all_reduce_perf``), else as
+    :func:`_resolve_op` finds it."""
+    args = data.get("args")
+    program = Path(str(args[0])).name if isinstance(args, list) and args and isinstance(args[0], str) else ""
+    found = m[1] if (m := re.match(r"(\w+?)_perf", program)) else None
+    if found is not None and op is None:
+        try:
+            normalize_kind(found)
+        except SpecError:
+            found = _op_from_name(found)
+    return _resolve_op(found, source, op)
 
 
 def _size_label(label: str) -> float:
