@@ -229,13 +229,14 @@ def _choose(base: TopologySpec, gbps: float, fabric: str, o: FabricOverrides) ->
             if max_endpoints(radix, max_tiers, over) < per_plane:
                 continue
             tiers = o.tiers or tiers_needed(per_plane, radix, over)
-            why = _reason(family, fabric, name, radix, tiers, planes, nics, gbps, over, i, cands)
+            why = _reason(family, fabric, name, radix=radix, tiers=tiers, planes=planes, nics=nics, gbps=gbps,
+                          over=over, i=i, cands=cands)
             spec = replace(base, radix=radix, tiers=tiers, planes=planes)
             return FabricChoice(spec=spec, fabric=fabric, switch=name, tiers=tiers, planes=planes, reason=why)
     raise TopologyError(_unreachable(base.gpus, nics, cands, max_tiers, over, base.nics))
 
 
-def _reason(family, fabric, name, radix, tiers, planes, nics, gbps, over, i, cands) -> str:
+def _reason(family, fabric, name, *, radix, tiers, planes, nics, gbps, over, i, cands) -> str:
     what = f"{family} fabric ({fabric}), {tiers}-tier Clos of {name}, radix {radix} at {gbps:g}G"
     if planes > 1:
         what += f", {planes} planes of {nics // planes:,} NICs (rails split; cross-plane traffic via scale-up)"

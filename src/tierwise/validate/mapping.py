@@ -532,13 +532,15 @@ def measured_tokens(row: dict[str, str], rule: rules.Rule, model: ModelSpec | No
         return rules.tokens_per_gpu_from_tflops(tflops, f), f"{tflops:g} TFLOP/s / Eq. 3 FLOPs per token"
     if rule.key == "mcore-r0.8" and tflops and model is not None:
         f = rules.megatron_core_r08_flops_per_token(L, h, s, V, model.num_attention_heads, model.num_kv_heads,
-                                                     model.ffn_hidden_size, model.gated_mlp, model.head_dim)
+                                                     model.ffn_hidden_size, gated=model.gated_mlp,
+                                                     head_dim=model.head_dim)
         return rules.tokens_per_gpu_from_tflops(tflops, f), f"{tflops:g} TFLOP/s / Megatron-Core r0.8 FLOPs"
     mfu = _float(row, "mfu_pct")
     peak = _float(row, "peak_tflops_assumed")
     if rule.key == "mcore-r0.8" and mfu and peak and model is not None:
         f = rules.megatron_core_r08_flops_per_token(L, h, s, V, model.num_attention_heads, model.num_kv_heads,
-                                                     model.ffn_hidden_size, model.gated_mlp, model.head_dim)
+                                                     model.ffn_hidden_size, gated=model.gated_mlp,
+                                                     head_dim=model.head_dim)
         return rules.tokens_per_gpu_from_tflops(mfu / 100 * peak, f), f"MFU {mfu:g}% x {peak:g} / Megatron-Core r0.8"
     if rule.key == "palm-mfu" and mfu and peak:
         f = rules.palm_model_flops_per_token(L, h, s, V)

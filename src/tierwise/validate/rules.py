@@ -44,7 +44,7 @@ def palm_selective_hw_flops_per_token(L: int, h: int, s: int, V: int) -> float:
     return 72.0 * L * h * h * (1.0 + s / (3.0 * h) + V / (12.0 * L * h))
 
 
-def megatron_core_r08_flops_per_token(L: int, h: int, s: int, V: int, a: int, g: int, f: int,
+def megatron_core_r08_flops_per_token(L: int, h: int, s: int, V: int, a: int, g: int, f: int, *,
                                       gated: bool = False, head_dim: int | None = None) -> float:
     """Megatron-Core r0.8.0 ``num_floating_point_operations`` (training.py) per token.
 
