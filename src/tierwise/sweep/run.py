@@ -162,6 +162,15 @@ def _ray(tasks: list, workers: int | None) -> Iterator[dict[str, Any]]:
             break
 
 
+def _check_executor(executor: str) -> None:
+    """One line unless ``executor`` is known and (for ray) importable with a reachable address."""
+    if executor not in EXECUTORS:
+        raise SweepError(f"--executor {executor!r}; choose local or ray")
+    if executor == "ray":
+        require_ray()
+        check_ray_address()
+
+
 def run_sweep(points: list[Point], out: str | Path, *, workers: int = 1, executor: str = "local",
               shard: tuple[int, int] = (1, 1), grid: str = "grid", batch_size: int = 64, flush_s: float = 10.0,
               progress: Callable[[int, int], None] | None = None, on_start: Callable[[int, int], None] | None = None,
@@ -172,11 +181,7 @@ def run_sweep(points: list[Point], out: str | Path, *, workers: int = 1, executo
     every point. The output directory must come from :func:`tierwise.sweep.store.prepare_out`.
     """
 
-    if executor not in EXECUTORS:
-        raise SweepError(f"--executor {executor!r}; choose local or ray")
-    if executor == "ray":
-        require_ray()
-        check_ray_address()
+    _check_executor(executor)
     out = Path(out)
     start = time.perf_counter()
     mine = shard_points(points, shard)

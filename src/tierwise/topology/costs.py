@@ -123,9 +123,6 @@ def network_cost(inv: dict, num_gpus: int, nic_bytes_per_s: float, prices: dict,
     if servers is None:
         servers = {"capex_usd": num_gpus * v["gpu_server_usd_per_gpu"], "basis": "gpu_server_usd_per_gpu per GPU",
                    "power_w": None, "price_key": "gpu_server_usd_per_gpu"}
-    keys = [k for k in _REQUIRED if k not in _SERVER_KEYS + ("usd_per_kwh", "pue", "life_years",
-                                                             "server_overhead_w_per_gpu")] + [servers["price_key"]]
-    estimates = sorted(k for k in keys if prices[k].get("estimate"))
     total = capex + servers["capex_usd"]
     return {
         "network_capex_usd": capex,
@@ -136,18 +133,27 @@ def network_cost(inv: dict, num_gpus: int, nic_bytes_per_s: float, prices: dict,
         "network_share_of_cluster_cost": capex / total if total else 0.0,
         "links_by_medium": {"copper": int(copper_cables), "optical": int(optical)},
         "fabric": fabric,
-        "cost_assumptions": {
-            "gpu_cost": f"servers/racks: {servers['basis']}; share = network / (network + servers); storage, "
-                        "CPU nodes and facility are not counted",
-            "optics": ("NIC-to-leaf links in-rack copper (DAC), links above the leaves optical" if copper_access
-                       else "NIC-to-leaf links to leaves in other racks and every link above them optical"),
-            "switch_optics": "co-packaged optics (CPO) on the switches" if cpo else "pluggable switch-side modules",
-            "fabric": "RoCE: Ethernet switches, BlueField-3 class NICs" if fabric == "roce"
-            else "InfiniBand: Quantum-2 class switches, ConnectX-7 class NICs",
-            "switch_scaling": "switch price and power scale with ports x speed vs a 51.2 Tb/s switch",
-            "estimates": {k: prices[k].get("assumption", "") for k in estimates},
-            "sources": {k: prices[k].get("source", "") for k in keys},
-        },
+        "cost_assumptions": _cost_assumptions(prices, servers, fabric=fabric, copper_access=copper_access,
+                                              cpo=cpo),
+    }
+
+
+def _cost_assumptions(prices: dict, servers: dict, *, fabric: str, copper_access: bool, cpo: bool) -> dict:
+    """What :func:`network_cost` assumed, and the source of each price it used (estimates named)."""
+    keys = [k for k in _REQUIRED if k not in _SERVER_KEYS + ("usd_per_kwh", "pue", "life_years",
+                                                             "server_overhead_w_per_gpu")] + [servers["price_key"]]
+    estimates = sorted(k for k in keys if prices[k].get("estimate"))
+    return {
+        "gpu_cost": f"servers/racks: {servers['basis']}; share = network / (network + servers); storage, "
+                    "CPU nodes and facility are not counted",
+        "optics": ("NIC-to-leaf links in-rack copper (DAC), links above the leaves optical" if copper_access
+                   else "NIC-to-leaf links to leaves in other racks and every link above them optical"),
+        "switch_optics": "co-packaged optics (CPO) on the switches" if cpo else "pluggable switch-side modules",
+        "fabric": "RoCE: Ethernet switches, BlueField-3 class NICs" if fabric == "roce"
+        else "InfiniBand: Quantum-2 class switches, ConnectX-7 class NICs",
+        "switch_scaling": "switch price and power scale with ports x speed vs a 51.2 Tb/s switch",
+        "estimates": {k: prices[k].get("assumption", "") for k in estimates},
+        "sources": {k: prices[k].get("source", "") for k in keys},
     }
 
 

@@ -133,13 +133,24 @@ def add_fat_tree(gb: GraphBuilder, nic_nodes: np.ndarray, order: np.ndarray, *, 
         t["links_per_spine_pair"] = w
         t["switches_per_tier"] = [L, S]
         return t
+    return _add_three_tiers(gb, t, leaves, lidx, up_group=leaf_up_group, down_group=leaf_down_group, cap=cap,
+                            lat=lat)
+
+
+def _add_three_tiers(gb: GraphBuilder, t: dict, leaves: np.ndarray, lidx: np.ndarray, *, up_group: np.ndarray,
+                     down_group: np.ndarray, cap: float, lat: float) -> dict:
+    """Add the aggregation and core tiers of a 3-tier tree above ``leaves`` (module docstring) to ``t``.
+
+    ``lidx`` is the leaf of each leaf uplink; ``up_group``/``down_group`` the leaves' link groups.
+    """
+    k, u, L = t["k"], t["u"], t["num_leaves"]
     half = k // 2
     P = math.ceil(L / half)
     aggs = gb.add_nodes(SWITCH, P * u, tier=2)
     pod = lidx // half
     a = np.tile(np.arange(u), L)
     fwd, back = gb.add_cables(leaves[lidx], aggs[pod * u + a], cap, lat, tier=2,
-                              group_ab=leaf_up_group[lidx], group_ba=leaf_down_group[lidx])
+                              group_ab=up_group[lidx], group_ba=down_group[lidx])
     t["leaf_up"] = fwd.reshape(L, u)
     agg_down = np.full((P, u, half), -1, dtype=np.int64)
     agg_down[pod, a, lidx % half] = back
