@@ -43,6 +43,7 @@ Counts per layer, one micro-batch, hidden size ``h``, ``T`` tokens per rank (``b
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -145,17 +146,8 @@ def layer_traffic(model: ModelSpec, shape: ModelShape, plans: PlanBatch,
         ],
     }
     if model.moe is not None:
-        etp = plans.etp.astype(float)
-        moe_pair = np.where(sp & (plans.etp > 1), 1.0, 0.0)
-        out["tp_moe"] = [
-            Traffic(axis="tp", kind=kind, bytes=act_bytes * etp / tp, size=plans.etp, stride=tp_stride,
-                    counts=phases(moe_pair, moe_pair), per="moe_layer", hides_behind="layer_gemms")
-            for kind in ("all-gather", "reduce-scatter")]
-        a2a = np.where(sp, tokens / tp, tokens) * model.moe.top_k * model.hidden_size * 2.0 * _a2a_width(plans)
-        calls = np.where(plans.ep > 1, 2.0, 0.0)
-        # the expert groups: ep ranks at stride etp (experts fold into the tp x cp x dp ranks: etp x ep x edp)
-        out["ep"] = [Traffic(axis="ep", kind="all-to-all", bytes=a2a, size=plans.ep, stride=plans.etp.astype(np.int64),
-                             counts=phases(calls, calls), per="moe_layer", hides_behind="adjacent_microbatch")]
+        out["tp_moe"], out["ep"] = _moe_traffic(model, plans, phases, act_bytes=act_bytes, tokens=tokens, sp=sp,
+                                                tp_stride=tp_stride)
     else:
         out["ep"], out["tp_moe"] = [], []
     kv_split = np.minimum(tp, model.num_kv_heads if model.mla is None else tp)
@@ -172,6 +164,25 @@ def layer_traffic(model: ModelSpec, shape: ModelShape, plans: PlanBatch,
                          stride=strides["pp"], counts=phases(chunks, chunks, recompute_like_forward=False),
                          per="microbatch", pattern="chain")]
     return out
+
+
+def _moe_traffic(model: ModelSpec, plans: PlanBatch, phases: Callable[..., dict], *, act_bytes: np.ndarray,
+                 tokens: np.ndarray, sp: np.ndarray, tp_stride: np.ndarray) -> tuple[list[Traffic], list[Traffic]]:
+    """(``tp_moe``, ``ep``) records of a MoE model in :func:`layer_traffic`: the expert-TP all-gather and
+    reduce-scatter pair under SP, and the EP dispatch and combine all-to-alls."""
+    tp = plans.tp.astype(float)
+    etp = plans.etp.astype(float)
+    moe_pair = np.where(sp & (plans.etp > 1), 1.0, 0.0)
+    tp_moe = [
+        Traffic(axis="tp", kind=kind, bytes=act_bytes * etp / tp, size=plans.etp, stride=tp_stride,
+                counts=phases(moe_pair, moe_pair), per="moe_layer", hides_behind="layer_gemms")
+        for kind in ("all-gather", "reduce-scatter")]
+    a2a = np.where(sp, tokens / tp, tokens) * model.moe.top_k * model.hidden_size * 2.0 * _a2a_width(plans)
+    calls = np.where(plans.ep > 1, 2.0, 0.0)
+    # the expert groups: ep ranks at stride etp (experts fold into the tp x cp x dp ranks: etp x ep x edp)
+    ep = [Traffic(axis="ep", kind="all-to-all", bytes=a2a, size=plans.ep, stride=plans.etp.astype(np.int64),
+                  counts=phases(calls, calls), per="moe_layer", hides_behind="adjacent_microbatch")]
+    return tp_moe, ep
 
 
 def _a2a_width(plans) -> np.ndarray:
