@@ -27,28 +27,7 @@ def _fmt(x, spec=".1f") -> str:
 def html_report(doc: dict) -> str:
     """The page for one ``tierwise validate --json`` document."""
     require_plotly()
-    import plotly.graph_objects as go
-    import plotly.io as pio
-
-    rows = [r for r in doc["rows"] if r["error_pct"] is not None]
-    fig = go.Figure()
-    for src in sorted({r["source_id"] for r in rows}):
-        sel = [r for r in rows if r["source_id"] == src]
-        fig.add_trace(go.Scatter(
-            x=[r["measured_tokens_per_s_per_gpu"] for r in sel], y=[r["predicted_tokens_per_s_per_gpu"] for r in sel],
-            mode="markers", name=src,
-            text=[f"row {r['row_id']}: {r['model']} on {r['num_gpus']} GPUs, {r['plan']}, error {r['error_pct']:+.1f}%"
-                  for r in sel],
-            hoverinfo="text"))
-    lo = min(min(r["measured_tokens_per_s_per_gpu"], r["predicted_tokens_per_s_per_gpu"]) for r in rows) * 0.8
-    hi = max(max(r["measured_tokens_per_s_per_gpu"], r["predicted_tokens_per_s_per_gpu"]) for r in rows) * 1.25
-    for f, dash in ((1.0, "solid"), (1.15, "dot"), (1 / 1.15, "dot")):
-        fig.add_trace(go.Scatter(x=[lo, hi], y=[lo * f, hi * f], mode="lines", showlegend=f == 1.0,
-                                 name="y = x (dotted: +-15%)", line={"color": "gray", "dash": dash, "width": 1}))
-    fig.update_layout(title="Measured vs predicted tokens/s per GPU", xaxis={"type": "log", "title": "measured"},
-                      yaxis={"type": "log", "title": "predicted"}, height=640, width=900)
-    plot = pio.to_html(fig, include_plotlyjs=True, full_html=False, div_id="scatter")
-    plot += _group_scatter(rows, lo, hi)
+    plot = _scatter([r for r in doc["rows"] if r["error_pct"] is not None])
 
     s = doc["summary"]
     src_rows = [[html.escape(k), str(v["rows"]), str(v["skipped"]), _fmt(v["median"]), _fmt(v["mean"]), _fmt(v["p90"]),
@@ -58,18 +37,7 @@ def html_report(doc: dict) -> str:
                      _fmt(o["p90"]), _fmt(o["max"]), ""])
     summary = _table(["source", "rows scored", "skipped", "median |err| %", "mean", "p90", "max", "signed median"],
                      src_rows)
-    table_rows = []
-    for r in doc["rows"]:
-        table_rows.append([
-            html.escape(r["row_id"]), html.escape(r["source_id"]), html.escape(r["model"]), html.escape(r["hardware"]),
-            str(r["num_gpus"]), html.escape(r["plan"]), html.escape(r["flop_rule"]) + ("" if r["flop_rule_pinned"]
-                                                                                      else " (unpinned)"),
-            _fmt(r["measured_tokens_per_s_per_gpu"], ",.1f"), _fmt(r["predicted_tokens_per_s_per_gpu"], ",.1f"),
-            _fmt(r["error_pct"], "+.1f"), html.escape(r["confidence"]),
-            html.escape(r["skipped"] or "; ".join(r["filled"])),
-        ])
-    table = _table(["row", "source", "model", "hardware", "GPUs", "plan", "FLOP rule", "measured tok/s/GPU",
-                    "predicted", "error %", "confidence", "filled defaults / skip reason"], table_rows)
+    table = _rows_table(doc["rows"])
     cv = ""
     if doc.get("cross_validation"):
         c = doc["cross_validation"]
@@ -103,6 +71,50 @@ p90 {o["p90"]:.1f}%, max {o["max"]:.1f}%.</p>
 <h2>Global compute parameters used</h2><pre>{params}</pre>
 </body></html>
 """
+
+
+def _scatter(rows: list[dict]) -> str:
+    """Measured vs predicted tokens/s per GPU of the scored ``rows``: one colour per source (y = x and +-15%
+    lines), then one per hardware x software-stack group."""
+    import plotly.graph_objects as go
+    import plotly.io as pio
+
+    fig = go.Figure()
+    for src in sorted({r["source_id"] for r in rows}):
+        sel = [r for r in rows if r["source_id"] == src]
+        fig.add_trace(go.Scatter(
+            x=[r["measured_tokens_per_s_per_gpu"] for r in sel], y=[r["predicted_tokens_per_s_per_gpu"] for r in sel],
+            mode="markers", name=src,
+            text=[f"row {r['row_id']}: {r['model']} on {r['num_gpus']} GPUs, {r['plan']}, error {r['error_pct']:+.1f}%"
+                  for r in sel],
+            hoverinfo="text"))
+    lo = min(min(r["measured_tokens_per_s_per_gpu"], r["predicted_tokens_per_s_per_gpu"]) for r in rows) * 0.8
+    hi = max(max(r["measured_tokens_per_s_per_gpu"], r["predicted_tokens_per_s_per_gpu"]) for r in rows) * 1.25
+    for f, dash in ((1.0, "solid"), (1.15, "dot"), (1 / 1.15, "dot")):
+        fig.add_trace(go.Scatter(x=[lo, hi], y=[lo * f, hi * f], mode="lines", showlegend=f == 1.0,
+                                 name="y = x (dotted: +-15%)", line={"color": "gray", "dash": dash, "width": 1}))
+    fig.update_layout(title="Measured vs predicted tokens/s per GPU", xaxis={"type": "log", "title": "measured"},
+                      yaxis={"type": "log", "title": "predicted"}, height=640, width=900)
+    plot = pio.to_html(fig, include_plotlyjs=True, full_html=False, div_id="scatter")
+    plot += _group_scatter(rows, lo, hi)
+    return plot
+
+
+def _rows_table(rows: list[dict]) -> str:
+    """The per-row table: measured and predicted tokens/s per GPU, error, confidence, filled defaults."""
+    table_rows = []
+    for r in rows:
+        table_rows.append([
+            html.escape(r["row_id"]), html.escape(r["source_id"]), html.escape(r["model"]), html.escape(r["hardware"]),
+            str(r["num_gpus"]), html.escape(r["plan"]), html.escape(r["flop_rule"]) + ("" if r["flop_rule_pinned"]
+                                                                                      else " (unpinned)"),
+            _fmt(r["measured_tokens_per_s_per_gpu"], ",.1f"), _fmt(r["predicted_tokens_per_s_per_gpu"], ",.1f"),
+            _fmt(r["error_pct"], "+.1f"), html.escape(r["confidence"]),
+            html.escape(r["skipped"] or "; ".join(r["filled"])),
+        ])
+    table = _table(["row", "source", "model", "hardware", "GPUs", "plan", "FLOP rule", "measured tok/s/GPU",
+                    "predicted", "error %", "confidence", "filled defaults / skip reason"], table_rows)
+    return table
 
 
 def _group_scatter(rows: list[dict], lo: float, hi: float) -> str:
