@@ -1,7 +1,8 @@
 """What each training framework does by default: the one place that knows it.
 
 A scenario (or a calibration row) names its ``framework``; :func:`framework_defaults` gives the plan switches
-that framework sets when the user does not state them, each with the reason, so that
+that framework sets when the user does not state them (the table ``catalog/frameworks.yaml``, checked on
+load by :func:`check_framework_table`), each with the reason, so that
 :func:`tierwise.specs.plan.plan_from_mapping` fills them and lists them under ``assumed``. The switches are
 the plan's (docs/architecture.md, "Software choices are plan switches"); this module only chooses values.
 
@@ -41,11 +42,15 @@ Sources, per framework:
 
 from __future__ import annotations
 
+import functools
+from importlib import resources
+
 from tierwise.errors import SpecError
-from tierwise.files import short_repr
+from tierwise.files import load_yaml, short_repr
 
 __all__ = ["FRAMEWORKS", "ATTENTION_KERNELS", "GRAD_REDUCE_DTYPES", "ZERO2_SYNC", "MOE_DISPATCHERS", "MOE_GROUPED_GEMMS",
-           "TP_OVERLAP_FRAMEWORKS", "EP_OVERLAP_FRAMEWORKS", "framework_defaults",
+           "TP_OVERLAP_FRAMEWORKS", "EP_OVERLAP_FRAMEWORKS", "framework_defaults", "framework_table",
+           "check_framework_table",
            "check_framework", "framework_for_text"]
 
 FRAMEWORKS = ("megatron", "nemo", "torchtitan", "llm-foundry", "deepspeed")
@@ -138,83 +143,101 @@ def framework_defaults(framework: str, *, generation: str = "", moe: bool = Fals
                        tp: int = 1, precision: str = "bf16") -> dict[str, tuple[object, str]]:
     """``{plan key: (value, why)}`` that ``framework`` sets when a plan does not state the key.
 
+    The values and their sources are the table ``catalog/frameworks.yaml`` (:func:`framework_table`).
     ``generation`` is the accelerator's (``ampere``, ``hopper``, ``blackwell``; "" when unknown): the
     attention kernel family depends on it. ``moe`` and ``tp`` give the expert-TP default; ``precision``
     (``bf16`` / ``fp8``) NeMo's gradient-reduce dtype.
     """
+    table = framework_table()
+    if not isinstance(framework, str) or framework not in table:
+        raise SpecError(f"framework={framework!r}; choose one of {', '.join(FRAMEWORKS)}")
     hopper = generation.lower() in _HOPPER_OR_LATER
-    if framework in ("megatron", "nemo"):
-        if not generation:
-            kernel = ("auto", "Transformer Engine DotProductAttention: the accelerator generation's backend")
-        elif hopper:
-            kernel = ("cudnn", "Transformer Engine DotProductAttention, cuDNN fused attention on Hopper and later")
-        else:
-            kernel = ("flash2", "Transformer Engine on Ampere: FlashAttention-2 backend")
-        out: dict[str, tuple[object, str]] = {
-            "fused_elementwise": (True, f"{framework}: Transformer Engine / apex fused kernels"),
-            "fused_cross_entropy": (False, "Megatron-Core cross_entropy_loss_fusion defaults to False"),
-            "tp_comm_overlap": (framework == "nemo" and tp > 1,
-                                "NeMo performance recipes turn tp_comm_overlap on" if framework == "nemo"
-                                else "Megatron-LM --tp-comm-overlap is off unless given"),
-            "grad_reduce_dtype": (("bf16", "NeMo performance scripts set grad_reduce_in_fp32 = False for FP8 "
-                                           "(scripts/performance/helpers.py set_precision_configs)")
-                                  if framework == "nemo" and str(precision).lower() == "fp8" else
-                                  ("fp32", "bf16 training reduces gradients in fp32 (Megatron-LM arguments.py "
-                                           "accumulate_allreduce_grads_in_fp32; NeMo grad_reduce_in_fp32)")),
-            "zero2_sync": ("per-step", "the distributed optimizer reduce-scatters once per step"),
-            "attention_kernel": kernel,
-        }
-        if moe:
-            out["etp"] = ((tp, "Megatron-Core: expert_tensor_parallel_size = tensor_model_parallel_size when "
-                               "unset") if framework == "megatron"
-                          else (1, "NeMo / Megatron-Bridge MoE recipes set expert_tensor_parallel_size 1"))
-            out["moe_dispatcher"] = (("allgather", "Megatron-Core --moe-token-dispatcher-type defaults to allgather "
-                                                   "(arguments.py)") if framework == "megatron"
-                                     else ("alltoall", "NeMo MoE recipes set moe_token_dispatcher_type alltoall"))
-            out["moe_grouped_gemm"] = ("per-expert", "Megatron-Core --moe-grouped-gemm runs Transformer Engine's "
-                                                     "GroupedLinear: one cuBLASLt GEMM per local expert")
-            if framework == "nemo":
-                out["moe_force_balance"] = (True, "NeMo's MoE performance recipes add MegatronTokenDropCallback: "
-                                                  "capacity factor 1.0, padded to capacity, so every expert runs "
-                                                  "its mean load (recipes/mixtral_8x7b.py "
-                                                  "pretrain_performance_optimizations)")
-        return out
-    if framework == "torchtitan":
-        return {
-            "fused_elementwise": (False, "torchtitan without --compile: eager PyTorch elementwise kernels"),
-            "fused_cross_entropy": (False, "torchtitan calls F.cross_entropy"),
-            "tp_comm_overlap": (False, "torchtitan: async TP is opt-in"),
-            "zero_stage": (3, "torchtitan: FSDP2 fully_shard"),
-            "zero3_gather": ("per-parameter", "FSDP2: per-parameter shards"),
-            "grad_reduce_dtype": ("fp32", "torchtitan mixed_precision_reduce = float32"),
-            "zero2_sync": ("fsdp-per-microbatch", "torchtitan accumulates without set_requires_gradient_sync(False)"),
-            "attention_kernel": ("sdpa", "torchtitan: F.scaled_dot_product_attention (FlashAttention-2 backend)"),
-            **({"etp": (1, "torchtitan: expert weights not tensor-parallel unless asked"),
-                "moe_grouped_gemm": ("single", "torchtitan's grouped experts run torch._grouped_mm: one kernel "
-                                               "per GEMM over all local experts")} if moe else {}),
-        }
-    if framework == "llm-foundry":
-        return {
-            "fused_elementwise": (False, "llm-foundry: eager PyTorch elementwise kernels"),
-            "fused_cross_entropy": (False, "llm-foundry: F.cross_entropy"),
-            "tp_comm_overlap": (False, "llm-foundry: no TP overlap"),
-            "zero_stage": (3, "llm-foundry: FSDP FULL_SHARD"),
-            "zero3_gather": ("flat", "FSDP1 FlatParameter"),
-            "grad_reduce_dtype": ("bf16", "llm-foundry mixed_precision: PURE reduces in bf16"),
-            "zero2_sync": ("fsdp-per-microbatch", "FSDP SHARD_GRAD_OP without no_sync"),
-            "attention_kernel": ("flash2", "llm-foundry attn_impl: flash (FlashAttention-2)"),
-            **({"moe_grouped_gemm": ("single", "llm-foundry MoE runs MegaBlocks, whose default mlp_impl 'sparse' "
-                                               "runs block-sparse kernels over all experts at once")} if moe else {}),
-        }
-    if framework == "deepspeed":
-        return {
-            "fused_elementwise": (False, "DeepSpeed: eager PyTorch model code"),
-            "fused_cross_entropy": (False, "DeepSpeed: F.cross_entropy"),
-            "tp_comm_overlap": (False, "DeepSpeed: no TP overlap"),
-            "grad_reduce_dtype": ("bf16", "DeepSpeed communication_data_type defaults to the model dtype"),
-            "zero2_sync": ("reduce-per-microbatch", "DeepSpeed ZeRO-2 reduces every micro-batch's gradients"),
-            "attention_kernel": ("flash2", "FlashAttention-2"),
-            **({"moe_grouped_gemm": ("per-expert", "DeepSpeed-MoE runs each local expert as its own module")}
-               if moe else {}),
-        }
-    raise SpecError(f"framework={framework!r}; choose one of {', '.join(FRAMEWORKS)}")
+    facts = {"generation": "unknown" if not generation else "hopper-or-later" if hopper else "earlier",
+             "precision": str(precision).lower(), "tp_above_1": tp > 1}
+    entries = dict(table[framework]["defaults"])
+    if moe:
+        entries.update(table[framework].get("moe", {}))
+    out: dict[str, tuple[object, str]] = {}
+    for key, cases in entries.items():
+        case = next(c for c in cases if all(facts.get(k) == v for k, v in c.get("when", {}).items()))
+        out[key] = (tp if case.get("value_from") == "tp" else case["value"], case["source"])
+    return out
+
+
+_WHEN = {"generation": ("unknown", "hopper-or-later", "earlier"), "precision": ("fp8", "bf16"),
+         "tp_above_1": (True, False)}
+_CHOICES: dict[str, tuple] = {"attention_kernel": ATTENTION_KERNELS, "grad_reduce_dtype": GRAD_REDUCE_DTYPES,
+                              "zero2_sync": ZERO2_SYNC, "moe_dispatcher": MOE_DISPATCHERS,
+                              "moe_grouped_gemm": MOE_GROUPED_GEMMS}
+_BOOLEANS = ("fused_elementwise", "fused_cross_entropy", "tp_comm_overlap", "moe_force_balance")
+_INTEGERS = ("zero_stage", "etp")
+_STRINGS = ("zero3_gather",)
+
+
+@functools.cache
+def framework_table() -> dict[str, dict[str, dict[str, list[dict]]]]:
+    """``catalog/frameworks.yaml``, checked: ``{framework: {"defaults"|"moe": {plan key: [case, ...]}}}``, every
+    entry a list of cases (a single ``{value, source}`` becomes a one-case list). Cached; treat as read-only."""
+    text = resources.files("tierwise.specs").joinpath("catalog", "frameworks.yaml").read_text()
+    return check_framework_table(load_yaml(text, "catalog/frameworks.yaml"), "catalog/frameworks.yaml")
+
+
+def check_framework_table(data, origin: str) -> dict[str, dict[str, dict[str, list[dict]]]]:
+    """The framework table ``data`` normalized (see :func:`framework_table`); anything malformed is a
+    :class:`SpecError` naming the entry: a framework missing or unknown, an unknown plan key or condition, a
+    value outside its choices, a case without ``source``, a case list whose last case has a ``when``."""
+    if not isinstance(data, dict) or not isinstance(data.get("frameworks"), dict) or not data.get("source"):
+        raise SpecError(f"{origin}: expected a mapping with source and frameworks")
+    names = data["frameworks"]
+    if sorted(names) != sorted(FRAMEWORKS):
+        raise SpecError(f"{origin}: frameworks are {', '.join(names)}; expected {', '.join(FRAMEWORKS)}")
+    table: dict[str, dict[str, dict[str, list[dict]]]] = {}
+    for name, sections in names.items():
+        if not isinstance(sections, dict) or "defaults" not in sections or set(sections) - {"defaults", "moe"}:
+            raise SpecError(f"{origin}: frameworks.{name} must have defaults (and optionally moe) only")
+        table[name] = {}
+        for section, keys in sections.items():
+            if not isinstance(keys, dict):
+                raise SpecError(f"{origin}: frameworks.{name}.{section} must be a mapping of plan keys")
+            table[name][section] = {key: _check_cases(entry, key, f"{origin}: frameworks.{name}.{section}.{key}")
+                                    for key, entry in keys.items()}
+    return table
+
+
+def _check_cases(entry, key: str, where: str) -> list[dict]:
+    """One table entry as a list of cases (see :func:`check_framework_table`)."""
+    cases = entry if isinstance(entry, list) else [entry]
+    if not cases or any(not isinstance(c, dict) for c in cases):
+        raise SpecError(f"{where}: expected {{value, source}} or a list of such cases")
+    if "when" in cases[-1]:
+        raise SpecError(f"{where}: the last case must have no when (the default)")
+    for case in cases:
+        extra = set(case) - {"when", "value", "value_from", "source"}
+        if extra or not isinstance(case.get("source"), str) or not case["source"].strip():
+            raise SpecError(f"{where}: each case has a value (or value_from: tp) and a source; got {sorted(case)}")
+        when = case.get("when", {})
+        if not isinstance(when, dict) or any(k not in _WHEN or v not in _WHEN[k] for k, v in when.items()):
+            raise SpecError(f"{where}: when={when!r}; conditions are {_WHEN}")
+        if "value_from" in case:
+            if case["value_from"] != "tp" or key != "etp" or "value" in case:
+                raise SpecError(f"{where}: value_from: tp is for etp only, without a value")
+            continue
+        _check_value(case.get("value"), key, where)
+    return cases
+
+
+def _check_value(value, key: str, where: str) -> None:
+    """``value`` fits plan key ``key`` (its choices, or its type)."""
+    if key in _CHOICES:
+        ok = value in _CHOICES[key]
+    elif key in _BOOLEANS:
+        ok = isinstance(value, bool)
+    elif key in _INTEGERS:
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    elif key in _STRINGS:
+        ok = isinstance(value, str) and bool(value)
+    else:
+        raise SpecError(f"{where}: {key} is not a plan switch a framework sets")
+    if not ok:
+        hint = f"choose one of {', '.join(_CHOICES[key])}" if key in _CHOICES else "wrong type"
+        raise SpecError(f"{where}: value={value!r}; {hint}")
