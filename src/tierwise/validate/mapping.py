@@ -353,6 +353,29 @@ def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str], gener
         filled.append(row["_borrowed"])
     framework = row["framework"].lower()
     data: dict[str, object] = {"tp": tp, "pp": pp, "cp": cp, "dp": dp, "global_batch_size": gbs, "seq_length": seq}
+    data["micro_batch_size"] = _micro_batch(row, framework, gbs=gbs, dp=dp, pp=pp, filled=filled)
+    recompute = _recompute(row, filled)
+    if recompute:
+        data["recompute"] = recompute
+    notes = (row["notes"] + " " + framework).lower()
+    _sequence_parallel(row, tp, notes, data, filled)
+    zero, shard = _zero(row, dp, filled)
+    data["zero_stage"], data["dp_shard"] = zero, shard
+    _zero3_gather(row, zero, data, filled)
+    data["precision"] = "fp8" if "fp8" in row["precision"].lower() else "bf16"
+    if model.moe is not None:
+        _moe_settings(row, notes, data, filled)
+    vpp, _ = _vpp(row, model.num_layers, pp, filled)
+    data["vpp"] = vpp
+    _stated_switches(framework, notes, data, filled)
+    _stated_kernels(row, generation, data, filled)
+    plan = _framework_plan(row, model, data, filled, num_gpus=n, generation=generation)
+    validate_plan_batch(model, [plan])
+    return plan
+
+
+def _micro_batch(row: dict[str, str], framework: str, *, gbs: int, dp: int, pp: int, filled: list[str]) -> int:
+    """The row's micro-batch size; unstated: torchtitan's (no gradient accumulation), else Megatron's 1."""
     mbs = _int(row, "micro_batch_size")
     if mbs is None:
         if "torchtitan" in framework:
@@ -363,12 +386,12 @@ def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str], gener
         else:
             mbs = 1
             filled.append("micro_batch=1 (Megatron default)")
-    data["micro_batch_size"] = mbs
-    recompute = _recompute(row, filled)
-    if recompute:
-        data["recompute"] = recompute
+    return mbs
+
+
+def _sequence_parallel(row: dict[str, str], tp: int, notes: str, data: dict, filled: list[str]) -> None:
+    """``sequence_parallel`` as the row states it; unstated with tp > 1, the framework's (listed in ``filled``)."""
     sp = row["sequence_parallel"].lower()
-    notes = (row["notes"] + " " + framework).lower()
     if sp.startswith("y"):
         data["sequence_parallel"] = True
     elif sp.startswith("n") and sp != "not stated":
@@ -377,8 +400,10 @@ def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str], gener
         filled.append("sequence_parallel=true (Megatron-Core's --tp-comm-overlap requires --sequence-parallel)")
     elif tp > 1:
         filled.append("sequence_parallel=true (NeMo/Megatron-Core performance recipes with tp > 1)")
-    zero, shard = _zero(row, dp, filled)
-    data["zero_stage"], data["dp_shard"] = zero, shard
+
+
+def _zero3_gather(row: dict[str, str], zero: int, data: dict, filled: list[str]) -> None:
+    """The ZeRO-3 gather implementation the row's ``zero_fsdp`` names (DeepSpeed 2021, Megatron-FSDP, FSDP2)."""
     if zero == 3 and "deepspeed" in row["zero_fsdp"].lower() and "2021" in row["source"]:
         # DeepSpeed's ZeRO-3 of early 2021 (v0.3) gathered each parameter with a list-form
         # torch.distributed.all_gather (partition_parameters.py _allgather_param); the coalesced flat gathers
@@ -399,33 +424,37 @@ def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str], gener
         # FSDP2 (torch.distributed fully_shard): per-parameter shards, each all-gather copied out into the
         # parameters; the source names it, so this is not a filled default
         data["zero3_gather"] = "per-parameter"
-    data["precision"] = "fp8" if "fp8" in row["precision"].lower() else "bf16"
-    if model.moe is not None:
-        ep = _int(row, "ep")
-        if ep is None:
-            ep = 1
-            filled.append("ep=1 (expert parallelism not stated)")
-        data["ep"] = ep
-        if "balanced gate" in notes or "force-load-balancing" in notes or "forced balance" in notes:
-            # stated: routing forced uniform (NeMo Automodel's fake balanced gate, Megatron-Core
-            # --moe-router-force-load-balancing): every EP rank gets the mean load
-            data["moe_force_balance"] = True
-            if "forced balanced, inferred" in notes:
-                filled.append("moe_force_balance=true (not in the table: the source's own script for this layout "
-                              "passes --moe-router-force-load-balancing; notes)")
-        if "overlap of ep communication" in notes:
-            data["ep_comm_overlap"] = True  # stated: Megatron-Core's combined 1F1B overlap of the EP all-to-all
-        m = re.search(r"\betp (\d+)", notes)
-        if m:
-            data["etp"] = int(m.group(1))  # stated (Megatron MoE Model Zoo's "ETP 1"); else the framework's rule
-        said = notes + " " + row["framework"].lower()
-        for word, dispatcher in (("deepep", "deepep"), ("alltoall", "alltoall"), ("all-to-all", "alltoall"),
-                                 ("allgather", "allgather")):
-            if word in said:
-                data["moe_dispatcher"] = dispatcher
-                break
-    vpp, _ = _vpp(row, model.num_layers, pp, filled)
-    data["vpp"] = vpp
+
+
+def _moe_settings(row: dict[str, str], notes: str, data: dict, filled: list[str]) -> None:
+    """A MoE row's stated expert parallelism, forced balance, EP overlap, expert TP and token dispatcher."""
+    ep = _int(row, "ep")
+    if ep is None:
+        ep = 1
+        filled.append("ep=1 (expert parallelism not stated)")
+    data["ep"] = ep
+    if "balanced gate" in notes or "force-load-balancing" in notes or "forced balance" in notes:
+        # stated: routing forced uniform (NeMo Automodel's fake balanced gate, Megatron-Core
+        # --moe-router-force-load-balancing): every EP rank gets the mean load
+        data["moe_force_balance"] = True
+        if "forced balanced, inferred" in notes:
+            filled.append("moe_force_balance=true (not in the table: the source's own script for this layout "
+                          "passes --moe-router-force-load-balancing; notes)")
+    if "overlap of ep communication" in notes:
+        data["ep_comm_overlap"] = True  # stated: Megatron-Core's combined 1F1B overlap of the EP all-to-all
+    m = re.search(r"\betp (\d+)", notes)
+    if m:
+        data["etp"] = int(m.group(1))  # stated (Megatron MoE Model Zoo's "ETP 1"); else the framework's rule
+    said = notes + " " + row["framework"].lower()
+    for word, dispatcher in (("deepep", "deepep"), ("alltoall", "alltoall"), ("all-to-all", "alltoall"),
+                             ("allgather", "allgather")):
+        if word in said:
+            data["moe_dispatcher"] = dispatcher
+            break
+
+
+def _stated_switches(framework: str, notes: str, data: dict, filled: list[str]) -> None:
+    """Overlap switches, ordering, fusion and gradient-reduce dtype that the row's framework text or notes state."""
     if "megatron-lm (20" in framework:
         # Megatron-LM 2021/2022: gradient all-reduce after the backward ("we do not use any overlapping of
         # gradient all-reduces with back-propagation", Korthikanti 2022 section 6.3)
@@ -450,6 +479,10 @@ def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str], gener
                       "gradients; grad_sync_dtype not set)")
     if "compile" in framework:
         data["fused_elementwise"] = True  # torch.compile fuses the elementwise ops the eager default would not
+
+
+def _stated_kernels(row: dict[str, str], generation: str, data: dict, filled: list[str]) -> None:
+    """The attention kernel and the Megatron-LM 2021-22 / NeMo Automodel switches the row's framework implies."""
     fw_text = row["framework"].lower()
     if "flashattention-2" in fw_text or "flash-attention 2" in fw_text:
         data["attention_kernel"] = "flash2"  # the row names the kernel (FlagPerf, FlagScale, Pai-Megatron-Patch)
@@ -471,23 +504,29 @@ def plan_for_row(row: dict[str, str], model: ModelSpec, filled: list[str], gener
         data["fused_elementwise"] = True
         filled.append(f"attention_kernel={data['attention_kernel']}, fused_elementwise=true (NeMo Automodel's "
                       "Transformer Engine backend: TE DotProductAttention and fused kernels; FSDP2 as torchtitan)")
+
+
+def _framework_plan(row: dict[str, str], model: ModelSpec, data: dict, filled: list[str], *, num_gpus: int,
+                    generation: str) -> Plan:
+    """The plan of ``data`` with the framework's defaults; an unstated expert TP that cannot be laid out falls
+    back to 1. The framework's assumptions are listed in ``filled``."""
     # the framework's own defaults (fusions, cross-entropy, gradient-reduce dtype, ZeRO-2 semantics, attention
     # kernel, expert TP) come from one place, tierwise.specs.framework, and are listed in `filled`; the
     # pipeline stage layout from tierwise.specs.plan.stage_layout (never refused)
     name = framework_for_text(row["framework"])
-    plan = plan_from_mapping(data, num_gpus=n, origin=f"row {row['row_id']} plan", num_layers=model.num_layers,
-                             framework=name or None, generation=generation, moe=model.moe is not None)
+    plan = plan_from_mapping(data, num_gpus=num_gpus, origin=f"row {row['row_id']} plan",
+                             num_layers=model.num_layers, framework=name or None, generation=generation,
+                             moe=model.moe is not None)
     if model.moe is not None and "etp" not in data and _expert_tp_impossible(plan):
         data["etp"] = 1
         filled.append(f"etp=1 (not stated; the framework's etp = {plan.etp} with ep {plan.ep} does not divide "
                       f"tp x cp x dp = {plan.tp * plan.cp * plan.dp}: the published layout ran expert TP 1)")
-        plan = plan_from_mapping(data, num_gpus=n, origin=f"row {row['row_id']} plan", num_layers=model.num_layers,
-                                 framework=name or None, generation=generation, moe=True)
+        plan = plan_from_mapping(data, num_gpus=num_gpus, origin=f"row {row['row_id']} plan",
+                                 num_layers=model.num_layers, framework=name or None, generation=generation, moe=True)
     filled.extend(a for a in plan.assumed if "(" in a and any(a.startswith(k + "=") for k in _FRAMEWORK_KEYS)
                   and (model.moe is not None or not a.startswith("etp=")))
     filled.extend(a for a in plan.assumed if a.startswith("pipeline stages") and "even split:" not in a
                   and not a.endswith("the even split; the slowest stage is priced"))
-    validate_plan_batch(model, [plan])
     return plan
 
 
