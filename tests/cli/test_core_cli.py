@@ -15,16 +15,6 @@ def run_json(capsys, *args):
     return json.loads(out)
 
 
-def run_error(capsys, *args):
-    rc = main(list(args))
-    captured = capsys.readouterr()
-    assert rc == 2
-    lines = [line for line in captured.err.strip().splitlines() if line]
-    assert len(lines) == 1, captured.err
-    assert "Traceback" not in captured.err
-    return lines[0]
-
-
 def write(tmp_path, text, name="s.yaml"):
     path = tmp_path / name
     path.write_text(textwrap.dedent(text))
@@ -86,7 +76,7 @@ def test_estimate_json(capsys, tmp_path):
     assert any(a.startswith("dp=") for a in data["assumed"])
 
 
-def test_estimate_shows_zero3_buffer_copies_only_for_zero3(capsys, tmp_path):
+def test_estimate_shows_zero3_buffer_copies_only_for_zero3(capsys, tmp_path, cli_error):
     fsdp = SCENARIO.replace("tp: 8, pp: 2", "tp: 1, pp: 1, zero_stage: 3, zero3_gather: per-parameter")
     data = run_json(capsys, "estimate", write(tmp_path, fsdp))
     assert data["breakdown"]["shard_copy_s"] > 0
@@ -95,7 +85,7 @@ def test_estimate_shows_zero3_buffer_copies_only_for_zero3(capsys, tmp_path):
     assert run_json(capsys, "estimate", write(tmp_path, SCENARIO))["breakdown"]["shard_copy_s"] == 0
     assert main(["estimate", write(tmp_path, SCENARIO, "u.yaml")]) == 0
     assert "ZeRO-3 buffer copies" not in capsys.readouterr().out
-    line = run_error(capsys, "estimate", write(tmp_path, fsdp.replace("per-parameter", "fsdp2"), "bad.yaml"))
+    line = cli_error(["estimate", write(tmp_path, fsdp.replace("per-parameter", "fsdp2"), "bad.yaml")])
     assert "zero3_gather='fsdp2'" in line and "per-parameter" in line
 
 
@@ -137,8 +127,8 @@ def test_inline_model_and_cluster_override(capsys, tmp_path):
     (["collective", "al-reduce", "--size", "16GB", "--ranks", "8"], "all-reduce"),
     (["collective", "all-gather", "--size", "1GB", "--ranks", "8", "--algorithm", "tree"], "tree"),
 ])
-def test_bad_command_line_input(capsys, args, needle):
-    assert needle in run_error(capsys, *args)
+def test_bad_command_line_input(cli_error, args, needle):
+    assert needle in cli_error(args)
 
 
 @pytest.mark.parametrize(("edit", "needle"), [
@@ -154,25 +144,25 @@ def test_bad_command_line_input(capsys, args, needle):
     (lambda s: s.replace("plan: {", "plan: {{"), "line"),
     (lambda s: s.replace("cluster: dgx-h100", "cluster: {base: dgx-h100, nic_bandwidth: '400 Gbs'}"), "400 Gbs"),
 ])
-def test_bad_scenarios(capsys, tmp_path, edit, needle):
-    message = run_error(capsys, "estimate", write(tmp_path, edit(SCENARIO)))
+def test_bad_scenarios(cli_error, tmp_path, edit, needle):
+    message = cli_error(["estimate", write(tmp_path, edit(SCENARIO))])
     assert needle in message
 
 
-def test_moe_degree_errors(capsys, tmp_path):
+def test_moe_degree_errors(cli_error, tmp_path):
     text = """
     model: mixtral-8x7b
     cluster: dgx-h100
     num_gpus: 64
     plan: {tp: 2, ep: 3, global_batch_size: 128, seq_length: 4096}
     """
-    assert "ep=3 does not divide num_experts=8" in run_error(capsys, "estimate", write(tmp_path, text))
+    assert "ep=3 does not divide num_experts=8" in cli_error(["estimate", write(tmp_path, text)])
     text2 = text.replace("tp: 2, ep: 3", "tp: 8, ep: 8, etp: 8, cp: 1, pp: 8")
-    assert "etp x ep" in run_error(capsys, "estimate", write(tmp_path, text2))
+    assert "etp x ep" in cli_error(["estimate", write(tmp_path, text2)])
 
 
-def test_missing_file(capsys):
-    assert "does not exist" in run_error(capsys, "estimate", "/nonexistent/s.yaml")
+def test_missing_file(cli_error):
+    assert "does not exist" in cli_error(["estimate", "/nonexistent/s.yaml"])
 
 
 def test_help_is_fast():
