@@ -65,7 +65,7 @@ from tierwise.workload.flops import attention_core_flops_per_token, decode_atten
 from tierwise.workload.kernels import elementwise_bytes
 
 __all__ = ["serving_rates", "layer_work", "linear_time", "prefill_time", "decode_step_time", "comm_time",
-           "host_time"]
+           "host_time", "finish_step"]
 
 
 def serving_rates(cluster: Cluster, params: ServingParameters) -> ComputeRates:
@@ -198,6 +198,16 @@ def comm_time(model: ModelSpec, cluster: Cluster, tp, ep, tokens, weight_precisi
     return out
 
 
+def finish_step(model: ModelSpec, params: ServingParameters, *, layers, comm, head, batch, tp):
+    """``(gpu_s, host_s)`` of a step (prefill or decode) from its layers' kernels, its collectives and its LM
+    head: the collectives run after the layers' kernels, or behind them under two-batch overlap
+    (``params.two_batch_overlap``: one micro-batch's communication behind the other's layers, DeepSeek-V3 report
+    sec. 3.4), the LM head after both; then the engine's host time the step exposes for ``batch`` running
+    sequences (:func:`host_time`). The one place both phases end a step."""
+    gpu = (np.maximum(layers, comm) if params.two_batch_overlap else layers + comm) + head
+    return gpu, host_time(model, params, gpu_s=gpu, batch=batch, tp=tp)
+
+
 def host_time(model: ModelSpec, params: ServingParameters, *, gpu_s, batch, tp) -> np.ndarray:
     """The engine's host time one step exposes (:func:`tierwise.pricing.engine.engine_host_time`) for a step of
     ``gpu_s`` GPU seconds over ``batch`` sequences: its launches are every layer's kernels plus two TP
@@ -232,9 +242,7 @@ def prefill_time(model: ModelSpec, cluster: Cluster, precision: str, tp, ep, inp
     memory = weight_bytes_per_gpu(model, precision, work.tp, work.ep, params.redundant_experts) / rates.hbm
     comm = comm_time(model, cluster, work.tp.astype(np.int64), work.ep.astype(np.int64), work.tokens, precision)
     compute = layers + head
-    # two-batch overlap (params.two_batch_overlap): one micro-batch's communication behind the other's layers
-    gpu = head + np.maximum(layers, comm) if params.two_batch_overlap else compute + comm
-    host = host_time(model, params, gpu_s=gpu, batch=n, tp=work.tp)
+    gpu, host = finish_step(model, params, layers=layers, comm=comm, head=head, batch=n, tp=work.tp)
     total = gpu + host
     return {"layers_s": layers, "head_s": head + 0 * total, "compute_s": compute, "memory_s": memory + 0 * total,
             "comm_s": comm + 0 * total, "host_s": host + 0 * total, "total_s": total}
@@ -293,8 +301,7 @@ def decode_step_time(model: ModelSpec, cluster: Cluster, precision: str, kv_byte
     compute = flops / gemm_rate
     comm = comm_time(model, cluster, tp_.astype(np.int64), work.ep.astype(np.int64), work.tokens, precision,
                      low_latency=True)
-    gpu = (np.maximum(layers, comm) if params.two_batch_overlap else layers + comm) + head
-    overhead = host_time(model, params, gpu_s=gpu, batch=batch + pt / pc, tp=tp_)
+    gpu, overhead = finish_step(model, params, layers=layers, comm=comm, head=head, batch=batch + pt / pc, tp=tp_)
     total = gpu + overhead
     bound = np.where(memory >= compute, "memory", "compute")
     return {"memory_s": memory + 0 * total, "compute_s": compute + 0 * total, "comm_s": comm + 0 * total,
