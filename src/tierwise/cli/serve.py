@@ -160,14 +160,19 @@ def render_plan(console, doc: dict) -> None:
 
     table = Table(title=f"serve-plan: {doc['model']} on {doc['num_gpus']} x {doc['cluster']} ({doc['candidates']} "
                         f"candidates, {doc['feasible']} feasible, {doc['search_s'] * 1e3:.0f} ms)")
-    for col in ("mode", "prefill", "decode", "batch", "tok/s/GPU", "TTFT p99", "TPOT p99", "KV link", "bound"):
+    priced = any("usd_per_million_output_tokens" in b for b in doc["best"])
+    for col in ("mode", "prefill", "decode", "batch", "tok/s/GPU", *(("$/M tok",) if priced else ()), "TTFT p99",
+                "TPOT p99", "KV link", "bound"):
         table.add_column(col)
     for b in doc["best"]:
+        usd = b.get("usd_per_million_output_tokens")
+        cost = (f"{usd:,.3f}" if usd is not None else "-",) if priced else ()
         pre = "-" if b["prefill_gpus"] is None else f"{b['prefill_gpus']} (tp {b['prefill_tp']} ep {b['prefill_ep']})"
         on = f" on {b['decode_cluster']}" if b.get("decode_cluster") else ""
         tier = f" {b['decode_ep_tier']}" if b.get("decode_ep_tier") else ""
         table.add_row(b["mode"], pre, f"{b['decode_gpus']}{on} (tp {b['decode_tp']} ep {b['decode_ep']}{tier})",
-                      f"{b['batch']:,.0f}", f"{b['output_tokens_per_s_per_gpu']:,.1f}", f"{b['ttft_p99_s'] * 1e3:,.0f} ms",
+                      f"{b['batch']:,.0f}", f"{b['output_tokens_per_s_per_gpu']:,.1f}", *cost,
+                      f"{b['ttft_p99_s'] * 1e3:,.0f} ms",
                       f"{b['tpot_p99_s'] * 1e3:,.1f} ms", b["kv_transfer_tier"] or "-",
                       f"{b['prefill_bound']} / {b['decode_bound']}")
     print_table(console, table)

@@ -16,6 +16,7 @@ import numpy as np
 
 from tierwise.errors import ScenarioError, did_you_mean
 from tierwise.limits import check_float, check_int
+from tierwise.serve.cost import gpu_usd_per_s
 from tierwise.serve.engine import SCENARIOS, Deployments, Workload, evaluate
 from tierwise.serve.kv import (
     attention_dp,
@@ -454,14 +455,27 @@ def _plan_pairs(w, cfg: ServeConfig, *, max_tp: int, top: int, modes: str, assum
     assumed.append(f"disaggregated only, kv_link {link} (prefill on {w.cluster.name}, decode on "
                    f"{', '.join(str(n) for n in names)})")
     best, total, feasible = [], 0, 0
+    usd_p, basis = gpu_usd_per_s(w.cluster)
+    prices = {w.cluster.name: basis}
     for name in names:
         dcl = load_cluster(name)
         r = serve_plan(dataclasses.replace(w, decode_cluster=dcl), cfg.num_gpus, max_tp=max_tp, kv_link=link,
                        top=top, modes="disaggregated")
         total, feasible = total + r["candidates"], feasible + r["feasible"]
-        best += [{**b, "decode_cluster": dcl.name} for b in r["best"]]
+        usd_d, prices[dcl.name] = gpu_usd_per_s(dcl)
+        best += [{**b, "decode_cluster": dcl.name, **_pair_cost(b, usd_p, usd_d)} for b in r["best"]]
     best.sort(key=lambda b: -b["output_tokens_per_s_per_gpu"])
+    assumed += [f"GPU cost (serve/cost.py) {basis}" for basis in prices.values()]
     return {"candidates": total, "feasible": feasible, "best": best[:top]}
+
+
+def _pair_cost(b: dict, usd_prefill: float, usd_decode: float) -> dict:
+    """A P/D pair's cost: each pool's GPUs at its own cluster's price per GPU-second (:mod:`tierwise.serve.cost`),
+    per million output tokens."""
+    usd_s = b["prefill_gpus"] * usd_prefill + b["decode_gpus"] * usd_decode
+    tok = b["output_tokens_per_s"]
+    return {"gpu_usd_per_hour": {"prefill": usd_prefill * 3600, "decode": usd_decode * 3600},
+            "usd_per_million_output_tokens": usd_s / tok * 1e6 if tok > 0 else None}
 
 
 def serve_plan_document(cfg: ServeConfig, *, max_tp: int = 8, modes: str = "both", top: int = 10) -> dict:
