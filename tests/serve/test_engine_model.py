@@ -3,19 +3,44 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
 
 from tierwise.errors import ScenarioError
 from tierwise.pricing.engine import engine_host_time
-from tierwise.specs.engine import ENGINES, engine_for_software, engine_spec
+from tierwise.specs.engine import (
+    DEFAULT_ENGINE,
+    ENGINES,
+    engine_for_software,
+    engine_spec,
+    parse_engine_catalog,
+)
 
 
 def test_every_catalog_entry_has_a_source_and_sane_values():
     for (name, version), e in ENGINES.items():
         assert e.name == name and e.version == version and len(e.source) > 80
         assert 0 <= e.step_s < 0.02 and 0 <= e.per_seq_s < 1e-3
+
+
+def test_engine_catalog_is_yaml_and_its_loader_refuses_a_broken_entry():
+    """The catalog is data (specs/catalog/engines.yaml); the loader names the entry and field of a bad value."""
+    from importlib import resources
+
+    text = resources.files("tierwise.specs").joinpath("catalog", "engines.yaml").read_text()
+    table, default, software = parse_engine_catalog(text)
+    assert table == ENGINES and default == DEFAULT_ENGINE == "vllm@0.8" and software[0] == ("splitwise", "vllm@0.2")
+    assert ENGINES[("vllm", "0.2")].eager_launch_s == 10e-6 and not ENGINES[("vllm", "0.2")].cuda_graphs
+    broken = [(text.replace("step_s: 9.0e-3", "step_s: -1.0"), "engines.vllm.0.2: step_s"),
+              (text.replace("per_seq_s: 450.0e-6", "per_seq_s: fast"), "engines.vllm.0.2: per_seq_s"),
+              (text.replace("default: vllm@0.8", "default: vllm@9"), "'vllm@9' is not a catalog engine"),
+              (text.replace("      cuda_graphs: false\n", "", 1), "missing ['cuda_graphs']")]
+    for bad, words in broken:
+        assert bad != text
+        with pytest.raises(AssertionError, match=re.escape(words)):
+            parse_engine_catalog(bad)
 
 
 def test_serial_overlapped_and_eager_host_time():

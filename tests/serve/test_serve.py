@@ -143,19 +143,46 @@ def test_beam_search_decodes_more_sequences_per_output_token():
 
 
 def test_tabulated_collectives_match_the_collective_model():
-    """comm_time reads collective times off a quarter-octave table; it must agree with collective_cost."""
+    """Serving's collectives are workload/traffic.py records (forward_traffic) priced by pricing/comm.py off a
+    quarter-octave table; it must agree with collective_cost, and the records with training's forward ones."""
     from tierwise.collectives.model import collective_cost
     from tierwise.hierarchy import group_span
-    from tierwise.serve.phases import _collective
+    from tierwise.pricing.comm import price_per_token_records
     from tierwise.specs.cluster import load_cluster
+    from tierwise.specs.model import load_model
+    from tierwise.workload.traffic import Traffic, forward_traffic
 
     c = load_cluster("gb200-nvl72")
     tokens = np.array([1, 3, 17, 100, 777, 5000, 33333.0])
+    ones = np.ones(tokens.shape, dtype=np.int64)
     for kind in ("all-reduce", "all-to-all"):
         for g in (2, 8, 16):
-            got = _collective(c, kind, np.full(tokens.shape, g), tokens, 16384.0)
+            rec = Traffic(axis="tp", kind=kind, bytes=tokens * 16384.0, size=np.full(tokens.shape, g), stride=ones,
+                          counts={"forward": np.ones(tokens.shape), "backward": 0.0, "recompute": 0.0}, per="layer")
+            got = price_per_token_records([rec], c, tokens)
             want = collective_cost(kind, tokens * 16384.0, group_span(c, np.full(tokens.shape, g), 1), c).time_s
             assert np.allclose(got, want, rtol=5e-3)
+    # the records: two TP all-reduces of 2 T h bytes a layer (training's forward without SP), a dispatch in FP8
+    # and a combine in BF16 of top_k T h elements a MoE layer
+    m = load_model("mixtral-8x7b")
+    r = forward_traffic(m, 4, 4, 100.0, fp8_dispatch=True)
+    (ar,) = r["tp"]
+    assert ar.kind == "all-reduce" and float(ar.counts["forward"]) == 2 and float(ar.bytes) == 2 * 100 * m.hidden_size
+    assert [float(x.bytes) for x in r["ep"]] == [100 * 2 * m.hidden_size * w for w in (1.0, 2.0)]
+    assert all(float(x.counts["forward"]) == 1 and int(x.size) == 4 for x in r["ep"])
+    # the same TP records as a training forward of the same tokens without sequence parallelism
+    from tierwise.specs.plan import PlanBatch, plan_from_mapping
+    from tierwise.workload.flops import model_shape
+    from tierwise.workload.traffic import layer_traffic
+
+    m = load_model("llama3.1-70b")
+    plan = plan_from_mapping({"tp": 8, "global_batch_size": 1, "seq_length": 4096, "sequence_parallel": False},
+                             num_gpus=8)
+    train = [(x.kind, float(x.counts["forward"][0]), float(x.bytes[0]))
+             for x in layer_traffic(m, model_shape(m), PlanBatch.from_plans([plan]))["tp"] if x.calls[0] > 0]
+    serve = [(x.kind, float(x.counts["forward"]), float(x.bytes)) for x in forward_traffic(m, 8, 1, 4096.0,
+                                                                                         fp8_dispatch=False)["tp"]]
+    assert train == serve == [("all-reduce", 2.0, 2.0 * 4096 * m.hidden_size)]
 
 
 def test_gemm_and_hbm_rates_are_the_training_models_per_accelerator():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from tierwise.cli import app
@@ -97,6 +98,20 @@ def test_serve_plan_searches_heterogeneous_pairs(capsys):
     per_gpu = [b["output_tokens_per_s_per_gpu"] for b in best]
     assert per_gpu == sorted(per_gpu, reverse=True)
     assert any("decode on dgx-a100, hgx-h200" in a for a in doc["assumed"])
+    # each pool's GPUs at its own cluster's server price (serve/cost.py): the A100 pair and the H200 pair differ
+    from tierwise.serve.cost import gpu_usd_per_s
+    from tierwise.specs.cluster import load_cluster
+
+    rate = {n: gpu_usd_per_s(load_cluster(n))[0] for n in ("dgx-h100", "dgx-a100", "hgx-h200")}
+    for b in best:
+        want = (b["prefill_gpus"] * rate["dgx-h100"] + b["decode_gpus"] * rate[b["decode_cluster"]]) \
+            / b["output_tokens_per_s"] * 1e6
+        assert b["usd_per_million_output_tokens"] == pytest.approx(want)
+        assert b["gpu_usd_per_hour"]["decode"] == pytest.approx(rate[b["decode_cluster"]] * 3600)
+    # an H100 GPU of a $190k server over 5 years, 1,275 W at PUE 1.3 and $0.08/kWh: $0.54 + $0.13 an hour
+    assert rate["dgx-h100"] * 3600 == pytest.approx(190000 / 8 / (5 * 8766) + 1.275 * 1.3 * 0.08, rel=1e-3)
+    assert rate["dgx-a100"] != rate["dgx-h100"]
+    assert any("GPU cost (serve/cost.py) dgx-a100" in a and "server_a100_usd" in a for a in doc["assumed"])
     assert main(["serve-plan", "--model", "llama3.1-70b", "--cluster", "dgx-h100", "--gpus", "16",
                  "--decode-cluster", "dgx-a100", "--modes", "aggregated"]) == 2
     assert "drop --modes aggregated" in capsys.readouterr().err

@@ -63,7 +63,30 @@ def test_validate_serving_engine_override_and_default(capsys):
 
     mapped = serving_validation_document()["summary"]["small_batch_latency"]["median"]
     default = serving_validation_document(engine="default")["summary"]["small_batch_latency"]["median"]
-    assert mapped < 15.0 < default
+    assert mapped < 15.0 < default < 25.0  # 8.5 / 23.7 today: the gap with the default is bounded, not met
     assert main(["validate", "--serving", "--engine", "nope"]) == 2
     err = capsys.readouterr().err
     assert "vllm@0.8" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_small_batch_gap_with_the_default_engine_is_the_old_engines_host_time(monkeypatch):
+    """Issue 31's target with the default engine (none stated) is not met, and cannot be honestly: with no host
+    time at all (an engine faster than any: the GPU side alone, kernel gaps kept) the twelve small-batch rows are
+    still predicted more than 15% fast (median 26.3%), because their 2023-24 engines spent 4-10 ms a step on the
+    host (S15's own source: 62% of the step). Meeting 15% with one default would take a default host time of the
+    old engines' size, which vLLM V1's own account ("near-zero CPU overhead") contradicts. The decode rows are all
+    predicted fast with the default (docs/serving.md, the table of tools/small_batch_decomposition.py)."""
+    import dataclasses
+
+    from tierwise.serve.validate import SMALL_BATCH_ROWS, serving_validation_document
+    from tierwise.specs import engine as E
+
+    zero = dataclasses.replace(E.ENGINES[("vllm", "0.8")], step_s=0.0, per_seq_s=0.0, graph_replay_s=0.0)
+    monkeypatch.setitem(E.ENGINES, ("vllm", "0.8"), zero)
+    doc = serving_validation_document(engine="vllm@0.8")
+    gpu_only = doc["summary"]["small_batch_latency"]["median"]
+    assert 15.0 < gpu_only < 30.0  # 26.3 today
+    monkeypatch.undo()
+    rows = serving_validation_document(engine="default")["rows"]
+    decode = [r for r in rows if r["row_id"] in SMALL_BATCH_ROWS and r["metric"].startswith("TPOT")]
+    assert len(decode) == 7 and all(r["error_pct"] < 0 for r in decode)

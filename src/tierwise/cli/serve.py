@@ -160,14 +160,19 @@ def render_plan(console, doc: dict) -> None:
 
     table = Table(title=f"serve-plan: {doc['model']} on {doc['num_gpus']} x {doc['cluster']} ({doc['candidates']} "
                         f"candidates, {doc['feasible']} feasible, {doc['search_s'] * 1e3:.0f} ms)")
-    for col in ("mode", "prefill", "decode", "batch", "tok/s/GPU", "TTFT p99", "TPOT p99", "KV link", "bound"):
+    priced = any("usd_per_million_output_tokens" in b for b in doc["best"])
+    for col in ("mode", "prefill", "decode", "batch", "tok/s/GPU", *(("$/M tok",) if priced else ()), "TTFT p99",
+                "TPOT p99", "KV link", "bound"):
         table.add_column(col)
     for b in doc["best"]:
+        usd = b.get("usd_per_million_output_tokens")
+        cost = (f"{usd:,.3f}" if usd is not None else "-",) if priced else ()
         pre = "-" if b["prefill_gpus"] is None else f"{b['prefill_gpus']} (tp {b['prefill_tp']} ep {b['prefill_ep']})"
         on = f" on {b['decode_cluster']}" if b.get("decode_cluster") else ""
         tier = f" {b['decode_ep_tier']}" if b.get("decode_ep_tier") else ""
         table.add_row(b["mode"], pre, f"{b['decode_gpus']}{on} (tp {b['decode_tp']} ep {b['decode_ep']}{tier})",
-                      f"{b['batch']:,.0f}", f"{b['output_tokens_per_s_per_gpu']:,.1f}", f"{b['ttft_p99_s'] * 1e3:,.0f} ms",
+                      f"{b['batch']:,.0f}", f"{b['output_tokens_per_s_per_gpu']:,.1f}", *cost,
+                      f"{b['ttft_p99_s'] * 1e3:,.0f} ms",
                       f"{b['tpot_p99_s'] * 1e3:,.1f} ms", b["kv_transfer_tier"] or "-",
                       f"{b['prefill_bound']} / {b['decode_bound']}")
     print_table(console, table)
@@ -262,10 +267,14 @@ def register(app: typer.Typer) -> None:
                                                          "iteration (default 8192)")] = None,
         preemption: Annotated[str | None, typer.Option("--preemption", help="--simulate: recompute (default) or "
                                                        "swap (KV to host memory)")] = None,
-        prefix_hit_rate: Annotated[float | None, typer.Option("--prefix-hit-rate", help="--simulate: share of "
-                                                              "each prompt in the prefix cache")] = None,
-        prefix_tier: Annotated[str | None, typer.Option("--prefix-tier", help="--simulate: where prefix-cache hits "
-                                                        "live: hbm (default) or host (KV offload)")] = None,
+        prefix_hit_rate: Annotated[float | None, typer.Option("--prefix-hit-rate", help="share of each prompt "
+                                                              "in the prefix cache")] = None,
+        prefix_tier: Annotated[str | None, typer.Option("--prefix-tier", help="where prefix-cache hits live: hbm "
+                                                        "(default) or host (KV offload)")] = None,
+        prefix_load: Annotated[str | None, typer.Option("--prefix-load", help="host hits load layerwise "
+                                                        "(default, behind the prefill) or whole")] = None,
+        host_kv_gb: Annotated[float | None, typer.Option("--host-kv-gb", help="host memory per GPU for "
+                                                         "offloaded KV, GB (default 5)")] = None,
         compare_attention: Annotated[bool, typer.Option("--compare-attention",
                                                         help="the model's attention beside its MHA equivalent")] = False,
         as_json: Annotated[bool, typer.Option("--json", help="print the JSON document")] = False,
@@ -287,11 +296,14 @@ def register(app: typer.Typer) -> None:
                        decode_tp, decode_ep, kv_link, kv_whole, max_batch, beams, kv_cache_fraction, kv_cache_of,
                        attention_kernel, engine, decode_cluster, prefill_ep=prefill_ep,
                        redundant_experts=redundant_experts, two_batch_overlap=two_batch_overlap or None)
+        flags.update(prefix_hit_rate=prefix_hit_rate, prefix_tier=prefix_tier, prefix_load=prefix_load,
+                     host_kv_gb=host_kv_gb)
         cfg = _config(scenario_file, flags)
         use_compute_profile(ctx, compute, strict)
         sim = {"arrivals": arrivals, "cv": cv, "trace": trace, "requests": requests, "seed": seed,
-               "token_budget": token_budget, "preemption": preemption, "prefix_hit_rate": prefix_hit_rate,
-               "prefix_tier": prefix_tier}
+               "token_budget": token_budget, "preemption": preemption}
+        if simulate:  # the simulator runs the prefix cache the closed form prices
+            sim.update(prefix_hit_rate=cfg.prefix_hit_rate, prefix_tier=cfg.prefix_tier)
         doc = _simulate(cfg, sim) if simulate else _no_sim_flags(sim) or serve_estimate(cfg)
         if compare_attention:
             doc.update(compare(cfg))

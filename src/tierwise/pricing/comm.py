@@ -10,6 +10,7 @@ import numpy as np
 
 from tierwise.collectives.model import collective_cost as _collective_cost
 from tierwise.hierarchy import GroupHops, group_hops, group_span, pair_span
+from tierwise.specs.parameters import parameters_source
 
 _COMM_MEMO: dict | None = None
 
@@ -127,3 +128,57 @@ def two_axis_span(cluster, a, stride_a, b, stride_b):
     return placed_span(cluster, np.where(adjacent, size_in * size_out, size_in),
                  np.where(size_in == 1, stride_out, stride_in),
                  np.where(adjacent, 1, size_out), np.where(adjacent, 1, stride_out))
+
+
+_CURVES: dict = {}
+GRID_TOKENS = 2.0 ** np.arange(0, 24.25, 0.25)
+"""Token counts at which :func:`price_per_token_records` tabulates each record: 1 to 2^24, four points per
+octave."""
+
+
+def _curve(cluster, kind: str, group: int, stride: int, bytes_per_token: float) -> np.ndarray:
+    """Time of ``kind`` over ``group`` ranks at ``stride`` at every :data:`GRID_TOKENS` (one vectorized
+    :func:`price_collective` call per geometry, kept for the process, keyed on the cluster's content and the
+    parameters in force: a planner's bisections query the same few geometries hundreds of times)."""
+    key = (cluster.fingerprint, kind, group, stride, bytes_per_token, parameters_source())
+    if key not in _CURVES:
+        size = GRID_TOKENS * bytes_per_token
+        span = group_span(cluster, np.full(size.shape, group), stride)
+        _CURVES[key] = _collective_cost(kind, size, span, cluster).time_s
+    return _CURVES[key]
+
+
+def _geometries(size, stride, per_token):
+    """The distinct (ranks, stride, bytes per token) of a record's groups of more than one rank: one pass over
+    the sizes when stride and bytes per token are one value (an inference step's records), else row-unique."""
+    flat_s, flat_b = np.ravel(stride), np.ravel(per_token)
+    if flat_s.size and np.all(flat_s == flat_s[0]) and np.all(flat_b == flat_b[0]):
+        return [(g, flat_s[0], flat_b[0]) for g in np.unique(size) if g > 1]
+    rows = np.unique(np.stack([np.ravel(size), flat_s, flat_b], axis=1), axis=0)
+    return [tuple(row) for row in rows if row[0] > 1]
+
+
+def price_per_token_records(records, cluster, tokens, *, launch: float = 0.0) -> np.ndarray:
+    """Seconds of ``records`` per their ``per`` (each record's forward calls times one call's time), for the
+    record bytes proportional to ``tokens`` (an inference step's records: :func:`tierwise.workload.traffic.
+    forward_traffic`), read off a tabulated curve of :func:`tierwise.collectives.model.collective_cost` per group
+    geometry (linear between quarter-octave points: the collective model is a minimum of affine lines in the
+    size, so the chord is within a fraction of a percent of it), each call less ``launch`` seconds of host
+    launch (CUDA graphs replay the step: no per-collective launch from the host)."""
+    tokens = np.asarray(tokens, dtype=float)
+    out = np.zeros(tokens.shape)
+    for r in records:
+        calls = np.broadcast_to(r.counts["forward"], tokens.shape)
+        if not np.any(calls > 0):
+            continue
+        per_token = np.round(np.asarray(r.bytes, dtype=float) / np.maximum(tokens, 1e-30), 6)
+        size = np.broadcast_to(r.size, tokens.shape)
+        stride = np.broadcast_to(r.stride, tokens.shape)
+        per_token = np.broadcast_to(per_token, tokens.shape)
+        one = np.zeros(tokens.shape)
+        for g, s, b in _geometries(size, stride, per_token):
+            sel = (size == g) & (stride == s) & (per_token == b)
+            t = np.interp(tokens, GRID_TOKENS, _curve(cluster, r.kind, int(g), int(s), float(b)))
+            one = np.where(sel, np.maximum(t - launch, 0.0), one)
+        out = out + calls * one
+    return out

@@ -16,6 +16,7 @@ import numpy as np
 
 from tierwise.errors import ScenarioError, did_you_mean
 from tierwise.limits import check_float, check_int
+from tierwise.serve.cost import gpu_usd_per_s
 from tierwise.serve.engine import SCENARIOS, Deployments, Workload, evaluate
 from tierwise.serve.kv import (
     attention_dp,
@@ -26,8 +27,15 @@ from tierwise.serve.kv import (
     weight_bytes_per_gpu,
 )
 from tierwise.serve.params import serving_parameters
-from tierwise.serve.phases import decode_step_time, prefill_time
+from tierwise.serve.phases import decode_step_time
 from tierwise.serve.plan import MAX_DISAGGREGATED_GPUS, ep_tier_name, serve_plan
+from tierwise.serve.prefix import (
+    DEFAULT_HOST_KV_GB,
+    PREFIX_LOADS,
+    PREFIX_TIERS,
+    PrefixCache,
+    host_prefix_tokens,
+)
 from tierwise.serve.transfer import KV_LINKS, pick_kv_link
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.engine import DEFAULT_ENGINE, engine_spec
@@ -95,6 +103,14 @@ class ServeConfig:
     max_batch: int | None = None
     """Scheduler cap on sequences per instance for ``batch`` auto (None: params ``max_batch``, TensorRT-LLM's
     default 2048; vLLM's ``max_num_seqs`` default is 256)."""
+    prefix_hit_rate: float = 0.0
+    """Share of each prompt whose KV is in the prefix cache (:mod:`tierwise.serve.prefix`)."""
+    prefix_tier: str = "hbm"
+    """Where prefix hits live: ``hbm`` or ``host`` (KV offloaded to host memory, loaded back on a hit)."""
+    prefix_load: str = "layerwise"
+    """How a host hit loads: ``layerwise`` (overlapped with the suffix's prefill) or ``whole`` (one bulk copy)."""
+    host_kv_gb: float | None = None
+    """Host memory per GPU for offloaded KV, GB (None: 5, LMCache's example; :mod:`tierwise.serve.prefix`)."""
 
 
 def _choice(value, name: str, options) -> str:
@@ -142,6 +158,7 @@ def _check(cfg: ServeConfig) -> None:
     if cfg.rate is not None:
         check_float(cfg.rate, "--rate", minimum=0.0, min_open=True, maximum=MAX_RATE, error=ScenarioError,
                     hint=" (requests/s)")
+    _check_prefix(cfg)
     for name, v in (("--ttft-slo", cfg.ttft_slo), ("--tpot-slo", cfg.tpot_slo)):
         if v is not None:
             check_float(v, name, minimum=0.0, min_open=True, maximum=1e5, error=ScenarioError, hint=" (seconds)")
@@ -151,6 +168,32 @@ def _check(cfg: ServeConfig) -> None:
         if v is not None:
             flag = "--gpus" if name == "num_gpus" else "--" + name.replace("_", "-")  # the CLI's name for num_gpus
             check_int(v, flag, error=ScenarioError)
+
+
+def _check_prefix(cfg: ServeConfig) -> None:
+    check_float(cfg.prefix_hit_rate, "--prefix-hit-rate", minimum=0.0, maximum=0.99, error=ScenarioError,
+                hint=" (the share of each prompt found in the prefix cache)")
+    _choice(cfg.prefix_tier, "--prefix-tier", PREFIX_TIERS)
+    _choice(cfg.prefix_load, "--prefix-load", PREFIX_LOADS)
+    if cfg.host_kv_gb is not None:
+        check_float(cfg.host_kv_gb, "--host-kv-gb", minimum=0.0, min_open=True, maximum=1e5, error=ScenarioError,
+                    hint=" (host memory per GPU for offloaded KV, GB)")
+        if cfg.prefix_tier != "host":
+            raise ScenarioError("--host-kv-gb sizes the host store of offloaded KV; add --prefix-tier host or drop it")
+    if cfg.prefix_tier == "host" and cfg.prefix_hit_rate <= 0:
+        raise ScenarioError("--prefix-tier host needs --prefix-hit-rate above 0 (the share of each prompt loaded "
+                            "back from host memory)")
+
+
+def _prefix_of(cfg: ServeConfig, assumed: list[str]) -> PrefixCache | None:
+    if cfg.prefix_hit_rate <= 0:
+        return None
+    gb = cfg.host_kv_gb
+    if cfg.prefix_tier == "host" and gb is None:
+        gb = DEFAULT_HOST_KV_GB
+        assumed.append(f"host_kv_gb {gb:g} per GPU (LMCache's CPU store in vLLM's offload example; --host-kv-gb)")
+    return PrefixCache(hit_rate=float(cfg.prefix_hit_rate), tier=cfg.prefix_tier, load=cfg.prefix_load,
+                       host_kv_gb=DEFAULT_HOST_KV_GB if gb is None else float(gb))
 
 
 def _divides(a: int, b: int, what: str, of: str) -> None:
@@ -238,7 +281,7 @@ def _resolve(cfg: ServeConfig):
                  output_len=cfg.output_len, scenario=cfg.scenario, rate=cfg.rate, ttft_slo_s=ttft, tpot_slo_s=tpot,
                  batching=cfg.batching, kv_streamed=cfg.kv_streamed, kv_reservation=cfg.kv_reservation,
                  beams=cfg.beams, kv_cache_fraction=cfg.kv_cache_fraction, kv_cache_of=cfg.kv_cache_of,
-                 params=params, decode_cluster=dcl)
+                 params=params, decode_cluster=dcl, prefix=_prefix_of(cfg, assumed))
     d = Deployments(disagg=np.array([disagg]), prefill_gpus=np.array([pg]), prefill_tp=np.array([ptp]),
                     decode_gpus=np.array([dg]), decode_tp=np.array([dtp]), decode_ep=np.array([dep]),
                     batch=np.array([cfg.batch]), kv_link=np.array([link], dtype=object),
@@ -353,7 +396,7 @@ def serve_estimate(cfg: ServeConfig) -> dict:
     r = {k: v[0] for k, v in evaluate(w, d).items()}
     disagg = bool(d.disagg[0])
     ptp, dtp, dep, pep = int(d.prefill_tp[0]), int(d.decode_tp[0]), int(d.decode_ep[0]), int(d.prefill_ep[0])
-    pf = prefill_time(w.model, w.cluster, w.precision, ptp, pep, w.input_len, w.params)
+    pf = w.prefill(ptp, pep)
     step = decode_step_time(w.model, w.decode_side().cluster, w.precision, w.kv_bytes_per_token, dtp, dep,
                             r["batch"] * w.beams, w.mean_context, w.params)
     kvb = w.kv_bytes_per_token
@@ -397,7 +440,30 @@ def serve_estimate(cfg: ServeConfig) -> dict:
         "engine": w.params.engine.label,
         "assumed": assumed,
     }
+    if w.prefix is not None:
+        doc["prefix_cache"] = _prefix_block(w, pf, ptp, dtp, float(r["kv_cache_bytes_per_gpu"]),
+                                            float(r["output_tokens_per_s"]) / float(r["num_gpus"]))
     return doc
+
+
+def _prefix_block(w, pf: dict, ptp: int, dtp: int, cache_bytes: float, tokens_per_s_per_gpu: float) -> dict:
+    """The ``prefix_cache`` block of ``serve --json`` (:mod:`tierwise.serve.prefix`)."""
+    p = w.prefix
+    per_tok = w.kv_bytes_per_token * float(kv_fraction_per_gpu(w.model, dtp))
+    host = p.tier == "host"
+    hbm_tokens = cache_bytes / per_tok if per_tok else 0.0
+    store = float(host_prefix_tokens(w.model, w.kv_bytes_per_token, ptp, p.host_kv_gb)) if host else None
+    requests = tokens_per_s_per_gpu / w.output_len  # requests/s per GPU of the deployment
+    return {"hit_rate": p.hit_rate, "tier": p.tier, "load": p.load if host else None,
+            "cached_tokens_per_request": float(np.floor(p.hit_rate * w.input_len)),
+            "saved_prefill_s": float(pf["saved_s"]), "load_s": float(pf["load_s"]),
+            "load_exposed_s": float(pf["load_exposed_s"]),
+            "host_kv_gb_per_gpu": p.host_kv_gb if host else None,
+            "host_prefix_tokens_per_gpu": store, "hbm_cache_tokens_per_gpu": hbm_tokens,
+            "host_capacity_gain": (store / hbm_tokens if host and hbm_tokens > 0 else None),
+            # each prompt's new KV saved to host (device-to-host), behind the decode steps on a copy engine
+            "offload_bytes_per_s_per_gpu": (requests * (w.input_len - np.floor(p.hit_rate * w.input_len))
+                                            * w.kv_bytes_per_token if host else None)}
 
 
 def _deployment(d, disagg: bool) -> dict:
@@ -454,14 +520,27 @@ def _plan_pairs(w, cfg: ServeConfig, *, max_tp: int, top: int, modes: str, assum
     assumed.append(f"disaggregated only, kv_link {link} (prefill on {w.cluster.name}, decode on "
                    f"{', '.join(str(n) for n in names)})")
     best, total, feasible = [], 0, 0
+    usd_p, basis = gpu_usd_per_s(w.cluster)
+    prices = {w.cluster.name: basis}
     for name in names:
         dcl = load_cluster(name)
         r = serve_plan(dataclasses.replace(w, decode_cluster=dcl), cfg.num_gpus, max_tp=max_tp, kv_link=link,
                        top=top, modes="disaggregated")
         total, feasible = total + r["candidates"], feasible + r["feasible"]
-        best += [{**b, "decode_cluster": dcl.name} for b in r["best"]]
+        usd_d, prices[dcl.name] = gpu_usd_per_s(dcl)
+        best += [{**b, "decode_cluster": dcl.name, **_pair_cost(b, usd_p, usd_d)} for b in r["best"]]
     best.sort(key=lambda b: -b["output_tokens_per_s_per_gpu"])
+    assumed += [f"GPU cost (serve/cost.py) {basis}" for basis in prices.values()]
     return {"candidates": total, "feasible": feasible, "best": best[:top]}
+
+
+def _pair_cost(b: dict, usd_prefill: float, usd_decode: float) -> dict:
+    """A P/D pair's cost: each pool's GPUs at its own cluster's price per GPU-second (:mod:`tierwise.serve.cost`),
+    per million output tokens."""
+    usd_s = b["prefill_gpus"] * usd_prefill + b["decode_gpus"] * usd_decode
+    tok = b["output_tokens_per_s"]
+    return {"gpu_usd_per_hour": {"prefill": usd_prefill * 3600, "decode": usd_decode * 3600},
+            "usd_per_million_output_tokens": usd_s / tok * 1e6 if tok > 0 else None}
 
 
 def serve_plan_document(cfg: ServeConfig, *, max_tp: int = 8, modes: str = "both", top: int = 10) -> dict:

@@ -46,7 +46,8 @@ from tierwise.serve.kv import (
     workspace_bytes_per_gpu,
 )
 from tierwise.serve.params import ServingParameters
-from tierwise.serve.phases import decode_step_time, prefill_time
+from tierwise.serve.phases import decode_step_time
+from tierwise.serve.prefix import PrefixCache, prefix_prefill
 from tierwise.serve.transfer import exposed_transfer, kv_transfer_time
 from tierwise.specs.cluster import Cluster
 from tierwise.specs.model import ModelSpec
@@ -95,6 +96,9 @@ class Workload:
     (TensorRT-LLM ``kv_cache_free_gpu_mem_fraction``, "fraction of free GPU memory after the model is
     loaded", TensorRT-LLM docs, KV cache management)."""
     params: ServingParameters
+    prefix: PrefixCache | None = None
+    """Prefix caching (:mod:`tierwise.serve.prefix`): the share of each prompt whose KV is cached, in HBM or
+    offloaded to host memory; None: none."""
     decode_cluster: Cluster | None = None
     """Disaggregated: the cluster of the decode pool when it differs from the prefill pool's ``cluster`` (its own
     accelerator, HBM and host; Splitwise's heterogeneous pools, Patel et al. ISCA 2024, sec. 5)."""
@@ -106,6 +110,16 @@ class Workload:
     @property
     def kv_bytes_per_token(self) -> float:
         return kv_bytes_per_token(self.model, self.kv_precision)
+
+    @property
+    def hit_rate(self) -> float:
+        return 0.0 if self.prefix is None else self.prefix.hit_rate
+
+    def prefill(self, tp, ep, num_requests=1.0) -> dict:
+        """One prefill step of ``num_requests`` prompts on this workload's cluster, less what prefix hits spare
+        (:func:`tierwise.serve.prefix.prefix_prefill`)."""
+        return prefix_prefill(self.model, self.cluster, self.precision, tp, ep, self.input_len, self.params,
+                              self.prefix, self.kv_bytes_per_token, num_requests)
 
     @property
     def mean_context(self) -> float:
@@ -170,9 +184,12 @@ def _largest(ok_fn, lo, hi):
 
 def _mixed_step(w: Workload, tp, ep, batch):
     o = w.output_len
+    # the prompts' uncached suffixes, chunked into the steps; a suffix token's causal context runs from the cached
+    # prefix (h I) to the prompt's end (I), so its mean is (1 + h) I / 2: prefill_context (1 + h) I
+    h = w.hit_rate
     return decode_step_time(w.model, w.cluster, w.precision, w.kv_bytes_per_token, tp, ep, batch * w.beams,
-                            w.mean_context, w.params, prefill_tokens=batch * w.input_len / o,
-                            prefill_context=w.input_len)
+                            w.mean_context, w.params, prefill_tokens=batch * (1.0 - h) * w.input_len / o,
+                            prefill_context=(1.0 + h) * w.input_len)
 
 
 def _pure_step(w: Workload, tp, ep, batch):
@@ -213,12 +230,12 @@ def _aggregated(w: Workload, d: Deployments) -> dict[str, np.ndarray]:
     inst = gpus // instance_gpus(tp, ep)
     cache, max_conc, fits = _capacity(w, tp, ep)
     limit = _batch_limit(w, d, max_conc, attention_dp(tp, ep))
-    pf = prefill_time(w.model, w.cluster, w.precision, tp, ep, w.input_len, w.params)
+    pf = w.prefill(tp, ep)
     o = w.output_len
     if w.batching == "static":
         batch = limit
         step = _pure_step(w, tp, ep, batch)
-        pfb = prefill_time(w.model, w.cluster, w.precision, tp, ep, w.input_len, w.params, num_requests=batch)
+        pfb = w.prefill(tp, ep, num_requests=batch)
         total = pfb["total_s"] + o * step["total_s"]
         tps = inst * batch * o / total
         ttft, tpot = pfb["total_s"], step["total_s"]
@@ -316,10 +333,10 @@ def _disaggregated(w: Workload, d: Deployments) -> dict[str, np.ndarray]:
     epp = np.minimum(epd, tpp) if d.prefill_ep is None else d.prefill_ep
     n_p, n_d = d.prefill_gpus // instance_gpus(tpp, epp), d.decode_gpus // instance_gpus(tpd, epd)
     # prefill: one prompt for TTFT; a batch of prompts filling the workspace for throughput
-    single = prefill_time(w.model, w.cluster, w.precision, tpp, epp, i, w.params)
+    single = w.prefill(tpp, epp)
     # attention data-parallel groups (ep > tp) each fill their own workspace
     nreq = max(1.0, np.floor(w.params.workspace_tokens / i)) * attention_dp(tpp, epp)
-    batched = prefill_time(w.model, w.cluster, w.precision, tpp, epp, i, w.params, num_requests=nreq)
+    batched = w.prefill(tpp, epp, num_requests=nreq)
     _, _, fits_p = _capacity(w, tpp, epp)
     # KV transfer of one request: each prefill rank sends its share over its own link
     bytes_req = w.kv_bytes_per_token * i

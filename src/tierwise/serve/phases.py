@@ -32,10 +32,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tierwise.collectives.model import collective_cost
 from tierwise.estimate.compute import compute_params
-from tierwise.hierarchy import group_span
 from tierwise.parallel.deepep import deepep_time
+from tierwise.pricing.comm import price_per_token_records
 from tierwise.pricing.engine import DENSE_LAYER_KERNELS, MOE_LAYER_KERNELS, engine_host_time
 from tierwise.pricing.kernels import (
     ComputeRates,
@@ -60,12 +59,13 @@ from tierwise.serve.kv import (
 from tierwise.serve.params import ServingParameters
 from tierwise.specs.cluster import Cluster
 from tierwise.specs.model import ModelSpec
-from tierwise.specs.parameters import load_parameters, parameters_source
+from tierwise.specs.parameters import load_parameters
 from tierwise.workload.flops import attention_core_flops_per_token, decode_attention_flops_per_token
 from tierwise.workload.kernels import elementwise_bytes
+from tierwise.workload.traffic import forward_traffic
 
 __all__ = ["serving_rates", "layer_work", "linear_time", "prefill_time", "decode_step_time", "comm_time",
-           "host_time"]
+           "host_time", "finish_step"]
 
 
 def serving_rates(cluster: Cluster, params: ServingParameters) -> ComputeRates:
@@ -130,36 +130,6 @@ def linear_time(model: ModelSpec, cluster: Cluster, precision: str, tp, ep, toke
     return _layers(model, dense, moe)
 
 
-_CURVES: dict = {}
-_GRID_TOKENS = 2.0 ** np.arange(0, 24.25, 0.25)
-"""Token counts at which each collective's time is tabulated: 1 to 2^24, four points per octave."""
-
-
-def _curve(cluster: Cluster, kind: str, group: int, bytes_per_token: float) -> np.ndarray:
-    """Time of ``kind`` over ``group`` consecutive ranks at every :data:`_GRID_TOKENS` (one vectorized
-    :func:`collective_cost` call per geometry, kept for the process: the planner's bisections query the same
-    few geometries hundreds of times)."""
-    key = (cluster.fingerprint, kind, group, bytes_per_token, parameters_source())
-    if key not in _CURVES:
-        size = _GRID_TOKENS * bytes_per_token
-        span = group_span(cluster, np.full(size.shape, group), 1)
-        _CURVES[key] = collective_cost(kind, size, span, cluster).time_s
-    return _CURVES[key]
-
-
-def _collective(cluster: Cluster, kind: str, group, tokens, bytes_per_token: float) -> np.ndarray:
-    """Seconds of ``kind`` over groups of ``group`` ranks moving ``tokens x bytes_per_token`` bytes, read off the
-    tabulated curve (linear between grid points: the collective model is a minimum of affine lines in the size,
-    so the chord of a quarter octave is within a fraction of a percent of it)."""
-    out = np.zeros(np.shape(tokens))
-    for g in np.unique(group):
-        if g <= 1:
-            continue
-        sel = group == g
-        out = np.where(sel, np.interp(tokens, _GRID_TOKENS, _curve(cluster, kind, int(g), bytes_per_token)), out)
-    return out
-
-
 def comm_time(model: ModelSpec, cluster: Cluster, tp, ep, tokens, weight_precision: str, *,
               low_latency: bool = False) -> np.ndarray:
     """TP all-reduces and EP all-to-alls of one forward over an attention group's ``tokens`` tokens (seconds).
@@ -174,21 +144,11 @@ def comm_time(model: ModelSpec, cluster: Cluster, tp, ep, tokens, weight_precisi
     tokens = np.asarray(tokens, dtype=float)
     tp, ep, tokens = np.broadcast_arrays(tp, ep, tokens)
     launch = load_parameters().collectives["launch_overhead"]
-    h = model.hidden_size
-    out = np.zeros(tp.shape)
-    if np.any(tp > 1):
-        ar = _collective(cluster, "all-reduce", tp, tokens, h * 2.0)
-        ar = np.where(tp > 1, np.maximum(ar - launch, 0.0), 0.0)
-        # one after attention, one after the MLP (or the MoE combine) per layer
-        out = out + 2.0 * model.num_layers * ar
+    fp8 = weight_precision in ("fp8", "fp4")
+    records = forward_traffic(model, tp, ep, tokens, fp8_dispatch=fp8)
+    out = model.num_layers * price_per_token_records(records["tp"], cluster, tokens, launch=launch)
     if model.moe is not None and np.any(ep > 1):
-        fp8 = weight_precision in ("fp8", "fp4")
-        dispatch_b = 1.0 if fp8 else 2.0  # FP8 dispatch with FP8 weights
-        k = model.moe.top_k
-        folded = np.where(ep <= tp, ep, 1)
-        a2a_d = _collective(cluster, "all-to-all", folded, tokens, k * h * dispatch_b)
-        a2a_c = _collective(cluster, "all-to-all", folded, tokens, k * h * 2.0)
-        a2a = np.where(folded > 1, np.maximum(a2a_d - launch, 0) + np.maximum(a2a_c - launch, 0), 0.0)
+        a2a = price_per_token_records(records["ep"], cluster, tokens, launch=launch)
         wide = ep > tp
         if np.any(wide):
             deep = deepep_time(model, cluster, np.where(wide, ep, 1), tokens / tp, low_latency=low_latency,
@@ -196,6 +156,16 @@ def comm_time(model: ModelSpec, cluster: Cluster, tp, ep, tokens, weight_precisi
             a2a = np.where(wide, deep, a2a)
         out = out + model.num_moe_layers * a2a
     return out
+
+
+def finish_step(model: ModelSpec, params: ServingParameters, *, layers, comm, head, batch, tp):
+    """``(gpu_s, host_s)`` of a step (prefill or decode) from its layers' kernels, its collectives and its LM
+    head: the collectives run after the layers' kernels, or behind them under two-batch overlap
+    (``params.two_batch_overlap``: one micro-batch's communication behind the other's layers, DeepSeek-V3 report
+    sec. 3.4), the LM head after both; then the engine's host time the step exposes for ``batch`` running
+    sequences (:func:`host_time`). The one place both phases end a step."""
+    gpu = (np.maximum(layers, comm) if params.two_batch_overlap else layers + comm) + head
+    return gpu, host_time(model, params, gpu_s=gpu, batch=batch, tp=tp)
 
 
 def host_time(model: ModelSpec, params: ServingParameters, *, gpu_s, batch, tp) -> np.ndarray:
@@ -232,9 +202,7 @@ def prefill_time(model: ModelSpec, cluster: Cluster, precision: str, tp, ep, inp
     memory = weight_bytes_per_gpu(model, precision, work.tp, work.ep, params.redundant_experts) / rates.hbm
     comm = comm_time(model, cluster, work.tp.astype(np.int64), work.ep.astype(np.int64), work.tokens, precision)
     compute = layers + head
-    # two-batch overlap (params.two_batch_overlap): one micro-batch's communication behind the other's layers
-    gpu = head + np.maximum(layers, comm) if params.two_batch_overlap else compute + comm
-    host = host_time(model, params, gpu_s=gpu, batch=n, tp=work.tp)
+    gpu, host = finish_step(model, params, layers=layers, comm=comm, head=head, batch=n, tp=work.tp)
     total = gpu + host
     return {"layers_s": layers, "head_s": head + 0 * total, "compute_s": compute, "memory_s": memory + 0 * total,
             "comm_s": comm + 0 * total, "host_s": host + 0 * total, "total_s": total}
@@ -293,8 +261,7 @@ def decode_step_time(model: ModelSpec, cluster: Cluster, precision: str, kv_byte
     compute = flops / gemm_rate
     comm = comm_time(model, cluster, tp_.astype(np.int64), work.ep.astype(np.int64), work.tokens, precision,
                      low_latency=True)
-    gpu = (np.maximum(layers, comm) if params.two_batch_overlap else layers + comm) + head
-    overhead = host_time(model, params, gpu_s=gpu, batch=batch + pt / pc, tp=tp_)
+    gpu, overhead = finish_step(model, params, layers=layers, comm=comm, head=head, batch=batch + pt / pc, tp=tp_)
     total = gpu + overhead
     bound = np.where(memory >= compute, "memory", "compute")
     return {"memory_s": memory + 0 * total, "compute_s": compute + 0 * total, "comm_s": comm + 0 * total,

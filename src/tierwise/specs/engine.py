@@ -13,36 +13,43 @@ engine's per-step host work, which :func:`tierwise.pricing.engine.engine_host_ti
 * **overlap**: engines that prepare step ``n+1`` while the GPU runs step ``n`` (vLLM V1 async scheduling,
   SGLang's overlap scheduler, TensorRT-LLM's executor) expose only the host time the GPU step does not cover.
 
-Every value carries its source below; where a value is set by a serving-set row (docs/serving.md, "The engine
+The catalog is data, ``catalog/engines.yaml`` (beside the other catalogs), loaded and validated here once:
+every value carries its source there; where a value is set by a serving-set row (docs/serving.md, "The engine
 as a part") the row says so. No value is fitted per row: one value per engine version.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
+from importlib import resources
 
 from tierwise.errors import ScenarioError
 from tierwise.files import short_repr
+from tierwise.specs import catalog
 
-__all__ = ["EngineSpec", "ENGINES", "DEFAULT_ENGINE", "engine_spec", "engine_names", "engine_for_software"]
+__all__ = ["EngineSpec", "ENGINES", "DEFAULT_ENGINE", "engine_spec", "engine_names", "engine_for_software",
+           "parse_engine_catalog"]
+
+
+_FIELDS = {"cuda_graphs": bool, "step_s": float, "per_seq_s": float, "overlap": bool, "source": str,
+           "graph_replay_s": float, "eager_launch_s": float}
+_REQUIRED = ("cuda_graphs", "step_s", "per_seq_s", "overlap", "source")
 
 
 @dataclass(frozen=True, kw_only=True)
 class EngineSpec:
-    """One engine version's host work per step (module docstring)."""
+    """One engine version's host work per step (module docstring; field meanings in ``catalog/engines.yaml``)."""
 
     name: str
     version: str
     cuda_graphs: bool
     """Decode steps replay a captured CUDA graph (one launch per step) instead of launching every kernel."""
-    graph_replay_s: float = 20e-6
-    """Host time of one ``cudaGraphLaunch`` of a whole decoder (tens of microseconds: NVIDIA, "Getting Started
-    with CUDA Graphs", 2019, and PyTorch, "Accelerating PyTorch with CUDA Graphs", 2021)."""
-    eager_launch_s: float = 10e-6
-    """Host time per kernel launched from Python in eager mode: PyTorch's per-op dispatch plus the Python module
-    call, about 10 us (H. He, "Making Deep Learning Go Brrrr From First Principles", 2022: eager PyTorch's
-    overhead bounds it to ~10^5 ops/s)."""
+    graph_replay_s: float
+    """Host time of one ``cudaGraphLaunch`` of a whole decoder (the catalog's ``graph_replay_source``)."""
+    eager_launch_s: float
+    """Host time per kernel launched from Python in eager mode (the catalog's ``eager_launch_source``)."""
     step_s: float
     """Serial host time per step: scheduling, input preparation, sampling set-up, output processing."""
     per_seq_s: float
@@ -56,72 +63,65 @@ class EngineSpec:
         return f"{self.name}@{self.version}"
 
 
-_SPLITWISE = ("vLLM as profiled by Splitwise (Patel et al., ISCA 2024; splitwise-sim data/perf_model.csv, serving "
-              "set S19), 2023: eager PyTorch, CUDA graphs came with vLLM PR #1926 (Dec 2023); a Python sampler "
-              "and input preparation per sequence. per_seq_s 0.45 ms is S19's own batch slope (TPOT 37.0 -> 52.3 ms "
-              "from batch 1 to 32 on Llama-2-70B TP2 H100, 36.1 -> 63.8 ms from 1 to 64 on BLOOM-176B TP8, less the "
-              "GPU step's growth: 0.46 and 0.42 ms per sequence); step_s 9 ms its batch-1 intercept on Llama-2-70B "
-              "(37.0 ms less the 26.4 ms GPU step and one sequence)")
-_VLLM05 = ("vLLM v0.5.3 profile (vLLM blog, 2024-09-05, 'vLLM v0.6.0: 2.7x throughput improvement'): Llama-3-8B on "
-           "one H100 spends only 38% of its time in GPU execution (HTTP API server 33%, scheduling and input "
-           "preparation 29%); its light-load step is 13 ms (serving set S15), so 62% of 13 ms = 8.1 ms of host "
-           "time per step, serial (no overlap); CUDA graphs on. per_seq_s 0.15 ms: Python SequenceGroup output "
-           "processing and detokenization per sequence (the blog's reason for async output processing), the "
-           "batch-256 slope of serving set S24 (vLLM ROCm, 405B: 1,846 tok/s at batch 256 against 36 at batch 1)")
-_VLLM06 = ("vLLM v0.6.0 (same blog): the API server moves to its own process and output processing overlaps the "
-           "next step (async output processing, on by default), so the 33% of the API server leaves the step and "
-           "scheduling stays serial (multi-step scheduling is off by default: num_scheduler_steps=1): 29% of 13 ms "
-           "= 3.8 ms per step; per-sequence Python work as v0.5 (0.15 ms)")
-_VLLM08 = ("vLLM V1 engine (default from v0.8.0; vLLM blog 2025-01-27 'vLLM V1'): scheduler in its own busy-loop "
-           "process, persistent batch (only diffs of the input tensors are sent per step), piecewise CUDA graphs: "
-           "the blog reports up to 1.7x the throughput of V0 and near-zero CPU overhead; taken as 1 ms serial per "
-           "step plus 10 us per sequence (the persistent batch's per-request bookkeeping), no overlap until async "
-           "scheduling")
-_VLLM011 = ("vLLM with async scheduling (--async-scheduling, v0.10-v0.11, vLLM docs 'Optimization and Tuning'): "
-            "the scheduler prepares step n+1 while the GPU runs step n; host work as V1")
-_SGLANG = ("SGLang v0.4 overlap ('zero-overhead') batch scheduler, on by default (LMSYS blog 2024-12-04, 'SGLang "
-           "v0.4: Zero-Overhead Batch Scheduler'): CPU scheduling of the next batch runs while the GPU executes the "
-           "current one, so the Nsight profile shows no GPU idle between batches; CUDA graphs for decode; "
-           "host work per step taken as V1's (1 ms + 10 us per sequence), hidden while the GPU step is longer")
-_TRTLLM = ("TensorRT-LLM C++ runtime of 2024 (MLPerf v4.0/v4.1, S25): batch manager in C++ with in-flight batching "
-           "(TensorRT-LLM docs 'The Batch Manager'), CUDA graphs for decode; its executor loop schedules, enqueues "
-           "the engine and waits for the sampled tokens in turn (the overlap scheduler came with the PyTorch "
-           "backend, 2025), so its host work is serial but small: about 1 ms per step plus 4 us per sequence "
-           "(per-request LlmRequest bookkeeping in C++)")
-_TRTLLM1 = ("TensorRT-LLM v1.0 PyTorch backend (serving set S05's engine): the overlap scheduler is on by default "
-            "(TensorRT-LLM docs, 'Overlap Scheduler': disable_overlap_scheduler False), CUDA graphs for decode; "
-            "Python scheduling and sampling per request, taken as 2 ms per step plus 4 us per sequence")
-_LMDEPLOY = ("LMDeploy TurboMind (C++ engine, persistent batch, CUDA graphs for decode; LMDeploy docs "
-             "'TurboMind'), no overlap of the request loop with the GPU step; host work per step taken as 1 ms plus "
-             "10 us per sequence")
+def _bad(where: str, what: str) -> AssertionError:
+    return AssertionError(f"catalog/engines.yaml {where}: {what}")
 
-ENGINES: dict[tuple[str, str], EngineSpec] = {
-    ("vllm", "0.2"): EngineSpec(name="vllm", version="0.2", cuda_graphs=False, step_s=9e-3, per_seq_s=0.45e-3,
-                                overlap=False, source=_SPLITWISE),
-    ("vllm", "0.5"): EngineSpec(name="vllm", version="0.5", cuda_graphs=True, step_s=8.1e-3, per_seq_s=0.15e-3,
-                                overlap=False, source=_VLLM05),
-    ("vllm", "0.6"): EngineSpec(name="vllm", version="0.6", cuda_graphs=True, step_s=3.8e-3, per_seq_s=20e-6,
-                                overlap=False, source=_VLLM06),
-    ("vllm", "0.8"): EngineSpec(name="vllm", version="0.8", cuda_graphs=True, step_s=1e-3, per_seq_s=10e-6,
-                                overlap=False, source=_VLLM08),
-    ("vllm", "0.11"): EngineSpec(name="vllm", version="0.11", cuda_graphs=True, step_s=1e-3, per_seq_s=10e-6,
-                                 overlap=True, source=_VLLM011),
-    ("sglang", "0.4"): EngineSpec(name="sglang", version="0.4", cuda_graphs=True, step_s=1e-3, per_seq_s=10e-6,
-                                  overlap=True, source=_SGLANG),
-    ("trtllm", "0.12"): EngineSpec(name="trtllm", version="0.12", cuda_graphs=True, step_s=1e-3, per_seq_s=4e-6,
-                                   overlap=False, source=_TRTLLM),
-    ("trtllm", "1.0"): EngineSpec(name="trtllm", version="1.0", cuda_graphs=True, step_s=2e-3, per_seq_s=4e-6,
-                                  overlap=True, source=_TRTLLM1),
-    ("lmdeploy", "0.6"): EngineSpec(name="lmdeploy", version="0.6", cuda_graphs=True, step_s=1e-3, per_seq_s=10e-6,
-                                    overlap=False, source=_LMDEPLOY),
-}
-"""The catalog: (name, version) -> its host work (sources in each entry's ``source``)."""
 
-LATEST = {"vllm": "0.11", "sglang": "0.4", "trtllm": "1.0", "lmdeploy": "0.6"}
-"""The version a bare engine name means."""
-DEFAULT_ENGINE = "vllm@0.8"
-"""The engine assumed when none is stated (listed under ``assumed``): vLLM, the most deployed open engine, at its
-V1 engine's defaults (no async scheduling)."""
+def _entry(name: str, version: str, raw, defaults: dict) -> EngineSpec:
+    """One validated catalog entry: every required field present, of its type, times finite and >= 0 (seconds),
+    a non-empty source, no field the catalog does not define."""
+    where = f"engines.{name}.{version}"
+    if not isinstance(raw, dict):
+        raise _bad(where, "must be a mapping")
+    unknown = sorted(set(raw) - set(_FIELDS))
+    missing = [k for k in _REQUIRED if k not in raw]
+    if unknown or missing:
+        raise _bad(where, f"unknown field(s) {unknown}, missing {missing}")
+    vals = {**defaults, **raw}
+    for key, kind in _FIELDS.items():
+        v = vals[key]
+        if kind is float:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+                raise _bad(where, f"{key} {v!r} must be a number of seconds >= 0")
+            vals[key] = float(v)
+        elif not isinstance(v, kind) or (kind is str and not v.strip()):
+            raise _bad(where, f"{key} {v!r} must be a {kind.__name__}" + (" (non-empty)" if kind is str else ""))
+    if not re.fullmatch(r"\d+(\.\d+)*", version):
+        raise _bad(where, "the version must be a dotted number")
+    return EngineSpec(name=name, version=version, **vals)
+
+
+def parse_engine_catalog(text: str) -> tuple[dict[tuple[str, str], EngineSpec], str, tuple[tuple[str, str], ...]]:
+    """The text of ``catalog/engines.yaml`` -> (the catalog by (name, version), the default engine, the software
+    matches), validated (:func:`_entry`; the default and every software match must name a catalog engine): a
+    broken catalog fails at import with the entry and field named."""
+    data = catalog.load_yaml_text(text, "catalog/engines.yaml")
+    if not isinstance(data, dict) or not isinstance(data.get("engines"), dict):
+        raise _bad("top level", "must be a mapping with an 'engines' mapping")
+    for key in ("graph_replay", "eager_launch", "default"):
+        if not str(data.get(f"{key}_source", "")).strip():
+            raise _bad(key, f"needs its {key}_source")
+    defaults = {"graph_replay_s": data.get("graph_replay_s"), "eager_launch_s": data.get("eager_launch_s")}
+    table = {(str(n), str(v)): _entry(str(n), str(v), raw, defaults)
+             for n, versions in data["engines"].items() for v, raw in (versions or {}).items()}
+    labels = {e.label for e in table.values()}
+    software = data.get("software") or {}
+    if not str(software.get("source", "")).strip():
+        raise _bad("software", "needs its source")
+    matches = tuple((str(k).lower(), str(e)) for k, e in software.get("match", []))
+    for label in [data.get("default"), *(e for _, e in matches)]:
+        if label not in labels:
+            raise _bad("default/software", f"{label!r} is not a catalog engine ({sorted(labels)})")
+    return table, str(data["default"]), matches
+
+
+ENGINES, DEFAULT_ENGINE, _SOFTWARE = parse_engine_catalog(
+    resources.files("tierwise.specs").joinpath("catalog", "engines.yaml").read_text())
+"""The catalog: (name, version) -> its host work (sources in each entry's ``source``); the engine assumed when
+none is stated (listed under ``assumed``); a serving row's software column -> its engine (first match)."""
+LATEST = {n: max((v for m, v in ENGINES if m == n), key=lambda v: tuple(int(p) for p in v.split(".")))
+          for n, _ in ENGINES}
+"""The version a bare engine name means: its highest catalog version."""
 
 
 def engine_names() -> list[str]:
@@ -154,14 +154,6 @@ def engine_spec(text: str) -> EngineSpec:
         raise ScenarioError(f"--engine {short_repr(text)}: no catalog entry at or below {version}; use one of "
                             f"{', '.join(engine_names())}")
     return ENGINES[(name, below[-1])]
-
-
-_SOFTWARE = (("splitwise", "vllm@0.2"), ("tensorrt-llm v1.0", "trtllm@1.0"), ("tensorrt-llm", "trtllm@0.12"),
-             ("trtllm", "trtllm@0.12"), ("vllm-based (rocm)", "vllm@0.6"), ("vllm (rocm)", "vllm@0.5"),
-             ("vllm v0.5", "vllm@0.5"), ("vllm", "vllm@0.5"), ("sglang", "sglang@0.4"), ("lmdeploy", "lmdeploy@0.6"))
-"""A serving row's software column -> its engine (first match): S19 is the Splitwise profile, S05 TensorRT-LLM's
-v1.0-era PyTorch backend, MLPerf v4.0/v4.1 and S25 (2024) the C++ runtime, S24 and AMD's MLPerf v4.1 entries
-vLLM on ROCm of mid/late 2024 (v0.6), S15 the v0.5.3 profile of the vLLM v0.6.0 blog."""
 
 
 def engine_for_software(text: str) -> str | None:

@@ -53,7 +53,7 @@ from tierwise.specs.model import ModelSpec
 from tierwise.specs.plan import ORDERS, PRECISION, PlanBatch, Recompute
 from tierwise.workload.flops import ModelShape
 
-__all__ = ["Traffic", "layer_traffic", "axis_strides", "PHASES"]
+__all__ = ["Traffic", "layer_traffic", "forward_traffic", "axis_strides", "PHASES"]
 
 PHASES = ("forward", "backward", "recompute")
 
@@ -198,3 +198,39 @@ def _a2a_width(plans) -> np.ndarray:
         return np.ones(len(plans))
     fp8 = np.asarray(plans.precision) == PRECISION.index("fp8")
     return np.where((np.asarray(raw) == MOE_DISPATCHERS.index("deepep")) & fp8, 0.75, 1.0)
+
+
+def forward_traffic(model: ModelSpec, tp, ep, tokens, *, fp8_dispatch: bool) -> dict[str, list[Traffic]]:
+    """The TP and EP records of one inference forward pass (a serving prefill or decode step) over ``tokens``
+    tokens of one attention group, for arrays of ``tp`` / ``ep`` degrees: :func:`layer_traffic`'s forward records
+    of a plan without sequence parallelism (engines run TP without it) and without a backward.
+
+    * **TP**: the ``2 T h``-byte activations all-reduced after the attention and after the MLP (or the MoE
+      combine): 2 per layer (Megatron-LM, Shoeybi et al. 2019 section 3), over ``tp`` consecutive ranks.
+    * **EP** with the experts folded into the TP ranks (``ep <= tp``, the vLLM / TensorRT-LLM layout): a dispatch
+      all-to-all of ``top_k T h`` elements, in FP8 (1 byte) under FP8/FP4 weights (``fp8_dispatch``: the engines'
+      FP8 dispatch, DeepEP README "dispatch in FP8, combine in BF16") else BF16, and a combine in BF16, per MoE
+      layer (GShard, Lepikhin et al. 2021 section 2.2), over ``ep`` consecutive ranks. EP wider than TP (attention
+      data-parallel) runs DeepEP's kernels, priced by :func:`tierwise.parallel.deepep.deepep_time`, not here.
+    """
+    tp = np.asarray(tp, dtype=np.int64)
+    ep = np.asarray(ep, dtype=np.int64)
+    tokens = np.asarray(tokens, dtype=float)
+    tp, ep, tokens = np.broadcast_arrays(tp, ep, tokens)
+    zero, one = np.zeros(tp.shape), np.ones(tp.shape, dtype=np.int64)
+    h = float(model.hidden_size)
+
+    def forward(calls):
+        return {"forward": np.asarray(calls, dtype=float) + zero, "backward": zero, "recompute": zero}
+
+    out = {"tp": [Traffic(axis="tp", kind="all-reduce", bytes=2.0 * tokens * h, size=tp, stride=one,
+                          counts=forward(np.where(tp > 1, 2.0, 0.0)), per="layer", hides_behind="layer_gemms")],
+           "ep": []}
+    if model.moe is not None:
+        folded = np.where(ep <= tp, ep, 1)
+        calls = forward(np.where(folded > 1, 1.0, 0.0))
+        k = float(model.moe.top_k)
+        out["ep"] = [Traffic(axis="ep", kind="all-to-all", bytes=tokens * k * h * width, size=folded, stride=one,
+                             counts=calls, per="moe_layer", hides_behind="adjacent_microbatch")
+                     for width in ((1.0 if fp8_dispatch else 2.0), 2.0)]  # dispatch, combine
+    return out
