@@ -123,6 +123,26 @@ def check_arguments(func: str, signature: inspect.Signature, args: tuple, kwargs
         return
     for name, value in bound.arguments.items():
         _check_one(func, name, value)
+    _check_gpu_count(func, bound.arguments)
+
+
+def _check_gpu_count(func: str, arguments: Mapping[str, Any]) -> None:
+    """A ``num_gpus`` given beside a ``plan`` (or ``plans``) must be the plan's own tp x pp x cp x dp: the GPU
+    count prices the cluster (fault domains, nodes, cost) while the plan prices the step, so a mismatch
+    would answer for two different jobs at once."""
+    n = arguments.get("num_gpus")
+    if n is None:
+        return
+    for name in ("plan", "plans"):
+        value = arguments.get(name)
+        if value is None:
+            continue
+        used = value.tp * value.pp * value.cp * value.dp  # an int for a Plan, an array for a PlanBatch
+        bad = next((int(c) for c in ([used] if name == "plan" else used.tolist()) if int(c) != n), None)
+        if bad is not None:
+            raise TierwiseError(
+                f"{func}(num_gpus=...): num_gpus={n} but the {name} uses tp x pp x cp x dp = {bad} GPUs; pass "
+                f"num_gpus={bad}, or make the plan for {n} GPUs (tierwise.plan_from_mapping({{...}}, num_gpus={n}))")
 
 
 def checked(name: str, fn: Callable) -> Callable:
