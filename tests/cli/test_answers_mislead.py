@@ -46,3 +46,58 @@ def test_a_cluster_modified_by_a_mapping_says_what_was_modified(tmp_path):
     path = tmp_path / "my-h100.yaml"
     path.write_text("base: dgx-h100\nnic_bandwidth: 200 Gb/s\n")
     assert tierwise.load_cluster(str(path)).name == "my-h100"  # a user's file is named by its file
+
+
+# --- item 1: the model's training precision unless asked; MFU also against the bf16 peak ------------------
+
+PLAN_70B = ["--model", "llama3.1-70b", "--cluster", "dgx-h100", "--gpus", "64", "--global-batch", "64", "--seq",
+            "4096", "--max-mbs", "1", "--max-vpp", "2", "--json"]
+
+
+def test_plan_answers_a_bf16_model_in_bf16_unless_fp8_is_asked(capsys):
+    doc = _json(capsys, "plan", *PLAN_70B, "--top", "3")
+    assert {p["precision"] for p in doc["plans"]} == {"bf16"}
+    assert any("training precision" in n for n in doc["notes"])  # the default is said, not silent
+    for p in doc["plans"]:
+        assert p["estimate"]["mfu_bf16"] == pytest.approx(p["estimate"]["mfu"])
+    both = _json(capsys, "plan", *PLAN_70B, "--top", "1", "--precision", "bf16,fp8")
+    best = both["plans"][0]
+    assert best["precision"] == "fp8"  # what the old default silently answered
+    e = best["estimate"]
+    assert e["mfu_bf16"] == pytest.approx(e["mfu"] * 1979 / 989)  # H100 SXM dense peaks, fp8 and bf16
+    assert f"{e['mfu_bf16']:.1%} against the bf16 peak" in both["explanation"].splitlines()[0]
+
+
+def test_a_model_trained_in_fp8_is_planned_in_fp8_by_default():
+    m, c = tierwise.load_model("deepseek-v3"), tierwise.load_cluster("dgx-h100")
+    assert m.training_precision == "fp8" and tierwise.load_model("llama3.1-405b").training_precision == "bf16"
+    from tierwise.planner.space import _precisions
+
+    assert _precisions(m, c, tierwise.Constraints())[0] == ("fp8",)
+    assert _precisions(m, tierwise.load_cluster("dgx-a100"), tierwise.Constraints())[0] == ("bf16",)  # no fp8
+    with pytest.raises(tierwise.errors.TierwiseError, match="training_precision"):
+        tierwise.load_model({"num_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 100,
+                             "ffn_hidden_size": 128, "gated_mlp": True, "training_precision": "fp16"})
+
+
+def test_goodput_ranking_and_the_sweep_take_the_default_precision(capsys):
+    doc = _json(capsys, "goodput", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "16",
+                "--global-batch", "32", "--seq", "4096", "--runs", "0", "--json")
+    assert doc["plan"]["precision"] == "bf16"
+    from tierwise.sweep.kinds import get_kind
+
+    cols, _ = get_kind("plan", "test").run({"model": "llama3.1-8b", "cluster": "dgx-h100", "gpus": 8, "global_batch": 16,
+                                    "seq": 4096, "objective": "step_time", "constraints": {"max_vpp": 1}})
+    assert "bf16" in cols["plan"] and cols["mfu_bf16"] == pytest.approx(cols["mfu"])
+
+
+def test_scale_keeps_one_precision_along_the_curve(capsys):
+    doc = _json(capsys, "scale", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "8:32",
+                "--global-batch", "64", "--seq", "4096", "--precision", "bf16,fp8", "--json")
+    precisions = {p["plan"]["precision"] for p in doc["points"] if p["plan"]}
+    assert len(precisions) == 1 and doc["precision"] in precisions
+    assert "one precision per curve" in doc["explanation"]
+    assert all(p["efficiency_vs_linear"] <= 1.05 for p in doc["points"] if p["plan"])
+    plain = _json(capsys, "scale", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "8:16",
+                  "--global-batch", "64", "--seq", "4096", "--json")
+    assert plain["precision"] == "bf16" and "one precision" not in plain["explanation"]

@@ -289,6 +289,7 @@ def result_dict(result, i: int, plan: Plan, scenario: Scenario | None = None) ->
         "model_tflops_per_gpu": float(result.model_tflops_per_gpu[i]),
         "hardware_tflops_per_gpu": float(result.hardware_tflops_per_gpu[i]),
         "mfu": float(result.mfu[i]),
+        "mfu_bf16": float(result.mfu_bf16[i]),  # against the bf16 dense peak: comparable with published MFU
         "hfu": float(result.hfu[i]),
         "flops_note": ("model FLOPs count forward + backward (3 x forward) with causal attention halved and no "
                        "recompute; hardware FLOPs add recompute; both against the dense peak of the plan's "

@@ -149,7 +149,8 @@ def plan_document(model, cluster, num_gpus: int, global_batch_size: int, seq_len
     else:
         lines = [_nothing_fits(model, cluster, result, c)]
     doc.update({"plans": entries, "explanation": "\n".join(lines), "num_evaluated": result.num_evaluated,
-                "num_feasible": result.num_feasible, "space_size": result.space_size, "notes": result.notes})
+                "num_feasible": result.num_feasible, "space_size": result.space_size,
+                "notes": [n for n in (result.space.precision_note, *result.notes) if n]})
     if show_infeasible:
         doc["infeasible"] = _infeasible(model, cluster, result)
     return doc
@@ -227,7 +228,10 @@ def scale_document(model, cluster, counts: list[int], global_batch_size: int, se
     check_constraints(model, cluster, constraints or Constraints())
     points: list[dict[str, Any]] = []
     shares: list[dict[str, float] | None] = []
+    precision, note = None, []
     for n in counts:
+        if precision is not None:
+            constraints = replace(constraints or Constraints(), precision=(precision,))
         try:
             doc = (plan_fn or plan_document)(model, cluster, n, global_batch_size, seq_length,
                                              constraints=constraints, objective=objective, top=1)
@@ -243,6 +247,8 @@ def scale_document(model, cluster, counts: list[int], global_batch_size: int, se
             continue
         best = doc["plans"][0]
         e = best["estimate"]
+        if precision is None:  # the curve keeps the first point's precision: tokens/s compare like with like
+            precision, note = best["precision"], _one_precision(constraints, best["precision"], n)
         points.append({"num_gpus": n, "plan": best, "tokens_per_s": e["tokens_per_s"],
                        "scaling_efficiency": e["scaling_efficiency"], "efficiency_vs_linear": None,
                        **({"gpus": doc["gpus"]} if "gpus" in doc else {})})
@@ -250,8 +256,19 @@ def scale_document(model, cluster, counts: list[int], global_batch_size: int, se
     _fill_linear(points)
     knee, lines = _knee(points, shares)
     return {"model": model.name, "cluster": cluster.name, "global_batch_size": global_batch_size,
-            "seq_length": seq_length, "objective": objective, "points": points, "knee_num_gpus": knee,
-            "explanation": "\n".join(lines)}
+            "seq_length": seq_length, "objective": objective, "precision": precision, "points": points,
+            "knee_num_gpus": knee, "explanation": "\n".join([*note, *lines])}
+
+
+def _one_precision(constraints: Constraints | None, chosen: str, n: int) -> list[str]:
+    """The line saying which precision a curve searched over several keeps (``efficiency_vs_linear`` of an fp8
+    point against a bf16 one would read the precision's peak as scaling)."""
+    asked = (constraints or Constraints()).precision or ()
+    if len(asked) < 2:
+        return []
+    others = ", ".join(p for p in asked if p != chosen)
+    return [f"one precision per curve: {chosen} (the best at {n} GPUs) at every count; rerun with --precision "
+            f"{others} for the {others} curve"]
 
 
 def _shares(e: dict[str, Any]) -> dict[str, float]:

@@ -177,8 +177,9 @@ def _runner_up(est, plans) -> list[str]:
 def explain_lines(model, cluster, est, plans, *, neighbours=None, crossing=None) -> list[str]:
     """The explanation of the winner (plan 0) and what the runner-up (plan 1) trades."""
     w = plans[0]
+    vs_bf16 = f" ({float(est.mfu_bf16[0]):.1%} against the bf16 peak)" if w.precision != "bf16" else ""
     lines = [f"best: {plan_label(w)}: {float(est.step_time_s[0]):.3g} s per step, "
-             f"{float(est.tokens_per_s[0]):,.0f} tokens/s, MFU {float(est.mfu[0]):.1%}"]
+             f"{float(est.tokens_per_s[0]):,.0f} tokens/s, MFU {float(est.mfu[0]):.1%}{vs_bf16}"]
     hides = False
     for axis in _AXES:
         line = _axis_line(est, 0, axis, w)
