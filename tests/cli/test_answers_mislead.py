@@ -5,6 +5,7 @@ is half of the step named, and every "see ..." pointer leading to something prin
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -101,3 +102,87 @@ def test_scale_keeps_one_precision_along_the_curve(capsys):
     plain = _json(capsys, "scale", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "8:16",
                   "--global-batch", "64", "--seq", "4096", "--json")
     assert plain["precision"] == "bf16" and "one precision" not in plain["explanation"]
+
+
+# --- item 5: every "see ..." pointer leads to something printed ------------------------------------------
+
+_POINTER = re.compile(r"\bsee ('[^']+'|`[^`]+`|\S+(?: \S+){0,4}?)(?= below| above|[;,.)]|$)( below| above)?")
+
+
+def dangling_pointers(text: str) -> list[str]:
+    """The pointers of ``text`` ("see 'X' below", "see `tierwise goodput`", "see --json by_component") that lead
+    nowhere: a quoted heading no line of the same output starts with (below the pointer for "below"), a command
+    tierwise lacks, or a bare "see what it buys below" that names nothing."""
+    from tierwise.cli import app
+
+    commands = {c.name for c in app.registered_commands} | {g.name for g in app.registered_groups}
+    lines = text.splitlines()
+    bad = []
+    for n, line in enumerate(lines):
+        for target, where in _POINTER.findall(line):
+            if target.startswith("'"):
+                scope = lines[n + 1:] if where == " below" else lines[:n] if where == " above" else lines
+                if not any(x.strip().startswith(target.strip("'")) for x in scope):
+                    bad.append(line)
+            elif target.startswith("`"):
+                words = target.strip("`").split()
+                if words[:1] != ["tierwise"] or len(words) < 2 or words[1] not in commands:
+                    bad.append(line)
+            elif not target.startswith(("--", "'tierwise")):  # a flag, or the CLI's "see 'tierwise X --help'"
+                bad.append(line)
+    return bad
+
+
+def test_the_pointer_checker_catches_the_old_dangling_pointer():
+    old = "tier rule broken: CP traffic (every layer) crosses scale_out; see what it buys below\nlimits: ..."
+    assert dangling_pointers(old)
+    assert dangling_pointers("x; see 'CP 4 crosses scale_out' below\nlimits")
+    assert not dangling_pointers("x; see 'CP 4 crosses scale_out' below\nCP 4 crosses scale_out: it buys 3%")
+    assert dangling_pointers("see `tierwise nosuch`") and not dangling_pointers("see `tierwise goodput`")
+
+
+POINTER_RUNS = [
+    # CP across nodes (the issue's case), TP forced across nodes, EP forced across nodes
+    ["plan", "--model", "llama3.1-405b", "--cluster", "dgx-h100", "--gpus", "16384", "--global-batch", "2048",
+     "--seq", "8192", "--top", "2"],
+    ["plan", "--model", "llama3.1-70b", "--cluster", "dgx-h100", "--gpus", "64", "--global-batch", "64",
+     "--seq", "4096", "--tp", "16", "--max-mbs", "1", "--max-vpp", "1", "--top", "2"],
+    ["plan", "--model", "mixtral-8x7b", "--cluster", "dgx-h100", "--gpus", "64", "--global-batch", "128",
+     "--seq", "4096", "--ep", "8", "--tp", "2", "--max-mbs", "1", "--max-vpp", "1", "--top", "2"],
+    ["scale", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "8:32", "--global-batch", "64",
+     "--seq", "4096", "--precision", "bf16,fp8"],
+    ["goodput", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "16", "--global-batch", "32",
+     "--seq", "4096", "--runs", "0"],
+    ["serve-plan", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "8"],
+    ["trend", "--model", "llama3.1-8b", "--gpus", "64", "--global-batch", "64", "--seq", "4096"],
+]
+
+
+@pytest.mark.parametrize("args", POINTER_RUNS, ids=[" ".join(a[:3]) for a in POINTER_RUNS])
+def test_every_see_pointer_leads_to_something_printed(capsys, monkeypatch, args):
+    monkeypatch.setenv("COLUMNS", "400")  # one line per sentence: the pointer and its heading are whole
+    rc = main(args)
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert not dangling_pointers(out), dangling_pointers(out)
+    rc = main([*args, "--json"])
+    doc, _ = capsys.readouterr()
+    texts = []
+
+    def walk(x):
+        if isinstance(x, str):
+            texts.append(x)
+        elif isinstance(x, dict | list):
+            for v in x.values() if isinstance(x, dict) else x:
+                walk(v)
+    walk(json.loads(doc))
+    for text in texts:  # a pointer inside a JSON string leads to something in the same document
+        assert not dangling_pointers("\n".join([text, *(t for t in texts if t is not text)])), text
+
+
+def test_the_plan_pointer_names_the_crossing_line(capsys):
+    doc = _json(capsys, *POINTER_RUNS[0], "--json")
+    lines = doc["explanation"].splitlines()
+    rule = next(x for x in lines if x.startswith("tier rule broken"))
+    assert "see 'CP 4 crosses scale_out' below" in rule
+    assert any(x.startswith("CP 4 crosses scale_out") for x in lines[lines.index(rule) + 1:])

@@ -15,7 +15,7 @@ from tierwise.hierarchy import TIER_ORDER
 from tierwise.limits import MAX_GPUS
 from tierwise.planner.branch_and_bound import OBJECTIVES, SearchResult, search
 from tierwise.planner.capacity import min_gpus_to_fit
-from tierwise.planner.explain import AXIS_LABEL, compare, explain_lines, plan_entry, plan_label
+from tierwise.planner.explain import AXIS_LABEL, compare, crossing_head, explain_lines, plan_entry, plan_label
 from tierwise.planner.space import Constraints, check_constraints, to_batch
 from tierwise.specs.plan import Plan, PlanBatch, valid_plan_mask
 
@@ -57,11 +57,12 @@ def _neighbours(model, cluster, result: SearchResult, plan, c: Constraints) -> l
 
 
 def _crossing_lines(model, cluster, result: SearchResult, est, plans, c: Constraints) -> list[str]:
-    """For TP or EP groups of the winner that cross scale-out: what crossing buys against the best plan that
-    keeps that axis inside one scale-up domain (a second, constrained search)."""
+    """For TP, CP or EP groups of the winner that cross scale-out: what crossing buys against the best plan that
+    keeps that axis inside one scale-up domain (a second, constrained search). Each line starts with
+    :func:`~tierwise.planner.explain.crossing_head`, which the tier rule's pointer names."""
     lines = []
     w = plans[0]
-    for axis in ("tp", "ep"):
+    for axis in ("tp", "cp", "ep"):
         if getattr(w, axis) <= 1 or TIER_ORDER[int(est.axis_tier[axis][0])] != "scale_out":
             continue
         label = AXIS_LABEL[axis]
@@ -72,13 +73,13 @@ def _crossing_lines(model, cluster, result: SearchResult, est, plans, c: Constra
         except PlanError:
             alt = None
         if alt is None or not len(alt.plans["tp"]):
-            lines.append(f"{label} {getattr(w, axis)} crosses scale_out: no plan keeping {label} inside one "
+            lines.append(f"{crossing_head(axis, w)}: no plan keeping {label} inside one "
                          f"{cluster.scale_up_domain}-GPU scale-up domain fits")
             continue
         other = alt.batch().plan(0)
         both = _estimate(model, cluster, PlanBatch.from_plans([w, other]))
         gain = float(both.step_time_s[1]) / float(both.step_time_s[0]) - 1
-        head = f"{label} {getattr(w, axis)} crosses scale_out ({float(both.axis_exposed_s[axis][0]):.3g} s exposed)"
+        head = f"{crossing_head(axis, w)} ({float(both.axis_exposed_s[axis][0]):.3g} s exposed)"
         inside = f"the best plan keeping {label} inside one {cluster.scale_up_domain}-GPU scale-up domain"
         verdict = (f"it buys {gain:.1%}: {inside} is that much slower" if gain >= 0 else
                    f"it costs: {inside} takes {-gain:.1%} less time (the constraints forced the crossing)")

@@ -144,7 +144,8 @@ class Constraints:
     min_cp_tokens: int = 1024
     """Smallest sequence chunk per context-parallel rank when cp is not fixed."""
     inside_scale_up: tuple[str, ...] = ()
-    """Axes (``tp``, ``ep``) whose group must fit one scale-up domain (used to ask "what does crossing buy")."""
+    """Axes (``tp``, ``cp``, ``ep``) whose group must fit one scale-up domain (used to ask "what does crossing
+    buy")."""
 
 
 @dataclass(frozen=True)
@@ -339,6 +340,8 @@ def _inside(table: Table, axes: tuple[str, ...], domain: int) -> Table:
     keep = np.ones(len(table["tp"]), dtype=bool)
     if "tp" in axes:
         keep &= table["tp"] <= domain
+    if "cp" in axes:  # the CP group's ranks sit tp apart (a CP ring of tp x cp consecutive GPUs)
+        keep &= table["tp"] * table["cp"] <= domain
     if "ep" in axes:
         keep &= table["ep"] * table["etp"] <= domain
     return _take(table, keep)
