@@ -186,3 +186,48 @@ def test_the_plan_pointer_names_the_crossing_line(capsys):
     rule = next(x for x in lines if x.startswith("tier rule broken"))
     assert "see 'CP 4 crosses scale_out' below" in rule
     assert any(x.startswith("CP 4 crosses scale_out") for x in lines[lines.index(rule) + 1:])
+
+
+# --- item 2: a bubble over 15% of the step says what interleaving would give -----------------------------
+
+def _scenario_file(tmp_path, model, num_gpus, **plan):
+    body = "\n".join(f"  {k}: {v}" for k, v in plan.items())
+    path = tmp_path / f"{model}-{num_gpus}.yaml"
+    path.write_text(f"model: {model}\ncluster: dgx-h100\nnum_gpus: {num_gpus}\nplan:\n{body}\n")
+    return str(path)
+
+
+def test_estimate_warns_of_a_large_bubble_and_estimates_interleaving(capsys, monkeypatch, tmp_path):
+    """The issue's case: a 405B layout at pp 16 with 16 micro-batches idles about half of its step."""
+    path = _scenario_file(tmp_path, "llama3.1-405b", 1024, tp=8, pp=16, global_batch_size=128, seq_length=8192,
+                          recompute="full")
+    doc = _json(capsys, "estimate", path, "--json")
+    share = doc["breakdown"]["bubble_s"] / doc["step_time_s"]
+    assert share > 0.4
+    block = doc["interleaving"]
+    assert block["bubble_share"] == pytest.approx(share) and block["why_none"] is None
+    vpps = [o["vpp"] for o in block["options"]]
+    assert vpps[0] == 2 and len(vpps) == len(set(vpps))  # the smallest valid vpp, then the fastest
+    for o in block["options"]:  # each is a real estimate of the same plan interleaved: less bubble
+        assert o["bubble_s"] < doc["breakdown"]["bubble_s"] and o["step_time_s"] < doc["step_time_s"]
+    fastest = min(block["options"], key=lambda o: o["step_time_s"])
+    (tmp_path / "v").mkdir()
+    again = _json(capsys, "estimate", _scenario_file(tmp_path / "v", "llama3.1-405b", 1024, tp=8, pp=16,
+                                                     global_batch_size=128, seq_length=8192, recompute="full",
+                                                     vpp=fastest["vpp"]), "--json")
+    assert again["step_time_s"] == pytest.approx(fastest["step_time_s"]) and "interleaving" not in again
+    assert any(w.startswith("pipeline bubble is") and f"vpp {fastest['vpp']}: step" in w for w in doc["warnings"])
+    monkeypatch.setenv("COLUMNS", "400")
+    assert main(["estimate", path]) == 0
+    assert "warning: pipeline bubble is" in capsys.readouterr().out
+
+
+def test_no_warning_under_the_bound_and_a_reason_when_no_vpp_is_valid(capsys, tmp_path):
+    small = _scenario_file(tmp_path, "llama3.1-8b", 16, tp=8, pp=2, global_batch_size=256, seq_length=4096)
+    doc = _json(capsys, "estimate", small, "--json")
+    assert doc["breakdown"]["bubble_s"] < 0.15 * doc["step_time_s"] and "interleaving" not in doc
+    deep = _scenario_file(tmp_path, "llama3.1-8b", 32, tp=1, pp=32, global_batch_size=32, seq_length=4096)
+    doc = _json(capsys, "estimate", deep, "--json")
+    assert doc["interleaving"]["options"] == []
+    assert "num_layers=32" in doc["interleaving"]["why_none"]
+    assert any("no interleaved schedule is valid" in w for w in doc["warnings"])
