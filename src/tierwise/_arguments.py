@@ -124,6 +124,32 @@ def check_arguments(func: str, signature: inspect.Signature, args: tuple, kwargs
     for name, value in bound.arguments.items():
         _check_one(func, name, value)
     _check_gpu_count(func, bound.arguments)
+    _check_plans_fit_model(func, bound.arguments)
+
+
+def _check_plans_fit_model(func: str, arguments: Mapping[str, Any]) -> None:
+    """A ``plan`` or ``plans`` given beside a ``model`` must be a plan of that model (tp dividing its heads, pp at
+    most its layers, ...: :func:`tierwise.specs.plan.validate_plan_batch`, the rules ``estimate`` applies to a
+    scenario); the estimator itself trusts its input, so a notebook's mismatch would be priced silently."""
+    model = arguments.get("model")
+    plan_module = sys.modules.get("tierwise.specs.plan")  # loaded: a Plan or PlanBatch exists only then
+    if model is None or plan_module is None:
+        return
+    if arguments.get("plan") is not None:
+        plan, where = arguments["plan"], "plan"
+    elif arguments.get("plans") is not None:
+        plans = arguments["plans"]
+        ok = plan_module.valid_plan_mask(model, plans)
+        if ok.all():
+            return
+        first = int((~ok).nonzero()[0][0])
+        plan, where = plans.plan(first), f"plans[{first}]"
+    else:
+        return
+    try:
+        plan_module.validate_plan_batch(model, [plan])
+    except TierwiseError as exc:
+        raise TierwiseError(f"{func}({where}=...): {exc} (model {model.name})") from None
 
 
 def _check_gpu_count(func: str, arguments: Mapping[str, Any]) -> None:
