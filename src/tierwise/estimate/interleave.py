@@ -42,7 +42,8 @@ def _candidates(model, plan) -> tuple[list, str]:
     return out, why
 
 
-def interleaving_options(model, cluster, plan, step_s: float, bubble_s: float, *, top: int = 2) -> dict[str, Any] | None:
+def interleaving_options(model, cluster, plan, step_s: float, bubble_s: float, *,
+                         top: int = 2) -> dict[str, Any] | None:
     """``None`` unless ``plan`` is a non-interleaved pipeline (pp > 1, vpp 1, not DualPipe) whose bubble is over
     :data:`BUBBLE_WARN_SHARE` of ``step_s``; else the ``interleaving`` block of the estimate document: the
     bubble's share, and per option (the smallest valid vpp, then the fastest) its step, bubble and fit."""
