@@ -80,3 +80,34 @@ def test_right_calls_still_work_and_keep_their_signature(objs):
     assert "size_bytes" in inspect.signature(tierwise.collective_cost).parameters
     assert tierwise.collective_cost.__doc__ == tierwise.collective_cost.__wrapped__.__doc__
     assert isinstance(tierwise.PlanBatch, type)  # classes are exported as they are
+
+
+def test_a_gpu_count_that_is_not_the_plans_is_refused_naming_both(objs):
+    """Issue 32: estimate_goodput(model, cluster, 16, plan_for_8_gpus) answered for a 16-GPU job priced with an
+    8-GPU plan; it names both numbers now (the check is by parameter name, so every exported function taking
+    a num_gpus beside a plan gets it)."""
+    with pytest.raises(TierwiseError) as err:
+        tierwise.estimate_goodput(objs["m"], objs["c"], 16, objs["plan"])
+    assert "num_gpus=16" in str(err.value) and "= 8 GPUs" in str(err.value)
+    assert tierwise.estimate_goodput(objs["m"], objs["c"], 8, objs["plan"])["num_gpus"] == 8
+    with pytest.raises(TierwiseError, match="16"):  # a search's fixed degrees that do not make num_gpus
+        tierwise.search(objs["m"], objs["c"], 16, 16, 4096, constraints=tierwise.Constraints(tp=8, pp=1, cp=1, dp=1), top=1)
+
+
+def test_a_plan_that_is_not_one_of_the_models_is_refused_by_every_entry_point(objs):
+    """The same class as the GPU count: arguments that disagree. The estimator trusts its input (the planner
+    only hands it valid plans), so estimate_step(model, cluster, plans) priced tp 3 of a 32-head model."""
+    tp3 = tierwise.plan_from_mapping({"tp": 3, "global_batch_size": 63, "seq_length": 4096}, num_gpus=3)
+    deep = tierwise.plan_from_mapping({"tp": 8, "pp": 64, "global_batch_size": 64, "seq_length": 4096},
+                                      num_gpus=512)
+    calls = {
+        "estimate_step": lambda: tierwise.estimate_step(objs["m"], objs["c"],
+                                                        tierwise.PlanBatch.from_plans([objs["plan"], deep])),
+        "inverse_bandwidth": lambda: tierwise.inverse_bandwidth(objs["m"], objs["c"], tp3),
+        "estimate_goodput": lambda: tierwise.estimate_goodput(objs["m"], objs["c"], 3, tp3),
+    }
+    for name, call in calls.items():
+        with pytest.raises(TierwiseError) as err:
+            call()
+        assert str(err.value).startswith(name) and "llama3.1-8b" in str(err.value)
+    assert "plans[1]" in str(pytest.raises(TierwiseError, calls["estimate_step"]).value)

@@ -123,6 +123,52 @@ def check_arguments(func: str, signature: inspect.Signature, args: tuple, kwargs
         return
     for name, value in bound.arguments.items():
         _check_one(func, name, value)
+    _check_gpu_count(func, bound.arguments)
+    _check_plans_fit_model(func, bound.arguments)
+
+
+def _check_plans_fit_model(func: str, arguments: Mapping[str, Any]) -> None:
+    """A ``plan`` or ``plans`` given beside a ``model`` must be a plan of that model (tp dividing its heads, pp at
+    most its layers, ...: :func:`tierwise.specs.plan.validate_plan_batch`, the rules ``estimate`` applies to a
+    scenario); the estimator itself trusts its input, so a notebook's mismatch would be priced silently."""
+    model = arguments.get("model")
+    plan_module = sys.modules.get("tierwise.specs.plan")  # loaded: a Plan or PlanBatch exists only then
+    if model is None or plan_module is None:
+        return
+    if arguments.get("plan") is not None:
+        plan, where = arguments["plan"], "plan"
+    elif arguments.get("plans") is not None:
+        plans = arguments["plans"]
+        ok = plan_module.valid_plan_mask(model, plans)
+        if ok.all():
+            return
+        first = int((~ok).nonzero()[0][0])
+        plan, where = plans.plan(first), f"plans[{first}]"
+    else:
+        return
+    try:
+        plan_module.validate_plan_batch(model, [plan])
+    except TierwiseError as exc:
+        raise TierwiseError(f"{func}({where}=...): {exc} (model {model.name})") from None
+
+
+def _check_gpu_count(func: str, arguments: Mapping[str, Any]) -> None:
+    """A ``num_gpus`` given beside a ``plan`` (or ``plans``) must be the plan's own tp x pp x cp x dp: the GPU
+    count prices the cluster (fault domains, nodes, cost) while the plan prices the step, so a mismatch
+    would answer for two different jobs at once."""
+    n = arguments.get("num_gpus")
+    if n is None:
+        return
+    for name in ("plan", "plans"):
+        value = arguments.get(name)
+        if value is None:
+            continue
+        used = value.tp * value.pp * value.cp * value.dp  # an int for a Plan, an array for a PlanBatch
+        bad = next((int(c) for c in ([used] if name == "plan" else used.tolist()) if int(c) != n), None)
+        if bad is not None:
+            raise TierwiseError(
+                f"{func}(num_gpus=...): num_gpus={n} but the {name} uses tp x pp x cp x dp = {bad} GPUs; pass "
+                f"num_gpus={bad}, or make the plan for {n} GPUs (tierwise.plan_from_mapping({{...}}, num_gpus={n}))")
 
 
 def checked(name: str, fn: Callable) -> Callable:

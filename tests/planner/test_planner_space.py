@@ -106,7 +106,8 @@ def test_framework_switches_fill_the_space(h100):
     from tierwise.specs.plan import PRECISION
 
     model = load_model("qwen3-30b-a3b")
-    nemo = build_space(model, h100, 16, 64, 4096, Constraints(framework="nemo", max_micro_batch_size=1, max_vpp=1))
+    nemo = build_space(model, h100, 16, 64, 4096, Constraints(framework="nemo", max_micro_batch_size=1, max_vpp=1,
+                                                                  precision=("bf16", "fp8")))
     assert nemo.framework == "nemo" and nemo.ep_comm_overlap == (False, True)
     assert np.all(nemo.structure["attention_kernel"] == ATTENTION_KERNELS.index("cudnn"))
     assert np.all(nemo.structure["moe_force_balance"])

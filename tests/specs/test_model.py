@@ -144,7 +144,8 @@ HF_FIXTURES = {
     "Qwen3-30B-A3B.config.json": "qwen3-30b-a3b",
     "DeepSeek-V3.config.json": "deepseek-v3",
 }
-_DESCRIPTIVE = {"name", "display_name", "source", "params_b", "notes"}
+_DESCRIPTIVE = {"name", "display_name", "source", "params_b", "notes",
+                "training_precision"}  # how a model was trained is not in its config.json (the catalog's source)
 
 
 def _shape(m: ModelSpec) -> dict:

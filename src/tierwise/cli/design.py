@@ -230,7 +230,7 @@ def _render_power(con, doc: dict) -> None:
 
 
 def _named(ref: str, cl):
-    """A user's cluster file is shown by its file name (a catalog-based file is named 'base (modified)')."""
+    """A user's cluster file is shown by its file name, also when the file names itself otherwise."""
     from dataclasses import replace
     from pathlib import Path
 

@@ -68,7 +68,8 @@ def render_estimate(console, doc: dict, show_model: bool = False) -> None:
         table.add_row("model (as parsed)", model_line(doc["model_summary"]))
     table.add_row("step time", format_time(doc["step_time_s"]))
     table.add_row("tokens/s (per GPU)", f"{doc['tokens_per_s']:,.0f} ({doc['tokens_per_s_per_gpu']:,.0f})")
-    table.add_row("model TFLOP/s per GPU (MFU)", f"{doc['model_tflops_per_gpu']:.0f} ({doc['mfu']:.1%})")
+    vs_bf16 = f"; {doc['mfu_bf16']:.1%} of the bf16 peak" if plan["precision"] != "bf16" else ""
+    table.add_row("model TFLOP/s per GPU (MFU)", f"{doc['model_tflops_per_gpu']:.0f} ({doc['mfu']:.1%}{vs_bf16})")
     table.add_row("hardware TFLOP/s per GPU (HFU)", f"{doc['hardware_tflops_per_gpu']:.0f} ({doc['hfu']:.1%})")
     table.add_row("scaling efficiency (compute / step)", f"{doc['scaling_efficiency']:.1%}")
     bd = doc["breakdown"]

@@ -74,8 +74,10 @@ def render_plans(console, doc: dict) -> None:
     tiers = ["scale_up", "scale_out"]
     if any("host" in p["estimate"]["breakdown"]["per_tier"] for p in doc["plans"]):
         tiers.insert(1, "host")
+    # MFU is against the plan's precision's peak; beside an fp8 plan also against bf16's (published MFU's peak)
+    bf16 = ("MFU bf16",) if any(p["precision"] != "bf16" for p in doc["plans"]) else ()
     for col in ("#", "tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "recompute", "ZeRO", "prec", "step", "tokens/s",
-                "MFU", "memory/GPU", *(f"exposed {t}" for t in tiers), "bubble"):
+                "MFU", *bf16, "memory/GPU", *(f"exposed {t}" for t in tiers), "bubble"):
         table.add_column(col, justify="right" if col not in ("recompute", "prec") else "left")
     for rank, p in enumerate(doc["plans"], 1):
         e = p["estimate"]
@@ -85,7 +87,8 @@ def render_plans(console, doc: dict) -> None:
         table.add_row(str(rank), str(p["tp"]), str(p["pp"]), str(p["dp"]), str(p["cp"]),
                       str(p["ep"]) + (f"/{p['etp']}" if p["ep"] > 1 else ""), str(p["vpp"]),
                       str(p["micro_batch_size"]), p["recompute"], zero, p["precision"], format_time(e["step_time_s"]),
-                      f"{e['tokens_per_s']:,.0f}", f"{e['mfu']:.1%}", format_bytes(e["memory"]["per_gpu_bytes"]),
+                      f"{e['tokens_per_s']:,.0f}", f"{e['mfu']:.1%}", *(f"{e['mfu_bf16']:.1%}" for _ in bf16),
+                      format_bytes(e["memory"]["per_gpu_bytes"]),
                       *(format_time(x) for x in exposed), format_time(e["breakdown"]["bubble_s"]))
     if doc["plans"]:
         print_table(console, table)
@@ -111,8 +114,9 @@ def render_plans(console, doc: dict) -> None:
 def render_scale(console, doc: dict) -> None:
     from rich.table import Table
 
+    precision = f", {doc['precision']}" if doc.get("precision") else ""
     table = Table(title=f"{doc['model']} on {doc['cluster']}: best plan per GPU count (global batch "
-                        f"{doc['global_batch_size']} x {doc['seq_length']})")
+                        f"{doc['global_batch_size']} x {doc['seq_length']}{precision})")
     for col in ("GPUs", "plan", "tokens/s", "vs linear", "compute share"):
         table.add_column(col)
     for p in doc["points"]:
@@ -124,7 +128,9 @@ def render_scale(console, doc: dict) -> None:
         table.add_row(str(p["num_gpus"]), plan_label_from(p["plan"]), f"{p['tokens_per_s']:,.0f}",
                       f"{p['efficiency_vs_linear']:.0%}", f"{p['scaling_efficiency']:.0%}")
     print_table(console, table)
-    console.print(doc["explanation"].splitlines()[-1], markup=False)
+    lines = doc["explanation"].splitlines()
+    for line in [*(x for x in lines[:-1] if x.startswith("one precision per curve")), lines[-1]]:
+        console.print(line, markup=False)
 
 
 def _levers_and_prices(reduce_dtype, powersgd_rank, onebit, sync_every, async_staleness, prices):

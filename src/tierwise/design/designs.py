@@ -187,7 +187,7 @@ def _evaluate(design: Design, model, num_gpus, global_batch, seq, precision, pri
     out["gpus"] = entry["gpus"]
     out.update(fits=True, plan={k: entry[k] for k in ("tp", "pp", "cp", "dp", "ep", "vpp", "micro_batch_size",
                                                       "recompute", "zero_stage", "precision")},
-               step_time_s=e["step_time_s"], tokens_per_s=e["tokens_per_s"], mfu=e["mfu"],
+               step_time_s=e["step_time_s"], tokens_per_s=e["tokens_per_s"], mfu=e["mfu"], mfu_bf16=e["mfu_bf16"],
                exposed_comm_s=e["breakdown"]["exposed_comm_s"],
                capex_usd=econ["capex_usd"]["total"], network_capex_usd=net["network_capex_usd"],
                network_share_of_capex=econ["network_share_of_capex"], power_w=econ["power_w"]["facility"],

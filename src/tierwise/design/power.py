@@ -153,6 +153,7 @@ def _row(model, d: PowerDesign, cl, optics: str, budget_w, prices, option, pue, 
     usd_per_s = fit["capex_usd"] / (life * _SECONDS_PER_YEAR) + fit["facility_w"] * kwh / 3.6e6
     row.update(fits=True, plan={k: getattr(plan, k) for k in ("tp", "pp", "cp", "dp", "ep")},
                step_time_s=float(est.step_time_s[0]), tokens_per_s=tps, mfu=float(est.mfu[0]),
+               mfu_bf16=float(est.mfu_bf16[0]),
                tokens_per_usd=tps / usd_per_s, tokens_per_joule=tps / fit["facility_w"])
     return row
 

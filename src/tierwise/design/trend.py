@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from tierwise.design.designs import best_plan
+from tierwise.design.designs import RESTRICTED_SPACE, best_plan
 from tierwise.specs.cluster import load_cluster
 
 __all__ = ["GENERATIONS", "generation_trend"]
@@ -73,8 +73,8 @@ def generation_trend(model, num_gpus: int, *, global_batch: int = 2048, seq: int
         summary = _summary(fit)
     return {"model": model.name, "num_gpus": num_gpus, "global_batch_size": global_batch, "seq_length": seq,
             "precision": "bf16", "generations": rows, "summary": summary,
-            "notes": ["each generation gets its own best plan (restricted space, see design); the comm share is "
-                      "exposed communication / step time",
+            "notes": [f"each generation gets its own best plan in design's restricted space ({RESTRICTED_SPACE}); "
+                      "the comm share is exposed communication / step time",
                       "other_domain: the same accelerator and NICs with 8-GPU scale-up domains <-> 72-GPU NVL72 "
                       "racks; the summary's fixed-domain series holds the domain at 8 GPUs for every generation"]}
 

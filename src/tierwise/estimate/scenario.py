@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tierwise.errors import ScenarioError, TierwiseError
+from tierwise.estimate.interleave import interleaving_options, interleaving_warning
 from tierwise.estimate.step import AXES, TIERS, estimate
 from tierwise.files import path_exists, require_document
 from tierwise.parallel.ep import check_node_limit
@@ -249,6 +250,11 @@ def estimate_scenario(scenario: Scenario) -> dict[str, Any]:
     doc["warnings"] = [] if mem["fits"] else [
         f"memory: {format_bytes(mem['per_gpu_bytes'])} per GPU on the fullest stage exceeds "
         f"{format_bytes(mem['capacity_bytes'])}; the plan is estimated as given (fits: false)"]
+    step, bubble = float(result.step_time_s[0]), float(result.bubble_s[0])
+    block = interleaving_options(scenario.model, scenario.cluster, scenario.plan, step, bubble)
+    if block is not None:  # a bubble over 15% of the step: what interleaving would give (issue 32)
+        doc["interleaving"] = block
+        doc["warnings"].append(interleaving_warning(block, scenario.plan, step))
     # what the model reference (catalog name, YAML, config.json) was parsed into, right after its name
     out: dict[str, Any] = {}
     for key, value in doc.items():
@@ -289,6 +295,7 @@ def result_dict(result, i: int, plan: Plan, scenario: Scenario | None = None) ->
         "model_tflops_per_gpu": float(result.model_tflops_per_gpu[i]),
         "hardware_tflops_per_gpu": float(result.hardware_tflops_per_gpu[i]),
         "mfu": float(result.mfu[i]),
+        "mfu_bf16": float(result.mfu_bf16[i]),  # against the bf16 dense peak: comparable with published MFU
         "hfu": float(result.hfu[i]),
         "flops_note": ("model FLOPs count forward + backward (3 x forward) with causal attention halved and no "
                        "recompute; hardware FLOPs add recompute; both against the dense peak of the plan's "

@@ -93,6 +93,11 @@ class StepEstimates:
     model_tflops_per_gpu: np.ndarray
     hardware_tflops_per_gpu: np.ndarray
     mfu: np.ndarray
+    """Model FLOP/s per GPU over the dense peak of the plan's matmul precision (fp8 plans: the fp8 peak)."""
+    mfu_bf16: np.ndarray
+    """The same over the bf16 dense peak, whatever the plan's precision: comparable with published bf16 MFU
+    (MFU is defined against one peak, PaLM, Chowdhery et al. 2022, App. B; an fp8 run's figure against its
+    fp8 peak is half of what the same throughput reads against bf16 on H100)."""
     hfu: np.ndarray
     scaling_efficiency: np.ndarray
     compute_s: np.ndarray
@@ -203,7 +208,8 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
         step_time_s=step, tokens_per_s=tokens_step / step, tokens_per_s_per_gpu=tokens_step / step / P.num_gpus,
         model_flops_per_step=model_flops, hardware_flops_per_step=hw_flops,
         model_tflops_per_gpu=tflops / 1e12, hardware_tflops_per_gpu=hw_tflops / 1e12,
-        mfu=tflops / C.plan_peak, hfu=hw_tflops / C.plan_peak, scaling_efficiency=compute_useful / step,
+        mfu=tflops / C.plan_peak, mfu_bf16=tflops / C.bf16_peak, hfu=hw_tflops / C.plan_peak,
+        scaling_efficiency=compute_useful / step,
         compute_s=compute_useful, recompute_s=m * pipe.rec, bubble_s=pipe.bubble,
         exposed_comm_s=m * pipe.comm + D.exposed + ep_unpaired, optimizer_s=D.optimizer_s,
         shard_copy_s=D.shard_copy_s, memory=memory,

@@ -108,7 +108,8 @@ def failure_model(cluster, num_gpus: int, opts: GoodputOptions) -> dict[str, Any
         comps = rates["components"]
         zero = [k for k, c in comps.items() if c["rate_per_day"] == 0 and not c["source"].startswith("included in")]
         if zero and opts.failure_rates is None:
-            assumed.append(f"no independent rate shipped for {', '.join(zero)} (counted 0; see rates.yaml sources); "
+            assumed.append(f"no independent rate shipped for {', '.join(zero)} (counted 0; each one's source in "
+                           "--json by_component says why); "
                            "give them with --failure-rates or use --node-failure-rate")
     rows = []
     for name, c in comps.items():

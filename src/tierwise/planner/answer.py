@@ -15,7 +15,7 @@ from tierwise.hierarchy import TIER_ORDER
 from tierwise.limits import MAX_GPUS
 from tierwise.planner.branch_and_bound import OBJECTIVES, SearchResult, search
 from tierwise.planner.capacity import min_gpus_to_fit
-from tierwise.planner.explain import AXIS_LABEL, compare, explain_lines, plan_entry, plan_label
+from tierwise.planner.explain import AXIS_LABEL, compare, crossing_head, explain_lines, plan_entry, plan_label
 from tierwise.planner.space import Constraints, check_constraints, to_batch
 from tierwise.specs.plan import Plan, PlanBatch, valid_plan_mask
 
@@ -57,11 +57,12 @@ def _neighbours(model, cluster, result: SearchResult, plan, c: Constraints) -> l
 
 
 def _crossing_lines(model, cluster, result: SearchResult, est, plans, c: Constraints) -> list[str]:
-    """For TP or EP groups of the winner that cross scale-out: what crossing buys against the best plan that
-    keeps that axis inside one scale-up domain (a second, constrained search)."""
+    """For TP, CP or EP groups of the winner that cross scale-out: what crossing buys against the best plan that
+    keeps that axis inside one scale-up domain (a second, constrained search). Each line starts with
+    :func:`~tierwise.planner.explain.crossing_head`, which the tier rule's pointer names."""
     lines = []
     w = plans[0]
-    for axis in ("tp", "ep"):
+    for axis in ("tp", "cp", "ep"):
         if getattr(w, axis) <= 1 or TIER_ORDER[int(est.axis_tier[axis][0])] != "scale_out":
             continue
         label = AXIS_LABEL[axis]
@@ -72,13 +73,13 @@ def _crossing_lines(model, cluster, result: SearchResult, est, plans, c: Constra
         except PlanError:
             alt = None
         if alt is None or not len(alt.plans["tp"]):
-            lines.append(f"{label} {getattr(w, axis)} crosses scale_out: no plan keeping {label} inside one "
+            lines.append(f"{crossing_head(axis, w)}: no plan keeping {label} inside one "
                          f"{cluster.scale_up_domain}-GPU scale-up domain fits")
             continue
         other = alt.batch().plan(0)
         both = _estimate(model, cluster, PlanBatch.from_plans([w, other]))
         gain = float(both.step_time_s[1]) / float(both.step_time_s[0]) - 1
-        head = f"{label} {getattr(w, axis)} crosses scale_out ({float(both.axis_exposed_s[axis][0]):.3g} s exposed)"
+        head = f"{crossing_head(axis, w)} ({float(both.axis_exposed_s[axis][0]):.3g} s exposed)"
         inside = f"the best plan keeping {label} inside one {cluster.scale_up_domain}-GPU scale-up domain"
         verdict = (f"it buys {gain:.1%}: {inside} is that much slower" if gain >= 0 else
                    f"it costs: {inside} takes {-gain:.1%} less time (the constraints forced the crossing)")
@@ -149,7 +150,8 @@ def plan_document(model, cluster, num_gpus: int, global_batch_size: int, seq_len
     else:
         lines = [_nothing_fits(model, cluster, result, c)]
     doc.update({"plans": entries, "explanation": "\n".join(lines), "num_evaluated": result.num_evaluated,
-                "num_feasible": result.num_feasible, "space_size": result.space_size, "notes": result.notes})
+                "num_feasible": result.num_feasible, "space_size": result.space_size,
+                "notes": [n for n in (result.space.precision_note, *result.notes) if n]})
     if show_infeasible:
         doc["infeasible"] = _infeasible(model, cluster, result)
     return doc
@@ -227,7 +229,10 @@ def scale_document(model, cluster, counts: list[int], global_batch_size: int, se
     check_constraints(model, cluster, constraints or Constraints())
     points: list[dict[str, Any]] = []
     shares: list[dict[str, float] | None] = []
+    precision, note = None, []
     for n in counts:
+        if precision is not None:
+            constraints = replace(constraints or Constraints(), precision=(precision,))
         try:
             doc = (plan_fn or plan_document)(model, cluster, n, global_batch_size, seq_length,
                                              constraints=constraints, objective=objective, top=1)
@@ -243,6 +248,8 @@ def scale_document(model, cluster, counts: list[int], global_batch_size: int, se
             continue
         best = doc["plans"][0]
         e = best["estimate"]
+        if precision is None:  # the curve keeps the first point's precision: tokens/s compare like with like
+            precision, note = best["precision"], _one_precision(constraints, best["precision"], n)
         points.append({"num_gpus": n, "plan": best, "tokens_per_s": e["tokens_per_s"],
                        "scaling_efficiency": e["scaling_efficiency"], "efficiency_vs_linear": None,
                        **({"gpus": doc["gpus"]} if "gpus" in doc else {})})
@@ -250,8 +257,19 @@ def scale_document(model, cluster, counts: list[int], global_batch_size: int, se
     _fill_linear(points)
     knee, lines = _knee(points, shares)
     return {"model": model.name, "cluster": cluster.name, "global_batch_size": global_batch_size,
-            "seq_length": seq_length, "objective": objective, "points": points, "knee_num_gpus": knee,
-            "explanation": "\n".join(lines)}
+            "seq_length": seq_length, "objective": objective, "precision": precision, "points": points,
+            "knee_num_gpus": knee, "explanation": "\n".join([*note, *lines])}
+
+
+def _one_precision(constraints: Constraints | None, chosen: str, n: int) -> list[str]:
+    """The line saying which precision a curve searched over several keeps (``efficiency_vs_linear`` of an fp8
+    point against a bf16 one would read the precision's peak as scaling)."""
+    asked = (constraints or Constraints()).precision or ()
+    if len(asked) < 2:
+        return []
+    others = ", ".join(p for p in asked if p != chosen)
+    return [f"one precision per curve: {chosen} (the best at {n} GPUs) at every count; rerun with --precision "
+            f"{others} for the {others} curve"]
 
 
 def _shares(e: dict[str, Any]) -> dict[str, float]:

@@ -27,7 +27,7 @@ from tierwise.estimate.scenario import (
 from tierwise.hierarchy import TIER_ORDER
 from tierwise.specs.plan import ORDERS
 
-__all__ = ["plan_label", "components", "plan_entry", "explain_lines", "compare", "AXIS_LABEL"]
+__all__ = ["plan_label", "components", "plan_entry", "explain_lines", "compare", "crossing_head", "AXIS_LABEL"]
 
 AXIS_LABEL = {"tp": "TP", "cp": "CP", "ep": "EP", "pp": "PP", "dp": "DP"}
 _AXES = ("tp", "cp", "ep", "pp", "dp")
@@ -115,12 +115,22 @@ def _axis_line(est, i: int, axis: str, plan) -> str | None:
             f"{total:.3g} s, modelled {hidden:.0%} hidden {how}")
 
 
-def _tier_rule(est, i: int, plan) -> str:
-    crossing = [AXIS_LABEL[a] for a in _HIGH_FREQUENCY
+def crossing_head(axis: str, plan) -> str:
+    """The heading of the line that says what an axis crossing scale-out buys (``CP 4 crosses scale_out``): the
+    tier rule's pointer names it, and :func:`tierwise.planner.answer` writes the line under it."""
+    return f"{AXIS_LABEL[axis]} {getattr(plan, axis)} crosses scale_out"
+
+
+def _tier_rule(est, i: int, plan, crossing_lines: list[str]) -> str:
+    crossing = [a for a in _HIGH_FREQUENCY
                 if getattr(plan, a) > 1 and TIER_ORDER[int(est.axis_tier[a][i])] == "scale_out"]
     if crossing:
-        return (f"tier rule broken: {', '.join(crossing)} traffic (every layer) crosses scale_out; see what it buys "
-                "below")
+        # a pointer only to a line that is printed below (issue 32: "see what it buys below" led nowhere)
+        heads = [crossing_head(a, plan) for a in crossing
+                 if any(line.startswith(crossing_head(a, plan)) for line in crossing_lines)]
+        see = f"; see {' and '.join(repr(h) for h in heads)} below" if heads else ""
+        return (f"tier rule broken: {', '.join(AXIS_LABEL[a] for a in crossing)} traffic (every layer) crosses "
+                f"scale_out{see}")
     inside = [AXIS_LABEL[a] for a in _HIGH_FREQUENCY if getattr(plan, a) > 1]
     if not inside:
         return "tier rule: no per-layer collectives (tp, cp, ep are 1); only DP and PP traffic leaves the GPU"
@@ -177,8 +187,9 @@ def _runner_up(est, plans) -> list[str]:
 def explain_lines(model, cluster, est, plans, *, neighbours=None, crossing=None) -> list[str]:
     """The explanation of the winner (plan 0) and what the runner-up (plan 1) trades."""
     w = plans[0]
+    vs_bf16 = f" ({float(est.mfu_bf16[0]):.1%} against the bf16 peak)" if w.precision != "bf16" else ""
     lines = [f"best: {plan_label(w)}: {float(est.step_time_s[0]):.3g} s per step, "
-             f"{float(est.tokens_per_s[0]):,.0f} tokens/s, MFU {float(est.mfu[0]):.1%}"]
+             f"{float(est.tokens_per_s[0]):,.0f} tokens/s, MFU {float(est.mfu[0]):.1%}{vs_bf16}"]
     hides = False
     for axis in _AXES:
         line = _axis_line(est, 0, axis, w)
@@ -188,7 +199,7 @@ def explain_lines(model, cluster, est, plans, *, neighbours=None, crossing=None)
     if hides:
 
         lines.append("  note: " + interference_note(cluster))
-    lines.append(_tier_rule(est, 0, w))
+    lines.append(_tier_rule(est, 0, w, crossing or []))
     lines.append(_limit(est, 0))
     binding = _memory_binding(neighbours or [], float(est.step_time_s[0]))
     if binding:

@@ -112,7 +112,7 @@ class Constraints:
     when vpp > 1. DualPipe / DualPipeV and 1F1B keep vpp 1, interleaved vpp > 1."""
     zero_stages: tuple[int, ...] = (0, 1, 2, 3)
     precision: tuple[str, ...] | None = None
-    """``None``: every precision in :data:`~tierwise.specs.plan.PRECISION` the accelerator has a peak for."""
+    """``None``: the model's training precision (``ModelSpec.training_precision``); a tuple: those precisions."""
     orders: tuple[str, ...] = ORDERS
     tp_comm_overlap: bool = True
     """Search TP comm+GEMM overlap where it exists (off is always searched too)."""
@@ -144,7 +144,8 @@ class Constraints:
     min_cp_tokens: int = 1024
     """Smallest sequence chunk per context-parallel rank when cp is not fixed."""
     inside_scale_up: tuple[str, ...] = ()
-    """Axes (``tp``, ``ep``) whose group must fit one scale-up domain (used to ask "what does crossing buy")."""
+    """Axes (``tp``, ``cp``, ``ep``) whose group must fit one scale-up domain (used to ask "what does crossing
+    buy")."""
 
 
 @dataclass(frozen=True)
@@ -174,6 +175,8 @@ class Space:
     framework: str = ""
     assumed: tuple[str, ...] = ()
     """The framework defaults every plan of the space takes, each with its reason (``plan`` lists them)."""
+    precision_note: str = ""
+    """Which precision the search took when none was asked for (the model's training precision)."""
 
     def __len__(self) -> int:
         return len(self.structure["tp"])
@@ -337,6 +340,8 @@ def _inside(table: Table, axes: tuple[str, ...], domain: int) -> Table:
     keep = np.ones(len(table["tp"]), dtype=bool)
     if "tp" in axes:
         keep &= table["tp"] <= domain
+    if "cp" in axes:  # the CP group's ranks sit tp apart (a CP ring of tp x cp consecutive GPUs)
+        keep &= table["tp"] * table["cp"] <= domain
     if "ep" in axes:
         keep &= table["ep"] * table["etp"] <= domain
     return _take(table, keep)
@@ -391,10 +396,7 @@ def build_space(model, cluster, num_gpus: int, global_batch_size: int, seq_lengt
         table = _take(table, valid_plan_mask(model, to_batch(table, global_batch_size, seq_length)))
     if len(table["tp"]) == 0:
         raise NoLayoutError(_empty_reason(model, num_gpus, global_batch_size, seq_length, c, before_batch))
-    have = cluster.accelerator.peak_dense_flops_per_s
-    precisions = c.precision if c.precision is not None else tuple(p for p in PRECISION if p in have)
-    for p in precisions:
-        cluster.accelerator.peak_flops_per_s(p)  # raises for a precision the accelerator lacks
+    precisions, precision_note = _precisions(model, cluster, c)
     return Space(
         num_gpus=num_gpus, global_batch_size=global_batch_size, seq_length=seq_length, structure=table,
         recompute=tuple(RECOMPUTE.index(r) for r in c.recompute), zero_stages=tuple(sorted(c.zero_stages)),
@@ -404,8 +406,29 @@ def build_space(model, cluster, num_gpus: int, global_batch_size: int, seq_lengt
         scale_up_domain=cluster.scale_up_domain,
         scale_out_domains=tuple(lv.domain_size for lv in cluster.scale_out_levels), cluster=cluster,
         zero3_gather=_zero3_code(sw.zero3_gather), grad_reduce_dtype=sw.grad_reduce_dtype,
-        framework=sw.framework, assumed=sw.assumed,
+        framework=sw.framework, assumed=sw.assumed, precision_note=precision_note,
     )
+
+
+def _precisions(model, cluster, c: Constraints) -> tuple[tuple[str, ...], str]:
+    """The precisions the search may take, and a note saying which default was taken.
+
+    Asked for (``--precision``): those, each one the accelerator has a peak for. Not asked: the model's
+    training precision only (:attr:`~tierwise.specs.model.ModelSpec.training_precision`; bf16 for the Llama
+    family), so a bf16 question is answered in bf16 and its MFU compares with published bf16 MFU; bf16 when the
+    accelerator has no peak for the training precision (every catalog part has bf16)."""
+    have = cluster.accelerator.peak_dense_flops_per_s
+    if c.precision is not None:
+        for p in c.precision:
+            cluster.accelerator.peak_flops_per_s(p)  # raises for a precision the accelerator lacks
+        return tuple(c.precision), ""
+    own = model.training_precision
+    chosen = own if own in have else "bf16"
+    others = [p for p in PRECISION if p in have and p != chosen]
+    why = ("the model's training precision" if chosen == own else
+           f"the model trains in {own}, which {cluster.accelerator.name} has no peak for")
+    hint = f"; --precision {','.join([chosen, *others])} searches {', '.join(others)} too" if others else ""
+    return (chosen,), f"precision {chosen}: {why}{hint}"
 
 
 @dataclass(frozen=True)

@@ -304,12 +304,16 @@ def _fitted(raw: Any, origin: str) -> dict[str, FittedTier]:
     return out
 
 
-def _merge_base(data: Mapping[str, Any], origin: str) -> dict[str, Any]:
+def _merge_base(data: Mapping[str, Any], origin: str, name: str | None = None) -> dict[str, Any]:
+    """``data`` over its ``base`` catalog cluster. Its name: its own ``name:``, else the name it is loaded under
+    (a catalog key such as ``hgx-h100-roce``, whose entry is a base plus its own values, keeps that key), else
+    the base, with what the mapping changes listed (``dgx-h100 (modified: nic_bandwidth)``)."""
     base_name = str(data["base"])
     merged = dict(catalog.entry("clusters", base_name))
     merged.update({k: v for k, v in data.items() if k != "base"})
     if "name" not in data:
-        merged["name"] = f"{base_name} (modified)" if len(data) > 1 else base_name
+        changed = sorted(k for k in data if k not in ("base", "display_name", "source", "notes"))
+        merged["name"] = name or (f"{base_name} (modified: {', '.join(changed)})" if changed else base_name)
     return merged
 
 
@@ -318,7 +322,7 @@ def cluster_from_mapping(data: Mapping[str, Any], *, name: str | None = None, or
     data = require_mapping(data, origin)
     check_keys(data, _KEYS, origin)
     if "base" in data:
-        data = _merge_base(data, origin)
+        data = _merge_base(data, origin, name)
     check_keys(data, _KEYS, origin, required=("accelerator",))
     acc = load_accelerator(data["accelerator"])
     gpn = get_int(data, "gpus_per_node", origin, default=8)

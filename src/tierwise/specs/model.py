@@ -211,6 +211,9 @@ class ModelSpec:
     """How many layers use the sliding window (GPT-OSS-120B: 18 of 36, alternating)."""
     params_b: float | None = None
     """Published parameter count in billions, for reference and tests."""
+    training_precision: str = "bf16"
+    """Matmul precision the model was trained in, the planner's default (bf16 unless the source says otherwise;
+    DeepSeek-V3: fp8, arXiv:2412.19437 Sec. 3.3). 16-bit (fp16) runs count as bf16: the same dense peak."""
     display_name: str = ""
     """Human-readable name; defaults to ``name``."""
     source: str = ""
@@ -254,6 +257,8 @@ class ModelSpec:
                             sep="=", hint=" (billions)")
             except SpecError as exc:
                 raise SpecError(f"{owner}: {exc}") from None
+        if self.training_precision not in ("bf16", "fp8"):
+            raise SpecError(f"{owner}: training_precision={short_repr(self.training_precision)}; use bf16 or fp8")
         if not self.display_name:
             object.__setattr__(self, "display_name", self.name)
 

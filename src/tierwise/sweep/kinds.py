@@ -225,7 +225,8 @@ def _check_models_clusters(values: dict[str, list], where: str) -> None:
 
 _TRAIN_COLUMNS = {"model": "string", "cluster": "string", "num_gpus": "int64", "global_batch": "int64",
                   "seq": "int64", "plan": "string", "step_time_s": "float64", "tokens_per_s": "float64",
-                  "tokens_per_s_per_gpu": "float64", "mfu": "float64", "memory_per_gpu_bytes": "float64",
+                  "tokens_per_s_per_gpu": "float64", "mfu": "float64", "mfu_bf16": "float64",
+                  "memory_per_gpu_bytes": "float64",
                   "fits": "bool", "exposed_comm_s": "float64", "bubble_s": "float64", "compute_s": "float64"}
 
 
@@ -244,7 +245,7 @@ def _train_columns(params: dict[str, Any], doc: dict[str, Any] | None, plan) -> 
 
         b = doc["breakdown"]
         cols.update(plan=plan_label(plan), step_time_s=doc["step_time_s"], tokens_per_s=doc["tokens_per_s"],
-                    tokens_per_s_per_gpu=doc["tokens_per_s_per_gpu"], mfu=doc["mfu"],
+                    tokens_per_s_per_gpu=doc["tokens_per_s_per_gpu"], mfu=doc["mfu"], mfu_bf16=doc["mfu_bf16"],
                     memory_per_gpu_bytes=doc["memory"]["per_gpu_bytes"], fits=doc["memory"]["fits"],
                     exposed_comm_s=b["exposed_comm_s"], bubble_s=b["bubble_s"], compute_s=b["compute_s"])
     return cols
