@@ -84,6 +84,12 @@ def render_estimate(console, doc: dict, show_model: bool = False) -> None:
     table.add_row("  weights / grads / optimizer / activations",
                   " / ".join(format_bytes(mem[k]) for k in ("weights_bytes", "gradients_bytes", "optimizer_bytes",
                                                            "activations_bytes")))
+    if bd.get("mtp"):
+        mtp = bd["mtp"]
+        table.add_row(f"  MTP ({mtp['modules']} module, on the output head's stage)",
+                      f"{format_bytes(mtp['stage_bytes'])} there; +{format_bytes(max(mtp['per_gpu_bytes'], 0.0))} "
+                      f"on the fullest GPU, +{format_time(max(mtp['step_s'], 0.0))} step, "
+                      f"+{mtp['model_flops'] / 1e15:,.0f} PFLOP model FLOPs")
     print_table(console, table)
     axes = Table(title="communication per step, per GPU")
     for col in ("axis", "group (ranks)", "tier", "bytes", "time", "exposed"):
