@@ -28,10 +28,12 @@ def memory_footprint(model, shape: ModelShape, cluster, plans: PlanBatch, P: Der
     copies, dual = _dualpipe_copies(P)
     overhead = parse_bytes(cparams["memory_overhead"])
     stage = _stage_bytes(model, shape, plans, P, D, cparams, overhead)
-    first = stage(D.stage_params[0], S.layers[0], S.moe[0], plans.pp == 1, copies, in_flight)
+    # combined 1F1B runs the next micro-batch's forward before this one's backward frees its activations
+    extra = np.where(plans.ep_comm_overlap & ~dual, 1.0, 0.0)
+    first = stage(D.stage_params[0], S.layers[0], S.moe[0], plans.pp == 1, copies, in_flight + extra)
     # the last stage holds one micro-batch at its peak (1F1B); under DualPipe every rank is a first stage of one
     # direction (_dualpipe_ranks prices DualPipe's rank 0 as it is)
-    held_last = np.where(dual, in_flight, np.minimum(m, 1.0)) + np.where(plans.ep_comm_overlap & ~dual, 1.0, 0.0)
+    held_last = np.where(dual, in_flight, np.minimum(m, 1.0)) + extra
     last = stage(D.stage_params[1], S.layers[1], S.moe[1], np.ones(len(plans), bool), copies, held_last)
     fullest = first[0] >= last[0]
     parts = [np.where(fullest, a, b) for a, b in zip(first, last, strict=True)]
@@ -41,7 +43,8 @@ def memory_footprint(model, shape: ModelShape, cluster, plans: PlanBatch, P: Der
         # middle one in 1F1B, which holds pp - 1 micro-batches at its peak) is checked too; under DualPipe a
         # middle rank holds PP + 1 chunks of its two middle stages
         held_mid = np.where(P.dual == 1, in_flight,
-                            in_flight * np.minimum(m, np.maximum(plans.pp - 1, 1)) / np.maximum(np.minimum(m, plans.pp), 1))
+                            in_flight * np.minimum(m, np.maximum(plans.pp - 1, 1)) / np.maximum(np.minimum(m, plans.pp), 1)
+                            + extra)
         mid = stage(D.stage_params[2], S.layers[2], S.moe[2], np.zeros(len(plans), bool), copies, held_mid)
         take = S.mid_exists & (mid[0] > parts[0])
         parts = [np.where(take, a, b) for a, b in zip(mid, parts, strict=True)]
