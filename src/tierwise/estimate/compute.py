@@ -34,7 +34,7 @@ def plan_work(model, shape: ModelShape, rates: ComputeRates, plans: PlanBatch, P
     return LayerWork(
         tokens=P.tokens, seq=P.s, seq_chunk=P.s / P.cp, tp=P.tp, etp=P.etp, ep=P.ep,
         seq_shard=np.where(P.sp, P.tp, 1.0), expert_tokens=expert_tokens_per_rank(plans, P.tokens),
-        imbalance=moe_imbalance(plans, cparams), fp8=is_fp8, fp4=np.zeros(P.n, dtype=bool), cast_inputs=is_fp8,
+        imbalance=moe_imbalance(model, plans, cparams, P.tokens), fp8=is_fp8, fp4=np.zeros(P.n, dtype=bool), cast_inputs=is_fp8,
         attention_eff=eff, attention_overlap=overlap, unfused=plan_unfused_attention(plans),
         fused_elementwise=np.asarray(plans.fused_elementwise, dtype=bool),
     )

@@ -79,6 +79,10 @@ def _non_negative(owner: str, name: str, value: object) -> None:
                         f"{_bound(name):,}")
 
 
+MOE_BALANCE = ("aux-loss", "aux-free")
+"""How a router's load is balanced (:attr:`MoESpec.balance`)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class MoESpec:
     """The mixture-of-experts part of a model (routed experts, optional shared experts, layer pattern)."""
@@ -107,9 +111,16 @@ class MoESpec:
     """Groups a token's experts may come from (config ``topk_group``; DeepSeek-V3: 4). With one group per
     node this is the report's node-limited routing, "each token will be sent to at most M nodes"
     (arXiv:2412.19437 sec. 2.1.2 and 3.2.2, M = 4). 0 = ``n_group`` (no limit)."""
+    balance: str = "aux-loss"
+    """How the router was trained to spread the load: ``aux-loss`` (an auxiliary balance loss: GShard, Switch,
+    Mixtral, Qwen3; the experts keep a skewed popularity, :func:`tierwise.parallel.eplb.expert_load_imbalance`) or
+    ``aux-free`` (DeepSeek-V3's auxiliary-loss-free balancing, arXiv:2412.19437 sec. 2.1.2: a per-expert bias
+    nudged each step toward equal loads; Hugging Face config ``topk_method: noaux_tc``)."""
 
     def __post_init__(self) -> None:
         owner = "moe"
+        if self.balance not in MOE_BALANCE:
+            raise SpecError(f"moe: balance={short_repr(self.balance)} is not one of {', '.join(MOE_BALANCE)}")
         for name in ("num_experts", "top_k", "ffn_hidden_size", "layer_freq"):
             _positive(owner, name, getattr(self, name))
         for name in ("shared_experts", "first_dense_layers"):
@@ -638,6 +649,8 @@ def _hf_deepseek(cfg: _HFConfig, arch: str) -> dict[str, Any]:
         "first_dense_layers": cfg.int("first_k_dense_replace", 0, minimum=0),
         "n_group": cfg.int("n_group", 1),
         "topk_group": cfg.int("topk_group", 0, minimum=0),
+        # DeepSeek-V3's config names its auxiliary-loss-free router "noaux_tc" (bias-corrected group top-k)
+        "balance": "aux-free" if cfg._raw("topk_method", required=False) == "noaux_tc" else "aux-loss",
     }
     mla = {
         "q_lora_rank": cfg.int("q_lora_rank", None),
