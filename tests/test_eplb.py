@@ -33,7 +33,7 @@ def test_the_measurement_comes_back_on_its_own_layout():
     """Solved on the Model Zoo's Qwen3-235B layout (128 experts, top-8, EP 8, 4,096 tokens per rank), the model
     gives back the measured 2.1 there; by hand: c^2 = 16 ((1.1 / z8)^2 - 1 / (4096 x 8))."""
     z8 = float(expected_max_normal(8))
-    assert SKEW == pytest.approx(math.sqrt(16 * ((1.1 / z8) ** 2 - 1 / (4096 * 8))), rel=1e-12)
+    assert pytest.approx(math.sqrt(16 * ((1.1 / z8) ** 2 - 1 / (4096 * 8))), rel=1e-12) == SKEW
     E, k, ep, t = (REFERENCE[key] for key in ("experts", "top_k", "ep", "tokens_per_rank"))
     assert float(expert_load_imbalance(E, k, ep, ep * t, skew=SKEW)) == pytest.approx(2.1, rel=1e-9)
 
