@@ -38,9 +38,12 @@ The model (a derivation; its one input is a measurement):
 from __future__ import annotations
 
 from functools import lru_cache
+from statistics import NormalDist
 
 import numpy as np
-from scipy.stats import norm
+
+_PPF = np.vectorize(NormalDist().inv_cdf, otypes=[float])
+"""The standard normal's quantile function, elementwise (the standard library's, exact to double precision)."""
 
 __all__ = ["REFERENCE", "expected_max_normal", "router_skew", "expert_load_imbalance", "eplb_packed_ratio",
            "model_skew", "serving_imbalance"]
@@ -55,7 +58,7 @@ def expected_max_normal(n) -> np.ndarray:
     """Expected largest of ``n`` independent standard normals, Blom's ``Phi^-1((n - 0.375) / (n + 0.25))``
     (0 for ``n <= 1``)."""
     n = np.maximum(np.asarray(n, dtype=float), 1.0)
-    return np.where(n > 1.0, norm.ppf((n - 0.375) / (n + 0.25)), 0.0)
+    return np.where(n > 1.0, _PPF((n - 0.375) / (n + 0.25)), 0.0)
 
 
 def router_skew(measured: float) -> float:
@@ -115,7 +118,7 @@ def eplb_packed_ratio(num_experts: int, top_k: int, redundant: int, ep: int, ske
     statistics ``1 + c z_j`` (Blom's positions) clipped to ``[0, E / k]`` and rescaled to mean 1."""
     E = num_experts
     pos = (np.arange(1, E + 1) - 0.375) / (E + 0.25)
-    x = np.clip(1.0 + skew * norm.ppf(1.0 - pos), 0.0, None)
+    x = np.clip(1.0 + skew * _PPF(1.0 - pos), 0.0, None)
     x = np.minimum(x / max(x.mean(), 1e-12), E / top_k)
     x = x / max(x.mean(), 1e-12)
     copies = np.ones(E)
