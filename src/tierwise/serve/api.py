@@ -195,13 +195,7 @@ def _resolve(cfg: ServeConfig):
         params = dataclasses.replace(params, max_batch=cfg.max_batch)
     if cfg.attention_kernel != "auto":
         params = dataclasses.replace(params, attention_kernel=cfg.attention_kernel)
-    if cfg.redundant_experts is None:
-        cfg = dataclasses.replace(cfg, redundant_experts=0)
-    check_int(cfg.redundant_experts, "--redundant-experts", minimum=0, maximum=100_000, error=ScenarioError)
-    if cfg.redundant_experts and model.moe is None:
-        raise ScenarioError(f"--redundant-experts {cfg.redundant_experts} needs a mixture-of-experts model; "
-                            f"{model.name} is dense")
-    params = dataclasses.replace(params, redundant_experts=cfg.redundant_experts,
+    params = dataclasses.replace(params, redundant_experts=_redundant(cfg, model),
                                  two_batch_overlap=bool(cfg.two_batch_overlap))
     assumed: list[str] = []
     params = _with_engine(params, cfg.engine, assumed)
@@ -253,6 +247,17 @@ def workload_of(cfg: ServeConfig):
     """(:class:`tierwise.serve.engine.Workload`, a one-entry :class:`tierwise.serve.engine.Deployments`, the
     defaults filled) of ``cfg``: what ``serve --simulate`` runs requests through."""
     return _resolve(cfg)
+
+
+def _redundant(cfg: ServeConfig, model) -> int:
+    """``--redundant-experts`` checked (a whole number >= 0, for a MoE model only); not given: 0."""
+    if cfg.redundant_experts is None:
+        return 0
+    check_int(cfg.redundant_experts, "--redundant-experts", minimum=0, maximum=100_000, error=ScenarioError)
+    if cfg.redundant_experts and model.moe is None:
+        raise ScenarioError(f"--redundant-experts {cfg.redundant_experts} needs a mixture-of-experts model; "
+                            f"{model.name} is dense")
+    return int(cfg.redundant_experts)
 
 
 def _check_ep_layout(model, tp: int, ep: int, gpus: int, ep_flag: str, tp_flag: str, gpus_flag: str,
