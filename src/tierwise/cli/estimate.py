@@ -50,6 +50,16 @@ def render_model(console, s: dict) -> None:
     print_table(console, table)
 
 
+def _mtp_cell(mtp: dict) -> str:
+    """The MTP module's share (``breakdown.mtp``): its bytes where it sits, what it adds to the fullest GPU, the
+    step and the model FLOPs."""
+    from tierwise.units import format_bytes, format_time
+
+    return (f"{format_bytes(mtp['stage_bytes'])} there; +{format_bytes(max(mtp['per_gpu_bytes'], 0.0))} on the "
+            f"fullest GPU, +{format_time(max(mtp['step_s'], 0.0))} step, +{mtp['model_flops'] / 1e15:,.0f} PFLOP "
+            "model FLOPs")
+
+
 def render_estimate(console, doc: dict, show_model: bool = False) -> None:
     """Rich view of one ``estimate --json`` document (also used by other commands)."""
     from rich.table import Table
@@ -85,6 +95,8 @@ def render_estimate(console, doc: dict, show_model: bool = False) -> None:
     table.add_row("  weights / grads / optimizer / activations",
                   " / ".join(format_bytes(mem[k]) for k in ("weights_bytes", "gradients_bytes", "optimizer_bytes",
                                                            "activations_bytes")))
+    if bd.get("mtp"):
+        table.add_row(f"  MTP ({bd['mtp']['modules']} module, on the output head's stage)", _mtp_cell(bd["mtp"]))
     print_table(console, table)
     axes = Table(title="communication per step, per GPU")
     for col in ("axis", "group (ranks)", "tier", "bytes", "time", "exposed"):

@@ -178,6 +178,8 @@ def render_plan(console, doc: dict) -> None:
     print_table(console, table)
     if doc.get("why_ep"):
         console.print(doc["why_ep"])
+    if doc.get("why_redundant"):
+        console.print(doc["why_redundant"])
     for a in doc["assumed"]:
         console.print(f"assumed: {a}", style="dim")
 

@@ -34,7 +34,7 @@ def plan_work(model, shape: ModelShape, rates: ComputeRates, plans: PlanBatch, P
     return LayerWork(
         tokens=P.tokens, seq=P.s, seq_chunk=P.s / P.cp, tp=P.tp, etp=P.etp, ep=P.ep,
         seq_shard=np.where(P.sp, P.tp, 1.0), expert_tokens=expert_tokens_per_rank(plans, P.tokens),
-        imbalance=moe_imbalance(plans, cparams), fp8=is_fp8, fp4=np.zeros(P.n, dtype=bool), cast_inputs=is_fp8,
+        imbalance=moe_imbalance(model, plans, cparams, P.tokens), fp8=is_fp8, fp4=np.zeros(P.n, dtype=bool), cast_inputs=is_fp8,
         attention_eff=eff, attention_overlap=overlap, unfused=plan_unfused_attention(plans),
         fused_elementwise=np.asarray(plans.fused_elementwise, dtype=bool),
     )
@@ -89,6 +89,21 @@ def upproj_share(shape: ModelShape, moe_layer: bool) -> float:
     return upproj_flops_per_token(shape) / total if total else 0.0
 
 
+def mtp_flops_per_token(model, shape: ModelShape, seq) -> np.ndarray:
+    """Forward FLOPs per token of the MTP modules (arXiv:2412.19437 sec. 2.2): per module one transformer block
+    of the model's last layer's kind (its GEMMs and attention core), the projection ``M_k`` (``2 x 2h x h``) and
+    the shared output head once more (``2 h V``). They are training compute the step runs, so the model FLOPs
+    count them; 0 without MTP."""
+    if not shape.mtp_layers:
+        return np.zeros_like(np.asarray(seq, dtype=float))
+    attention = sum(g.flops_per_token for g in shape.attention_gemms)
+    mlp = (sum(g.flops_per_token * (shape.top_k if g.expert else 1) for g in shape.moe_gemms) if shape.mtp_moe
+           else sum(g.flops_per_token for g in shape.dense_mlp_gemms))
+    h = model.hidden_size
+    return shape.mtp_layers * (attention + mlp + attention_core_flops_per_token(model, shape, seq, causal_halving=True)
+                               + 2.0 * 2 * h * h + 2.0 * h * model.vocab_size)
+
+
 def plan_attention_kernels(plans: PlanBatch, rates: ComputeRates):
     """(matmul efficiency, overlap) arrays of each plan's attention kernel family: the plan's
     ``attention_kernel`` (codes into :data:`tierwise.specs.framework.ATTENTION_KERNELS`) through
@@ -132,6 +147,7 @@ def step_flops(model, shape: ModelShape, plans: PlanBatch, P):
                        + shape.num_moe_layers * (attention + sum(g.flops_per_token * (shape.top_k if g.expert else 1)
                                                                  for g in shape.moe_gemms))
                        + model.num_layers * model_core + 2.0 * model.hidden_size * model.vocab_size)
+    fwd_flops_token = fwd_flops_token + mtp_flops_per_token(model, shape, P.s)
     model_flops = 3 * fwd_flops_token * tokens_step
     rec_flops_token = np.select([P.rc == Recompute.FULL, P.rc == Recompute.SELECTIVE, P.rc == Recompute.DEEPSEEK],
                                 [fwd_flops_token - 2.0 * model.hidden_size * model.vocab_size,

@@ -15,57 +15,112 @@ def memory_footprint(model, shape: ModelShape, cluster, plans: PlanBatch, P: Der
                      D: DataParallel, cparams):
     """Bytes per GPU on the fullest stage (see :mod:`tierwise.workload.memory`).
 
-    The first stage holds the embedding and the most in-flight activations, the last the LM head and the
-    fp32 logits. When an uneven split gives the middle stages more layers than the first, the second stage
-    (``pp - 1`` micro-batches in flight in 1F1B) is checked too. The breakdown is the fullest stage's.
-    Reads tokens per micro-batch, sequence parallelism, recompute and micro-batches from ``P``, each stage's
-    layers and MoE layers from ``S``, and parameters per GPU and the sharding groups from ``D``.
+    The first stage holds the embedding and the most in-flight activations, the last the LM head, the fp32
+    logits and the MTP modules (:func:`tierwise.parallel.pp.stage_layers`). When an uneven split gives the
+    middle stages more layers than the first, the second stage (``pp - 1`` micro-batches in flight in 1F1B) is
+    checked too. Under DualPipe the ranks are checked as they hold stages (:func:`_dualpipe_ranks`). The
+    breakdown is the fullest stage's (or rank's). Reads tokens per micro-batch, sequence parallelism, recompute
+    and micro-batches from ``P``, each stage's layers and MoE layers from ``S``, and parameters per GPU and the
+    sharding groups from ``D``.
     """
-    tokens, m = P.tokens, P.m
-    dp_group, edp, shard, hsdp = D.dp_group, D.edp, D.shard, D.hsdp
-    zero = plans.zero_stage
-    tp = plans.tp.astype(float)
-    dense_shard = np.where(hsdp, shard, dp_group)
+    m = P.m
+    in_flight = in_flight_microbatches(m, plans.pp, plans.vpp, P.dual)
+    copies, dual = _dualpipe_copies(P)
+    overhead = parse_bytes(cparams["memory_overhead"])
+    stage = _stage_bytes(model, shape, plans, P, D, cparams, overhead)
+    # combined 1F1B runs the next micro-batch's forward before this one's backward frees its activations
+    extra = np.where(plans.ep_comm_overlap & ~dual, 1.0, 0.0)
+    first = stage(D.stage_params[0], S.layers[0], S.moe[0], plans.pp == 1, copies, in_flight + extra)
+    # the last stage holds one micro-batch at its peak (1F1B); under DualPipe every rank is a first stage of one
+    # direction (_dualpipe_ranks prices DualPipe's rank 0 as it is)
+    held_last = np.where(dual, in_flight, np.minimum(m, 1.0)) + extra
+    last = stage(D.stage_params[1], S.layers[1], S.moe[1], np.ones(len(plans), bool), copies, held_last)
+    fullest = first[0] >= last[0]
+    parts = [np.where(fullest, a, b) for a, b in zip(first, last, strict=True)]
+    parts = _dualpipe_ranks(plans, P, S, D, stage, parts)
+    if np.any(S.mid_exists & ((S.layers[2] > S.layers[0]) | (P.dual == 1))):
+        # an uneven split can give a middle stage more layers than the first: the second stage (the fullest
+        # middle one in 1F1B, which holds pp - 1 micro-batches at its peak) is checked too; under DualPipe a
+        # middle rank holds PP + 1 chunks of its two middle stages
+        held_mid = np.where(P.dual == 1, in_flight,
+                            in_flight * np.minimum(m, np.maximum(plans.pp - 1, 1)) / np.maximum(np.minimum(m, plans.pp), 1)
+                            + extra)
+        mid = stage(D.stage_params[2], S.layers[2], S.moe[2], np.zeros(len(plans), bool), copies, held_mid)
+        take = S.mid_exists & (mid[0] > parts[0])
+        parts = [np.where(take, a, b) for a, b in zip(mid, parts, strict=True)]
+    out = _breakdown(parts, cluster.accelerator.hbm_capacity_bytes, overhead, len(plans))
+    if shape.mtp_layers:
+        held = np.where(dual, 1.0, held_last)  # DualPipe's rank 0 holds one chunk of the last stage
+        out["mtp_bytes"] = _mtp_bytes(shape, model.vocab_size, P, stage, copies * ~dual + dual, held) - overhead
+    return out
+
+
+def _mtp_bytes(shape: ModelShape, vocab_size: int, P: Derived, stage, copies, held):
+    """Bytes per GPU of the MTP modules on the stage that holds them (weights, gradients, optimizer states and
+    activations of their blocks, projections and norms, and the extra logits): the last stage's footprint with
+    them less without, as :func:`memory_footprint` prices it."""
+    mtp = float(shape.mtp_layers)
+    moe = mtp * float(shape.mtp_moe)
+    tp, ep, etp = P.tp, P.ep, P.etp
+    dense = mtp * (shape.attention_params + shape.norm_params + shape.mtp_other_params) / tp + (
+        (mtp - moe) * shape.dense_mlp_params + moe * shape.moe_other_params) / tp
+    expert = moe * shape.expert_params * shape.num_experts / (ep * etp)
+    block = stage((dense, expert), np.full(P.n, mtp), np.full(P.n, moe), np.ones(P.n, bool), copies, held)[0]
+    # ``block`` counts every head's logits (its ``last``); the main head's are the main model's
+    return block - P.tokens * vocab_size / tp * (4 + 4 + 2)
+
+
+def _stage_bytes(model, shape: ModelShape, plans: PlanBatch, P: Derived, D: DataParallel, cparams, overhead):
+    """``stage(params, layers, moe_layers, last, copies, held)``: (total, weights, grads, optimizer, activations)
+    bytes per GPU of a stage holding ``copies`` of its parameters and ``held`` micro-batches of activations; the
+    last stage adds the fp32 logits of the main head and of each MTP module (sec. 2.2: one more prediction per
+    position each) and the MTP modules' projection inputs (the two RMSNorm inputs and their concatenation, BF16:
+    ``8 h`` bytes per token, split over the sequence-parallel ranks)."""
+    tokens, zero, tp = P.tokens, plans.zero_stage, plans.tp.astype(float)
+    dense_shard = np.where(D.hsdp, D.shard, D.dp_group)
+    edp = D.edp
     wb, gb, ob = cparams["weight_bytes"], cparams["grad_bytes"], cparams["optimizer_state_bytes"]
     fp8_extra = np.where(plans.precision == PRECISION.index("fp8"), 1.0, 0.0)
+    dense_act, moe_act = _activations(model, shape, plans, P)
+    heads = 1.0 + shape.mtp_layers
+    mtp_in = shape.mtp_layers * 8.0 * model.hidden_size / np.where(P.sp, tp, 1.0)
 
     def sharded(params, shard_deg, stage_min):
         return np.where(zero >= stage_min, params / np.maximum(shard_deg, 1), params)
 
-    in_flight = in_flight_microbatches(m, plans.pp, plans.vpp, P.dual)
-    copies, dual = _dualpipe_copies(P)
-    dense_act, moe_act = _activations(model, shape, plans, P)
-    overhead = parse_bytes(cparams["memory_overhead"])
-
-    def stage(params, layers, moe_layers, last, in_flight=in_flight):
+    def stage(params, layers, moe_layers, last, copies, held):
         dense_params, expert_params = params
         weights = (sharded(dense_params, dense_shard, 3) + sharded(expert_params, edp, 3)) * (wb + fp8_extra) * copies
         grads = (sharded(dense_params, dense_shard, 2) + sharded(expert_params, edp, 2)) * gb * copies
         optimizer = (sharded(dense_params, dense_shard, 1) + sharded(expert_params, edp, 1)) * ob * copies
         # ZeRO-3 keeps the gathered weights of the layers in flight (prefetch: about two layers)
         gathered = np.where(zero == 3, 2 * (dense_params + expert_params) / np.maximum(layers, 1) * wb, 0.0)
-        per_mb = ((layers - moe_layers) * dense_act + moe_layers * moe_act) * tokens
-        logits = np.where(last, tokens * model.vocab_size / tp * (4 + 4 + 2), 0.0)
-        # (under DualPipe every rank is a first stage of one direction)
-        held = np.where(last & ~dual, np.minimum(m, 1.0), in_flight)
-        # combined 1F1B runs the next micro-batch's forward before this one's backward frees its activations
-        held = held + np.where(plans.ep_comm_overlap & ~dual, 1.0, 0.0)
+        per_mb = ((layers - moe_layers) * dense_act + moe_layers * moe_act + np.where(last, mtp_in, 0.0)) * tokens
+        logits = np.where(last, tokens * model.vocab_size / tp * (4 + 4 + 2) * heads, 0.0)
         activations = per_mb * held + logits
         total = weights + gathered + grads + optimizer + activations + overhead
         return total, weights + gathered, grads, optimizer, activations
 
-    first = stage(D.stage_params[0], S.layers[0], S.moe[0], plans.pp == 1)
-    last = stage(D.stage_params[1], S.layers[1], S.moe[1], np.ones(len(plans), bool))
-    fullest = first[0] >= last[0]
-    parts = [np.where(fullest, a, b) for a, b in zip(first, last, strict=True)]
-    if np.any(S.mid_exists & (S.layers[2] > S.layers[0])):
-        # an uneven split can give a middle stage more layers than the first: the second stage (the fullest
-        # middle one in 1F1B, which holds pp - 1 micro-batches at its peak) is checked too
-        held_mid = in_flight * np.minimum(m, np.maximum(plans.pp - 1, 1)) / np.maximum(np.minimum(m, plans.pp), 1)
-        mid = stage(D.stage_params[2], S.layers[2], S.moe[2], np.zeros(len(plans), bool), held_mid)
-        take = S.mid_exists & (mid[0] > parts[0])
-        parts = [np.where(take, a, b) for a, b in zip(mid, parts, strict=True)]
-    return _breakdown(parts, cluster.accelerator.hbm_capacity_bytes, overhead, len(plans))
+    return stage
+
+
+def _dualpipe_ranks(plans: PlanBatch, P: Derived, S: StageCompute, D: DataParallel, stage, parts):
+    """DualPipe's rank 0 as it is (DeepSeek-V3 report sec. 3.2.1, 3.2.3): it holds the first stage (with the
+    embedding) and the last (with the output head and the MTP modules), one copy of each one's parameters,
+    and at its peak ``PP`` chunks of the first stage's activations with one of the last's (DualPipe
+    ``dualpipe.py`` ``step()``: rank ``i`` runs ``2 (PP/2 - 1 - i)`` forward chunks of its first direction, then
+    one pair, before the steady state adds a forward and frees a backward, so stage ``i`` holds ``PP - i`` and
+    stage ``PP - 1 - i`` holds ``i + 1``: ``PP + 1`` in all). It replaces the first and last stage where
+    ``P.dual`` is 1 (with ``pp >= 2``)."""
+    pair = (P.dual == 1) & (plans.pp >= 2)
+    if not np.any(pair):
+        return parts
+    one = np.ones(len(plans))
+    first = stage(D.stage_params[0], S.layers[0], S.moe[0], np.zeros(len(plans), bool), one, plans.pp.astype(float))
+    last = stage(D.stage_params[1], S.layers[1], S.moe[1], np.ones(len(plans), bool), one, one)
+    overhead = first[0] - sum(first[1:])
+    rank0 = [first[0] + last[0] - overhead] + [a + b for a, b in zip(first[1:], last[1:], strict=True)]
+    return [np.where(pair, a, b) for a, b in zip(rank0, parts, strict=True)]
 
 
 def _dualpipe_copies(P: Derived):

@@ -17,7 +17,7 @@ does not fit memory is still estimated: ``memory.fits`` is false and ``warnings`
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -204,8 +204,18 @@ def _assumed_moe(plan: Plan, scenario: Scenario | None) -> list[str]:
     if plan.recompute == "deepseek":
         out.append("recompute=deepseek: RMSNorm and MLA up-projections recomputed, MoE / SwiGLU / attention-output "
                    "activations cached in " + ("FP8" if plan.precision == "fp8" else "BF16")
-                   + "; the parameters' EMA kept in host memory (no GPU bytes, sec. 3.2.3); the MTP module is not "
-                   "priced")
+                   + "; the parameters' EMA kept in host memory (no GPU bytes, sec. 3.2.3)")
+    return out
+
+
+def _assumed_mtp(scenario: Scenario | None) -> list[str]:
+    """The MTP modules the estimate trains (:attr:`tierwise.specs.model.ModelSpec.mtp_layers`)."""
+    out = []
+    if scenario is not None and scenario.model.mtp_layers:
+        out.append(f"MTP: {scenario.model.mtp_layers} module(s) trained (the model's mtp_layers, config "
+                   "num_nextn_predict_layers; arXiv:2412.19437 sec. 2.2), each one more transformer block, a "
+                   "2h -> h projection and one more pass of the shared output head and loss, on the stage that holds "
+                   "the output head (sec. 3.2.3: with the embedding on DualPipe's rank 0)")
     return out
 
 
@@ -246,6 +256,8 @@ def estimate_scenario(scenario: Scenario) -> dict[str, Any]:
         scenario = replace(scenario, plan=plan)
     result = estimate(scenario.model, scenario.cluster, PlanBatch.from_plans([scenario.plan]))
     doc = result_dict(result, 0, scenario.plan, scenario)
+    if scenario.model.mtp_layers:
+        doc["breakdown"]["mtp"] = mtp_share(scenario, result)
     mem = doc["memory"]
     doc["warnings"] = [] if mem["fits"] else [
         f"memory: {format_bytes(mem['per_gpu_bytes'])} per GPU on the fullest stage exceeds "
@@ -264,6 +276,18 @@ def estimate_scenario(scenario: Scenario) -> dict[str, Any]:
         elif key == "flops_note":
             out["interference_note"] = interference_note(scenario.cluster)
     return out
+
+
+def mtp_share(scenario: Scenario, result) -> dict[str, Any]:
+    """The MTP modules' share of an estimate (``breakdown.mtp``): their bytes on the GPU that holds them (the
+    last stage, DualPipe's rank 0: :func:`tierwise.estimate.footprint.memory_footprint`), and what they add to
+    the step, the fullest GPU's bytes and the model FLOPs, against the same plan without them."""
+    base = estimate(replace(scenario.model, mtp_layers=0), scenario.cluster, PlanBatch.from_plans([scenario.plan]))
+    return {"modules": scenario.model.mtp_layers,
+            "stage_bytes": float(result.memory["mtp_bytes"][0]),
+            "step_s": float(result.step_time_s[0] - base.step_time_s[0]),
+            "per_gpu_bytes": float(result.memory["per_gpu_bytes"][0] - base.memory["per_gpu_bytes"][0]),
+            "model_flops": float(result.model_flops_per_step[0] - base.model_flops_per_step[0])}
 
 
 def result_dict(result, i: int, plan: Plan, scenario: Scenario | None = None) -> dict[str, Any]:
@@ -303,7 +327,7 @@ def result_dict(result, i: int, plan: Plan, scenario: Scenario | None = None) ->
         "scaling_efficiency": float(result.scaling_efficiency[i]),
         "num_microbatches": float(result.num_microbatches[i]),
         "assumed": (list(plan.assumed) + _assumed_kernel(plan, scenario) + _assumed_numerics(plan, scenario)
-                    + _assumed_moe(plan, scenario)),
+                    + _assumed_moe(plan, scenario) + _assumed_mtp(scenario)),
         "memory": mem,
         "breakdown": {
             "compute_s": float(result.compute_s[i]),

@@ -301,10 +301,12 @@ def param_tensors_per_layer(model: ModelSpec, shape: ModelShape, moe_layer: bool
 
 def stage_param_counts(shape: ModelShape, layers, moe_layers, tp, ep, etp, first, last):
     """(dense, expert) parameters one GPU of a stage holds: its layers' weights split over tp (experts
-    over ep x etp), plus the embedding on the first stage and the LM head on the last."""
+    over ep x etp), plus the embedding on the first stage and the LM head on the last, with the MTP modules'
+    projections and norms (their blocks are among the last stage's ``layers``: :func:`tierwise.parallel.pp.
+    stage_layers`)."""
     dense = (layers * (shape.attention_params + shape.norm_params) + (layers - moe_layers) * shape.dense_mlp_params
              + moe_layers * shape.moe_other_params + np.where(first, shape.embedding_params, 0.0)
-             + np.where(last, shape.lm_head_params, 0.0)) / tp
+             + np.where(last, shape.lm_head_params + shape.mtp_layers * shape.mtp_other_params, 0.0)) / tp
     expert = moe_layers * shape.expert_params * shape.num_experts / (ep * etp)
     return dense, expert
 

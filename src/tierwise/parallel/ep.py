@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from tierwise.errors import PlanError
+from tierwise.parallel.eplb import expert_load_imbalance, model_skew
 from tierwise.pricing.comm import placed_span, price_records
 from tierwise.specs.compute import moe_expert_launches, moe_kernels_per_layer
 from tierwise.specs.framework import MOE_DISPATCHERS, MOE_GROUPED_GEMMS
@@ -14,16 +15,24 @@ from tierwise.specs.plan import PlanBatch
 __all__ = ["moe_imbalance", "expert_tokens_per_rank", "node_limit", "check_node_limit", "deepep_node_dedup", "node_copies_fraction", "per_expert_gemms", "dispatcher_kernels",
            "moe_host_extra_s", "ep_layer_comm"]
 
-def moe_imbalance(plans: PlanBatch, cparams) -> np.ndarray:
-    """The busiest EP rank's routed tokens over the mean, per plan: ``moe_load_imbalance`` for a trained
-    (dropless) router over ``ep > 1`` ranks; 1 when the router is forced to balance (plan ``moe_force_balance``:
-    Megatron-Core ``--moe-router-force-load-balancing``, NeMo Automodel's fake balanced gate) and when one rank
-    holds every expert (``ep = 1``: its grouped GEMMs run all ``tokens x top_k`` rows however they are spread).
-    Every rank waits for the busiest at the combine all-to-all, so it scales the routed-expert GEMMs and the
-    dispatch / combine (the busiest rank receives and returns that many tokens)."""
+def moe_imbalance(model, plans: PlanBatch, cparams, tokens) -> np.ndarray:
+    """The busiest EP rank's routed tokens over the mean, per plan (:func:`tierwise.parallel.eplb.
+    expert_load_imbalance`: the router's skew over the experts a rank holds plus the micro-batch's sampling
+    noise, ``moe_load_imbalance`` on the layout it was measured on, near 1 under auxiliary-loss-free balancing);
+    1 when the router is forced to balance (plan ``moe_force_balance``: Megatron-Core
+    ``--moe-router-force-load-balancing``, NeMo Automodel's fake balanced gate) and when one rank holds every
+    expert (``ep = 1``: its grouped GEMMs run all ``tokens x top_k`` rows however they are spread). ``tokens``:
+    one rank's micro-batch tokens (``b s / cp``); the EP group routes ``ep`` ranks' sequence-parallel shares of
+    them. Every rank waits for the busiest at the combine all-to-all, so it scales the routed-expert GEMMs and
+    the dispatch / combine (the busiest rank receives and returns that many tokens)."""
     force = getattr(plans, "moe_force_balance", None)
     force = np.zeros(len(plans), bool) if force is None else np.asarray(force, bool)
-    return np.where(force | (plans.ep <= 1), 1.0, float(cparams.get("moe_load_imbalance", 1.0)))
+    if model.moe is None:
+        return np.ones(len(plans))
+    routed = plans.ep * expert_tokens_per_rank(plans, tokens) / plans.etp
+    load = expert_load_imbalance(model.moe.num_experts, model.moe.top_k, plans.ep, routed,
+                                 skew=model_skew(model, cparams))
+    return np.where(force | (plans.ep <= 1), 1.0, load)
 
 
 def expert_tokens_per_rank(plans: PlanBatch, tokens):
@@ -204,7 +213,7 @@ def ep_layer_comm(model, cluster, plans: PlanBatch, P, C, traffic, strides, cpar
         return span, zero, zero, zero
     t, bytes_, (a2a,) = price_records(traffic["ep"], span, cluster, n)
     dedup = deepep_node_dedup(model, plans, span)
-    imb = moe_imbalance(plans, cparams)
+    imb = moe_imbalance(model, plans, cparams, P.tokens)
     t, bytes_, a2a = t * dedup * imb, bytes_ * dedup, a2a * dedup * imb
     unhidden = np.maximum(2 * a2a - 2 * C.fwd_moe, 0) + np.maximum(2 * a2a - C.fwd_moe, 0)
     interference = cparams.get("overlap_interference", 0.0)

@@ -35,7 +35,27 @@ def stage_layers(model: ModelSpec, plans: PlanBatch):
     mid_range = np.maximum(L - first - last, 1)
     moe_in_mid = np.maximum(cum[L] - moe_first - np.where(pp == 1, 0.0, moe_last), 0.0)
     moe_mid = np.where(n_mid > 0, np.minimum(mid, np.ceil(mid * moe_in_mid / mid_range - 1e-9)), 0.0)
+    (first, last), (moe_first, moe_last) = _with_mtp(model, pp, (first, last), (moe_first, moe_last))
     return (first, mid, last), (moe_first, moe_mid, moe_last)
+
+
+def _with_mtp(model: ModelSpec, pp, layers, moe_layers):
+    """(first, last) layers and MoE layers with the model's MTP blocks on the stage that holds the output head.
+
+    DeepSeek-V3 report (arXiv:2412.19437) sec. 3.2.3, "Shared Embedding and Output Head for Multi-Token
+    Prediction": "we deploy the shallowest layers (including the embedding layer) and deepest layers (including
+    the output head) of the model on the same PP rank ... physical sharing of parameters and gradients, of the
+    shared embedding and output head, between the MTP module and the main model": each of the ``D`` MTP
+    modules (sec. 2.2, ``model.mtp_layers``) runs on the last stage, one transformer block of the model's last
+    layer's kind each (Megatron-Core's ``pipeline_model_parallel_layout`` likewise puts ``m`` before the loss).
+    With one stage it is that stage."""
+    mtp = float(model.mtp_layers)
+    if not mtp:
+        return layers, moe_layers
+    (first, last), (moe_first, moe_last) = layers, moe_layers
+    kind = float(bool(model.moe_layer_mask[-1]))
+    single = np.where(pp == 1, mtp, 0.0)
+    return (first + single, last + mtp), (moe_first + single * kind, moe_last + mtp * kind)
 
 
 def stage_compute(model, plans: PlanBatch, P: Derived, C: LayerCompute) -> StageCompute:
@@ -43,9 +63,11 @@ def stage_compute(model, plans: PlanBatch, P: Derived, C: LayerCompute) -> Stage
     (l_first, l_mid, l_last), (e_first, e_mid, e_last) = stage_layers(model, plans)
     n = P.n
 
+    head = (C.logits_t + C.logits_elem / 3) + mtp_head_s(model, C)
+
     def stage(layers, moe_layers, last):
         dense_layers = layers - moe_layers
-        fwd = dense_layers * C.fwd_dense + moe_layers * C.fwd_moe + np.where(last, C.logits_t + C.logits_elem / 3, 0.0)
+        fwd = dense_layers * C.fwd_dense + moe_layers * C.fwd_moe + np.where(last, head, 0.0)
         return fwd, dense_layers * C.rec_dense + moe_layers * C.rec_moe
 
     stages = (stage(l_first, e_first, P.pp == 1), stage(l_last, e_last, np.ones(n, bool)),
@@ -53,6 +75,19 @@ def stage_compute(model, plans: PlanBatch, P: Derived, C: LayerCompute) -> Stage
     return StageCompute(layers=(l_first, l_last, l_mid), moe=(e_first, e_last, e_mid),
                            fwd=tuple(st[0] for st in stages), rec=tuple(st[1] for st in stages),
                            mid_exists=P.pp > 2)
+
+
+def mtp_head_s(model, C: LayerCompute):
+    """Forward seconds per micro-batch of the MTP modules beyond their transformer blocks (which
+    :func:`stage_layers` counts as layers of the last stage): per module (arXiv:2412.19437 sec. 2.2) the
+    projection ``M_k`` (``2h -> h``: ``2 h / V`` of the output head's GEMM, the same roofline at ``2h x h``) and
+    the shared output head with its loss run once more over the micro-batch's tokens (the module predicts token
+    ``t + k + 1`` at every position)."""
+    mtp = float(model.mtp_layers)
+    if not mtp:
+        return 0.0
+    proj = C.logits_t * 2.0 * model.hidden_size / model.vocab_size
+    return mtp * (proj + C.logits_t + C.logits_elem / 3)
 
 
 def pipeline_p2p(cluster, chain, hops: GroupHops, P):
@@ -90,6 +125,7 @@ def pipeline(P: Derived, C: LayerCompute, S: StageCompute, X: LayerComm) -> Pipe
     dual = P.dual > 0
     pp_steady = np.where(dual, 0.0, X.pp_t)
     per_mb, comm_mb = [], []
+    S = dualpipe_rank_pairs(S, P)
     for fwd, rec, layers, moe_layers in zip(S.fwd, S.rec, S.layers, S.moe, strict=True):
         comm = ((layers - moe_layers) * X.tp_layer_exposed + moe_layers * X.tp_moe_layer_exposed
                 + layers * X.cp_layer_exposed + moe_layers * X.ep_layer_exposed + pp_steady)
@@ -111,6 +147,25 @@ def pipeline(P: Derived, C: LayerCompute, S: StageCompute, X: LayerComm) -> Pipe
         t_mb=t_mb, slow=slow, bubble=bubble, fwd=fwd, rec=np.choose(slow, S.rec), comm=np.choose(slow, comm_mb),
         layers=layers, moe_layers=moe_layers,
     )
+
+
+def dualpipe_rank_pairs(S: StageCompute, P: Derived) -> StageCompute:
+    """The stages as DualPipe's ranks run them: under DualPipe (``P.dual`` 1) rank ``i`` holds stages ``i`` and
+    ``pp - 1 - i`` and runs half the micro-batches through each (the two directions each take half of them;
+    DeepSeek-V3 report sec. 3.2.1, Figure 5; sec. 3.2.3: the shallowest layers with the embedding and the
+    deepest with the output head, and the MTP module, on the same rank), so rank 0's time per micro-batch is the
+    mean of the first and the last stage's (layers, MoE layers, forward, recompute averaged); a middle rank pairs
+    two middle stages, priced as the fullest. Other schedules: unchanged."""
+    pair = np.asarray(P.dual) == 1
+    if not np.any(pair):
+        return S
+
+    def both(values):
+        mean = (values[0] + values[1]) / 2.0
+        return (np.where(pair, mean, values[0]), np.where(pair, mean, values[1]), values[2])
+
+    return StageCompute(layers=both(S.layers), moe=both(S.moe), fwd=both(S.fwd), rec=both(S.rec),
+                        mid_exists=S.mid_exists)
 
 
 def dualpipe_bubble(pp, dual, pair, fwd, wgrad):

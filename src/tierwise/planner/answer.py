@@ -10,9 +10,11 @@ import numpy as np
 
 from tierwise.errors import PlanError
 from tierwise.estimate import estimate
+from tierwise.estimate.compute import compute_params
 from tierwise.files import short_repr
 from tierwise.hierarchy import TIER_ORDER
 from tierwise.limits import MAX_GPUS
+from tierwise.parallel.ep import moe_imbalance
 from tierwise.planner.branch_and_bound import OBJECTIVES, SearchResult, search
 from tierwise.planner.capacity import min_gpus_to_fit
 from tierwise.planner.explain import AXIS_LABEL, compare, crossing_head, explain_lines, plan_entry, plan_label
@@ -106,6 +108,30 @@ def _expert_line(model, cluster, result: SearchResult, plans, c: Constraints) ->
             f"is {loss:.1%} slower; it trades {compare(both, 0, 1)}"]
 
 
+def _balance_line(model, cluster, plans) -> list[str]:
+    """For an MoE winner with ``ep > 1`` and the router's own load: what its expert balance costs, and what
+    auxiliary-loss-free balancing (DeepSeek-V3 arXiv:2412.19437 sec. 2.1.2; Megatron-Core
+    ``--moe-router-enable-expert-bias``) would give the same plan (:func:`tierwise.parallel.eplb.
+    expert_load_imbalance`); for a router already balanced that way, its figure."""
+    p = plans[0]
+    if model.moe is None or p.ep <= 1 or p.moe_force_balance:
+        return []
+    batch = PlanBatch.from_plans([p])
+    cparams = {**compute_params(), **cluster.compute}
+    tokens = np.array([p.micro_batch_size * p.seq_length / p.cp], dtype=float)
+    load = float(moe_imbalance(model, batch, cparams, tokens)[0])
+    if model.moe.balance == "aux-free":
+        return [f"expert balance: auxiliary-loss-free router, the busiest of {p.ep} EP ranks gets {load:.2f}x the "
+                "mean tokens (sampling only)"]
+    free = replace(model, moe=replace(model.moe, balance="aux-free"))
+    both = [_estimate(m, cluster, batch) for m in (model, free)]
+    gain = 1.0 - float(both[1].step_time_s[0]) / float(both[0].step_time_s[0])
+    load_free = float(moe_imbalance(free, batch, cparams, tokens)[0])
+    return [f"expert balance: the auxiliary-loss router puts {load:.2f}x the mean tokens on the busiest of {p.ep} EP "
+            f"ranks; auxiliary-loss-free balancing would bring it to {load_free:.2f}x and the step {gain:.1%} lower "
+            "(a change to how the model is trained; its effect on quality is not scored)"]
+
+
 def _nothing_fits(model, cluster, result: SearchResult, c: Constraints) -> str:
     acc = cluster.accelerator
     cap = acc.hbm_capacity_bytes / 2**30
@@ -146,7 +172,7 @@ def plan_document(model, cluster, num_gpus: int, global_batch_size: int, seq_len
         lines = explain_lines(model, cluster, est, plans,
                               neighbours=_neighbours(model, cluster, result, plans[0], c),
                               crossing=_crossing_lines(model, cluster, result, est, plans, c)
-                              + _expert_line(model, cluster, result, plans, c))
+                              + _expert_line(model, cluster, result, plans, c) + _balance_line(model, cluster, plans))
     else:
         lines = [_nothing_fits(model, cluster, result, c)]
     doc.update({"plans": entries, "explanation": "\n".join(lines), "num_evaluated": result.num_evaluated,

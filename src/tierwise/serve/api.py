@@ -28,7 +28,7 @@ from tierwise.serve.kv import (
 )
 from tierwise.serve.params import serving_parameters
 from tierwise.serve.phases import decode_step_time
-from tierwise.serve.plan import MAX_DISAGGREGATED_GPUS, ep_tier_name, serve_plan
+from tierwise.serve.plan import MAX_DISAGGREGATED_GPUS, REDUNDANT_CHOICES, ep_tier_name, serve_plan
 from tierwise.serve.prefix import (
     DEFAULT_HOST_KV_GB,
     PREFIX_LOADS,
@@ -79,8 +79,9 @@ class ServeConfig:
     decode_ep: int | None = None
     prefill_ep: int | None = None
     """EP of a prefill instance (None: the decode EP, at most the prefill TP)."""
-    redundant_experts: int = 0
-    """EPLB's redundant expert copies per MoE layer (:class:`~tierwise.serve.params.ServingParameters`)."""
+    redundant_experts: int | None = None
+    """EPLB's redundant expert copies per MoE layer (:class:`~tierwise.serve.params.ServingParameters`); None:
+    0 for ``serve``, searched by ``serve-plan`` (:data:`tierwise.serve.plan.REDUNDANT_CHOICES`)."""
     two_batch_overlap: bool = False
     """Two micro-batches per step, communication behind compute (:class:`~tierwise.serve.params.ServingParameters`)."""
     kv_link: str = "auto"
@@ -237,11 +238,7 @@ def _resolve(cfg: ServeConfig):
         params = dataclasses.replace(params, max_batch=cfg.max_batch)
     if cfg.attention_kernel != "auto":
         params = dataclasses.replace(params, attention_kernel=cfg.attention_kernel)
-    check_int(cfg.redundant_experts, "--redundant-experts", minimum=0, maximum=100_000, error=ScenarioError)
-    if cfg.redundant_experts and model.moe is None:
-        raise ScenarioError(f"--redundant-experts {cfg.redundant_experts} needs a mixture-of-experts model; "
-                            f"{model.name} is dense")
-    params = dataclasses.replace(params, redundant_experts=cfg.redundant_experts,
+    params = dataclasses.replace(params, redundant_experts=_redundant(cfg, model),
                                  two_batch_overlap=bool(cfg.two_batch_overlap))
     assumed: list[str] = []
     params = _with_engine(params, cfg.engine, assumed)
@@ -295,6 +292,17 @@ def workload_of(cfg: ServeConfig):
     return _resolve(cfg)
 
 
+def _redundant(cfg: ServeConfig, model) -> int:
+    """``--redundant-experts`` checked (a whole number >= 0, for a MoE model only); not given: 0."""
+    if cfg.redundant_experts is None:
+        return 0
+    check_int(cfg.redundant_experts, "--redundant-experts", minimum=0, maximum=100_000, error=ScenarioError)
+    if cfg.redundant_experts and model.moe is None:
+        raise ScenarioError(f"--redundant-experts {cfg.redundant_experts} needs a mixture-of-experts model; "
+                            f"{model.name} is dense")
+    return int(cfg.redundant_experts)
+
+
 def _check_ep_layout(model, tp: int, ep: int, gpus: int, ep_flag: str, tp_flag: str, gpus_flag: str,
                      redundant: int = 0) -> None:
     """The instance layouts :func:`tierwise.serve.kv.instance_gpus` prices, one line per violation: EP folded
@@ -333,7 +341,7 @@ def _resolve_agg(cfg: ServeConfig, model, cluster, assumed: list[str]):
     if tp is None:
         tp = _smallest_tp(model, cluster, cfg.precision, gpus)
         assumed.append(f"tp {tp} (the smallest power of two that holds the weights)")
-    _check_ep_layout(model, tp, ep, gpus, "--ep", "--tp", "--gpus", cfg.redundant_experts)
+    _check_ep_layout(model, tp, ep, gpus, "--ep", "--tp", "--gpus", cfg.redundant_experts or 0)
     return gpus, gpus, tp, tp, ep, ep, None
 
 
@@ -361,8 +369,8 @@ def _resolve_disagg(cfg: ServeConfig, model, cluster, assumed: list[str], dcl=No
         assumed.append(f"decode_tp {dtp} (the smallest that holds the weights)")
     if pep is None:
         pep = min(dep, ptp)
-    _check_ep_layout(model, ptp, pep, pg, "--prefill-ep", "--prefill-tp", "--prefill-gpus", cfg.redundant_experts)
-    _check_ep_layout(model, dtp, dep, dg, "--decode-ep", "--decode-tp", "--decode-gpus", cfg.redundant_experts)
+    _check_ep_layout(model, ptp, pep, pg, "--prefill-ep", "--prefill-tp", "--prefill-gpus", cfg.redundant_experts or 0)
+    _check_ep_layout(model, dtp, dep, dg, "--decode-ep", "--decode-tp", "--decode-gpus", cfg.redundant_experts or 0)
     if cfg.num_gpus is not None and cfg.num_gpus != pg + dg:
         raise ScenarioError(f"--gpus {cfg.num_gpus} is not --prefill-gpus {pg} + --decode-gpus {dg}; "
                             "drop --gpus or make them add up")
@@ -563,7 +571,8 @@ def serve_plan_document(cfg: ServeConfig, *, max_tp: int = 8, modes: str = "both
     assumed = [a for a in assumed if not a.startswith("tp ")]
     start = time.perf_counter()
     if cfg.decode_cluster is None:
-        result = serve_plan(w, cfg.num_gpus, max_tp=max_tp, kv_link=cfg.kv_link, top=top, modes=modes)
+        result = serve_plan(w, cfg.num_gpus, max_tp=max_tp, kv_link=cfg.kv_link, top=top, modes=modes,
+                            redundant=REDUNDANT_CHOICES if cfg.redundant_experts is None else None)
     else:
         result = _plan_pairs(w, cfg, max_tp=max_tp, top=top, modes=modes, assumed=assumed)
     elapsed = time.perf_counter() - start

@@ -34,6 +34,7 @@ import numpy as np
 
 from tierwise.estimate.compute import compute_params
 from tierwise.parallel.deepep import deepep_time
+from tierwise.parallel.eplb import serving_imbalance
 from tierwise.pricing.comm import price_per_token_records
 from tierwise.pricing.engine import DENSE_LAYER_KERNELS, MOE_LAYER_KERNELS, engine_host_time
 from tierwise.pricing.kernels import (
@@ -85,8 +86,9 @@ def layer_work(model: ModelSpec, rates: ComputeRates, precision: str, params: Se
     each of ``ep`` ranks with attention data-parallel over ``ep / tp`` groups when ``ep > tp``
     (:func:`tierwise.serve.kv.instance_gpus`); ``group_tokens`` the tokens of one attention group (default
     ``tokens / dp``). A rank's grouped GEMMs run ``tokens / ep`` tokens (``x top_k`` rows over its experts:
-    :func:`tierwise.parallel.ep.expert_tokens_per_rank`'s meaning), the busiest EP rank at the training fit's
-    ``moe_load_imbalance``; the engine's attention kernel (``params.attention_kernel``).
+    :func:`tierwise.parallel.ep.expert_tokens_per_rank`'s meaning), the busiest EP rank at
+    :func:`tierwise.parallel.eplb.serving_imbalance` (the router's skew, the step's tokens, EPLB's redundant
+    experts); the engine's attention kernel (``params.attention_kernel``).
 
     Low-precision GEMM inputs are quantized inside the kernel that writes them (TensorRT-LLM's fused
     RMSNorm-quantize and SwiGLU-quantize kernels; vLLM's fused ``rms_norm_static_fp8_quant`` and
@@ -99,7 +101,7 @@ def layer_work(model: ModelSpec, rates: ComputeRates, precision: str, params: Se
     tp, ep, tokens, seq, group = np.broadcast_arrays(tp, ep, tokens, seq, group)
     shape = tp.shape
     eff, overlap = attention_kernel_rates([params.attention_kernel], np.zeros(shape, dtype=np.int64), rates)
-    imbalance = np.where(ep > 1, float(rates.params.get("moe_load_imbalance", 1.0)), 1.0)
+    imbalance = serving_imbalance(model, rates.params, ep, tokens, params.redundant_experts)
     low = precision in ("fp8", "fp4")
     return LayerWork(
         tokens=group, seq=seq, seq_chunk=seq, tp=tp, etp=expert_tp(tp, ep), ep=ep, seq_shard=np.ones(shape),

@@ -20,16 +20,21 @@ candidates) takes any count.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from tierwise.errors import ScenarioError
+from tierwise.estimate.compute import compute_params
 from tierwise.hierarchy import TIER_ORDER, group_span
+from tierwise.parallel.eplb import serving_imbalance
 from tierwise.serve.engine import Deployments, evaluate
-from tierwise.serve.kv import attention_dp, weight_bytes_read_per_step
+from tierwise.serve.kv import attention_dp, weight_bytes_per_gpu, weight_bytes_read_per_step
 from tierwise.serve.phases import decode_step_time
 from tierwise.serve.transfer import pick_kv_link
 
-__all__ = ["candidates", "serve_plan", "layouts", "ep_tier_name", "explain_ep", "MAX_EP", "MAX_DISAGGREGATED_GPUS"]
+__all__ = ["candidates", "serve_plan", "layouts", "ep_tier_name", "explain_ep", "explain_redundant", "MAX_EP",
+           "MAX_DISAGGREGATED_GPUS", "REDUNDANT_CHOICES"]
 
 
 def ep_tier_name(cluster, ep: int) -> str | None:
@@ -106,9 +111,16 @@ def candidates(num_gpus: int, moe: bool, max_tp: int, kv_link: str, cluster, *, 
                        batch=np.zeros(len(a), dtype=np.int64), kv_link=link)
 
 
+REDUNDANT_CHOICES = (0, 32)
+"""EPLB redundant experts per MoE layer ``serve-plan`` tries for a MoE model when ``--redundant-experts`` is not
+given: none, and the 32 of DeepSeek-V3's prefill deployment (arXiv:2412.19437 sec. 3.4.1, "we set 32 redundant
+experts for the prefilling stage")."""
+
+
 def serve_plan(workload, num_gpus: int, *, max_tp: int = 8, kv_link: str = "auto", top: int = 10,
-               modes: str = "both") -> dict:
-    """The best deployments of ``num_gpus`` GPUs for ``workload`` (:class:`~tierwise.serve.engine.Workload`)."""
+               modes: str = "both", redundant: tuple[int, ...] | None = None) -> dict:
+    """The best deployments of ``num_gpus`` GPUs for ``workload`` (:class:`~tierwise.serve.engine.Workload`);
+    ``redundant``: the EPLB redundant-expert counts to search (each row names its own), default the workload's."""
     model = workload.model
     if modes in ("both", "disaggregated") and num_gpus > MAX_DISAGGREGATED_GPUS:
         raise ScenarioError(f"--gpus {num_gpus:,} with --modes {modes}: the prefill/decode split of more than "
@@ -118,6 +130,30 @@ def serve_plan(workload, num_gpus: int, *, max_tp: int = 8, kv_link: str = "auto
     d = candidates(num_gpus, model.moe is not None, max_tp, kv_link, workload.cluster,
                    disaggregated=modes in ("both", "disaggregated"), aggregated=modes in ("both", "aggregated"),
                    num_experts=model.moe.num_experts if model.moe is not None else 0)
+    choices = tuple(redundant) if redundant and model.moe is not None else (workload.params.redundant_experts,)
+    best, feasible, per_choice = [], 0, {}
+    for count in choices:
+        w = dataclasses.replace(workload, params=dataclasses.replace(workload.params, redundant_experts=count))
+        rows, ok = _ranked(w, d, top)
+        feasible += ok
+        per_choice[count] = rows[0] if rows else None
+        best += [{**b, "redundant_experts": count} for b in rows]
+    best.sort(key=lambda b: -b["output_tokens_per_s_per_gpu"])  # stable: fewer redundant experts win ties
+    best = best[:top]
+    out = {"candidates": len(d) * len(choices), "feasible": feasible, "best": best}
+    if best:
+        w = dataclasses.replace(workload, params=dataclasses.replace(
+            workload.params, redundant_experts=best[0]["redundant_experts"]))
+        out["why_ep"] = explain_ep(w, best[0]["decode_tp"], best[0]["decode_ep"], best[0]["batch"])
+        if len(choices) > 1:
+            out["why_redundant"] = explain_redundant(workload, best[0], per_choice)
+    else:
+        out["why_ep"] = None
+    return out
+
+
+def _ranked(workload, d: Deployments, top: int) -> tuple[list[dict], int]:
+    """The ``top`` feasible deployments of ``d`` for ``workload``, best first, and how many are feasible."""
     r = evaluate(workload, d)
     ok = r["fits"] & r["meets_slo"] & (r["output_tokens_per_s"] > 0)
     score = np.where(ok, r["output_tokens_per_s_per_gpu"], -1.0)
@@ -136,8 +172,26 @@ def serve_plan(workload, num_gpus: int, *, max_tp: int = 8, kv_link: str = "auto
             "decode_ep_tier": ep_tier_name(workload.cluster, int(d.decode_ep[i])),
             **{k: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in r.items()},
         })
-    why = explain_ep(workload, best[0]["decode_tp"], best[0]["decode_ep"], best[0]["batch"]) if best else None
-    return {"candidates": len(d), "feasible": int(ok.sum()), "best": best, "why_ep": why}
+    return best, int(ok.sum())
+
+
+def explain_redundant(workload, chosen: dict, per_choice: dict) -> str:
+    """One line on the EPLB choice: the busiest decode EP rank's load over the mean at the chosen layout with and
+    without the redundant experts (:func:`tierwise.parallel.eplb.serving_imbalance`), what their copies cost
+    each GPU, and the best throughput each count reached."""
+    model = workload.model
+    ep, tp = chosen["decode_ep"], chosen["decode_tp"]
+    rows = chosen["batch"] * workload.beams
+    cparams = {**compute_params(), **workload.cluster.compute}
+    load = {c: float(serving_imbalance(model, cparams, ep, rows, c)) for c in per_choice}
+    cost = {c: float(weight_bytes_per_gpu(model, workload.precision, tp, ep, c)
+                     - weight_bytes_per_gpu(model, workload.precision, tp, ep, 0)) for c in per_choice}
+    best = {c: (b["output_tokens_per_s_per_gpu"] if b else 0.0) for c, b in per_choice.items()}
+    pick = chosen["redundant_experts"]
+    parts = [f"{c} redundant: busiest EP rank {load[c]:.2f}x the mean, +{cost[c] / 1e9:.2f} GB weights per GPU, "
+             f"best {best[c]:,.1f} tok/s/GPU" for c in sorted(per_choice)]
+    router = "auxiliary-loss-free" if model.moe.balance == "aux-free" else "auxiliary-loss"
+    return (f"EPLB: {pick} redundant experts chosen at decode EP {ep} ({router} router); " + "; ".join(parts))
 
 
 def explain_ep(workload, tp: int, ep: int, batch: float) -> str | None:

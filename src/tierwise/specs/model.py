@@ -12,8 +12,8 @@ A model comes from one of three places, all ending in the same frozen :class:`Mo
 Inline keys (the issue's contract)::
 
     num_layers, hidden_size, ffn_hidden_size, num_attention_heads, num_kv_heads, head_dim, vocab_size,
-    gated_mlp, tied_embeddings, sliding_window, sliding_window_layers, params_b, display_name, source,
-    notes, moe: {num_experts, top_k, ffn_hidden_size, shared_experts, shared_ffn_hidden_size,
+    gated_mlp, tied_embeddings, sliding_window, sliding_window_layers, mtp_layers, params_b, display_name,
+    source, notes, moe: {num_experts, top_k, ffn_hidden_size, shared_experts, shared_ffn_hidden_size,
                  first_dense_layers, layer_freq},
     mla: {q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim}
 
@@ -79,6 +79,10 @@ def _non_negative(owner: str, name: str, value: object) -> None:
                         f"{_bound(name):,}")
 
 
+MOE_BALANCE = ("aux-loss", "aux-free")
+"""How a router's load is balanced (:attr:`MoESpec.balance`)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class MoESpec:
     """The mixture-of-experts part of a model (routed experts, optional shared experts, layer pattern)."""
@@ -107,9 +111,16 @@ class MoESpec:
     """Groups a token's experts may come from (config ``topk_group``; DeepSeek-V3: 4). With one group per
     node this is the report's node-limited routing, "each token will be sent to at most M nodes"
     (arXiv:2412.19437 sec. 2.1.2 and 3.2.2, M = 4). 0 = ``n_group`` (no limit)."""
+    balance: str = "aux-loss"
+    """How the router was trained to spread the load: ``aux-loss`` (an auxiliary balance loss: GShard, Switch,
+    Mixtral, Qwen3; the experts keep a skewed popularity, :func:`tierwise.parallel.eplb.expert_load_imbalance`) or
+    ``aux-free`` (DeepSeek-V3's auxiliary-loss-free balancing, arXiv:2412.19437 sec. 2.1.2: a per-expert bias
+    nudged each step toward equal loads; Hugging Face config ``topk_method: noaux_tc``)."""
 
     def __post_init__(self) -> None:
         owner = "moe"
+        if self.balance not in MOE_BALANCE:
+            raise SpecError(f"moe: balance={short_repr(self.balance)} is not one of {', '.join(MOE_BALANCE)}")
         for name in ("num_experts", "top_k", "ffn_hidden_size", "layer_freq"):
             _positive(owner, name, getattr(self, name))
         for name in ("shared_experts", "first_dense_layers"):
@@ -209,6 +220,13 @@ class ModelSpec:
     """Window (tokens) of the sliding-window attention layers (GPT-OSS: 128), None without any."""
     sliding_window_layers: int = 0
     """How many layers use the sliding window (GPT-OSS-120B: 18 of 36, alternating)."""
+    mtp_layers: int = 0
+    """Multi-token-prediction modules trained beside the main model (Hugging Face config
+    ``num_nextn_predict_layers``; DeepSeek-V3: 1, arXiv:2412.19437 sec. 2.2 and 4.2 "we set the number of MTP
+    modules D to 1"). Each is one more transformer block of the model's last layer's kind, a projection ``M_k`` of
+    ``2h -> h`` and two RMSNorms, sharing the embedding and the output head with the main model; not counted in
+    ``num_layers`` nor in ``params_b`` (DeepSeek-V3 README_WEIGHTS.md: 11.5B unique MTP parameters beside the 671B).
+    0 = none."""
     params_b: float | None = None
     """Published parameter count in billions, for reference and tests."""
     training_precision: str = "bf16"
@@ -288,6 +306,7 @@ class ModelSpec:
         if self.sliding_window is not None:
             _positive(owner, "sliding_window", self.sliding_window)
         _non_negative(owner, "sliding_window_layers", self.sliding_window_layers)
+        _non_negative(owner, "mtp_layers", self.mtp_layers)
         if self.sliding_window_layers > self.num_layers:
             raise SpecError(
                 f"{owner}: sliding_window_layers={self.sliding_window_layers} exceeds "
@@ -635,6 +654,8 @@ def _hf_deepseek(cfg: _HFConfig, arch: str) -> dict[str, Any]:
         "first_dense_layers": cfg.int("first_k_dense_replace", 0, minimum=0),
         "n_group": cfg.int("n_group", 1),
         "topk_group": cfg.int("topk_group", 0, minimum=0),
+        # DeepSeek-V3's config names its auxiliary-loss-free router "noaux_tc" (bias-corrected group top-k)
+        "balance": "aux-free" if cfg._raw("topk_method", required=False) == "noaux_tc" else "aux-loss",
     }
     mla = {
         "q_lora_rank": cfg.int("q_lora_rank", None),
@@ -644,6 +665,7 @@ def _hf_deepseek(cfg: _HFConfig, arch: str) -> dict[str, Any]:
         "v_head_dim": cfg.int("v_head_dim"),
     }
     out["mla"] = mla
+    out["mtp_layers"] = cfg.int("num_nextn_predict_layers", 0, minimum=0)
     # transformers' DeepseekV3Config sets head_dim = qk_rope_head_dim; the query-key width is nope + rope.
     out["head_dim"] = mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"]
     return out

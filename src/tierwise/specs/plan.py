@@ -438,8 +438,9 @@ def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "
 
 _LAYOUT_SYMBOLS = {"E": "embedding", "t": "decoder", "L": "loss"}
 """Megatron-Core layout symbols tierwise prices (``E`` embedding, ``t`` decoder layer, ``L`` loss) and the
-names its list form uses for them. ``m`` (a multi-token-prediction layer) is refused: no catalog model has
-MTP layers, so they could not be priced."""
+names its list form uses for them. ``m`` (a multi-token-prediction layer) is refused: tierwise places a model's
+MTP modules (``mtp_layers``) itself, on the stage with the output head (:func:`tierwise.parallel.pp.stage_layers`,
+DeepSeek-V3 report sec. 3.2.3)."""
 _LAYOUT_NAMES = {name: sym for sym, name in _LAYOUT_SYMBOLS.items()} | {"mtp": "m"}
 _MAX_LAYOUT_STAGES = 4096
 """Most virtual stages a layout string may expand to (pp x vpp; MAX_LAYERS bounds the layers)."""
@@ -507,7 +508,8 @@ def layout_counts(raw: Any, origin: str) -> list[int]:
             for item, sym in zip(v, syms, strict=True):
                 if sym == "m":
                     raise SpecError(f"pipeline_layout stage {i} in {origin} holds an MTP layer (m); tierwise "
-                                    "models no multi-token-prediction layers: drop m from the layout")
+                                    "places the model's MTP modules (mtp_layers) on the stage with the output head: "
+                                    "drop m from the layout")
                 if sym not in _LAYOUT_SYMBOLS:
                     raise SpecError(f"pipeline_layout stage {i} holds {short_repr(item)} in {origin}; each layer "
                                     f"is one of E, t, L (or embedding, decoder, loss)")

@@ -93,6 +93,14 @@ class ModelShape:
 
     num_experts: int = 0
     top_k: int = 0
+    mtp_layers: int = 0
+    """Multi-token-prediction modules (:attr:`tierwise.specs.model.ModelSpec.mtp_layers`), not in the counts above."""
+    mtp_moe: bool = False
+    """Whether an MTP module's transformer block is a MoE block (the model's last layer's kind: DeepSeek-V3's
+    ``model.layers.61`` has "structure identical to the Main Model hidden layers", README_WEIGHTS.md)."""
+    mtp_other_params: int = 0
+    """One MTP module's parameters beyond its block: the projection ``M_k`` (``2h x h``, arXiv:2412.19437 sec.
+    2.2) and its two RMSNorms (``enorm``, ``hnorm``); the embedding and output head are shared."""
 
 
 def _attention_gemms(m: ModelSpec) -> tuple[Gemm, ...]:
@@ -156,7 +164,8 @@ def model_shape(m: ModelSpec) -> ModelShape:
         expert_params=expert_params, moe_other_params=moe_other, norm_params=2 * h,
         embedding_params=emb, lm_head_params=0 if m.tied_embeddings else emb,
         qk_head_dim=qk, v_head_dim=v, kv_bytes_channels=kv_channels,
-        num_experts=num_experts, top_k=top_k,
+        num_experts=num_experts, top_k=top_k, mtp_layers=m.mtp_layers,
+        mtp_moe=bool(m.moe_layer_mask[-1]), mtp_other_params=2 * h * h + 2 * h,
     )
 
 
