@@ -11,19 +11,24 @@ The model (a derivation; its one input is a measurement):
   and receives a multinomial share of the ``N k`` copies, so its load has mean ``N k x_j / E`` and, given
   ``x_j``, Poisson-like variance; relative to the mean load the variance is ``c^2 + E / (N k)`` (skew plus
   sampling).
-* **Tokens per rank, default placement.** A rank holds ``g = E / ep`` experts by index, unrelated to their
-  popularity, so its load is a sum of ``g`` independent expert loads: mean ``g``, relative standard deviation
-  ``sqrt(c^2 / g + ep / (N k))`` (central limit). The busiest of ``ep`` ranks sits at the expected maximum of
+* **Tokens per rank, default placement.** A rank holds ``g = E / ep`` experts by index. Its load has mean ``g``
+  and relative standard deviation ``sqrt(c^2 + ep / (N k))``: the popularity's part is taken at the rank level,
+  as if the ``g`` experts a rank holds rose and fell together, so it does not shrink with ``g``. This is the
+  conservative-on-``g`` reading of the one measurement we hold. Had the experts on a rank been independent, the
+  skew would shrink as ``c^2 / g``, but then that measurement (2.1 at ``g = 16``) would imply a per-expert
+  popularity CV of 3.1, which contradicts the near-uniform expert shares Mixtral's authors measured per layer
+  (Jiang et al., *Mixtral of Experts*, arXiv:2401.04088, sec. 5, fig. 7) and would put every 8-expert layer at
+  the physical cap; so the rank-level reading is the one used. The busiest of ``ep`` ranks sits at the expected maximum of
   ``ep`` standard normals, ``z(ep) = Phi^-1((ep - 0.375) / (ep + 0.25))`` (Blom's approximation of normal order
   statistics, G. Blom, *Statistical Estimates and Transformed Beta-Variables*, 1958), so
-  ``I = 1 + z(ep) sqrt(c^2 / g + ep / (N k))``, capped by the most a rank can receive: every token's copies that
+  ``I = 1 + z(ep) sqrt(c^2 + ep / (N k))``, capped by the most a rank can receive: every token's copies that
   land on its ``min(g, k)`` experts, ``ep min(g, k) / k`` times the mean. ``I = 1`` for ``ep = 1``.
 * **The router's skew** ``c``: ``aux-loss`` routers (the model's ``moe.balance``) take it from the one
   measurement of a trained router's dropless imbalance we hold, ``moe_load_imbalance`` = 2.1: the busiest EP
   rank over the mean on the Megatron MoE Model Zoo's Qwen3-235B-A22B runs (128 experts, top-8, EP 8, 4,096
   routed tokens per rank: TP 4 with sequence parallelism over 16k tokens per CP rank; benchmarks/
-  moe_imbalance.py), solved for ``c`` through the formula above: ``c^2 = g0 (((I0 - 1) / z(ep0))^2 - ep0 / (N0 k0))``
-  (``c`` = 3.07). The model therefore gives back exactly 2.1 on that layout. ``aux-free`` routers (DeepSeek-V3's
+  moe_imbalance.py), solved for ``c`` through the formula above: ``c^2 = ((I0 - 1) / z(ep0))^2 - ep0 / (N0 k0)``
+  (``c`` = 0.77). The model therefore gives back exactly 2.1 on that layout. ``aux-free`` routers (DeepSeek-V3's
   auxiliary-loss-free balancing, arXiv:2412.19437 sec. 2.1.2: a per-expert bias nudged every step toward equal
   loads) have ``c = 0``: only the sampling noise is left (1.01 at the published EP 64 with 4,096 tokens per rank).
 * **EPLB** (DeepSeek's EPLB repository, ``eplb.py``: ``replicate_experts`` then ``balanced_packing``; report sec.
@@ -63,10 +68,10 @@ def expected_max_normal(n) -> np.ndarray:
 
 def router_skew(measured: float) -> float:
     """The popularity's coefficient of variation ``c`` that gives ``measured`` on :data:`REFERENCE` (module
-    docstring): ``c^2 = g0 (((I0 - 1) / z(ep0))^2 - ep0 / (N0 k0))``, at least 0."""
+    docstring): ``c^2 = ((I0 - 1) / z(ep0))^2 - ep0 / (N0 k0)``, at least 0."""
     E, k, ep, t = (REFERENCE[key] for key in ("experts", "top_k", "ep", "tokens_per_rank"))
     z = float(expected_max_normal(ep))
-    c2 = E / ep * (((float(measured) - 1.0) / z) ** 2 - ep / (ep * t * k))
+    c2 = ((float(measured) - 1.0) / z) ** 2 - ep / (ep * t * k)
     return float(np.sqrt(max(c2, 0.0)))
 
 
@@ -96,7 +101,7 @@ def expert_load_imbalance(num_experts: int, top_k: int, ep, routed_tokens, *, sk
                                                     round(float(skew), 9))
         value = packed + z * np.sqrt(sampling)
     else:
-        value = 1.0 + z * np.sqrt(skew * skew / g + sampling)
+        value = 1.0 + z * np.sqrt(skew * skew + sampling)
     return np.where(ep <= 1.0, 1.0, np.clip(value, 1.0, cap))
 
 
