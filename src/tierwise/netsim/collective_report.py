@@ -105,9 +105,9 @@ def collective_report(kind: str, size: str, ranks: int, ranks_per_node: int | No
     bpr = float(cost.bytes_per_rank)
     algbw = size_bytes / time_s if time_s > 0 else float("inf")
     data = {
-        "kind": kind,
+        "op": kind,
         "size_bytes": size_bytes,
-        "ranks": ranks,
+        "num_ranks": ranks,
         "ranks_per_node": per_node,
         "cluster": cluster_used.name,
         "tier": TIER_ORDER[int(span.tier)],
