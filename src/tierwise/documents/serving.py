@@ -33,7 +33,7 @@ SERVE = {
 
 SERVE_PLAN = {
     "model": "str", "cluster": "str", "num_gpus": "int", "scenario": "str", "precision": "str",
-    "kv_precision": "str", "input_len": "int", "output_len": "int", "slo": SLO, "search_s": "num",
+    "kv_precision": "str", "input_len": "int", "output_len": "int", "slo": SLO, "?search_s": "num",
     "candidates": "int", "feasible": "int",
     "best": [{
         "mode": "str", "prefill_gpus": "int?", "prefill_tp": "int?", "prefill_ep": "int?", "decode_gpus": "int",

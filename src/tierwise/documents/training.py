@@ -47,7 +47,7 @@ SCALE = {
     "model": "str", "cluster": "str", "global_batch_size": "int", "seq_length": "int", "objective": "str",
     "points": [{
         "num_gpus": "int", "plan": "obj?", "tokens_per_s": "num?", "scaling_efficiency": "num?",
-        "efficiency_vs_linear": "num?", "gpus": "obj", "?goodput": "obj",
+        "efficiency_vs_linear": "num?", "?gpus": "obj", "?goodput": "obj",
     }],
     "knee_num_gpus": "int?", "explanation": "str",
     "?goodput_knee_num_gpus": "int?", "?goodput_explanation": "str",
