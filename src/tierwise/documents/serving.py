@@ -40,7 +40,7 @@ SERVE_PLAN = {
         "decode_tp": "int", "decode_ep": "int", "output_tokens_per_s": "num", "output_tokens_per_s_per_gpu": "num",
         "ttft_s": "num", "tpot_s": "num", "batch": "num", "fits": "bool", "meets_slo": "bool", "num_gpus": "num",
     }],
-    "why_ep": "any", "assumed": "list[str]",
+    "why_ep": "str?", "assumed": "list[str]",
 }
 
 ERROR_SUMMARY = "obj"
