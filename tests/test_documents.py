@@ -158,6 +158,9 @@ def test_finish_stamps_the_version_and_keeps_one_shape():
     assert finish("collective", {"op": "x"}) == {"schema_version": SCHEMA_VERSION, "document": "collective",
                                                  "op": "x"}
     assert finish("estimate", [{"file": "a"}])["results"] == [{"file": "a"}]  # one file: still a list
+    inner = finish("measure-ddp", {"step_s": 1.0})  # testbed ddp re-emits measure ddp's document as its own
+    assert finish("testbed-ddp", inner) == {"schema_version": SCHEMA_VERSION, "document": "testbed-ddp",
+                                            "step_s": 1.0}
     with pytest.raises(TypeError):
         finish("estimate", {"file": "a"})
     with pytest.raises(TypeError):
