@@ -17,7 +17,7 @@ def run_json(capsys, *args):
 
 def estimate_json(capsys, *args):
     """The one result of ``estimate --json`` on one file (the document holds a list of results)."""
-    doc = estimate_json(capsys, *args)
+    doc = run_json(capsys, "estimate", *args)
     assert doc["document"] == "estimate" and len(doc["results"]) == 1
     return doc["results"][0]
 
