@@ -40,3 +40,21 @@ def test_public_namespace_holds_only_the_api():
     for helper in ("importlib", "annotations"):
         assert helper not in dir(tierwise)
         assert not hasattr(tierwise, helper)
+
+
+def test_collective_cost_names_its_algorithm_and_protocol():
+    # issue 32, item 6: names, not int8 codes, in the API; the codes stay available for vectorized use
+    import numpy as np
+
+    cluster = tierwise.load_cluster("dgx-h100")
+    one = tierwise.collective_cost("all-reduce", 2**30, tierwise.group_span(cluster, 8, 1), cluster)
+    assert isinstance(one.algorithm, str) and isinstance(one.protocol, str)
+    from tierwise.collectives.model import ALGORITHMS, PROTOCOLS
+
+    assert one.algorithm in ALGORITHMS and one.protocol in PROTOCOLS
+    from tierwise.collectives.model import collective_cost  # the unchecked function takes arrays of sizes
+
+    many = collective_cost("all-reduce", np.array([2.0**10, 2.0**30]), tierwise.group_span(cluster, 64, 8), cluster)
+    assert many.algorithm.shape == (2,) and all(isinstance(a, str) for a in many.algorithm.tolist())
+    assert [ALGORITHMS[c] for c in many.algorithm_code] == many.algorithm.tolist()
+    assert [PROTOCOLS[c] for c in many.protocol_code] == many.protocol.tolist()

@@ -33,6 +33,7 @@ ABOVE = {
     "files": ("errors",),  # the guarded reader and strict YAML/JSON loaders
     "atomic": ("errors",),  # outputs: checked before the work, written atomically
     "report": ("atomic", "files"),  # HTML pages built from a command's --json document
+    "documents": ("errors",),  # each command's JSON document: finished (schema_version) and its schema
     "specs": ("units", "files", "atomic", "_version"),
     "hierarchy": ("specs",),
     "collectives": ("hierarchy",),
@@ -51,7 +52,8 @@ ABOVE = {
     "measure": ("pricing",),  # `measure compute` prices each measured kernel beside the measurement
     "testbed": ("measure", "netsim"),  # network namespaces + tc-shaped links on one machine
     "sweep": ("planner", "validate", "design", "serve", "netsim"),  # many scenarios, resumable, Parquet
-    "cli": ("planner", "validate", "netsim", "measure", "serve", "goodput", "design", "testbed", "sweep"),
+    "cli": ("planner", "validate", "netsim", "measure", "serve", "goodput", "design", "testbed", "sweep",
+            "documents"),
     "__main__": ("cli",),
     "_arguments": ("units", "files"),  # the Python API's argument checks (types recognised without imports)
     "<root>": ("cli", "_arguments"),

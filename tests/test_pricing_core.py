@@ -46,7 +46,7 @@ def test_training_forward_equals_serving_prefill(capsys, tmp_path, model, cluste
         f"plan: {{tp: 1, pp: 1, cp: 1, ep: 1, micro_batch_size: 1, global_batch_size: 1, seq_length: {tokens},"
         f" recompute: full, zero_stage: 0, precision: {precision}, attention_kernel: {kernel},"
         f" fused_elementwise: true}}\n")
-    train = _json(capsys, "estimate", str(scenario))
+    train = _json(capsys, "estimate", str(scenario))["results"][0]
     served = _json(capsys, "serve", "--model", model, "--cluster", cluster, "--gpus", "1", "--tp", "1",
                    "--precision", precision, "--attention-kernel", kernel, "--input-len", str(tokens),
                    "--output-len", "16")

@@ -37,10 +37,10 @@ def test_bad_values_name_the_flag(rate, slow):
 
 def test_estimate_opt_in_moves_only_the_straggler_block(capsys):
     assert main(["estimate", SCENARIO, "--json"]) == 0
-    base = json.loads(capsys.readouterr().out)
+    base = json.loads(capsys.readouterr().out)["results"][0]
     assert "stragglers" not in base
     assert main(["estimate", SCENARIO, "--json", "--straggler-rate", "0.0005", "--straggler-slowdown", "0.3"]) == 0
-    doc = json.loads(capsys.readouterr().out)
+    doc = json.loads(capsys.readouterr().out)["results"][0]
     assert doc["step_time_s"] == base["step_time_s"]  # default figures do not move
     st = doc["stragglers"]
     assert st["step_time_s"] == pytest.approx(base["step_time_s"] * (1 + 0.3 * (1 - (1 - 5e-4) ** 1024)))

@@ -223,7 +223,7 @@ CASES += [
 
 def _batch_check(good: int, bad: int):
     def check(result: Result) -> None:
-        docs = json.loads(result.stdout)
+        docs = json.loads(result.stdout)["results"]
         assert isinstance(docs, list) and len(docs) == good + bad, docs
         assert sum("step_time_s" in d for d in docs) == good, docs
         assert sum("error" in d for d in docs) == bad, docs
@@ -349,13 +349,13 @@ _MEGATRON = ("{tensor_model_parallel_size: 8, pipeline_model_parallel_size: 1, c
 CASES += [
     Case(id="files/megatron-names-accepted", argv=["estimate", "--json", "s.yaml"],
          files={"s.yaml": _scenario(plan=_MEGATRON)}, exit_code=0, max_lines=0,
-         check=lambda r: json.loads(r.stdout)["plan"]["recompute"] == "selective" or (_ for _ in ()).throw(
-             AssertionError(r.stdout[:300]))),
+         check=lambda r: json.loads(r.stdout)["results"][0]["plan"]["recompute"] == "selective" or (
+             _ for _ in ()).throw(AssertionError(r.stdout[:300]))),
     Case(id="files/megatron-vpp-from-layers-per-chunk", argv=["estimate", "--json", "s.yaml"],
          files={"s.yaml": "model: llama3.1-8b\ncluster: dgx-h100\nnum_gpus: 16\nplan: {tp: 8, "
                           "pipeline_model_parallel_size: 2, num_layers_per_virtual_pipeline_stage: 4, "
                           "global_batch_size: 16, seq_length: 2048}\n"}, exit_code=0, max_lines=0,
-         check=lambda r: json.loads(r.stdout)["plan"]["vpp"] == 4 or (_ for _ in ()).throw(
+         check=lambda r: json.loads(r.stdout)["results"][0]["plan"]["vpp"] == 4 or (_ for _ in ()).throw(
              AssertionError(r.stdout[:300]))),
     Case(id="files/megatron-tp-conflict", argv=["estimate", "s.yaml"],
          files={"s.yaml": _scenario(plan="{tp: 8, tensor_model_parallel_size: 4, global_batch_size: 8, "

@@ -96,7 +96,7 @@ CASES = [
          check=_json_doc(("model",), f"m{_CLOSE}")),
     Case(id="rendering/estimate-json-has-the-parsed-model", argv=["estimate", "s.yaml", "--json"], exit_code=0,
          files={"s.yaml": _scenario("m.json"), "m.json": _hf("m")},
-         check=_json_doc(("model_summary", "kv_heads"), 8)),
+         check=_json_doc(("results", 0, "model_summary", "kv_heads"), 8)),
     Case(id="rendering/simulate-json-with-failures-is-one-document",
          argv=["simulate", "all-reduce", "--gpus", "64", "--radix", "8", "--fail-links", "2", "--json"],
          exit_code=0, check=_json_doc(("failures", "failed_parts", "cables", len), 2)),

@@ -15,6 +15,13 @@ def run_json(capsys, *args):
     return json.loads(out)
 
 
+def estimate_json(capsys, *args):
+    """The one result of ``estimate --json`` on one file (the document holds a list of results)."""
+    doc = run_json(capsys, "estimate", *args)
+    assert doc["document"] == "estimate" and len(doc["results"]) == 1
+    return doc["results"][0]
+
+
 def write(tmp_path, text, name="s.yaml"):
     path = tmp_path / name
     path.write_text(textwrap.dedent(text))
@@ -31,19 +38,20 @@ plan: {tp: 8, pp: 2, global_batch_size: 128, seq_length: 4096, recompute: select
 
 def test_catalog_list_and_show(capsys):
     data = run_json(capsys, "catalog", "list")
-    names = {k: [r["name"] for r in v] for k, v in data.items()}
+    kinds = ("accelerators", "clusters", "models", "network")
+    names = {k: [r["name"] for r in data[k]] for k in kinds}
     for needed in ("a100-sxm-80gb", "h100-sxm", "h200-sxm", "b200", "gb200", "gb300", "mi300x", "mi325x", "mi355x",
                    "tpu-v5p", "gaudi3", "trainium2", "a100-sxm-40gb", "h800", "b300"):
         assert needed in names["accelerators"]
     for needed in ("dgx-a100", "dgx-h100", "hgx-h200", "dgx-b200", "gb200-nvl72", "gb300-nvl72", "mi300x-8"):
         assert needed in names["clusters"]
-    assert all(row["source"] for rows in data.values() for row in rows)
+    assert all(row["source"] for k in kinds for row in data[k])
     show = run_json(capsys, "catalog", "show", "dgx-h100")
     assert show["kind"] == "clusters" and show["source"]
 
 
 def test_tiers_json(capsys):
-    rows = run_json(capsys, "tiers", "dgx-h100")
+    rows = run_json(capsys, "tiers", "dgx-h100")["tiers"]
     assert [r["name"] for r in rows] == ["hbm", "scale_up", "host", "scale_out"]
     for key in ("name", "datasheet_bytes_per_s", "bytes_per_s", "latency_s", "ratio_to_hbm", "datasheet_ratio_to_hbm"):
         assert key in rows[0]
@@ -64,7 +72,7 @@ def test_collective_json(capsys):
 
 
 def test_estimate_json(capsys, tmp_path):
-    data = run_json(capsys, "estimate", write(tmp_path, SCENARIO))
+    data = estimate_json(capsys, write(tmp_path, SCENARIO))
     for key in ("step_time_s", "tokens_per_s", "tokens_per_s_per_gpu", "model_tflops_per_gpu", "hardware_tflops_per_gpu",
                 "mfu", "hfu", "scaling_efficiency", "assumed", "memory", "breakdown", "tiers"):
         assert key in data
@@ -78,11 +86,11 @@ def test_estimate_json(capsys, tmp_path):
 
 def test_estimate_shows_zero3_buffer_copies_only_for_zero3(capsys, tmp_path, cli_error):
     fsdp = SCENARIO.replace("tp: 8, pp: 2", "tp: 1, pp: 1, zero_stage: 3, zero3_gather: per-parameter")
-    data = run_json(capsys, "estimate", write(tmp_path, fsdp))
+    data = estimate_json(capsys, write(tmp_path, fsdp))
     assert data["breakdown"]["shard_copy_s"] > 0
     assert main(["estimate", write(tmp_path, fsdp, "t.yaml")]) == 0
     assert "ZeRO-3 buffer copies" in capsys.readouterr().out
-    assert run_json(capsys, "estimate", write(tmp_path, SCENARIO))["breakdown"]["shard_copy_s"] == 0
+    assert estimate_json(capsys, write(tmp_path, SCENARIO))["breakdown"]["shard_copy_s"] == 0
     assert main(["estimate", write(tmp_path, SCENARIO, "u.yaml")]) == 0
     assert "ZeRO-3 buffer copies" not in capsys.readouterr().out
     line = cli_error(["estimate", write(tmp_path, fsdp.replace("per-parameter", "fsdp2"), "bad.yaml")])
@@ -93,7 +101,7 @@ def test_estimate_many_files_keeps_going_past_an_error(capsys, tmp_path):
     good = write(tmp_path, SCENARIO, "good.yaml")
     bad = write(tmp_path, SCENARIO.replace("tp: 8", "tp: 3").replace("num_gpus: 64", "num_gpus: 48"), "bad.yaml")
     rc = main(["estimate", good, bad, good, "--json"])
-    docs = json.loads(capsys.readouterr().out)
+    docs = json.loads(capsys.readouterr().out)["results"]
     assert rc == 2
     assert [("error" in d) for d in docs] == [False, True, False]
     assert "tp=3" in docs[1]["error"]
@@ -103,7 +111,7 @@ def test_example_scenarios_run(capsys):
     import pathlib
 
     for path in sorted(pathlib.Path(__file__).parents[2].joinpath("examples").glob("*.yaml")):
-        assert run_json(capsys, "estimate", str(path))["step_time_s"] > 0
+        assert estimate_json(capsys, str(path))["step_time_s"] > 0
 
 
 def test_inline_model_and_cluster_override(capsys, tmp_path):
@@ -114,7 +122,7 @@ def test_inline_model_and_cluster_override(capsys, tmp_path):
     num_gpus: 16
     plan: {global_batch_size: 32, seq_length: 2048}
     """
-    data = run_json(capsys, "estimate", write(tmp_path, text))
+    data = estimate_json(capsys, write(tmp_path, text))
     assert data["cluster"].startswith("dgx-h100")
 
 

@@ -43,7 +43,7 @@ def test_unknown_option_suggests_the_right_one():
 def test_a_good_command_still_works():
     proc = _run("tiers", "dgx-h100", "--json")
     assert proc.returncode == 0, proc.stderr
-    assert [t["name"] for t in json.loads(proc.stdout)][:2] == ["hbm", "scale_up"]
+    assert [t["name"] for t in json.loads(proc.stdout)["tiers"]][:2] == ["hbm", "scale_up"]
 
 
 def test_megatron_style_flag_names():

@@ -144,7 +144,7 @@ def test_estimate_shows_what_a_config_json_was_parsed_into(capsys, tmp_path):
         num_gpus: 64
         plan: {{ep: 8, global_batch_size: 256, seq_length: 4096}}
     """)
-    s = _json(capsys, "estimate", scenario)["model_summary"]
+    s = _json(capsys, "estimate", scenario)["results"][0]["model_summary"]
     assert (s["layers"], s["hidden_size"], s["attention_heads"], s["kv_heads"], s["head_dim"]) == (48, 2048, 32, 4, 128)
     assert (s["experts"], s["top_k"], s["moe_layers"], s["vocab_size"]) == (128, 8, 48, 151936)
     assert s["parameters"] == pytest.approx(30.5e9, rel=0.02)  # Qwen3-30B-A3B: 30.5B total, 3.3B active
@@ -162,7 +162,7 @@ def test_a_dense_config_json_has_no_experts(capsys, tmp_path):
         num_gpus: 8
         plan: {{tp: 8, global_batch_size: 8, seq_length: 4096}}
     """)
-    s = _json(capsys, "estimate", scenario)["model_summary"]
+    s = _json(capsys, "estimate", scenario)["results"][0]["model_summary"]
     assert s["experts"] is None and s["kv_heads"] == 8 and s["layers"] == 32
     assert s["parameters"] == s["active_parameters"] == pytest.approx(8.03e9, rel=0.01)
 
@@ -177,9 +177,11 @@ def _scenario(tmp_path, plan: str, num_gpus: int) -> str:
 
 
 def test_fp32_gradient_reduction_is_assumed_where_gradients_are_reduced(capsys, tmp_path):
-    doc = _json(capsys, "estimate", _scenario(tmp_path, "{tp: 8, global_batch_size: 64, seq_length: 4096}", 64))
+    scenario = _scenario(tmp_path, "{tp: 8, global_batch_size: 64, seq_length: 4096}", 64)
+    doc = _json(capsys, "estimate", scenario)["results"][0]
     assert any(a.startswith("gradient reduction in fp32") for a in doc["assumed"])
-    doc = _json(capsys, "estimate", _scenario(tmp_path, "{tp: 8, global_batch_size: 8, seq_length: 4096}", 8))
+    scenario = _scenario(tmp_path, "{tp: 8, global_batch_size: 8, seq_length: 4096}", 8)
+    doc = _json(capsys, "estimate", scenario)["results"][0]
     assert not any("gradient reduction" in a for a in doc["assumed"])  # dp 1: nothing is reduced
 
 

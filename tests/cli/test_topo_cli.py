@@ -19,7 +19,7 @@ def test_topo_fat_tree_json(capsys):
     r = _json(capsys, ["topo", "fat-tree", "--gpus", "1024", "--radix", "32", "--tiers", "3", "--json"])
     for key in ("num_switches", "num_links", "bisection_bytes_per_s", "diameter_hops", "network_capex_usd",
                 "network_power_w", "switches_per_tier", "cables_by_speed", "transceivers_by_speed", "avg_hops",
-                "network_share_of_cluster_cost", "cost_assumptions"):
+                "network_share_of_capex", "cost_assumptions"):
         assert key in r
     assert r["bisection_bytes_per_s"] == pytest.approx(1024 / 2 * 50e9)
     assert r["diameter_hops"] == 6

@@ -29,7 +29,7 @@ def doc405():
 
 
 def test_405b_16k_every_axis_has_a_tier_and_a_rate(doc405):
-    assert doc405["plan_origin"].startswith("planner")
+    assert doc405["plan_source"].startswith("planner")
     axes = {a["axis"]: a for a in doc405["axes"]}
     p = doc405["plan"]
     # every axis with a degree above one is answered, on the tier its group crosses
@@ -69,7 +69,7 @@ def test_seed_arithmetic_70b_1000_gpus_100ms():
                "--global-batch", "1000", "--tp", "1", "--pp", "1", "--dp", "1000", "--zero", "0",
                "--reduce-dtype", "bf16", "--window", "100ms", "--json"])
     w = d["window"]
-    assert d["plan_origin"] == "given"
+    assert d["plan_source"] == "given"
     assert w["tbytes_per_s_per_gpu"] == pytest.approx(2.8, rel=0.10)
     assert w["bytes_per_gpu"] / 1e9 == pytest.approx(280, rel=0.10)
     assert w["group_aggregate_tbytes_per_s"] == pytest.approx(1000 * w["tbytes_per_s_per_gpu"])

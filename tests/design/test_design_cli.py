@@ -18,7 +18,7 @@ def _json(args):
 def test_topo_stable_keys_and_cluster():
     d = _json(["topo", "fat-tree", "--gpus", "256", "--cluster", "gb200-nvl72", "--json"])
     for key in ("num_switches", "switch_radix", "switch_ports_used", "network_capex_usd", "network_power_w",
-                "network_share_of_cluster_cost"):
+                "network_share_of_capex"):
         assert key in d
     assert d["servers"]["price_key"] == "rack_gb200_nvl72_usd"
     roce = _json(["topo", "fat-tree", "--gpus", "256", "--fabric", "roce", "--json"])
@@ -51,8 +51,8 @@ def test_estimate_reports_cost_and_levers(tmp_path):
     f = tmp_path / "s.yaml"
     f.write_text("model: llama3.1-8b\ncluster: dgx-h100\nnum_gpus: 16\n"
                  "plan: {tp: 8, dp: 2, global_batch_size: 16, seq_length: 4096, zero_stage: 0}\n")
-    plain = _json(["estimate", str(f), "--json", "--tokens", "1e10"])
-    bf16 = _json(["estimate", str(f), "--json", "--reduce-dtype", "bf16"])
+    plain = _json(["estimate", str(f), "--json", "--tokens", "1e10"])["results"][0]
+    bf16 = _json(["estimate", str(f), "--json", "--reduce-dtype", "bf16"])["results"][0]
     assert plain["economics"]["time_to_train_s"] == 1e10 / plain["tokens_per_s"]
     dp = lambda d: d["breakdown"]["per_axis"]["dp"]["bytes"]  # noqa: E731
     assert dp(bf16) == dp(plain) / 2  # ZeRO 0: the all-reduce of fp32 gradients becomes bf16

@@ -124,10 +124,10 @@ def test_topo_nvl72_implies_the_rack_part(cli_error):
 
 
 def test_tiers_show_the_scale_up_domain():
-    rows = _json(["tiers", "gb200-nvl72", "--json"])
+    rows = _json(["tiers", "gb200-nvl72", "--json"])["tiers"]
     up = next(r for r in rows if r["name"] == "scale_up")
     assert up["domain_aggregate_bidirectional_bytes_per_s"] == pytest.approx(129.6e12)
-    mesh = next(r for r in _json(["tiers", "mi300x-8", "--json"]) if r["name"] == "scale_up")
+    mesh = next(r for r in _json(["tiers", "mi300x-8", "--json"])["tiers"] if r["name"] == "scale_up")
     # full mesh of 8: 16 links cross the cut, each at the per-peer one-way rate
     assert mesh["domain_bisection_bytes_per_s"] == pytest.approx(16 * load_cluster("mi300x-8").scale_up_p2p_bytes_per_s)
 

@@ -61,7 +61,7 @@ def _estimate(tmp_path, *extra):
     scenario.write_text(SCENARIO)
     code, stdout, stderr = _cli("estimate", str(scenario), "--json", *extra)
     assert code == 0, stderr
-    return json.loads(stdout), stderr
+    return json.loads(stdout)["results"][0], stderr
 
 
 def test_cpu_run_measures_every_kernel_family_and_writes_a_profile(cpu_profile):
@@ -96,7 +96,7 @@ def test_estimate_reads_the_cpu_profile_as_cluster_and_as_compute(cpu_profile, t
     as_cluster.write_text(SCENARIO.replace("cluster: dgx-h100", f"cluster: {out}"))
     code, stdout, _ = _cli("estimate", str(as_cluster), "--json")
     assert code == 0
-    assert json.loads(stdout)["step_time_s"] == pytest.approx(with_profile["step_time_s"], rel=1e-9)
+    assert json.loads(stdout)["results"][0]["step_time_s"] == pytest.approx(with_profile["step_time_s"], rel=1e-9)
 
 
 def test_halving_the_matmul_fraction_doubles_gemm_time(tmp_path):

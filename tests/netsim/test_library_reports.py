@@ -13,7 +13,7 @@ from tierwise.topology import TopologySpec, build_fabric
 
 def test_collective_report_on_a_cluster():
     r = collective_report("all-reduce", "1GB", 16, None, "ring", "dgx-h100", None)
-    assert (r["kind"], r["ranks"], r["ranks_per_node"], r["tier"], r["algorithm"]) == (
+    assert (r["op"], r["num_ranks"], r["ranks_per_node"], r["tier"], r["algorithm"]) == (
         "all-reduce", 16, 8, "scale_out", "ring")
     assert r["busbw_bytes_per_s"] == pytest.approx(r["algbw_bytes_per_s"] * 2 * 15 / 16)
     assert "cluster_time_s" not in r

@@ -26,7 +26,7 @@ def test_json_document(capsys):
         assert abs(sum(r["step_shares"].values()) - 1.0) < 1e-6
     assert doc["summary"]["skipped"] == [] and doc["summary"]["used"] == 161  # none refused (issue 14)
     assert {r["group"] for r in doc["rows"]} >= {"hopper/nemo-24.07", "ampere/megatron-lm-2021"}
-    assert all(isinstance(r["memory_fits"], bool) for r in doc["rows"])
+    assert all(isinstance(r["fits"], bool) for r in doc["rows"])
     assert doc["worst_rows"] and doc["worst_rows"][0]["dominant_term"]
     assert "attention_efficiency_cudnn" in doc["parameters"]
 

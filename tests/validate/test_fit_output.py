@@ -96,8 +96,7 @@ def test_the_env_var_points_estimate_at_a_parameters_file(tmp_path, monkeypatch,
     mine = json.loads(capsys.readouterr().out)
 
     def step(doc):
-        doc = doc[0] if isinstance(doc, list) else doc
-        return doc["step_time_s"]
+        return doc["results"][0]["step_time_s"]
 
     assert step(mine) > step(base) * 1.3
 

@@ -88,9 +88,13 @@ def print_table(console, table) -> None:
     console.print(table)
 
 
-def emit(data: Any, as_json: bool, render: Callable[[Any], None]) -> None:
-    """Print ``data`` as JSON, or call ``render(console)`` for the human view."""
+def emit(data: Any, as_json: bool, render: Callable[[Any], None], *, document: str) -> None:
+    """Print ``data`` as the JSON document ``document`` (:func:`tierwise.documents.finish`: stamped with its
+    name and schema version, the one shape its schema in docs/schema/ gives), or call ``render(console)``
+    for the human view."""
     if as_json:
-        print(json.dumps(to_jsonable(data), indent=2, sort_keys=False))
+        from tierwise.documents import finish
+
+        print(json.dumps(finish(document, to_jsonable(data)), indent=2, sort_keys=False))
     else:
         render(console())

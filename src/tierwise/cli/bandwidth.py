@@ -66,7 +66,7 @@ def register(app: typer.Typer) -> None:
                                 grad_reduce_dtype=reduce_dtype.lower() if reduce_dtype else None, tp=tp, pp=pp,
                                 cp=cp, ep=ep, dp=dp, vpp=vpp, micro_batch_size=mbs)
         doc = inverse_bandwidth(m, cl, plan, window_s=win, target_step_s=tgt)
-        doc["plan_origin"] = origin
+        doc["plan_source"] = origin
         if trend:
             doc["trend"] = interconnect_bound_generation(m, gpus, global_batch=global_batch, seq=seq,
                                                          bound_share=share)
@@ -75,7 +75,7 @@ def register(app: typer.Typer) -> None:
             from tierwise.report.design import bandwidth_page
 
             doc["html"] = write_page(html, bandwidth_page(doc))
-        emit(doc, as_json, lambda con: _render(con, doc))
+        emit(doc, as_json, lambda con: _render(con, doc), document="bandwidth")
 
 
 def _check(gpus, global_batch, seq, zero, precision, reduce_dtype, **degrees) -> None:
@@ -110,7 +110,7 @@ def _render(con, doc: dict) -> None:
 
     p = doc["plan"]
     t = Table(title=f"{doc['model']} on {doc['num_gpus']:,} x {doc['cluster']}: tp{p['tp']} pp{p['pp']} cp{p['cp']} "
-                    f"dp{p['dp']} ep{p['ep']} ({doc['plan_origin']}); step {doc['step_time_s']:.3f} s, "
+                    f"dp{p['dp']} ep{p['ep']} ({doc['plan_source']}); step {doc['step_time_s']:.3f} s, "
                     f"exposed comm {doc['exposed_comm_s']:.3f} s")
     for col in ("axis", "tier (now, per GPU one way)", "exposed now", "hidden (<=1%)", "costs 5%", "costs 20%",
                 "latency for 5% / 20%"):

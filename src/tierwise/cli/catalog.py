@@ -59,7 +59,7 @@ def register(app: typer.Typer) -> None:
                     table.add_row(row["name"], row["display_name"], row["source"])
                 print_table(console, table)
 
-        emit(data, as_json, render)
+        emit(data, as_json, render, document="catalog-list")
 
     @group.command("show")
     def show(name: Annotated[str, typer.Argument(help="a catalog name, e.g. h100-sxm, dgx-h100, llama3.1-70b")],
@@ -74,6 +74,6 @@ def register(app: typer.Typer) -> None:
                 table.add_row(key, str(value))
             print_table(console, table)
 
-        emit(data, as_json, render)
+        emit(data, as_json, render, document="catalog-show")
 
     app.add_typer(group, name="catalog")

@@ -29,7 +29,7 @@ def register(app: typer.Typer) -> None:
         def render(console):
             from tierwise.units import format_bandwidth, format_bytes, format_time
 
-            table = kv_table(f"{data['kind']} of {format_bytes(data['size_bytes'])} over {ranks} ranks "
+            table = kv_table(f"{data['op']} of {format_bytes(data['size_bytes'])} over {ranks} ranks "
                              f"({data['cluster']})")
             table.add_row("bytes per rank (ring-equivalent)", format_bytes(data["bytes_per_rank"]))
             table.add_row("tier crossed", data["tier"])
@@ -46,4 +46,4 @@ def register(app: typer.Typer) -> None:
             for note in data["notes"]:
                 console.print(f"- {note}")
 
-        emit(data, as_json, render)
+        emit(data, as_json, render, document="collective")

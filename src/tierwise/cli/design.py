@@ -105,7 +105,7 @@ def register(app: typer.Typer) -> None:
             from tierwise.report.design import design_page
 
             doc["html"] = write_page(html, design_page(doc))
-        emit(doc, as_json, lambda con: _render_design(con, doc))
+        emit(doc, as_json, lambda con: _render_design(con, doc), document="design")
 
     @app.command("trend")
     def trend_cmd(
@@ -131,7 +131,7 @@ def register(app: typer.Typer) -> None:
             from tierwise.report.design import trend_page
 
             doc["html"] = write_page(html, trend_page(doc))
-        emit(doc, as_json, lambda con: _render_trend(con, doc))
+        emit(doc, as_json, lambda con: _render_trend(con, doc), document="trend")
 
 
 def _domain_sweep(model, gpus, domains, optics, global_batch, seq, precision, prices, as_json, html):
@@ -157,7 +157,7 @@ def _domain_sweep(model, gpus, domains, optics, global_batch, seq, precision, pr
         from tierwise.report.design import domain_page
 
         doc["html"] = write_page(html, domain_page(doc))
-    emit(doc, as_json, lambda con: _render_domains(con, doc))
+    emit(doc, as_json, lambda con: _render_domains(con, doc), document="design-domains")
 
 
 def _power_design(model, power, pue, global_batch, seq, precision, prices, as_json, html):
@@ -175,7 +175,7 @@ def _power_design(model, power, pue, global_batch, seq, precision, prices, as_js
         from tierwise.report.design import power_page
 
         doc["html"] = write_page(html, power_page(doc))
-    emit(doc, as_json, lambda con: _render_power(con, doc))
+    emit(doc, as_json, lambda con: _render_power(con, doc), document="design-power")
 
 
 def _render_domains(con, doc: dict) -> None:

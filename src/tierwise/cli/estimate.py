@@ -187,7 +187,8 @@ def register(app: typer.Typer) -> None:
     def estimate_cmd(
         ctx: typer.Context,
         scenarios: Annotated[list[str], typer.Argument(help="scenario YAML files (model, cluster, num_gpus, plan)")],
-        as_json: Annotated[bool, typer.Option("--json", help="print JSON (a list when several files are given)")] = False,
+        as_json: Annotated[bool, typer.Option("--json", help="print the JSON document (a result per file under "
+                                                                "results, also for one file)")] = False,
         show_model: Annotated[bool, typer.Option("--show-model", help="also list every field the model (catalog "
                                                  "name, YAML or config.json) was parsed into")] = False,
         tokens: TokensOpt = None, prices: PricesOpt = None, reduce_dtype: ReduceDtypeOpt = None,
@@ -218,7 +219,8 @@ def register(app: typer.Typer) -> None:
         if len(scenarios) == 1:
             doc = _estimate_with_economics(load_scenario(scenarios[0], framework), levers, tokens, prices, overrides)
             _add_stragglers(doc, stragglers)
-            emit(doc, as_json, lambda console: _render_all(console, doc, show_model))
+            emit([{"file": scenarios[0], **doc}], as_json, lambda console: _render_all(console, doc, show_model),
+                 document="estimate")
             return
         if levers.active or tokens is not None or prices is not None or straggler_rate is not None:
             from tierwise.errors import SpecError
@@ -232,7 +234,7 @@ def register(app: typer.Typer) -> None:
                 if "error" not in doc:
                     render_estimate(console, doc, show_model)
 
-        emit(docs, as_json, render)
+        emit(docs, as_json, render, document="estimate")
         failed = [d for d in docs if "error" in d]
         for doc in failed:  # on stderr, one line each, as main() prints an error; stdout keeps the results
             print(f"error: {doc['file']}: {' '.join(str(doc['error']).split())}", file=sys.stderr)

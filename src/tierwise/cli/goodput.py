@@ -205,7 +205,7 @@ def register(app: typer.Typer) -> None:
             from tierwise.report.goodput import goodput_page
 
             goodput_page(doc, html)
-        emit(doc, as_json, lambda console: _render_with_economics(console, doc))
+        emit(doc, as_json, lambda console: _render_with_economics(console, doc), document="goodput")
 
 
 def _goodput_economics(doc: dict, cl, n: int, opts, prices) -> dict:

@@ -142,7 +142,7 @@ def collective(
     if results is None:  # not rank 0 under torchrun: only rank 0 prints
         return
     rows = [row for op_rows in results.values() for row in op_rows]
-    emit(rows, as_json, _table_collective(rows))
+    emit(rows, as_json, _table_collective(rows), document="measure-collective")
 
 
 @measure_app.command("ddp")
@@ -183,7 +183,7 @@ def ddp(
         result = run_ddp(config, ranks, calibration=given)
     if result is None:
         return
-    emit(result, as_json, render_ddp(result))
+    emit(result, as_json, render_ddp(result), document="measure-ddp")
 
 
 @measure_app.command("gemm")
@@ -197,7 +197,7 @@ def gemm(
 
     with progress("measuring matmul throughput"):
         rows = measure_gemm(dtype=dtype)
-    emit(rows, as_json, render_gemm(rows))
+    emit(rows, as_json, render_gemm(rows), document="measure-gemm")
 
 
 @measure_app.command("hbm")
@@ -217,7 +217,7 @@ def hbm(
 
     with progress("measuring HBM bandwidth"):
         rows = measure_hbm(size_bytes=size_bytes)
-    emit(rows, as_json, render_hbm(rows))
+    emit(rows, as_json, render_hbm(rows), document="measure-hbm")
 
 
 def _render_compute(result, out: str | None):
@@ -299,7 +299,7 @@ def compute(
         write_yaml(result.document, out)
     for line in result.warnings if as_json else ():  # the table shows them; with --json, on stderr
         print(f"warning: {line}", file=sys.stderr)
-    emit(result.as_dict(), as_json, _render_compute(result, out))
+    emit(result.as_dict(), as_json, _render_compute(result, out), document="measure-compute")
 
 
 def calibrate_command(
@@ -366,7 +366,7 @@ def calibrate_command(
                               f"{c['measured_s'] * 1e3:>8.3f} ms {c['predicted_s'] * 1e3:>8.3f} ms "
                               f"{c['error_pct']:>+6.0f}%{note}")
 
-    emit(result.document, as_json, render)
+    emit(result.document, as_json, render, document="calibrate")
 
 
 def register(app: typer.Typer) -> None:

@@ -286,9 +286,10 @@ def register(app: typer.Typer) -> None:
 
             doc["html"] = write_page(html, plan_page(doc))
         if opts is not None:
-            emit(doc, as_json, lambda console: (_render_plan_economics(console, doc), render_plan_goodput(console, doc)))
+            emit(doc, as_json, lambda console: (_render_plan_economics(console, doc), render_plan_goodput(console, doc)),
+                 document="plan")
             return
-        emit(doc, as_json, lambda console: _render_plan_economics(console, doc))
+        emit(doc, as_json, lambda console: _render_plan_economics(console, doc), document="plan")
 
     @app.command("scale")
     def scale_cmd(
@@ -338,6 +339,7 @@ def register(app: typer.Typer) -> None:
         if opts is not None:
             from tierwise.cli.goodput import render_scale_goodput
 
-            emit(doc, as_json, lambda console: (render_scale(console, doc), render_scale_goodput(console, doc)))
+            emit(doc, as_json, lambda console: (render_scale(console, doc), render_scale_goodput(console, doc)),
+                 document="scale")
             return
-        emit(doc, as_json, lambda console: render_scale(console, doc))
+        emit(doc, as_json, lambda console: render_scale(console, doc), document="scale")

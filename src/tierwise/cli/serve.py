@@ -321,7 +321,7 @@ def register(app: typer.Typer) -> None:
             if compare_attention:
                 render_compare(console, doc)
 
-        emit(doc, as_json, render)
+        emit(doc, as_json, render, document="serve")
 
     @app.command("serve-plan")
     def serve_plan_cmd(
@@ -355,7 +355,7 @@ def register(app: typer.Typer) -> None:
                        engine=engine, decode_cluster=decode_cluster)
         cfg = _config(scenario_file, flags, pools=False)
         doc = serve_plan_document(cfg, max_tp=max_tp, modes=modes, top=top)
-        emit(doc, as_json, lambda console: render_plan(console, doc))
+        emit(doc, as_json, lambda console: render_plan(console, doc), document="serve-plan")
 
 
 def render_serving_validation(console, doc: dict) -> None:
@@ -409,4 +409,4 @@ def validate_serving(dataset, source, as_json: bool, html, training_only: bool, 
         from tierwise.report.serve import validation_page
 
         doc["html"] = validation_page(doc, html)
-    emit(doc, as_json, lambda console: render_serving_validation(console, doc))
+    emit(doc, as_json, lambda console: render_serving_validation(console, doc), document="validate-serving")

@@ -95,7 +95,7 @@ def register(app: typer.Typer) -> None:
             doc = run_sweep(points, out_dir, workers=workers, executor=executor, shard=shard_t, grid=grid,
                             batch_size=batch_size, on_start=lambda n, total: bar.update(0, n),
                             progress=lambda done, n: bar.update(done, n))
-        emit(doc, as_json, lambda console: render_run(console, doc))
+        emit(doc, as_json, lambda console: render_run(console, doc), document="sweep-run")
 
     @sweep.command("show")
     def show_cmd(
@@ -132,4 +132,4 @@ def register(app: typer.Typer) -> None:
 
             doc["views"] = views(directory)
             doc["html"] = write_page(html, sweep_page(doc))
-        emit(doc, as_json, lambda console: render_show(console, doc))
+        emit(doc, as_json, lambda console: render_show(console, doc), document="sweep-show")

@@ -69,7 +69,7 @@ def up(
             table.add_row("assumed", item)
         console.print(table)
 
-    emit(state, as_json, render)
+    emit(state, as_json, render, document="testbed-up")
 
 
 @testbed_app.command("down")
@@ -87,7 +87,7 @@ def down(name: str = typer.Option("tb", "--name", help="the testbed's name (twtb
     def render(console) -> None:
         console.print(f"removed: {', '.join(result['removed']) or 'nothing (no such testbed)'}")
 
-    emit(result, as_json, render)
+    emit(result, as_json, render, document="testbed-down")
 
 
 def _rows_table(title: str, rows: list[dict]):
@@ -143,7 +143,7 @@ def run(
     layout = _layout(layout)
     cases = [{"op": o, "algorithm": algorithm, "size_bytes": s} for s in size_list for o in ops]
     rows = run_sweep(directory, cases, layout=layout, iters=iters, warmup=warmup)
-    emit(rows, as_json, _rows_table("testbed run", rows))
+    emit(rows, as_json, _rows_table("testbed run", rows), document="testbed-run")
 
 
 @testbed_app.command("ddp")
@@ -174,7 +174,7 @@ def ddp(
 
         render_ddp(result)(console)
 
-    emit(result, as_json, render)
+    emit(result, as_json, render, document="testbed-ddp")
 
 
 @testbed_app.command("check")
@@ -194,7 +194,7 @@ def check(
     size_list = parse_sizes(sizes, factor)
     check_int(iters, "--iters", minimum=1, maximum=MAX_ITERS, error=TestbedError)
     rows = run_check(directory, sizes=size_list, iters=iters)
-    emit(rows, as_json, _rows_table("testbed check", rows))
+    emit(rows, as_json, _rows_table("testbed check", rows), document="testbed-check")
 
 
 def register(app: typer.Typer) -> None:

@@ -61,7 +61,7 @@ def register(app: typer.Typer) -> None:
                     f"one-way against one-way {up.bytes_per_s / out.datasheet_bytes_per_s:.3g}x per NIC, "
                     f"{up.bytes_per_s / out.bytes_per_s:.3g}x per GPU share")
 
-        emit(data, as_json, render)
+        emit({"cluster": cluster, "tiers": data}, as_json, render, document="tiers")
 
 
 def domain_line(dom: dict) -> str:

@@ -124,9 +124,9 @@ def register(app: typer.Typer) -> None:
                                  fabric=fabric, placement=leaf_placement, cpo=cpo)
         report["cluster"] = cl.name
         report["scale_up_domain"] = scale_up_domain(cl)
-        report["scale_updomain_line"] = domain_line(report["scale_up_domain"])
+        report["scale_up_domain_line"] = domain_line(report["scale_up_domain"])
         report["assumed"] = assumed
-        emit(report, as_json, lambda con: _render_topo(con, report))
+        emit(report, as_json, lambda con: _render_topo(con, report), document="topo")
 
     @app.command("simulate")
     def simulate_cmd(
@@ -218,7 +218,7 @@ def register(app: typer.Typer) -> None:
             from tierwise.report.simulate import simulate_page
 
             result["html"] = write_page(html, simulate_page(result))
-        emit(result, as_json, lambda con: _render_sim(con, result))
+        emit(result, as_json, lambda con: _render_sim(con, result), document="simulate")
 
 
 def _argv_text() -> str:
@@ -244,7 +244,7 @@ def _render_topo(con, r: dict) -> None:
         ("network capex", f"${r['network_capex_usd']:,.0f}  ({r['fabric']}; links: {r['links_by_medium']})"),
         ("network power", f"{r['network_power_w'] / 1e3:,.1f} kW"),
         ("servers / racks", r["servers"]["basis"]),
-        ("network share of cost", f"{100 * r['network_share_of_cluster_cost']:.1f}%"
+        ("network share of cost", f"{100 * r['network_share_of_capex']:.1f}%"
          + (f"  (uncertain prices: {100 * r['network_share_range']['low']:.1f}-"
             f"{100 * r['network_share_range']['high']:.1f}%; seeds' budget 15-25%)" if "network_share_range" in r
             else "")),
@@ -259,8 +259,8 @@ def _render_topo(con, r: dict) -> None:
     a = r["cost_assumptions"]
     con.print(f"assumptions: {a['gpu_cost']}; {a['optics']}; {a['switch_optics']}; {a['fabric']}; "
               f"{a['switch_scaling']}")
-    if r.get("scale_updomain_line"):
-        con.print(r["scale_updomain_line"])
+    if r.get("scale_up_domain_line"):
+        con.print(r["scale_up_domain_line"])
     for note in r.get("notes", []) + [f"assumed {x}" for x in r.get("assumed", [])]:
         con.print(f"note: {note}")
     for k, v in a["estimates"].items():

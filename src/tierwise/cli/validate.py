@@ -122,4 +122,4 @@ def register(app: typer.Typer) -> None:
             from tierwise.validate.report import write_html
 
             doc["html"] = write_html(doc, html)
-        emit(doc, as_json, lambda console: render_validation(console, doc))
+        emit(doc, as_json, lambda console: render_validation(console, doc), document="validate")

@@ -52,10 +52,13 @@ def algorithms_for(kind: str) -> tuple[str, ...]:
 
 
 class CollectiveCost:
-    """Result arrays (one shape): time, chosen algorithm/protocol codes, and bytes on each tier per rank.
+    """Result arrays (one shape): time, chosen algorithm and protocol, and bytes on each tier per rank.
 
-    ``algorithm``, ``protocol``, ``scale_up_bytes`` and ``scale_out_bytes`` are computed on first access
-    (the estimator needs only times and ring-equivalent bytes).
+    ``algorithm`` and ``protocol`` are names (``"ring"``, ``"LL128"``: a ``str`` for a single group, an array
+    of ``str`` otherwise); ``algorithm_code`` and ``protocol_code`` are the same choices as int8 indices into
+    :data:`ALGORITHMS` / :data:`PROTOCOLS`, for vectorized use. They, ``scale_up_bytes`` and
+    ``scale_out_bytes`` are computed on first access (the estimator needs only times and ring-equivalent
+    bytes).
     """
 
     __slots__ = ("time_s", "bytes_per_rank", "_codes", "_codes_cache", "_wire", "_cache")
@@ -79,14 +82,24 @@ class CollectiveCost:
         return value
 
     @property
-    def algorithm(self):
-        """Index into :data:`ALGORITHMS`."""
+    def algorithm_code(self):
+        """Index into :data:`ALGORITHMS` (int8 array)."""
         return self._once("_codes", "_codes_cache")[0]
 
     @property
-    def protocol(self):
-        """Index into :data:`PROTOCOLS`."""
+    def protocol_code(self):
+        """Index into :data:`PROTOCOLS` (int8 array)."""
         return self._once("_codes", "_codes_cache")[1]
+
+    @property
+    def algorithm(self):
+        """Name of the chosen algorithm (one of :data:`ALGORITHMS`): a ``str``, or an array of them."""
+        return _names(ALGORITHMS, self.algorithm_code)
+
+    @property
+    def protocol(self):
+        """Name of the chosen protocol (one of :data:`PROTOCOLS`): a ``str``, or an array of them."""
+        return _names(PROTOCOLS, self.protocol_code)
 
     @property
     def scale_up_bytes(self):
@@ -100,6 +113,14 @@ class CollectiveCost:
 
     def __repr__(self) -> str:
         return f"CollectiveCost(time_s={self.time_s!r}, algorithm={self.algorithm!r}, protocol={self.protocol!r})"
+
+
+def _names(table: tuple[str, ...], codes):
+    """The names ``codes`` index in ``table``: a ``str`` for a scalar, an array of ``str`` otherwise."""
+    codes = np.asarray(codes)
+    if codes.ndim == 0:
+        return table[int(codes)]
+    return np.asarray(table)[codes]
 
 
 def _mesh_ring_links(g):

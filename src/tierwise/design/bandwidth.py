@@ -292,7 +292,7 @@ def inverse_bandwidth(model, cluster: Cluster, plan: Plan, *, window_s: float | 
         "plan": {k: getattr(plan, k) for k in ("tp", "pp", "cp", "dp", "ep", "vpp", "micro_batch_size",
                                                "zero_stage", "precision", "grad_reduce_dtype", "global_batch_size",
                                                "seq_length")},
-        "fits_memory": bool(est.memory["fits"][0]) if "fits" in est.memory else None,
+        "fits": bool(est.memory["fits"][0]) if "fits" in est.memory else None,
         "step_time_s": step, "compute_s": float(est.compute_s[0]), "exposed_comm_s": float(est.exposed_comm_s[0]),
         "tiers": {t: {"gbytes_per_s_per_gpu_one_way": tier_bytes_per_s(cluster, t) / 1e9,
                       "latency_us": getattr(cluster, f"{t}_latency_s") * 1e6}

@@ -7,7 +7,7 @@ Heavy modules load inside the function, as the CLI's start-up wants.
 
 from __future__ import annotations
 
-from tierwise.collectives.model import ALGORITHMS, PROTOCOLS, collective_cost
+from tierwise.collectives.model import collective_cost
 from tierwise.collectives.volumes import bus_factor, normalize_kind
 from tierwise.errors import SpecError
 from tierwise.hierarchy import TIER_ORDER, group_span, tier_name, tiers
@@ -96,7 +96,7 @@ def collective_report(kind: str, size: str, ranks: int, ranks_per_node: int | No
             notes.append(f"{int(span.ranks_per_domain)} ranks per domain share {base.nics_per_node} NICs "
                          "per node: the datasheet arithmetic uses one NIC's rate, a multi-channel ring uses "
                          "them all")
-    if ALGORITHMS[int(cost.algorithm)] == "ring":
+    if str(cost.algorithm) == "ring":
 
         why = collective_ring_note(kind, size_bytes, span, cluster_used)
         if why:
@@ -105,9 +105,9 @@ def collective_report(kind: str, size: str, ranks: int, ranks_per_node: int | No
     bpr = float(cost.bytes_per_rank)
     algbw = size_bytes / time_s if time_s > 0 else float("inf")
     data = {
-        "kind": kind,
+        "op": kind,
         "size_bytes": size_bytes,
-        "ranks": ranks,
+        "num_ranks": ranks,
         "ranks_per_node": per_node,
         "cluster": cluster_used.name,
         "tier": TIER_ORDER[int(span.tier)],
@@ -116,8 +116,8 @@ def collective_report(kind: str, size: str, ranks: int, ranks_per_node: int | No
         "datasheet_time_s": bpr / datasheet_bw if datasheet_bw and ranks > 1 else 0.0,
         "algbw_bytes_per_s": algbw,
         "busbw_bytes_per_s": algbw * float(bus_factor(kind, ranks)) if kind != "send-recv" else algbw,
-        "algorithm": ALGORITHMS[int(cost.algorithm)],
-        "protocol": PROTOCOLS[int(cost.protocol)],
+        "algorithm": str(cost.algorithm),
+        "protocol": str(cost.protocol),
         "wire_bytes_per_tier": {"scale_up": float(cost.scale_up_bytes),
                                 "scale_out": float(cost.scale_out_bytes)},
         "notes": notes,

@@ -20,7 +20,7 @@ import dataclasses
 from typing import Any
 
 from tierwise.collectives import alpha_beta
-from tierwise.collectives.model import PROTOCOLS, collective_cost
+from tierwise.collectives.model import collective_cost
 from tierwise.errors import TierwiseError
 from tierwise.hierarchy import group_span
 from tierwise.specs.cluster import cluster_from_mapping
@@ -47,7 +47,7 @@ def _line_rate_ring_s(kind: str, size: float, n: int, nl: int, cluster) -> float
 def _ring_s(kind: str, size: float, span, cluster) -> tuple[float, str]:
 
     cost = collective_cost(kind, size, span, cluster, "ring")
-    return float(cost.time_s), PROTOCOLS[int(cost.protocol)]
+    return float(cost.time_s), str(cost.protocol)
 
 
 def _model_parts(kind: str, size: float, span, cluster) -> tuple[float, float, list[str]]:

@@ -130,7 +130,7 @@ def network_cost(inv: dict, num_gpus: int, nic_bytes_per_s: float, prices: dict,
         "capex_by_part_usd": parts_usd,
         "power_by_part_w": parts_w,
         "servers_capex_usd": servers["capex_usd"],
-        "network_share_of_cluster_cost": capex / total if total else 0.0,
+        "network_share_of_capex": capex / total if total else 0.0,
         "links_by_medium": {"copper": int(copper_cables), "optical": int(optical)},
         "fabric": fabric,
         "cost_assumptions": _cost_assumptions(prices, servers, fabric=fabric, copper_access=copper_access,
@@ -247,6 +247,6 @@ def share_sensitivity(inv: dict, num_gpus: int, nic_bytes_per_s: float, prices: 
     for name, net_end, srv_end in (("low", "low", "high"), ("high", "high", "low")):
         srv = servers_cost(*servers_args, at(srv_end))
         out[name] = network_cost(inv, num_gpus, nic_bytes_per_s, at(net_end), servers=srv,
-                                 **kw)["network_share_of_cluster_cost"]
+                                 **kw)["network_share_of_capex"]
     out["varied"] = sorted(k for k, e in prices.items() if "low" in e)
     return out

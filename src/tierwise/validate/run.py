@@ -178,7 +178,7 @@ def row_records(v: Validation) -> list[dict]:
             "flop_rule": c.rule.key, "flop_rule_label": c.rule.label, "flop_rule_pinned": c.rule.pinned,
             "metric": c.metric, "filled": list(c.filled), "skipped": c.skip or None,
             "measured_tokens_per_s_per_gpu": None, "predicted_tokens_per_s_per_gpu": None, "error_pct": None,
-            "step_shares": None, "memory_fits": None,
+            "step_shares": None, "fits": None,
         }
         if c.used:
             step = v.terms["step_time_s"][i]
@@ -196,7 +196,7 @@ def row_records(v: Validation) -> list[dict]:
                 "step_time_s": float(step),
                 "step_shares": shares,
                 # the published run ran; a "does not fit" here is evidence about the memory model, not a refusal
-                "memory_fits": bool(v.terms["memory_fits"][i]),
+                "fits": bool(v.terms["memory_fits"][i]),
                 "memory_per_gpu_bytes": float(v.terms["memory_per_gpu_bytes"][i]),
             })
         out.append(rec)

@@ -1,0 +1,146 @@
+"""The training documents: estimate, plan, scale, bandwidth, goodput, design (and its two sweeps), trend.
+
+Shapes are written in the notation of :mod:`tierwise.documents._spec`. Keys other tools read keep their
+names (issue 32): ``estimate``'s ``tokens_per_s_per_gpu``, ``memory.fits`` and ``breakdown.*`` in each
+result; ``goodput``'s ``mtti_s``, ``ettr`` and ``ettr_simulated.mean``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["DOCUMENTS"]
+
+BREAKDOWN = {
+    "compute_s": "num", "recompute_s": "num", "bubble_s": "num", "exposed_comm_s": "num", "optimizer_s": "num",
+    "shard_copy_s": "num", "forward_layers_s": "num", "per_tier": "obj", "per_axis": "obj",
+}
+MEMORY = {
+    "per_gpu_bytes": "num", "capacity_bytes": "num", "fits": "bool", "weights_bytes": "num",
+    "gradients_bytes": "num", "optimizer_bytes": "num", "activations_bytes": "num", "overhead_bytes": "num",
+}
+ESTIMATE_RESULT = {
+    "file": "str", "model": "str", "model_summary": "obj", "cluster": "str", "num_gpus": "int", "plan": "obj",
+    "step_time_s": "num", "tokens_per_s": "num", "tokens_per_s_per_gpu": "num", "model_tflops_per_gpu": "num",
+    "hardware_tflops_per_gpu": "num", "mfu": "num", "hfu": "num", "flops_note": "str",
+    "interference_note": "str", "scaling_efficiency": "num", "num_microbatches": "num",
+    "assumed": "list[str]", "memory": MEMORY, "breakdown": BREAKDOWN, "tiers": "obj", "warnings": "list",
+    "?economics": "obj", "?stragglers": "obj",
+}
+ESTIMATE_ERROR = {"file": "str", "error": "str"}
+ESTIMATE = {"results": [("anyof", ESTIMATE_RESULT, ESTIMATE_ERROR)]}
+
+GPUS = {"asked": "int", "used": "int", "idle": "int", "unit": "str", "units_used": "int",
+        "gpus_per_unit": "int", "summary": "str"}
+PLAN = {
+    "model": "str", "cluster": "str", "num_gpus": "int", "global_batch_size": "int", "seq_length": "int",
+    "objective": "str",
+    "plans": [{
+        "tp": "int", "pp": "int", "dp": "int", "cp": "int", "ep": "int", "vpp": "int", "micro_batch_size": "int",
+        "etp": "int", "sequence_parallel": "bool", "recompute": "str", "zero_stage": "int", "precision": "str",
+        "order": "str", "tiers": "obj", "estimate": "obj", "?usd_per_million_tokens": "num?", "?goodput": "obj",
+    }],
+    "explanation": "str", "num_evaluated": "int", "num_feasible": "int", "space_size": "int", "notes": "list",
+    "gpus": GPUS, "?economics": "obj", "?fabric": "obj",
+    "?goodput": {"ranked_by": "str", "mtti_s": "num", "interruptions_per_day": "num", "assumed": "list[str]"},
+}
+
+SCALE = {
+    "model": "str", "cluster": "str", "global_batch_size": "int", "seq_length": "int", "objective": "str",
+    "points": [{
+        "num_gpus": "int", "plan": "obj?", "tokens_per_s": "num?", "scaling_efficiency": "num?",
+        "efficiency_vs_linear": "num?", "?gpus": "obj", "?goodput": "obj",
+    }],
+    "knee_num_gpus": "int?", "explanation": "str",
+    "?goodput_knee_num_gpus": "int?", "?goodput_explanation": "str",
+}
+
+BANDWIDTH = {
+    "model": "str", "cluster": "str", "num_gpus": "int", "plan": "obj", "fits": "bool", "step_time_s": "num",
+    "compute_s": "num", "exposed_comm_s": "num", "tiers": "obj",
+    "axes": [{
+        "axis": "str", "degree": "int", "tier": "str", "tier_gbytes_per_s_per_gpu": "num",
+        "bytes_per_gpu_per_step": "num", "exposed_s": "num", "share_of_step": "num",
+        "floor_share_at_unlimited_bandwidth": "num", "bandwidth": "obj", "latency": "obj",
+    }],
+    "hidden_share": "num", "estimator_calls": "int", "notes": "list[str]", "plan_source": "str", "?trend": "obj",
+}
+
+GOODPUT = {
+    "model": "str", "cluster": "str", "num_gpus": "int", "plan": "obj", "plan_source": "str",
+    "step_time_s": "num", "tokens_per_s": "num", "mtti_s": "num", "interruptions_per_day": "num",
+    "by_component": [{"component": "str", "count": "int", "rate_per_day": "num", "share": "num"}],
+    "counted": "list[str]", "checkpoint_bytes_per_gpu": "num", "checkpoint_state_bytes": "num",
+    "storage_bytes_per_s": "num", "checkpoint_write_s": "num", "checkpoint_blocking_s": "num",
+    "checkpoint_drain_s": "num", "checkpoint_mode": "str", "restore_s": "num", "checkpoint_interval_s": "num",
+    "checkpoint_interval_young_s": "num", "interval_source": "str", "restart_s": "num", "ettr": "num",
+    "ettr_first_order": "num", "goodput_tokens_per_s": "num", "fault_domain": "obj",
+    "goodput_tokens_per_s_per_provisioned_gpu": "num", "lost_time_per_day": "obj", "days": "num",
+    "interruptions_in_days": "num",
+    "?ettr_simulated": {"mean": "num", "p5": "num", "p95": "num", "runs": "int", "seed": "int?"},
+    "assumed": "list[str]", "explanation": "list[str]", "gpus": "obj", "?economics": "obj",
+}
+
+DESIGN = {
+    "model": "str", "num_gpus": "int", "global_batch_size": "int", "seq_length": "int", "precision": "str",
+    "tokens": "num?", "budget_usd": "num?",
+    "designs": [{
+        "name": "str", "cluster": "str", "fabric": "str", "topology": "str", "gpus_priced": "int",
+        "fits": "bool", "plan": "obj?", "step_time_s": "num?", "tokens_per_s": "num?", "capex_usd": "num?",
+        "network_capex_usd": "num?", "network_share_of_capex": "num?", "power_w": "num?",
+        "tokens_per_usd": "num?", "tokens_per_joule": "num?", "usd_per_million_tokens": "num?",
+        "pareto": "bool", "within_budget": "bool",
+    }],
+    "pareto_front": "list[str]", "pareto_axes": "list[str]", "fastest_within_budget": "str?",
+    "?right_size": "obj", "?restricted_space": "str", "notes": "list[str]", "?seeds_network_budget": "str",
+}
+
+DESIGN_DOMAINS = {
+    "model": "str", "num_gpus": "int", "accelerator": "str", "optics": "str", "global_batch_size": "int",
+    "seq_length": "int", "precision": "str",
+    "rows": [{
+        "domain": "str", "scale_up_domain": "int", "fabric": "str", "fits": "bool", "plan": "obj?",
+        "step_time_s": "num?", "tokens_per_s": "num?", "ettr": "num?", "goodput_tokens_per_s": "num?",
+        "capex_usd": "num?", "facility_w": "num?",
+    }],
+    "knee": "str?", "best_per_joule": "str?", "explanation": "str", "notes": "list[str]", "sources": "obj",
+}
+
+DESIGN_POWER = {
+    "model": "str", "facility_budget_w": "num", "pue": "num", "it_budget_w": "num", "global_batch_size": "int",
+    "seq_length": "int", "precision": "str",
+    "rows": [{
+        "design": "str", "cluster": "str", "optics": "str", "fabric": "str", "gpus": "int", "facility_w": "num",
+        "capex_usd": "num", "fits": "bool", "plan": "obj?", "step_time_s": "num?", "tokens_per_s": "num?",
+    }],
+    "best": {"design": "str", "optics": "str", "gpus": "int", "tokens_per_s": "num", "step_time_s": "num"},
+    "explanation": "str", "optics_sources": "obj", "notes": "list[str]",
+}
+
+TREND = {
+    "model": "str", "num_gpus": "int", "global_batch_size": "int", "seq_length": "int", "precision": "str",
+    "generations": [{
+        "cluster": "str", "accelerator": "str", "scale_up_domain": "int", "peak_bf16_tflops": "num",
+        "scale_out_gbytes_per_s": "num", "flops_per_scale_out_byte": "num", "fits": "bool", "plan": "obj?",
+        "step_time_s": "num?", "compute_s": "num?", "exposed_comm_s": "num?", "comm_share": "num?",
+        "tokens_per_s": "num?", "mfu": "num?",
+    }],
+    "summary": "obj", "notes": "list[str]",
+}
+
+DOCUMENTS = {
+    # name: (command, what it holds, shape[, the key a list goes under])
+    "estimate": ("estimate", "One training step per scenario file: a result (or the file's error) per file, "
+                             "in the order given, under results.", ESTIMATE, "results"),
+    "plan": ("plan", "The best parallel plans for a model on a cluster, ranked, with the GPU count used and "
+                     "the economics of the best.", PLAN),
+    "scale": ("scale", "The best plan at each GPU count of a range: throughput and scaling efficiency.", SCALE),
+    "bandwidth": ("bandwidth", "The bandwidth each parallel axis needs on its tier: the rate that hides it, "
+                               "costs 5% or 20% of the step.", BANDWIDTH),
+    "goodput": ("goodput", "Failures, checkpoints and restarts: mean time to interruption, effective training "
+                           "time ratio (ETTR) and goodput.", GOODPUT),
+    "design": ("design", "Cluster designs compared on one job: plan, throughput, capex, power, tokens per $ "
+                         "and per J.", DESIGN),
+    "design-domains": ("design", "design --domain-sweep: the scale-up domain size against blast radius.",
+                       DESIGN_DOMAINS),
+    "design-power": ("design", "design --power: the best cluster a facility power budget powers.", DESIGN_POWER),
+    "trend": ("trend", "The same job on each accelerator generation: when it becomes interconnect-bound.", TREND),
+}
