@@ -18,6 +18,8 @@ minimum is taken:
   g-1 Hamiltonian cycles for every g except 4 and 6, where g-2 are used here);
 * **in-network reduction** (NVLS, NVLSTree) where the scale-up switches reduce, and InfiniBand SHARP (NCCL's
   CollNet, algorithm ``sharp``) where the cluster's scale-out switches do (``fabric.sharp``; off by default);
+* **rail-only** fabrics (``fabric.topology: rail-only``): an all-to-all's cross-rail bytes cross the scale-up
+  domain first (:func:`tierwise.collectives.alpha_beta.rail_only_all_to_all_time`);
 * **fitted** figures from ``tierwise calibrate`` replace all of this for the tier they were fitted on.
 """
 
@@ -161,6 +163,7 @@ def _candidates(kind: str, size, span: GroupSpan, cluster: Cluster, p, algorithm
     b_ring, b_p2p, b_out_bulk = _tier_rates(cluster, span, p)
     launch = p["launch_overhead"] + (gpus_per_process - 1) * p["launch_overhead_per_extra_gpu"]
     factor = bus_factor(kind, n) if kind != "send-recv" else np.ones_like(n)
+    rail_only = kind == "all-to-all" and cluster.fabric.get("topology") == "rail-only"
     for algo in algorithms:
         if algo == "sharp":
             if kind == "all-reduce" and cluster.scale_out_reduction:
@@ -227,6 +230,10 @@ def _candidates(kind: str, size, span: GroupSpan, cluster: Cluster, p, algorithm
                 t = np.where(inner, size / b_in + l_in, size / np.maximum(b_out, 1e-30) + l_out)
                 up = np.where(inner & (n > 1), size, 0.0)  # one rank sends nothing
                 out = np.where(inner, 0.0, size)
+            elif rail_only:  # cross-rail bytes are forwarded over the scale-up domain first (PXN)
+                t = alpha_beta.rail_only_all_to_all_time(size, n, nl, b_in, b_out, l_in, l_out)
+                up = ((nl - 1) / n + np.where(n > nl, (nl - 1) / nl * (n - nl) / n, 0.0)) * size
+                out = (n - nl) * size / n
             else:  # direct all-to-all
                 t = alpha_beta.direct_all_to_all_time(size, n, nl, b_in, b_out, l_in, l_out)
                 up = (nl - 1) * size / n
