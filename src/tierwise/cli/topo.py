@@ -131,7 +131,7 @@ def register(app: typer.Typer) -> None:
     @app.command("simulate")
     def simulate_cmd(
         pattern: str = typer.Argument(..., help="all-reduce | all-gather | reduce-scatter | all-to-all | "
-                                      "pipeline | permutation"),
+                                      "pipeline | permutation | incast"),
         topology: str = typer.Option("fat-tree", "--topology", help=_FAMILY_HELP),
         size: str = typer.Option("1GB", "--size", help="collective size (nccl-tests convention)"),
         ranks: int = typer.Option(None, "--ranks", help="ranks taking part (first N GPUs; default all)"),
@@ -146,6 +146,8 @@ def register(app: typer.Typer) -> None:
                                       "its rate)"),
         stages: int = typer.Option(4, "--stages", help="pipeline stages (pattern pipeline)"),
         shift: int = typer.Option(None, "--shift", help="permutation r -> r+SHIFT instead of random"),
+        fan_in: int = typer.Option(8, "--fan-in", help="incast: senders to one receiver (each also sends a victim "
+                                   "flow to an idle GPU; max-min, DCQCN and PFC sharing compared)"),
         seed: int = typer.Option(1, "--seed", help="seed of ECMP hashing, permutations and failures"),
         per_flow: bool = typer.Option(False, "--per-flow", help="all-to-all: one flow per GPU pair (<= 1,024 "
                                       "ranks) instead of path classes"),
@@ -179,11 +181,14 @@ def register(app: typer.Typer) -> None:
             from tierwise.report import check_html
 
             check_html(html)
-        kind = pattern if pattern in ("pipeline", "permutation") else normalize_kind(pattern)
+        kind = pattern if pattern in ("pipeline", "permutation", "incast") else normalize_kind(pattern)
         size_bytes = parse_bytes(size, what="--size", maximum=MAX_BYTES)
         check_int(seed, "--seed", minimum=0, maximum=2**32 - 1, error=TopologyError)
         spec = _spec(topology, gpus, gpus_per_node, nics_per_node, radix, tiers, oversubscription, nic_bandwidth,
                      scale_up, scale_up_bandwidth, domain_size, hop_latency, dims, groups)
+        if kind == "incast":
+            _incast(spec, fan_in, size_bytes, routing, seed, as_json)
+            return
         check_int(spec.gpus, "--gpus", maximum=MAX_SIM_GPUS, error=TopologyError,
                   hint=" for simulate (a flow-level simulation of more GPUs takes minutes; topo and design take up "
                        "to 1,048,576)")
@@ -219,6 +224,32 @@ def register(app: typer.Typer) -> None:
 
             result["html"] = write_page(html, simulate_page(result))
         emit(result, as_json, lambda con: _render_sim(con, result))
+
+
+def _incast(spec, fan_in: int, size_bytes: float, routing: str, seed: int, as_json: bool) -> None:
+    """``simulate incast`` (:mod:`tierwise.netsim.incast`): one table of the incast and its victims."""
+    from tierwise.errors import TopologyError
+    from tierwise.limits import MAX_SIM_GPUS, check_int
+    from tierwise.netsim.incast import simulate_incast
+    from tierwise.topology import build_fabric
+    from tierwise.units import format_bandwidth, format_time
+
+    check_int(spec.gpus, "--gpus", maximum=MAX_SIM_GPUS, error=TopologyError)
+    check_int(fan_in, "--fan-in", minimum=1, maximum=max(1, spec.gpus), error=TopologyError)
+    result = simulate_incast(build_fabric(spec), fan_in, size_bytes, routing=routing, seed=seed)
+
+    def render(con):
+        t = kv_table(f"incast of {fan_in} senders to one GPU on {result['topology']} ({routing})", key_style="")
+        t.add_row("incast time", f"{format_time(result['incast_time_s'])} (analytic N S / C: "
+                  f"{format_time(result['incast_analytic_time_s'])})")
+        for mode, v in result["victims"].items():
+            t.add_row(f"victim flow, {mode}", f"{format_bandwidth(v['rate_bytes_per_s'])}, {format_time(v['time_s'])}")
+        t.add_row("victim slowdown under PFC", f"x{result['victim_slowdown_pfc']:.2f}")
+        print_table(con, t)
+        for note in result["notes"]:
+            con.print(f"- {note}")
+
+    emit(result, as_json, render)
 
 
 def _argv_text() -> str:

@@ -306,12 +306,12 @@ def compare_designs(model, num_gpus: int, *, global_batch: int = 2048, seq: int 
         "fat tree, rail-optimized, rail-only and dragonfly at the same NIC rate give the same analytic step for "
         "plans without EP: data/pipeline/context rings are same-rail traffic; they differ in cost (and, for "
         "adversarial traffic, in `tierwise simulate`); EP all-to-all on rail-only is forwarded over NVLink (PXN)",
-        *rail_only_penalty(rows),
         f"plan space restricted for speed: {RESTRICTED_SPACE}",
         "NVL72 designs are priced as whole racks (gpus_priced); the job runs on num_gpus of them",
         "InfiniBand and RoCE at the same line rate give the same analytic step; they differ in switch and NIC "
         "price and power (and in congestion control and routing, which tierwise does not model; both ran "
         "24K-GPU jobs, hardware-notes section 3)",
+        *rail_only_penalty(rows),
     ]
     return {"model": model.name, "num_gpus": num_gpus, "global_batch_size": global_batch, "seq_length": seq,
             "precision": precision, "tokens": tokens, "budget_usd": budget, "designs": rows,
