@@ -146,6 +146,11 @@ def register(app: typer.Typer) -> None:
                                       "its rate)"),
         stages: int = typer.Option(4, "--stages", help="pipeline stages (pattern pipeline)"),
         shift: int = typer.Option(None, "--shift", help="permutation r -> r+SHIFT instead of random"),
+        second_job: str = typer.Option(None, "--second-job", help="a second job's collective (all-reduce, "
+                                       "all-gather, reduce-scatter, all-to-all, permutation) on the other half of "
+                                       "the servers: each job's time alone and together"),
+        placement: str = typer.Option("packed", "--placement", help="with --second-job: packed (each job on its "
+                                      "own half of the servers) | fragmented (servers alternate)"),
         fan_in: int = typer.Option(8, "--fan-in", help="incast: senders to one receiver (each also sends a victim "
                                    "flow to an idle GPU; max-min, DCQCN and PFC sharing compared)"),
         seed: int = typer.Option(1, "--seed", help="seed of ECMP hashing, permutations and failures"),
@@ -186,8 +191,19 @@ def register(app: typer.Typer) -> None:
         check_int(seed, "--seed", minimum=0, maximum=2**32 - 1, error=TopologyError)
         spec = _spec(topology, gpus, gpus_per_node, nics_per_node, radix, tiers, oversubscription, nic_bandwidth,
                      scale_up, scale_up_bandwidth, domain_size, hop_latency, dims, groups)
+        if kind == "incast" or second_job is not None:
+            _refuse_unused("incast" if kind == "incast" else "--second-job", {
+                "--ranks": ranks is not None, "--algorithm": algorithm != "auto", "--fail-links": fail_links != "0",
+                "--fail-switches": fail_switches != "0", "--fail-domains": fail_domains != "0",
+                "--slow-links": slow_links != "0", "--shift": shift is not None, "--per-flow": per_flow,
+                "--emit-cluster": emit_cluster is not None, "--html": html is not None,
+                "--second-job": kind == "incast" and second_job is not None,
+                "--fan-in": kind != "incast" and fan_in != 8})
         if kind == "incast":
             _incast(spec, fan_in, size_bytes, routing, seed, as_json)
+            return
+        if second_job is not None:
+            _two_jobs(spec, kind, second_job, placement, size_bytes, routing, seed, as_json)
             return
         check_int(spec.gpus, "--gpus", maximum=MAX_SIM_GPUS, error=TopologyError,
                   hint=" for simulate (a flow-level simulation of more GPUs takes minutes; topo and design take up "
@@ -226,6 +242,15 @@ def register(app: typer.Typer) -> None:
         emit(result, as_json, lambda con: _render_sim(con, result))
 
 
+def _refuse_unused(what: str, given: dict) -> None:
+    """One line naming the options given that ``what`` (incast, a second job) does not use."""
+    from tierwise.errors import TopologyError
+
+    unused = [flag for flag, on in given.items() if on]
+    if unused:
+        raise TopologyError(f"{', '.join(unused)} do(es) not apply to {what}; drop {unused[0]}")
+
+
 def _incast(spec, fan_in: int, size_bytes: float, routing: str, seed: int, as_json: bool) -> None:
     """``simulate incast`` (:mod:`tierwise.netsim.incast`): one table of the incast and its victims."""
     from tierwise.errors import TopologyError
@@ -245,6 +270,41 @@ def _incast(spec, fan_in: int, size_bytes: float, routing: str, seed: int, as_js
         for mode, v in result["victims"].items():
             t.add_row(f"victim flow, {mode}", f"{format_bandwidth(v['rate_bytes_per_s'])}, {format_time(v['time_s'])}")
         t.add_row("victim slowdown under PFC", f"x{result['victim_slowdown_pfc']:.2f}")
+        print_table(con, t)
+        for note in result["notes"]:
+            con.print(f"- {note}")
+
+    emit(result, as_json, render)
+
+
+def _two_jobs(spec, kind: str, second: str, placement: str, size_bytes: float, routing: str, seed: int,
+              as_json: bool) -> None:
+    """``simulate PATTERN --second-job PATTERN2`` (:mod:`tierwise.netsim.jobs`): each job alone and together."""
+    from tierwise.collectives.volumes import normalize_kind
+    from tierwise.errors import TierwiseError, TopologyError
+    from tierwise.limits import MAX_SIM_GPUS, check_int
+    from tierwise.netsim.jobs import simulate_two_jobs
+    from tierwise.topology import build_fabric
+    from tierwise.units import format_time
+
+    allowed = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "permutation")
+    try:
+        second = second if second == "permutation" else normalize_kind(second)
+    except TierwiseError:
+        second = str(second)  # named with the flag below
+    for flag, k in (("PATTERN", kind), ("--second-job", second)):
+        if k not in allowed:
+            raise TopologyError(f"{flag} {k!r} cannot run beside another job; use one of {', '.join(allowed)}")
+    check_int(spec.gpus, "--gpus", maximum=MAX_SIM_GPUS, error=TopologyError)
+    result = simulate_two_jobs(build_fabric(spec), kind, second, size_bytes, placement=placement, routing=routing,
+                               seed=seed)
+
+    def render(con):
+        t = kv_table(f"two jobs on {result['topology']} ({placement}, {routing})", key_style="")
+        for j in result["jobs"]:
+            t.add_row(f"job {j['job']}: {j['pattern']} on {j['gpus']} GPUs",
+                      f"{format_time(j['alone_time_s'])} alone, {format_time(j['together_time_s'])} together "
+                      f"(x{j['slowdown']:.3f})")
         print_table(con, t)
         for note in result["notes"]:
             con.print(f"- {note}")
