@@ -21,11 +21,12 @@ the sender's NIC link, and under adaptive or ECMP routing some leaf and spine li
   ingress holding packets for it is paused, and the pause climbs hop by hop to the senders (the congestion
   tree). PFC pauses a port (and priority), not a flow, so a paused link's FIFO drains the incast's packets
   and the victim's in arrival order: every flow crossing a paused link leaves it at the rate of the congested
-  flows on it, ``C / N`` (Zhu et al. section 2.2, "unfairness" and "victim flow"). Here: the paused links
+  flows on it, ``C / N`` (Zhu et al. section 2, "unfairness" and "victim flow"). Here: the paused links
   are those on an incast flow's path upstream of the receiver's link, and a victim crossing any of them runs
   at ``min(its max-min rate, the incast flows' rate there)``. A victim's slowdown is then about ``N - 1`` for
-  ``N`` senders when it shares a NIC with one of them (DCQCN's figure 3 shows the same direction: the victim's
-  throughput falls as senders are added behind the congested port, and DCQCN restores it). One pass: the
+  ``N`` senders when it shares a NIC with one of them (the DCQCN paper's victim-flow experiment, section 2,
+  shows the same direction: the victim's throughput falls as senders are added behind the congested port,
+  and DCQCN restores it). One pass: the
   capacity a slowed victim leaves is not re-shared (PFC would leave it idle while the link is paused).
 
 What is left to a packet-level simulator (SimAI's ns-3 backend, ASTRA-sim with its ns-3 network; see
