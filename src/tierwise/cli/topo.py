@@ -149,10 +149,10 @@ def register(app: typer.Typer) -> None:
         second_job: str = typer.Option(None, "--second-job", help="a second job's collective (all-reduce, "
                                        "all-gather, reduce-scatter, all-to-all, permutation) on the other half of "
                                        "the servers: each job's time alone and together"),
-        placement: str = typer.Option("packed", "--placement", help="with --second-job: packed (each job on its "
-                                      "own half of the servers) | fragmented (servers alternate)"),
-        fan_in: int = typer.Option(8, "--fan-in", help="incast: senders to one receiver (each also sends a victim "
-                                   "flow to an idle GPU; max-min, DCQCN and PFC sharing compared)"),
+        placement: str = typer.Option(None, "--placement", help="with --second-job: packed (each job on its "
+                                      "own half of the servers; the default) | fragmented (servers alternate)"),
+        fan_in: int = typer.Option(None, "--fan-in", help="incast: senders to one receiver (each also sends a victim "
+                                   "flow to an idle GPU; max-min, DCQCN and PFC sharing compared; default 8)"),
         seed: int = typer.Option(1, "--seed", help="seed of ECMP hashing, permutations and failures"),
         per_flow: bool = typer.Option(False, "--per-flow", help="all-to-all: one flow per GPU pair (<= 1,024 "
                                       "ranks) instead of path classes"),
@@ -191,19 +191,24 @@ def register(app: typer.Typer) -> None:
         check_int(seed, "--seed", minimum=0, maximum=2**32 - 1, error=TopologyError)
         spec = _spec(topology, gpus, gpus_per_node, nics_per_node, radix, tiers, oversubscription, nic_bandwidth,
                      scale_up, scale_up_bandwidth, domain_size, hop_latency, dims, groups)
+        if second_job is None and placement is not None:
+            raise TopologyError(f"--placement {short_repr(placement, 40)} places a second job; give --second-job "
+                                "PATTERN with it, or drop --placement")
+        if kind != "incast" and fan_in is not None:
+            raise TopologyError(f"--fan-in {fan_in} sets the senders of the incast pattern; use `simulate incast "
+                                "--fan-in N`, or drop --fan-in")
         if kind == "incast" or second_job is not None:
             _refuse_unused("incast" if kind == "incast" else "--second-job", {
                 "--ranks": ranks is not None, "--algorithm": algorithm != "auto", "--fail-links": fail_links != "0",
                 "--fail-switches": fail_switches != "0", "--fail-domains": fail_domains != "0",
                 "--slow-links": slow_links != "0", "--shift": shift is not None, "--per-flow": per_flow,
                 "--emit-cluster": emit_cluster is not None, "--html": html is not None,
-                "--second-job": kind == "incast" and second_job is not None,
-                "--fan-in": kind != "incast" and fan_in != 8})
+                "--second-job": kind == "incast" and second_job is not None})
         if kind == "incast":
-            _incast(spec, fan_in, size_bytes, routing, seed, as_json)
+            _incast(spec, 8 if fan_in is None else fan_in, size_bytes, routing, seed, as_json)
             return
         if second_job is not None:
-            _two_jobs(spec, kind, second_job, placement, size_bytes, routing, seed, as_json)
+            _two_jobs(spec, kind, second_job, placement or "packed", size_bytes, routing, seed, as_json)
             return
         check_int(spec.gpus, "--gpus", maximum=MAX_SIM_GPUS, error=TopologyError,
                   hint=" for simulate (a flow-level simulation of more GPUs takes minutes; topo and design take up "
