@@ -191,24 +191,12 @@ def register(app: typer.Typer) -> None:
         check_int(seed, "--seed", minimum=0, maximum=2**32 - 1, error=TopologyError)
         spec = _spec(topology, gpus, gpus_per_node, nics_per_node, radix, tiers, oversubscription, nic_bandwidth,
                      scale_up, scale_up_bandwidth, domain_size, hop_latency, dims, groups)
-        if second_job is None and placement is not None:
-            raise TopologyError(f"--placement {short_repr(placement, 40)} places a second job; give --second-job "
-                                "PATTERN with it, or drop --placement")
-        if kind != "incast" and fan_in is not None:
-            raise TopologyError(f"--fan-in {fan_in} sets the senders of the incast pattern; use `simulate incast "
-                                "--fan-in N`, or drop --fan-in")
-        if kind == "incast" or second_job is not None:
-            _refuse_unused("incast" if kind == "incast" else "--second-job", {
-                "--ranks": ranks is not None, "--algorithm": algorithm != "auto", "--fail-links": fail_links != "0",
-                "--fail-switches": fail_switches != "0", "--fail-domains": fail_domains != "0",
-                "--slow-links": slow_links != "0", "--shift": shift is not None, "--per-flow": per_flow,
-                "--emit-cluster": emit_cluster is not None, "--html": html is not None,
-                "--second-job": kind == "incast" and second_job is not None})
-        if kind == "incast":
-            _incast(spec, 8 if fan_in is None else fan_in, size_bytes, routing, seed, as_json)
-            return
-        if second_job is not None:
-            _two_jobs(spec, kind, second_job, placement or "packed", size_bytes, routing, seed, as_json)
+        given = {"--ranks": ranks is not None, "--algorithm": algorithm != "auto", "--fail-links": fail_links != "0",
+                 "--fail-switches": fail_switches != "0", "--fail-domains": fail_domains != "0",
+                 "--slow-links": slow_links != "0", "--shift": shift is not None, "--per-flow": per_flow,
+                 "--emit-cluster": emit_cluster is not None, "--html": html is not None}
+        if _other_patterns(spec, kind, size_bytes, routing, seed, as_json, second_job=second_job,
+                           placement=placement, fan_in=fan_in, given=given):
             return
         check_int(spec.gpus, "--gpus", maximum=MAX_SIM_GPUS, error=TopologyError,
                   hint=" for simulate (a flow-level simulation of more GPUs takes minutes; topo and design take up "
@@ -245,6 +233,29 @@ def register(app: typer.Typer) -> None:
 
             result["html"] = write_page(html, simulate_page(result))
         emit(result, as_json, lambda con: _render_sim(con, result))
+
+
+def _other_patterns(spec, kind: str, size_bytes: float, routing: str, seed: int, as_json: bool, *,
+                    second_job, placement, fan_in, given: dict) -> bool:
+    """Run ``simulate incast`` or a two-job simulation when asked (True: done); refuse ``--placement`` without
+    ``--second-job``, ``--fan-in`` without ``incast``, and the options (``given``) neither uses, in one line."""
+    from tierwise.errors import TopologyError
+
+    if second_job is None and placement is not None:
+        raise TopologyError(f"--placement {short_repr(placement, 40)} places a second job; give --second-job "
+                            "PATTERN with it, or drop --placement")
+    if kind != "incast" and fan_in is not None:
+        raise TopologyError(f"--fan-in {fan_in} sets the senders of the incast pattern; use `simulate incast "
+                            "--fan-in N`, or drop --fan-in")
+    if kind != "incast" and second_job is None:
+        return False
+    given = {**given, "--second-job": kind == "incast" and second_job is not None}
+    _refuse_unused("incast" if kind == "incast" else "--second-job", given)
+    if kind == "incast":
+        _incast(spec, 8 if fan_in is None else fan_in, size_bytes, routing, seed, as_json)
+    else:
+        _two_jobs(spec, kind, second_job, placement or "packed", size_bytes, routing, seed, as_json)
+    return True
 
 
 def _refuse_unused(what: str, given: dict) -> None:
