@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-__all__ = ["TopologyOpt", "FabricOpt", "RadixOpt", "TiersOpt", "OversubOpt", "fabric_overrides"]
+__all__ = ["TopologyOpt", "FabricOpt", "RadixOpt", "TiersOpt", "OversubOpt", "SharpOpt", "fabric_overrides"]
 
 TopologyOpt = Annotated[str | None, typer.Option("--topology", help="scale-out topology: fat-tree | rail-optimized | "
                                                  "rail-only | dragonfly | nvl72 (default: rail-optimized for "
@@ -22,6 +22,9 @@ TiersOpt = Annotated[int | None, typer.Option("--tiers", help="Clos tiers 1-3 (d
                                               "GPUs)")]
 OversubOpt = Annotated[float | None, typer.Option("--oversubscription", help="leaf down:up ratio (default 1, "
                                                   "non-blocking)")]
+SharpOpt = Annotated[bool, typer.Option("--sharp", help="the InfiniBand switches run SHARP for NCCL (CollNet): "
+                                        "all-reduce may reduce in the network (default: the cluster file's "
+                                        "fabric.sharp, else off, as NCCL_COLLNET_ENABLE defaults to 0)")]
 
 
 def fabric_overrides(topology=None, fabric=None, radix=None, tiers=None, oversubscription=None):

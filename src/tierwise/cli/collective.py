@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from tierwise.cli._fabric import SharpOpt
 from tierwise.cli._output import emit, kv_table, print_table
 
 
@@ -16,15 +17,16 @@ def register(app: typer.Typer) -> None:
         size: Annotated[str, typer.Option(help="buffer size as nccl-tests counts it, e.g. 16GB, 1GiB")],
         ranks: Annotated[int, typer.Option(help="number of ranks")],
         ranks_per_node: Annotated[int | None, typer.Option(help="ranks per node (default: fill nodes)")] = None,
-        algorithm: Annotated[str, typer.Option(help="auto | ring | tree | hierarchical | nvls | direct")] = "auto",
+        algorithm: Annotated[str, typer.Option(help="auto | ring | tree | hierarchical | nvls | sharp | direct")] = "auto",
         cluster: Annotated[str, typer.Option(help="catalog cluster or cluster YAML")] = "dgx-h100",
         link_bandwidth: Annotated[str | None, typer.Option(help="one link of this rate carries each rank's traffic, e.g. 50GB/s")] = None,
         as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+        sharp: SharpOpt = False,
     ) -> None:
         """Cost of one collective: bytes per rank, time, algbw/busbw (nccl-tests definitions), algorithm."""
         from tierwise.netsim.collective_report import collective_report
 
-        data = collective_report(kind, size, ranks, ranks_per_node, algorithm, cluster, link_bandwidth)
+        data = collective_report(kind, size, ranks, ranks_per_node, algorithm, cluster, link_bandwidth, sharp=sharp)
 
         def render(console):
             from tierwise.units import format_bandwidth, format_bytes, format_time

@@ -131,7 +131,7 @@ def register(app: typer.Typer) -> None:
     @app.command("simulate")
     def simulate_cmd(
         pattern: str = typer.Argument(..., help="all-reduce | all-gather | reduce-scatter | all-to-all | "
-                                      "pipeline | permutation"),
+                                      "pipeline | permutation | incast"),
         topology: str = typer.Option("fat-tree", "--topology", help=_FAMILY_HELP),
         size: str = typer.Option("1GB", "--size", help="collective size (nccl-tests convention)"),
         ranks: int = typer.Option(None, "--ranks", help="ranks taking part (first N GPUs; default all)"),
@@ -146,6 +146,13 @@ def register(app: typer.Typer) -> None:
                                       "its rate)"),
         stages: int = typer.Option(4, "--stages", help="pipeline stages (pattern pipeline)"),
         shift: int = typer.Option(None, "--shift", help="permutation r -> r+SHIFT instead of random"),
+        second_job: str = typer.Option(None, "--second-job", help="a second job's collective (all-reduce, "
+                                       "all-gather, reduce-scatter, all-to-all, permutation) on the other half of "
+                                       "the servers: each job's time alone and together"),
+        placement: str = typer.Option(None, "--placement", help="with --second-job: packed (each job on its "
+                                      "own half of the servers; the default) | fragmented (servers alternate)"),
+        fan_in: int = typer.Option(None, "--fan-in", help="incast: senders to one receiver (each also sends a victim "
+                                   "flow to an idle GPU; max-min, DCQCN and PFC sharing compared; default 8)"),
         seed: int = typer.Option(1, "--seed", help="seed of ECMP hashing, permutations and failures"),
         per_flow: bool = typer.Option(False, "--per-flow", help="all-to-all: one flow per GPU pair (<= 1,024 "
                                       "ranks) instead of path classes"),
@@ -179,11 +186,18 @@ def register(app: typer.Typer) -> None:
             from tierwise.report import check_html
 
             check_html(html)
-        kind = pattern if pattern in ("pipeline", "permutation") else normalize_kind(pattern)
+        kind = pattern if pattern in ("pipeline", "permutation", "incast") else normalize_kind(pattern)
         size_bytes = parse_bytes(size, what="--size", maximum=MAX_BYTES)
         check_int(seed, "--seed", minimum=0, maximum=2**32 - 1, error=TopologyError)
         spec = _spec(topology, gpus, gpus_per_node, nics_per_node, radix, tiers, oversubscription, nic_bandwidth,
                      scale_up, scale_up_bandwidth, domain_size, hop_latency, dims, groups)
+        given = {"--ranks": ranks is not None, "--algorithm": algorithm != "auto", "--fail-links": fail_links != "0",
+                 "--fail-switches": fail_switches != "0", "--fail-domains": fail_domains != "0",
+                 "--slow-links": slow_links != "0", "--shift": shift is not None, "--per-flow": per_flow,
+                 "--emit-cluster": emit_cluster is not None, "--html": html is not None}
+        if _other_patterns(spec, kind, size_bytes, routing, seed, as_json, second_job=second_job,
+                           placement=placement, fan_in=fan_in, given=given):
+            return
         check_int(spec.gpus, "--gpus", maximum=MAX_SIM_GPUS, error=TopologyError,
                   hint=" for simulate (a flow-level simulation of more GPUs takes minutes; topo and design take up "
                        "to 1,048,576)")
@@ -219,6 +233,99 @@ def register(app: typer.Typer) -> None:
 
             result["html"] = write_page(html, simulate_page(result))
         emit(result, as_json, lambda con: _render_sim(con, result), document="simulate")
+
+
+def _other_patterns(spec, kind: str, size_bytes: float, routing: str, seed: int, as_json: bool, *,
+                    second_job, placement, fan_in, given: dict) -> bool:
+    """Run ``simulate incast`` or a two-job simulation when asked (True: done); refuse ``--placement`` without
+    ``--second-job``, ``--fan-in`` without ``incast``, and the options (``given``) neither uses, in one line."""
+    from tierwise.errors import TopologyError
+
+    if second_job is None and placement is not None:
+        raise TopologyError(f"--placement {short_repr(placement, 40)} places a second job; give --second-job "
+                            "PATTERN with it, or drop --placement")
+    if kind != "incast" and fan_in is not None:
+        raise TopologyError(f"--fan-in {fan_in} sets the senders of the incast pattern; use `simulate incast "
+                            "--fan-in N`, or drop --fan-in")
+    if kind != "incast" and second_job is None:
+        return False
+    given = {**given, "--second-job": kind == "incast" and second_job is not None}
+    _refuse_unused("incast" if kind == "incast" else "--second-job", given)
+    if kind == "incast":
+        _incast(spec, 8 if fan_in is None else fan_in, size_bytes, routing, seed, as_json)
+    else:
+        _two_jobs(spec, kind, second_job, placement or "packed", size_bytes, routing, seed, as_json)
+    return True
+
+
+def _refuse_unused(what: str, given: dict) -> None:
+    """One line naming the options given that ``what`` (incast, a second job) does not use."""
+    from tierwise.errors import TopologyError
+
+    unused = [flag for flag, on in given.items() if on]
+    if unused:
+        raise TopologyError(f"{', '.join(unused)} do(es) not apply to {what}; drop {unused[0]}")
+
+
+def _incast(spec, fan_in: int, size_bytes: float, routing: str, seed: int, as_json: bool) -> None:
+    """``simulate incast`` (:mod:`tierwise.netsim.incast`): one table of the incast and its victims."""
+    from tierwise.errors import TopologyError
+    from tierwise.limits import MAX_SIM_GPUS, check_int
+    from tierwise.netsim.incast import simulate_incast
+    from tierwise.topology import build_fabric
+    from tierwise.units import format_bandwidth, format_time
+
+    check_int(spec.gpus, "--gpus", maximum=MAX_SIM_GPUS, error=TopologyError)
+    check_int(fan_in, "--fan-in", minimum=1, maximum=max(1, spec.gpus), error=TopologyError)
+    result = simulate_incast(build_fabric(spec), fan_in, size_bytes, routing=routing, seed=seed)
+
+    def render(con):
+        t = kv_table(f"incast of {fan_in} senders to one GPU on {result['topology']} ({routing})", key_style="")
+        t.add_row("incast time", f"{format_time(result['incast_time_s'])} (analytic N S / C: "
+                  f"{format_time(result['incast_analytic_time_s'])})")
+        for mode, v in result["victims"].items():
+            t.add_row(f"victim flow, {mode}", f"{format_bandwidth(v['rate_bytes_per_s'])}, {format_time(v['time_s'])}")
+        t.add_row("victim slowdown under PFC", f"x{result['victim_slowdown_pfc']:.2f}")
+        print_table(con, t)
+        for note in result["notes"]:
+            con.print(f"- {note}")
+
+    emit(result, as_json, render)
+
+
+def _two_jobs(spec, kind: str, second: str, placement: str, size_bytes: float, routing: str, seed: int,
+              as_json: bool) -> None:
+    """``simulate PATTERN --second-job PATTERN2`` (:mod:`tierwise.netsim.jobs`): each job alone and together."""
+    from tierwise.collectives.volumes import normalize_kind
+    from tierwise.errors import TierwiseError, TopologyError
+    from tierwise.limits import MAX_SIM_GPUS, check_int
+    from tierwise.netsim.jobs import simulate_two_jobs
+    from tierwise.topology import build_fabric
+    from tierwise.units import format_time
+
+    allowed = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "permutation")
+    try:
+        second = second if second == "permutation" else normalize_kind(second)
+    except TierwiseError:
+        second = str(second)  # named with the flag below
+    for flag, k in (("PATTERN", kind), ("--second-job", second)):
+        if k not in allowed:
+            raise TopologyError(f"{flag} {k!r} cannot run beside another job; use one of {', '.join(allowed)}")
+    check_int(spec.gpus, "--gpus", maximum=MAX_SIM_GPUS, error=TopologyError)
+    result = simulate_two_jobs(build_fabric(spec), kind, second, size_bytes, placement=placement, routing=routing,
+                               seed=seed)
+
+    def render(con):
+        t = kv_table(f"two jobs on {result['topology']} ({placement}, {routing})", key_style="")
+        for j in result["jobs"]:
+            t.add_row(f"job {j['job']}: {j['pattern']} on {j['gpus']} GPUs",
+                      f"{format_time(j['alone_time_s'])} alone, {format_time(j['together_time_s'])} together "
+                      f"(x{j['slowdown']:.3f})")
+        print_table(con, t)
+        for note in result["notes"]:
+            con.print(f"- {note}")
+
+    emit(result, as_json, render)
 
 
 def _argv_text() -> str:

@@ -149,3 +149,25 @@ def direct_all_to_all_time(size_bytes, n, nl, b_in, b_out, l_in, l_out):
     intra = np.where(nl > 1, (nl - 1) * size / n / _f(b_in) + _f(l_in), 0.0)
     inter = np.where(n > nl, (n - nl) * size / n / _f(b_out) + _f(l_out), 0.0)
     return np.where(n > 1, np.maximum(intra, inter), 0.0)
+
+
+def rail_only_all_to_all_time(size_bytes, n, nl, b_in, b_out, l_in, l_out):
+    """Pairwise all-to-all on a rail-only fabric: a rank reaches a peer on another rail only through the GPU of
+    its own domain on that rail (NCCL PXN; Wang et al., "Rail-only", arXiv 2307.12169, section 4).
+
+    Per rank, besides :func:`direct_all_to_all_time`'s parts, the cross-rail share ``(nl-1)/nl`` of the
+    ``(n-nl) x S/n`` bytes for other domains crosses the scale-up link first (its ``nl`` ranks in a domain sit
+    on ``nl`` rails, the peers' rails spread evenly), and each forwarded message waits one scale-up step before
+    its NIC sends it. The forward is pipelined with the NIC leg (the proxy sends chunk k while chunk k+1
+    crosses NVLink), so the two legs still run concurrently: with NVLink far faster than the NIC the penalty is
+    the extra step latency, with a PCIe-class scale-up the forwarded bytes set the time (the flow simulator's
+    rail-only check, docs/topology.md: 1.000x at 450 GB/s, 1.56x at 32 GB/s). Wang et al.'s two sequential
+    phases (NVLink shuffle, then the rail all-to-all) are the no-overlap bound of this form.
+    """
+    n, nl = _f(n), _f(nl)
+    size = _f(size_bytes)
+    off = np.where(n > nl, (n - nl) * size / n, 0.0)
+    forwarded = np.where(nl > 1, (nl - 1) / nl * off, 0.0)
+    intra = np.where(nl > 1, ((nl - 1) * size / n + forwarded) / _f(b_in) + _f(l_in), 0.0)
+    inter = np.where(n > nl, off / _f(b_out) + _f(l_out) + np.where(nl > 1, _f(l_in), 0.0), 0.0)
+    return np.where(n > 1, np.maximum(intra, inter), 0.0)

@@ -16,7 +16,10 @@ minimum is taken:
 * **mesh** scale-up (MI300X): a point-to-point transfer uses one link; rings use edge-disjoint directed
   Hamiltonian cycles of the complete digraph on the group, g-1 of them (Tillson 1980: K*_g decomposes into
   g-1 Hamiltonian cycles for every g except 4 and 6, where g-2 are used here);
-* **in-network reduction** (NVLS, NVLSTree) where the scale-up switches reduce;
+* **in-network reduction** (NVLS, NVLSTree) where the scale-up switches reduce, and InfiniBand SHARP (NCCL's
+  CollNet, algorithm ``sharp``) where the cluster's scale-out switches do (``fabric.sharp``; off by default);
+* **rail-only** fabrics (``fabric.topology: rail-only``): an all-to-all's cross-rail bytes cross the scale-up
+  domain first (:func:`tierwise.collectives.alpha_beta.rail_only_all_to_all_time`);
 * **fitted** figures from ``tierwise calibrate`` replace all of this for the tier they were fitted on.
 """
 
@@ -34,10 +37,10 @@ from tierwise.specs.parameters import load_parameters
 
 __all__ = ["CollectiveCost", "collective_cost", "ALGORITHMS", "PROTOCOLS", "algorithms_for"]
 
-ALGORITHMS = ("ring", "tree", "hierarchical", "nvls", "direct", "fitted")
+ALGORITHMS = ("ring", "tree", "hierarchical", "nvls", "direct", "fitted", "sharp")
 PROTOCOLS = ("ll", "ll128", "simple", "-")
 _FOR_KIND = {
-    "all-reduce": ("ring", "tree", "hierarchical", "nvls"),
+    "all-reduce": ("ring", "tree", "hierarchical", "nvls", "sharp"),
     "reduce-scatter": ("ring", "hierarchical"),
     "all-gather": ("ring", "hierarchical"),
     "all-to-all": ("direct",),
@@ -181,7 +184,12 @@ def _candidates(kind: str, size, span: GroupSpan, cluster: Cluster, p, algorithm
     b_ring, b_p2p, b_out_bulk = _tier_rates(cluster, span, p)
     launch = p["launch_overhead"] + (gpus_per_process - 1) * p["launch_overhead_per_extra_gpu"]
     factor = bus_factor(kind, n) if kind != "send-recv" else np.ones_like(n)
+    rail_only = kind == "all-to-all" and cluster.fabric.get("topology") == "rail-only"
     for algo in algorithms:
+        if algo == "sharp":
+            if kind == "all-reduce" and cluster.scale_out_reduction:
+                yield (algo, "simple", *_sharp_all_reduce(size, span, cluster, p, launch, b_ring))
+            continue
         if algo == "nvls":
             if kind != "all-reduce" or not cluster.in_network_reduction:
                 continue
@@ -243,11 +251,51 @@ def _candidates(kind: str, size, span: GroupSpan, cluster: Cluster, p, algorithm
                 t = np.where(inner, size / b_in + l_in, size / np.maximum(b_out, 1e-30) + l_out)
                 up = np.where(inner & (n > 1), size, 0.0)  # one rank sends nothing
                 out = np.where(inner, 0.0, size)
+            elif rail_only:  # cross-rail bytes are forwarded over the scale-up domain first (PXN)
+                t = alpha_beta.rail_only_all_to_all_time(size, n, nl, b_in, b_out, l_in, l_out)
+                up = ((nl - 1) / n + np.where(n > nl, (nl - 1) / nl * (n - nl) / n, 0.0)) * size
+                out = (n - nl) * size / n
             else:  # direct all-to-all
                 t = alpha_beta.direct_all_to_all_time(size, n, nl, b_in, b_out, l_in, l_out)
                 up = (nl - 1) * size / n
                 out = (n - nl) * size / n
             yield algo, proto, np.where(n > 1, lat0 + t, 0.0), up, out
+
+
+def _sharp_all_reduce(size, span: GroupSpan, cluster: Cluster, p, launch, b_ring):
+    """All-reduce reduced in the InfiniBand switches (SHARP, NCCL's CollNet): (time, scale-up bytes, scale-out
+    bytes) per rank.
+
+    Inside a domain the group reduce-scatters and, after the network step, all-gathers: with NVLink SHARP
+    (NCCL's NVLS across nodes, which needs CollNet) (nl+1)/nl x S through each GPU's NVLink ports as in
+    single-domain NVLS, else directly (CollNetDirect) 2 (nl-1)/nl x S at the ring rate. Across domains each
+    rank sends its S/nl shard into the switch tree once and receives the reduced shard once, where a ring
+    sends 2 (n-1)/n x S / nl: the in-network reduction halves the bytes on each NIC (Graham et al., "Scalable
+    Hierarchical Aggregation Protocol (SHArP)", COMHPC 2016, section 3: the reduction runs in the switches'
+    aggregation tree). Each switch forwards one reduced stream upward, so a leaf's oversubscription does not
+    slow the tree (the leaf's uplink carries 1/d of its downlinks' bytes). The shard leg runs at the NIC's
+    achievable rate x NCCL's CollNet factor (``collnet_efficiency``, tuning.cc 0.85); the two legs pipeline
+    (max of the two, plus one Simple chunk per stage). Latency, NCCL tuning.cc hwLat (collectives-notes
+    4.3): NVLS + SHARP ``nvls_latency`` + ``sharp_nvls_net_latency``; CollNetDirect
+    2 (min(1, nl-1) x 3.7 us + 0.4 us x (nl-1)) + 31 us. Limits (NCCL): at least 2 domains
+    (``NCCL_COLLNET_NODE_THRESHOLD`` = 2) on the scale-out tier; only all-reduce (a SHARP reduce-scatter or
+    all-gather sends S/nl per NIC where a ring sends (m-1)/m x S/nl: no bandwidth gain, not modelled).
+    """
+    nl, m = span.ranks_per_domain.astype(float), span.num_domains.astype(float)
+    eff = {**p["link_efficiency"], **cluster.efficiency}
+    b_net = cluster.scale_out_bytes_per_s * eff["scale_out"] * p["collnet_efficiency"]
+    nvls = cluster.in_network_reduction & (nl > 1)
+    nvls_eff = p["nvls_efficiency_by_generation"].get(cluster.accelerator.generation, p["nvls_efficiency"])
+    b_up = np.where(nvls, cluster.scale_up_bytes_per_s * nvls_eff, b_ring)
+    up = np.where(nvls, (nl + 1) / nl, 2 * (nl - 1) / nl) * size
+    direct_lat = (2 * (np.minimum(1.0, nl - 1) * p["collnet_intra_latency"] + (nl - 1) * p["collnet_per_rank_latency"])
+                  + p["collnet_net_latency"])
+    lat = np.where(nvls, p["nvls_latency"] + p["sharp_nvls_net_latency"], direct_lat)
+    chunk = p["simple_chunk_bytes"] * p["simple_channels"]
+    fill = np.where(nl > 1, chunk / b_up, 0.0) + 2 * chunk / (nl * b_net)  # the domain's NICs carry a chunk
+    ok = (m >= 2) & (span.tier == TierCode.SCALE_OUT)
+    t = np.where(ok, launch + lat + fill + np.maximum(up / b_up, size / (nl * b_net)), np.inf)
+    return t, np.where(ok, up, 0.0), np.where(ok, size / nl, 0.0)
 
 
 def _fitted_time(kind: str, size, span: GroupSpan, cluster: Cluster):
@@ -429,7 +477,8 @@ def collective_cost(kind: str, size_bytes, span: GroupSpan, cluster: Cluster, al
     if algorithm != "auto" and np.any(np.isinf(best_t) & (span.size > 1)):
         raise SpecError(
             f"algorithm {algorithm!r} cannot run here (nvls needs in-switch reduction and a group of >= 2 ranks per "
-            "scale-up domain; hierarchical needs >= 2 ranks per domain and >= 2 domains); use --algorithm auto"
+            "scale-up domain; hierarchical needs >= 2 ranks per domain and >= 2 domains; sharp needs a cluster with "
+            "fabric.sharp (or --sharp) and >= 2 scale-up domains on InfiniBand); use --algorithm auto"
         )
     n = np.broadcast_to(span.size, shape).astype(float)
     factor = bus_factor(kind, n) if kind != "send-recv" else np.ones_like(n)

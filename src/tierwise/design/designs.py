@@ -9,10 +9,14 @@ whose uplinks carry ``1/o`` of the NICs' rate (:class:`~tierwise.specs.cluster.S
 power come from the explicit fabric's inventory (:mod:`tierwise.topology`) and the price file.
 
 What the analytic model does not separate: fat tree, rail-optimized, rail-only and dragonfly with the same NIC
-rate and no oversubscription give the same step time here, because data-, pipeline- and context-parallel
-rings join same-rank GPUs of different servers (same-rail traffic, which every one of these fabrics carries
-at the NIC rate); they differ in cost, and for cross-rail or adversarial traffic (expert all-to-all on
-rail-only, worst-case dragonfly permutations), which ``tierwise simulate`` measures.
+rate and no oversubscription give the same step time for plans without expert parallelism, because data-,
+pipeline- and context-parallel rings join same-rank GPUs of different servers (same-rail traffic, which every
+one of these fabrics carries at the NIC rate); they differ in cost, and for adversarial traffic (worst-case
+dragonfly permutations), which ``tierwise simulate`` measures. Expert all-to-all is cross-rail traffic: on a
+rail-only design the collective model forwards its cross-rail bytes over the scale-up domain first (NCCL PXN,
+:func:`tierwise.collectives.alpha_beta.rail_only_all_to_all_time`), so for a MoE model each design also prices
+its best plan whose EP group crosses scale-up domains (``ep_across_domains``) and the notes give the rail-only
+penalty on it (issue 34).
 
 Speed: the plan space is restricted to ZeRO 1 or 3 without HSDP, up to 4 interleaved chunks, micro-batches of
 at most 2 sequences, one precision (``restricted_space`` in the output says so); every design with the same
@@ -23,6 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from typing import Any
+
+import numpy as np
 
 from tierwise.design.cost import default_fabric, economics, fabric_cost
 from tierwise.design.scaleup import load_figures, scale_up_extra
@@ -38,9 +44,11 @@ from tierwise.topology.costs import load_prices
 from tierwise.topology.fat_tree import leaf_ports
 
 __all__ = ["Design", "DEFAULT_DESIGNS", "compare_designs", "design_cluster", "pareto_front", "best_plan",
-           "RESTRICTED_SPACE"]
+           "RESTRICTED_SPACE", "ep_across_domains", "rail_only_penalty"]
 
 RESTRICTED_SPACE = "ZeRO 1 or 3 (no HSDP), vpp <= 4, micro-batch <= 2, one precision"
+EP_TOP = 2000
+"""Ranked plans (EP >= 2) searched for the best one whose EP group crosses scale-up domains."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,6 +139,53 @@ def best_plan(model, cluster, num_gpus: int, global_batch: int, seq: int, precis
     return best
 
 
+def ep_across_domains(model, cluster, num_gpus: int, global_batch: int, seq: int, precision: str) -> dict:
+    """The best plan (of the :data:`EP_TOP` best with EP >= 2, restricted space) whose EP group spans more than
+    one scale-up domain (``ep x etp`` GPUs > the domain), so that its dispatch / combine all-to-all crosses the
+    scale-out fabric: ``{plan, step_time_s, tokens_per_s, ep_gpus}``, or ``{why}`` when there is none (a dense
+    model, or every EP group fits one domain, as Mixtral's 8 experts do on an NVL72 rack)."""
+    if model.moe is None:
+        return {"why": "dense model: no expert parallelism"}
+    try:
+        r = search(model, cluster, num_gpus, global_batch, seq, constraints=replace(_constraints(precision), min_ep=2),
+                   top=EP_TOP)
+    except NoLayoutError as exc:
+        return {"why": f"no EP plan on {num_gpus} GPUs: {exc}"}
+    span = np.asarray(r.plans["ep"]) * np.asarray(r.plans["etp"])
+    rows = np.flatnonzero(span > cluster.scale_up_domain)
+    if not rows.size:
+        return {"why": f"every EP group of the {len(span)} best EP plans fits one {cluster.scale_up_domain}-GPU "
+                       "scale-up domain"}
+    i = int(rows[0])
+    batch = r.batch()
+    entry = plan_entry(model, cluster, num_gpus, batch.plan(i), estimate(model, cluster, batch), i)
+    e = entry["estimate"]
+    return {"plan": {k: entry[k] for k in ("tp", "pp", "cp", "dp", "ep", "vpp", "micro_batch_size", "zero_stage")},
+            "ep_gpus": int(span[i]), "step_time_s": e["step_time_s"], "tokens_per_s": e["tokens_per_s"]}
+
+
+def rail_only_penalty(rows: list[dict]) -> list[str]:
+    """One note per rail-only design with a rail-optimized twin (same cluster, fabric, NIC speed and
+    oversubscription): the step of each one's best plan and of its EP-across-domains plan, rail-only over
+    rail-optimized."""
+    notes = []
+    for r in rows:
+        if r["topology"] != "rail-only" or not r.get("fits"):
+            continue
+        twin = next((t for t in rows if t["topology"] == "rail-optimized" and t.get("fits") and all(
+            t[k] == r[k] for k in ("cluster", "fabric", "nic_gbps", "oversubscription"))), None)
+        if twin is None:
+            continue
+        line = f"{r['name']} vs {twin['name']}: best plan step x{r['step_time_s'] / twin['step_time_s']:.4f}"
+        a, b = r.get("ep_across_domains", {}), twin.get("ep_across_domains", {})
+        if "step_time_s" in a and "step_time_s" in b:
+            line += (f"; EP across domains (ep {a['plan']['ep']} over {a['ep_gpus']} GPUs) "
+                     f"x{a['step_time_s'] / b['step_time_s']:.4f}: cross-rail all-to-all bytes cross NVLink first "
+                     "(PXN); with NVLink ~9x the NIC rate the forward is absorbed and only its step latency shows")
+        notes.append(line)
+    return notes
+
+
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:
     """Indices of the points no other point beats in both coordinates (both maximised)."""
     front = []
@@ -162,9 +217,14 @@ def _evaluate(design: Design, model, num_gpus, global_batch, seq, precision, pri
     spec = choice.spec
     leaf_gpus = max(leaf_ports(spec.radix, over)[0] // base.gpus_per_node, 1) * base.gpus_per_node
     cl = with_fabric_latency(design_cluster(base, design.nic_gbps, over, leaf_gpus), choice.fabric)
-    key = (design.cluster, round(cl.nic_bytes_per_s * 8 / 1e9), over, cl.scale_out_extra_per_switch_s)
+    rail_only = spec.family == "rail-only"
+    if rail_only:  # the collective model forwards cross-rail all-to-all bytes over the scale-up domain
+        cl = replace(cl, fabric={**cl.fabric, "topology": "rail-only"})
+    key = (design.cluster, round(cl.nic_bytes_per_s * 8 / 1e9), over, cl.scale_out_extra_per_switch_s, rail_only)
     if key not in cache:
         cache[key] = best_plan(model, cl, num_gpus, global_batch, seq, precision)
+    if ("ep",) + key not in cache:
+        cache[("ep",) + key] = ep_across_domains(model, cl, num_gpus, global_batch, seq, precision)
     entry = cache[key]
     priced = spec.gpus
     net = fabric_cost(cl, priced, prices, spec=spec, fabric=choice.fabric)
@@ -179,6 +239,7 @@ def _evaluate(design: Design, model, num_gpus, global_batch, seq, precision, pri
                            "nic_gbps": cl.nic_bytes_per_s * 8 / 1e9, "gpus_priced": priced,
                            "num_switches": net["num_switches"], "switch_radix": net["switch_radix"],
                            "fabric_choice": choice.reason}
+    out["ep_across_domains"] = cache[("ep",) + key]
     if entry is None:
         out.update(fits=False, tokens_per_s=0.0)
         return out
@@ -242,14 +303,15 @@ def compare_designs(model, num_gpus: int, *, global_batch: int = 2048, seq: int 
     best = max(affordable, key=lambda i: rows[i]["tokens_per_s"]) if affordable else None
     inverse = right_size(model, designs[0].cluster, num_gpus, global_batch, seq, precision, tolerance, cache=cache)
     notes = [
-        "fat tree, rail-optimized, rail-only and dragonfly at the same NIC rate give the same analytic step: "
-        "data/pipeline/context rings are same-rail traffic; they differ in cost (and, for cross-rail or "
-        "adversarial traffic, in `tierwise simulate`)",
+        "fat tree, rail-optimized, rail-only and dragonfly at the same NIC rate give the same analytic step for "
+        "plans without EP: data/pipeline/context rings are same-rail traffic; they differ in cost (and, for "
+        "adversarial traffic, in `tierwise simulate`); EP all-to-all on rail-only is forwarded over NVLink (PXN)",
         f"plan space restricted for speed: {RESTRICTED_SPACE}",
         "NVL72 designs are priced as whole racks (gpus_priced); the job runs on num_gpus of them",
         "InfiniBand and RoCE at the same line rate give the same analytic step; they differ in switch and NIC "
         "price and power (and in congestion control and routing, which tierwise does not model; both ran "
         "24K-GPU jobs, hardware-notes section 3)",
+        *rail_only_penalty(rows),
     ]
     return {"model": model.name, "num_gpus": num_gpus, "global_batch_size": global_batch, "seq_length": seq,
             "precision": precision, "tokens": tokens, "budget_usd": budget, "designs": rows,

@@ -13,14 +13,14 @@ from tierwise.errors import SpecError
 from tierwise.hierarchy import TIER_ORDER, group_span, tier_name, tiers
 from tierwise.limits import MAX_BYTES, MAX_GPUS, check_int
 from tierwise.netsim.compare import collective_ring_note
-from tierwise.specs.cluster import cluster_from_mapping, load_cluster
+from tierwise.specs.cluster import cluster_from_mapping, load_cluster, with_sharp
 from tierwise.units import format_bandwidth, format_bytes, format_time, parse_bandwidth, parse_bytes
 
 __all__ = ["collective_report"]
 
 
 def collective_report(kind: str, size: str, ranks: int, ranks_per_node: int | None, algorithm: str,
-                      cluster_ref: str, link_bandwidth: str | None) -> dict:
+                      cluster_ref: str, link_bandwidth: str | None, sharp: bool = False) -> dict:
     """The document ``tierwise collective`` prints: one collective's cost on a cluster, or on one link.
 
     ``size`` is the buffer as nccl-tests counts it; the group is ``ranks`` ranks, ``ranks_per_node`` of them
@@ -31,6 +31,8 @@ def collective_report(kind: str, size: str, ranks: int, ranks_per_node: int | No
     (nccl-tests' definitions, its doc/PERFORMANCE.md); ``datasheet_time_s`` is the ring-equivalent bytes per
     rank over the datasheet rate of the tier crossed (or of the link). The notes explain the gap between the
     two, and for a ring the gap to the flow simulator (:func:`tierwise.netsim.compare.collective_ring_note`).
+    ``sharp`` turns InfiniBand SHARP on (:func:`tierwise.specs.cluster.with_sharp`); a note says whether the
+    all-reduce reduced in the network, or why not.
     Raises :class:`tierwise.errors.SpecError` for a group the options cannot form.
     """
 
@@ -41,6 +43,8 @@ def collective_report(kind: str, size: str, ranks: int, ranks_per_node: int | No
     if kind == "send-recv" and ranks != 2:
         raise SpecError(f"send-recv is between two ranks; use --ranks 2 (got {ranks})")
     base = load_cluster(cluster_ref)
+    if sharp:
+        base = with_sharp(base)
     if ranks_per_node is not None:  # the bound is the cluster's: a suggested value is one that is accepted
         check_int(ranks_per_node, "--ranks-per-node", maximum=base.gpus_per_node, error=SpecError,
                   hint=f" (the {base.gpus_per_node} GPUs per node of {base.name})")
@@ -96,6 +100,8 @@ def collective_report(kind: str, size: str, ranks: int, ranks_per_node: int | No
             notes.append(f"{int(span.ranks_per_domain)} ranks per domain share {base.nics_per_node} NICs "
                          "per node: the datasheet arithmetic uses one NIC's rate, a multi-channel ring uses "
                          "them all")
+    if base.scale_out_reduction and kind == "all-reduce" and link_bandwidth is None:
+        notes.append(_sharp_note(cost, span))
     if str(cost.algorithm) == "ring":
 
         why = collective_ring_note(kind, size_bytes, span, cluster_used)
@@ -125,3 +131,14 @@ def collective_report(kind: str, size: str, ranks: int, ranks_per_node: int | No
     if cluster_time is not None:
         data["cluster_time_s"] = cluster_time
     return data
+
+
+def _sharp_note(cost, span) -> str:
+    """Whether an all-reduce on a SHARP fabric reduced in the switches, or why not."""
+    if str(cost.algorithm) == "sharp":
+        return ("SHARP (InfiniBand in-network reduction, NCCL CollNet): each rank sends its 1/ranks-per-node shard "
+                "into the switch tree once, half a ring's bytes per NIC")
+    if int(span.num_domains) < 2:
+        return "SHARP not used: the group stays inside one scale-up domain (NCCL_COLLNET_NODE_THRESHOLD = 2 nodes)"
+    return (f"SHARP not used: {str(cost.algorithm)} is faster at this size (SHARP's 31-43 us of "
+            "fixed latency pays off only for larger buffers)")

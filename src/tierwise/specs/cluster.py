@@ -36,7 +36,8 @@ from tierwise.specs.compute_profile import check_device, parse_compute, profile_
 from tierwise.specs.parameters import load_parameters
 from tierwise.units import parse_bandwidth, parse_bytes, parse_time
 
-__all__ = ["Cluster", "ScaleOutLevel", "FittedRegime", "FittedTier", "cluster_from_mapping", "load_cluster"]
+__all__ = ["Cluster", "ScaleOutLevel", "FittedRegime", "FittedTier", "cluster_from_mapping", "load_cluster",
+           "with_sharp"]
 
 _KEYS = (
     "base", "name", "display_name", "accelerator", "gpus_per_node", "scale_up_domain", "nics_per_node",
@@ -44,9 +45,11 @@ _KEYS = (
     "host_bandwidth", "scale_up_latency", "host_latency", "scale_out_latency", "scale_out_levels", "efficiency",
     "fitted", "compute", "source", "notes", "num_gpus_max", "fabric", "compute_measured_on", "compute_rows",
 )
-FABRIC_KEYS = ("topology", "fabric", "radix", "tiers", "oversubscription")
+FABRIC_KEYS = ("topology", "fabric", "radix", "tiers", "oversubscription", "sharp")
 """What a cluster file may fix of its scale-out fabric (``fabric:``; the rest is chosen for the GPU count by
-:func:`tierwise.topology.choose.choose_fabric`; a command's flags of the same names override it)."""
+:func:`tierwise.topology.choose.choose_fabric`; a command's flags of the same names override it). ``sharp:
+true`` says the InfiniBand switches run SHARP for NCCL (CollNet): off unless stated, as NCCL uses it only with
+the SHARP plugin and ``NCCL_COLLNET_ENABLE=1`` (:attr:`Cluster.scale_out_reduction`)."""
 TIER_NAMES = ("scale_up", "host", "scale_out")
 
 
@@ -150,6 +153,13 @@ class Cluster:
             num_domains, int(self.fabric.get("radix", 64)))
 
     @property
+    def scale_out_reduction(self) -> bool:
+        """InfiniBand SHARP in the scale-out switches, used by NCCL's CollNet: the cluster file's ``fabric.sharp``
+        (or ``--sharp``). Off by default: NCCL enables CollNet only with the SHARP plugin loaded and
+        ``NCCL_COLLNET_ENABLE=1`` (HPC-X "NCCL-RDMA-SHARP Plugins"; NCCL environment variables)."""
+        return bool(self.fabric.get("sharp", False))
+
+    @property
     def scale_out_bytes_per_s(self) -> float:
         """One-way scale-out bandwidth per GPU: its share of its host's NICs."""
         return self.nics_per_node * self.nic_bytes_per_s / self.gpus_per_node
@@ -174,7 +184,9 @@ def _roce_extra(data: Mapping[str, Any], name: str | None, lat: Mapping[str, flo
 
 def with_fabric_latency(cluster: Cluster, fabric: str) -> Cluster:
     """``cluster`` on the scale-out ``fabric`` a design or chooser fixed (``ib`` or ``roce``): the RoCE
-    per-switch extra on (or off), unless the cluster file states its latency."""
+    per-switch extra on (or off), unless the cluster file states its latency; on ``roce`` SHARP off."""
+    if fabric == "roce" and cluster.scale_out_reduction:  # SHARP is an InfiniBand switch feature
+        cluster = replace(cluster, fabric={k: v for k, v in cluster.fabric.items() if k != "sharp"})
     if cluster.scale_out_latency_stated:
         return cluster
     extra = load_parameters().latency["roce_extra_per_switch"] if fabric == "roce" else 0.0
@@ -243,7 +255,18 @@ def _fabric(raw: Any, origin: str) -> dict[str, Any]:
             out[key] = get_int(raw, key, where, minimum=lo, maximum=hi)
     if "oversubscription" in raw:
         out["oversubscription"] = get_float(raw, "oversubscription", where, minimum=1.0, maximum=MAX_OVERSUBSCRIPTION)
+    if "sharp" in raw:
+        out["sharp"] = get_bool(raw, "sharp", where)
     return out
+
+
+def with_sharp(cluster: Cluster, origin: str = "--sharp") -> Cluster:
+    """``cluster`` with InfiniBand SHARP on (``--sharp``); a one-line :class:`SpecError` on an Ethernet fabric,
+    whose switches reduce nothing (no catalog Ethernet switch has in-network reduction)."""
+    if is_roce(cluster.name, {"name": cluster.name, "display_name": cluster.display_name, "fabric": cluster.fabric}):
+        raise SpecError(f"{origin}: the cluster's scale-out is Ethernet (RoCE); SHARP runs only in InfiniBand "
+                        "switches (Quantum-2 SHARPv3, Quantum-X800 SHARPv4); leave out --sharp or use an ib cluster")
+    return replace(cluster, fabric={**cluster.fabric, "sharp": True})
 
 
 def _fitted(raw: Any, origin: str) -> dict[str, FittedTier]:
@@ -373,10 +396,18 @@ def cluster_from_mapping(data: Mapping[str, Any], *, name: str | None = None, or
         fitted=_fitted(data.get("fitted"), origin),
         compute=parse_compute(data.get("compute"), origin),
         compute_device=_measured_on(data.get("compute_measured_on"), origin),
-        fabric=_fabric(data.get("fabric"), origin),
+        fabric=_sharp_checked(_fabric(data.get("fabric"), origin), data, name, origin),
         scale_out_extra_per_switch_s=_roce_extra(data, name, lat), scale_out_latency_stated="scale_out_latency" in data,
         source=str(data.get("source", "")), notes=str(data.get("notes", "")),
     )
+
+
+def _sharp_checked(fabric: dict[str, Any], data: Mapping[str, Any], name: str | None, origin: str) -> dict[str, Any]:
+    """The ``fabric:`` block, refused with one line when it sets ``sharp: true`` on an Ethernet (RoCE) fabric."""
+    if fabric.get("sharp") and is_roce(name or "", data):
+        raise SpecError(f"{origin}: fabric.sharp is true on an Ethernet (RoCE) scale-out; SHARP runs only in "
+                        "InfiniBand switches (Quantum-2 SHARPv3, Quantum-X800 SHARPv4); set fabric: ib or drop sharp")
+    return fabric
 
 
 def _measured_on(raw: Any, origin: str) -> str:

@@ -148,6 +148,11 @@ def _parse_sections(raw: dict[str, Any]) -> Parameters:
         "ll_max_busbw_multi_node": {k: float(v) * 1e9 for k, v in col["ll_max_busbw_multi_node"].items()},
         "ll128_per_channel_busbw": {k: float(v) * 1e9 for k, v in col["ll128_per_channel_busbw"].items()},
         "nvls_tree_net_latency": parse_time(col["nvls_tree_net_latency"]),
+        "sharp_nvls_net_latency": parse_time(col["sharp_nvls_net_latency"]),
+        "collnet_intra_latency": parse_time(col["collnet_intra_latency"]),
+        "collnet_net_latency": parse_time(col["collnet_net_latency"]),
+        "collnet_per_rank_latency": parse_time(col["collnet_per_rank_latency"]),
+        "collnet_efficiency": float(col["collnet_efficiency"]),
     }
     lat = {k: parse_time(v) for k, v in raw["latency"].items() if k != "source"}
     return Parameters(latency=lat, collectives=parsed, compute=dict(raw.get("compute", {})), raw=raw)

@@ -62,16 +62,23 @@ class SwitchGeneration:
     ports_at_gbps: dict
     """NIC line rate (Gb/s) -> ports at that rate."""
     source: str
+    in_network_reduction: str = ""
+    """The switch's in-network reduction for NCCL's CollNet ("SHARPv3"), or "" (none); it prices only where the
+    cluster turns it on (``fabric.sharp``, :attr:`tierwise.specs.cluster.Cluster.scale_out_reduction`)."""
 
 
 SWITCHES = (
     SwitchGeneration(name="Quantum-2 QM9700", fabric="ib", ports_at_gbps={100: 128, 200: 128, 400: 64},
                      source="network.yaml quantum2-qm9700: 64x400G or 128x200G over 32 twin-port OSFP cages "
-                            "(network.csv quantum2_qm9700, S2;S19;S20;S21); 100G NICs take a 200G port"),
+                            "(network.csv quantum2_qm9700, S2;S19;S20;S21); 100G NICs take a 200G port; SHARPv3 "
+                            "(network.yaml key_figures): streaming aggregation, one active tree per port (NVIDIA "
+                            "SHARP 3.13 docs, Device Capabilities and Limitations), 511 streaming trees per subnet",
+                     in_network_reduction="SHARPv3"),
     SwitchGeneration(name="Quantum-X800 Q3400", fabric="ib", ports_at_gbps={400: 144, 800: 144},
                      source="network.yaml quantum-x800-q3400: 144x800G XDR (network.csv quantum_x800_q3400, "
                             "S2;S22;S23); a 400G NDR NIC takes one port at 400G (assumption: one NIC per port, "
-                            "no port splitting)"),
+                            "no port splitting); SHARPv4 (network.yaml key_figures)",
+                     in_network_reduction="SHARPv4"),
     SwitchGeneration(name="51.2T Ethernet (Tomahawk 5 / Spectrum-4 SN5600)", fabric="roce",
                      ports_at_gbps={100: 256, 200: 256, 400: 128, 800: 64},
                      source="network.yaml broadcom-th5: 64x800G / 128x400G / 256x200G (S24;S25); spectrum4-sn5600 "
@@ -199,7 +206,8 @@ def choose_fabric(cluster, num_gpus: int, overrides: FabricOverrides | None = No
 def _with_cluster_file(o: FabricOverrides, cluster) -> FabricOverrides:
     """The user's flags, and where a flag is not given, what the cluster file's ``fabric:`` block fixes."""
     fixed = getattr(cluster, "fabric", None) or {}
-    return replace(o, **{k: v for k, v in fixed.items() if getattr(o, k) is None})
+    # ``sharp`` is a property of the switches the cluster's collectives use, not a choice of the fabric's shape
+    return replace(o, **{k: v for k, v in fixed.items() if k != "sharp" and getattr(o, k) is None})
 
 
 def choose_for_spec(spec: TopologySpec, fabric: str, tiers: int | None = None) -> FabricChoice:
