@@ -290,7 +290,7 @@ def _incast(spec, fan_in: int, size_bytes: float, routing: str, seed: int, as_js
         for note in result["notes"]:
             con.print(f"- {note}")
 
-    emit(result, as_json, render)
+    emit(result, as_json, render, document="simulate-incast")
 
 
 def _two_jobs(spec, kind: str, second: str, placement: str, size_bytes: float, routing: str, seed: int,
@@ -325,7 +325,7 @@ def _two_jobs(spec, kind: str, second: str, placement: str, size_bytes: float, r
         for note in result["notes"]:
             con.print(f"- {note}")
 
-    emit(result, as_json, render)
+    emit(result, as_json, render, document="simulate-jobs")
 
 
 def _argv_text() -> str:

@@ -141,8 +141,10 @@ def best_plan(model, cluster, num_gpus: int, global_batch: int, seq: int, precis
 
 def ep_across_domains(model, cluster, num_gpus: int, global_batch: int, seq: int, precision: str) -> dict:
     """The best plan (of the :data:`EP_TOP` best with EP >= 2, restricted space) whose EP group spans more than
-    one scale-up domain (``ep x etp`` GPUs > the domain), so that its dispatch / combine all-to-all crosses the
-    scale-out fabric: ``{plan, step_time_s, tokens_per_s, ep_gpus}``, or ``{why}`` when there is none (a dense
+    one scale-up domain (``ep x etp`` GPUs > the domain) with an expert TP smaller than the domain, so that its
+    dispatch / combine all-to-all crosses the scale-out fabric between GPUs at different positions in their
+    domains, i.e. across rails (with ``etp`` = the domain every EP peer sits at the same position, on the same
+    rail, and rail-only costs it nothing): ``{plan, step_time_s, tokens_per_s, ep_gpus}``, or ``{why}`` when there is none (a dense
     model, or every EP group fits one domain, as Mixtral's 8 experts do on an NVL72 rack)."""
     if model.moe is None:
         return {"why": "dense model: no expert parallelism"}
@@ -152,10 +154,11 @@ def ep_across_domains(model, cluster, num_gpus: int, global_batch: int, seq: int
     except NoLayoutError as exc:
         return {"why": f"no EP plan on {num_gpus} GPUs: {exc}"}
     span = np.asarray(r.plans["ep"]) * np.asarray(r.plans["etp"])
-    rows = np.flatnonzero(span > cluster.scale_up_domain)
+    etp = np.asarray(r.plans["etp"])
+    rows = np.flatnonzero((span > cluster.scale_up_domain) & (etp < cluster.scale_up_domain))
     if not rows.size:
         return {"why": f"every EP group of the {len(span)} best EP plans fits one {cluster.scale_up_domain}-GPU "
-                       "scale-up domain"}
+                       "scale-up domain or keeps its peers on one rail (expert TP = the domain)"}
     i = int(rows[0])
     batch = r.batch()
     entry = plan_entry(model, cluster, num_gpus, batch.plan(i), estimate(model, cluster, batch), i)

@@ -47,6 +47,21 @@ SIMULATE = {
     "link_utilization": "obj", "notes": "list[str]",
 }
 
+SIMULATE_INCAST = {
+    "topology": "str", "pattern": "str", "routing": "str", "seed": "int", "fan_in": "int", "size_bytes": "num",
+    "receiver": "int", "senders": "list[int]", "victim_destinations": "list[int]", "incast_time_s": "num",
+    "incast_analytic_time_s": "num", "incast_flow_rate_bytes_per_s": "num",
+    "victims": {mode: {"rate_bytes_per_s": "num", "time_s": "num"} for mode in ("max-min", "dcqcn", "pfc")},
+    "victim_slowdown_pfc": "num", "notes": "list[str]",
+}
+
+SIMULATE_JOBS = {
+    "topology": "str", "placement": "str", "routing": "str", "seed": "int", "size_bytes": "num",
+    "jobs": [{"job": "str", "pattern": "str", "gpus": "int", "first_gpus": "list[int]", "alone_time_s": "num",
+              "together_time_s": "num", "slowdown": "num"}],
+    "slowdown": "num", "notes": "list[str]",
+}
+
 DOCUMENTS = {
     "tiers": ("tiers", "A cluster's interconnect tiers, fastest first: bandwidth, latency and domain size.",
               TIERS),
@@ -56,4 +71,9 @@ DOCUMENTS = {
              TOPO),
     "simulate": ("simulate", "A collective or traffic pattern run on an explicit fabric by the flow-level "
                              "simulator, beside the analytic time.", SIMULATE),
+    "simulate-incast": ("simulate", "N senders to one GPU at a leaf, with a victim flow beside each: "
+                                           "the incast's time and the victims' rates under max-min, DCQCN and "
+                                           "PFC.", SIMULATE_INCAST),
+    "simulate-jobs": ("simulate", "Two jobs' collectives on one fabric: each alone and together, "
+                                               "and the slowdown.", SIMULATE_JOBS),
 }
