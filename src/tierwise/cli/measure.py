@@ -135,10 +135,10 @@ def collective(
     try:
         with progress(f"measuring {', '.join(ops)} on {ranks} ranks") if not _under_torchrun() else _quiet():
             results = run_collectives(config, ranks)
-    except KeyboardInterrupt:
-        if out:  # on stderr: with --json, stdout holds the JSON document or nothing
-            print(f"interrupted; the completed sizes are in {out}", file=sys.stderr, flush=True)
-        raise typer.Abort() from None
+    except KeyboardInterrupt:  # main prints the line on stderr: with --json, stdout holds the document or nothing
+        from tierwise.cli._interrupt import Interrupted
+
+        raise Interrupted(f"the completed sizes are in {out}" if out else "nothing written (no --out)") from None
     if results is None:  # not rank 0 under torchrun: only rank 0 prints
         return
     rows = [row for op_rows in results.values() for row in op_rows]
@@ -290,8 +290,9 @@ def compute(
             from tierwise.measure.calibrate import write_yaml
 
             write_yaml(finish_profile(bench, target, rows, interrupted=True).document, out)
-            print(f"interrupted; the {len(rows)} kernels measured are in {out}", file=sys.stderr, flush=True)
-        raise typer.Abort() from None
+        from tierwise.cli._interrupt import Interrupted
+
+        raise Interrupted(f"the {len(rows)} kernels measured are in {out}" if out and rows else None) from None
     result = finish_profile(bench, target, rows)
     if out:
         from tierwise.measure.calibrate import write_yaml
