@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from tierwise.cli._output import emit, kv_table
+from tierwise.cli._output import emit, kv_table, print_table
 
 __all__ = ["register"]
 
@@ -67,7 +67,7 @@ def up(
         table.add_row("cluster file", state["cluster_file"])
         for item in state["assumed"]:
             table.add_row("assumed", item)
-        console.print(table)
+        print_table(console, table)
 
     emit(state, as_json, render)
 
@@ -102,7 +102,7 @@ def _rows_table(title: str, rows: list[dict]):
                           f"{r['measured_s'] * 1e3:.2f}", f"{r['analytic_s'] * 1e3:.2f}" if "analytic_s" in r else "",
                           f"{r['simulated_s'] * 1e3:.2f}" if "simulated_s" in r else "",
                           f"{r['measured_over_analytic']:.2f}" if "measured_over_analytic" in r else "")
-        console.print(table)
+        print_table(console, table)
 
     return render
 
