@@ -121,6 +121,9 @@ def collective(
         _check_ranks(ranks, "a collective")
     size_list = parse_sizes(sizes, factor)
     from tierwise.measure.bench import is_output_rank
+    from tierwise.measure.bounds import check_collective_run
+
+    check_collective_run(size_list, ops, iters, warmup, rounds, backend)  # before any process is spawned
 
     if out is not None and is_output_rank():  # before any process is spawned (run_collectives checks again)
         from tierwise.atomic import check_writable, read_rows
@@ -173,6 +176,9 @@ def ddp(
     check_int(batch, "--batch", maximum=MAX_DDP_BATCH, error=MeasureError)
     check_float(bucket_cap_mb, "--bucket-cap-mb", minimum=0.0, min_open=True, maximum=MAX_BUCKET_MB,
                 error=MeasureError, hint=" (MiB)")
+    from tierwise.measure.bounds import check_ddp_run
+
+    check_ddp_run(steps, warmup, width, layers, batch)
     config = DdpConfig(steps=steps, warmup=warmup, width=width, layers=layers, batch=batch,
                        bucket_cap_mb=bucket_cap_mb)
     given = load_calibration(str(calibration), ranks) if calibration else None  # before torch and the run
