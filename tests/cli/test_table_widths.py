@@ -64,11 +64,22 @@ def _check(wide: str, narrow: str, columns: int) -> None:
     assert not split, f"numbers split or cut at COLUMNS={columns}: {sorted(split)[:10]}"
 
 
-@pytest.mark.parametrize("name", sorted(COMMANDS))
-def test_no_number_is_cut_at_80_or_60_columns(capsys, monkeypatch, name):
-    wide = _render(capsys, monkeypatch, COMMANDS[name], 1000)
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory):
+    pytest.importorskip("duckdb")
+    out = tmp_path_factory.mktemp("tables") / "sweep"
+    assert main(["sweep", "run", str(ROOT / "examples" / "sweep" / "grid.yaml"), "--out", str(out)]) == 0
+    return out
+
+
+@pytest.mark.parametrize("name", [*sorted(COMMANDS), "sweep show"])
+def test_no_number_is_cut_at_80_or_60_columns(capsys, monkeypatch, name, request):
+    argv = (["sweep", "show", str(request.getfixturevalue("sweep_dir")), "--query",
+             "SELECT point_id, kind, status, wall_s, tokens_per_s FROM results ORDER BY point_id LIMIT 20"]
+            if name == "sweep show" else COMMANDS[name])
+    wide = _render(capsys, monkeypatch, argv, 1000)
     for columns in (80, 60):
-        _check(wide, _render(capsys, monkeypatch, COMMANDS[name], columns), columns)
+        _check(wide, _render(capsys, monkeypatch, argv, columns), columns)
 
 
 def test_a_column_that_cannot_fit_is_named_in_a_note(capsys, monkeypatch):

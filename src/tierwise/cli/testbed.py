@@ -49,7 +49,10 @@ def up(
     spec = parse_spec(nodes=nodes, ranks_per_node=ranks_per_node, link=link, latency=latency,
                       oversubscription=oversubscription, name=name)
     require_privileges()
-    state = bring_up(spec, directory)
+    from tierwise.cli._interrupt import keeping
+
+    with keeping(lambda _: f"the half-built testbed twtb-{name} was taken down; nothing left"):
+        state = bring_up(spec, directory)
 
     def render(console) -> None:
         table = kv_table(f"testbed {spec.name} up")
