@@ -67,7 +67,7 @@ def test_an_interrupted_sweep_says_how_many_points_were_saved_and_workers_stay_q
     saved, total = line.removeprefix("interrupted: ").split(" points saved in ")[0].split(" of ")
     assert total == "1,000" and line.endswith(f"points saved in {out}; rerun to resume")
     rows = sum(pq.read_metadata(p).num_rows for p in out.glob("**/*.parquet"))
-    assert 0 < rows == int(saved.replace(",", "")) < 1000
+    assert 0 < rows == int(saved.replace(",", "")) < 1000, (line, rows)
 
 
 @pytest.mark.slow

@@ -206,13 +206,14 @@ def run_sweep(points: list[Point], out: str | Path, *, workers: int = 1, executo
         parts: list[str] = []
         counts = {"ok": 0, "no_fit": 0, "error": 0}
         last = time.monotonic()
-        dropped = 0
+        dropped = saved = 0
 
         def flush() -> None:
-            nonlocal last, dropped
+            nonlocal last, dropped, saved
             if buffer:
                 path, n_dropped = write_new_rows(out, buffer, tag, len(parts), stored, seen_parts)
                 dropped += n_dropped
+                saved += len(buffer)  # written here, or already there by another run
                 if path is not None:
                     parts.append(str(path))
                 buffer.clear()
@@ -232,7 +233,7 @@ def run_sweep(points: list[Point], out: str | Path, *, workers: int = 1, executo
                     flush()
         except KeyboardInterrupt:
             flush()
-            raise SweepInterrupted(str(out), len(mine) - len(todo) + n, len(mine)) from None
+            raise SweepInterrupted(str(out), len(mine) - len(todo) + saved, len(mine)) from None
         finally:
             flush()  # Ctrl-C or an executor failure: what finished is kept
     return {"out": str(out), "shard": f"{shard[0]}/{shard[1]}", "executor": executor, "workers": workers,
