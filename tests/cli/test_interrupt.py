@@ -17,8 +17,14 @@ STARTER = ("import sys; from tierwise.cli import main; print('started', file=sys
            "sys.exit(main(sys.argv[1:]))")
 
 
+def _has_children(pid: int) -> bool:
+    """Whether the process has started child processes (a pool's workers); Linux's /proc."""
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return path.exists() and bool(path.read_text().split())
+
+
 def _interrupt(argv: list[str], after_s: float, ready=None) -> tuple[int, str, str]:
-    """Run ``tierwise ARGV``, wait until it started (and ``ready()`` holds), then ``after_s``, and send SIGINT
+    """Run ``tierwise ARGV``, wait until it started (and ``ready(pid)`` holds), then ``after_s``, and send SIGINT
     to its whole process group, as a terminal's Ctrl-C does; return (exit code, stdout, stderr)."""
     env = dict(os.environ, PYTHONPATH=str(SRC), OMP_NUM_THREADS="1", TIERWISE_PROGRESS="0")
     proc = subprocess.Popen([sys.executable, "-c", STARTER, *argv], env=env, stdout=subprocess.PIPE,
@@ -28,7 +34,7 @@ def _interrupt(argv: list[str], after_s: float, ready=None) -> tuple[int, str, s
     try:
         assert proc.stderr.readline() == "started\n"
         deadline = time.time() + 120
-        while ready is not None and not ready() and time.time() < deadline:
+        while ready is not None and not ready(proc.pid) and time.time() < deadline:
             time.sleep(0.1)
         time.sleep(after_s)
         assert proc.poll() is None, "the command finished before it could be interrupted"
@@ -62,7 +68,7 @@ def test_an_interrupted_sweep_says_how_many_points_were_saved_and_workers_stay_q
     out = tmp_path / "r"
     got = _interrupt(["sweep", "run", str(EXAMPLES / "sweep" / "grid-1000.yaml"), "--out", str(out),
                       "--workers", "2", "--batch-size", "8"],
-                     after_s=0.5, ready=lambda: any(out.glob("**/*.parquet")))
+                     after_s=0.5, ready=lambda _: any(out.glob("**/*.parquet")))
     line = _one_line(*got)
     saved, total = line.removeprefix("interrupted: ").split(" points saved in ")[0].split(" of ")
     assert total == "1,000" and line.endswith(f"points saved in {out}; rerun to resume")
@@ -72,7 +78,8 @@ def test_an_interrupted_sweep_says_how_many_points_were_saved_and_workers_stay_q
 
 @pytest.mark.slow
 def test_cross_validation_workers_print_no_traceback():
-    got = _interrupt(["validate", "--cross-validate"], after_s=3.0)
+    got = _interrupt(["validate", "--cross-validate"], after_s=0.5,  # the folds' pool is running
+                     ready=_has_children if Path("/proc/self/task").exists() else None)
     assert _one_line(*got) == "interrupted: nothing written"
 
 
