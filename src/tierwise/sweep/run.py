@@ -175,6 +175,14 @@ def _ray(tasks: list, workers: int | None) -> Iterator[dict[str, Any]]:
             break
 
 
+def _check_executor(executor: str) -> None:
+    if executor not in EXECUTORS:
+        raise SweepError(f"--executor {executor!r}; choose local or ray")
+    if executor == "ray":
+        require_ray()
+        check_ray_address()
+
+
 def run_sweep(points: list[Point], out: str | Path, *, workers: int = 1, executor: str = "local",
               shard: tuple[int, int] = (1, 1), grid: str = "grid", batch_size: int = 64, flush_s: float = 10.0,
               progress: Callable[[int, int], None] | None = None, on_start: Callable[[int, int], None] | None = None,
@@ -185,11 +193,7 @@ def run_sweep(points: list[Point], out: str | Path, *, workers: int = 1, executo
     every point. The output directory must come from :func:`tierwise.sweep.store.prepare_out`.
     """
 
-    if executor not in EXECUTORS:
-        raise SweepError(f"--executor {executor!r}; choose local or ray")
-    if executor == "ray":
-        require_ray()
-        check_ray_address()
+    _check_executor(executor)
     out = Path(out)
     start = time.perf_counter()
     mine = shard_points(points, shard)
@@ -221,14 +225,12 @@ def run_sweep(points: list[Point], out: str | Path, *, workers: int = 1, executo
 
         results: Iterable[dict[str, Any]] = (_ray(_tasks(todo), workers if workers > 1 else None)
                                              if executor == "ray" else _local(_tasks(todo), workers))
-        n = 0
         try:
             for row in results:
                 buffer.append(row)
                 counts[row["status"]] = counts.get(row["status"], 0) + 1
-                n += 1
                 if progress:
-                    progress(n, len(todo))
+                    progress(sum(counts.values()), len(todo))
                 if len(buffer) >= batch_size or time.monotonic() - last >= flush_s:
                     flush()
         except KeyboardInterrupt:
@@ -238,6 +240,6 @@ def run_sweep(points: list[Point], out: str | Path, *, workers: int = 1, executo
             flush()  # Ctrl-C or an executor failure: what finished is kept
     return {"out": str(out), "shard": f"{shard[0]}/{shard[1]}", "executor": executor, "workers": workers,
             "points_in_grid": len(points), "points_in_shard": len(mine), "already_done": len(mine) - len(todo),
-            "ran": n, "status_counts": counts, "part_files_written": len(parts),
+            "ran": sum(counts.values()), "status_counts": counts, "part_files_written": len(parts),
             "already_stored_by_another_run": dropped,
             "wall_s": time.perf_counter() - start}
