@@ -29,6 +29,12 @@ PAGES = [
                "--input-len", "2000", "--output-len", "256"]),
     ("design", ["design", "--model", "llama3.1-8b", "--gpus", "1024"]),
     ("trend", ["trend", "--model", "llama3.1-8b", "--gpus", "1024"]),
+    ("design-domain-sweep", ["design", "--model", "llama3.1-8b", "--gpus", "1024", "--domain-sweep"]),
+    ("design-power", ["design", "--model", "llama3.1-8b", "--power", "20MW"]),
+    ("bandwidth", ["bandwidth", "--model", "llama3.1-70b", "--cluster", "dgx-h100", "--gpus", "1024"]),
+    ("serve-simulate", ["serve", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "1", "--simulate",
+                        "--rate", "5", "--requests", "300"]),
+    ("validate-serving", ["validate", "--serving"]),
 ]
 """(name, argv of the command that writes the page; ``--html {tmp}/NAME.html`` is appended)."""
 
@@ -58,8 +64,10 @@ document.querySelectorAll('.js-plotly-plot').forEach(function (gd) {
   var svg = gd.querySelector('svg.main-svg');
   var r = svg ? svg.getBoundingClientRect() : {width: 0, height: 0};
   var marks = gd.querySelectorAll('g.trace, g.point, .heatmaplayer image, path.bars, .scatterlayer path').length;
+  var titles = Array.from(gd.querySelectorAll('.g-xtitle text, .g-ytitle text, .g-y2title text'))
+    .map(function (t) { return t.textContent; });
   out.push({id: gd.id, width: r.width, height: r.height, marks: marks, canvases: gd.querySelectorAll('canvas').length,
-            traces: (gd._fullData || []).length});
+            traces: (gd._fullData || []).length, titles: titles});
 });
 return out;
 """
@@ -117,6 +125,8 @@ def test_page_renders_without_errors(name, argv, driver, tmp_path):
     for p in plots:
         assert p["traces"] > 0 and p["width"] > 100 and p["height"] > 100, f"{name}: plot {p} is empty"
         assert p["marks"] > 0 or p["canvases"] > 0, f"{name}: plot {p['id']} drew nothing"
+        # issue 32: the axes are drawn with their titles (units: tests/report/test_page_labels.py)
+        assert len([t for t in p["titles"] if t.strip()]) >= 2, f"{name}: plot {p['id']} axis titles {p['titles']}"
     if SCREENSHOTS:
         Path(SCREENSHOTS).mkdir(parents=True, exist_ok=True)
         driver.save_screenshot(str(Path(SCREENSHOTS) / f"{name}.png"))

@@ -4,7 +4,7 @@ Every ``import tierwise.x`` / ``from tierwise.x import ...`` in src/tierwise, at
 function (a lazy import is still a dependency), is read with :mod:`ast` and checked against the layer
 order, lowest first::
 
-    errors < limits < units; errors < files, atomic < report; all of them < specs < hierarchy < collectives
+    errors < limits < units; errors < files, atomic, units < report; all of them < specs < hierarchy < collectives
         < workload < pricing < parallel < estimate < serve, goodput, planner, validate < design < sweep < cli
     specs < topology < netsim (netsim also above collectives) < cli; topology < goodput, design, serve
     collectives < pricing < measure < testbed (also above netsim) < cli
@@ -32,7 +32,7 @@ ABOVE = {
     "units": ("errors", "limits"),
     "files": ("errors",),  # the guarded reader and strict YAML/JSON loaders
     "atomic": ("errors",),  # outputs: checked before the work, written atomically
-    "report": ("atomic", "files"),  # HTML pages built from a command's --json document
+    "report": ("atomic", "files", "units"),  # HTML pages built from a command's --json document (units: labels)
     "documents": ("errors",),  # each command's JSON document: finished (schema_version) and its schema
     "specs": ("units", "files", "atomic", "_version"),
     "hierarchy": ("specs",),

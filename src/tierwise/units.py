@@ -35,6 +35,8 @@ __all__ = [
     "format_bytes",
     "format_bandwidth",
     "format_time",
+    "format_duration",
+    "format_number",
 ]
 
 _PREFIX = {
@@ -222,3 +224,44 @@ def format_time(value: float) -> str:
         if abs(value) >= scale:
             return f"{value / scale:.3g} {unit}"
     return f"{value / 1e-9:.3g} ns"
+
+
+def format_duration(value: float) -> str:
+    """A span of wall-clock time in s, min, h or days (3 significant digits), e.g. ``'10.2 min'``; below a
+    second, :func:`format_time`.
+
+    >>> format_duration(613.6)
+    '10.2 min'
+    >>> format_duration(252930.7)
+    '70.3 h'
+    """
+    if not math.isfinite(value) or abs(value) < 1.0:
+        return format_time(value)
+    for unit, scale in (("days", 86400.0 * 3), ("h", 3600.0 * 3), ("min", 60.0 * 3)):
+        if abs(value) >= scale:
+            return f"{value / (scale / 3):.3g} {unit}"
+    return f"{value:.3g} s"
+
+
+def format_number(value: float, digits: int = 3) -> str:
+    """A number as a reader writes it, never in e-notation: thousands separated at and above 1,000 (whole
+    units), else ``digits`` significant digits in positional notation.
+
+    >>> format_number(1.305e10)
+    '13,050,000,000'
+    >>> format_number(2.8194e-06)
+    '0.00000282'
+    >>> format_number(0.5)
+    '0.5'
+    """
+    if not math.isfinite(value):
+        return str(value)
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    if value == 0:
+        return "0"
+    decimals = max(digits - 1 - math.floor(math.log10(abs(value))), 0)
+    if abs(round(value, decimals)) >= 1000:  # 999.96 rounds up to 1,000
+        return f"{value:,.0f}"
+    text = f"{round(value, decimals):.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text

@@ -122,7 +122,7 @@ def test_interrupted_measure_collective_keeps_stdout_empty(tmp_path, capsys, mon
     monkeypatch.setattr(bench, "run_collectives", interrupted)
     captured = _run(capsys, "measure", "collective", "--out", str(tmp_path / "r.json"), "--json", rc=130)
     assert captured.out == ""
-    assert "interrupted; the completed sizes are in" in captured.err
+    assert captured.err == f"interrupted: the completed sizes are in {tmp_path / 'r.json'}\n"
 
 
 def test_version(capsys):

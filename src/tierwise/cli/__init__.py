@@ -105,12 +105,18 @@ def main(argv: list[str] | None = None) -> int:
 
     User errors are :class:`TierwiseError` (raised by the library) and click's usage errors (unknown
     option or command, a value of the wrong type, a missing option); both print ``error: ...`` on one
-    line. Ctrl-C prints one line and returns 130, leaving stdout empty of partial JSON.
+    line. Ctrl-C prints one line saying what was kept (:mod:`tierwise.cli._interrupt`) and returns 130,
+    leaving stdout empty of partial JSON.
     """
+    from tierwise.cli._interrupt import Interrupted, run
+
     click_exception = _click_exception_type()
     try:
         # with standalone_mode=False click returns the code of a typer.Exit instead of raising it
-        result = app(args=argv, prog_name="tierwise", standalone_mode=False)
+        result = run(app, argv, "tierwise")
+    except Interrupted as exc:
+        print(exc.line(), file=sys.stderr, flush=True)
+        return 130
     except TierwiseError as exc:
         print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return 2
@@ -122,14 +128,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except typer.Exit as exc:
         return exc.exit_code
-    except (typer.Abort, KeyboardInterrupt):
-        print("aborted", file=sys.stderr)
+    except (typer.Abort, KeyboardInterrupt):  # Abort: end of input at a prompt; the interrupt: outside a command
+        print(Interrupted().line(), file=sys.stderr, flush=True)
         return 130
     except click_exception as exc:
         if type(exc).__name__ == "NoArgsIsHelpError":  # a group run bare: its help is printed, as with click < 8.2
             return 0
         print(_usage_line(exc), file=sys.stderr)
         return 2
+    if result == 130:  # typer's exit for a Ctrl-C while the arguments were parsed, before any command ran
+        print(Interrupted().line(), file=sys.stderr, flush=True)
     return result if isinstance(result, int) else 0
 
 

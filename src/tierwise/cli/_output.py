@@ -71,20 +71,28 @@ def kv_table(title: str, key_style: str = "bold", value_overflow: str = "ellipsi
 
 
 def print_table(console, table) -> None:
-    """Print a table: on a terminal (or with ``COLUMNS`` set) rich fits it to that width; into a file or a
-    pipe, where no width applies, at its natural width so that no value is cut to an ellipsis."""
-    if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
-        from rich.measure import Measurement
+    """Print a table: on a terminal (or with ``COLUMNS`` set) fitted to that width by one rule for every
+    command (:mod:`tierwise.cli._tables`: numbers whole, headers wrapped, the last columns dropped with a note
+    when they cannot fit); into a file or a pipe, where no width applies, at its natural width."""
+    if console.is_terminal or os.environ.get("COLUMNS", "").isdigit():
+        from tierwise.cli._tables import dropped_note, fit_table
 
-        natural = Measurement.get(console, console.options.update(max_width=1000), table).maximum
-        if natural > console.width:
-            width = console.width
-            console.width = natural  # print(width=...) cannot exceed the console's own width
-            try:
-                console.print(table)
-            finally:
-                console.width = width
-            return
+        dropped, needed = fit_table(console, table, console.width)
+        console.print(table)
+        if dropped:
+            console.print(dropped_note(dropped, console.width, needed), style="dim")
+        return
+    from rich.measure import Measurement
+
+    natural = Measurement.get(console, console.options.update(max_width=1000), table).maximum
+    if natural > console.width:
+        width = console.width
+        console.width = natural  # print(width=...) cannot exceed the console's own width
+        try:
+            console.print(table)
+        finally:
+            console.width = width
+        return
     console.print(table)
 
 

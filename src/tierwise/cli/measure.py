@@ -121,6 +121,9 @@ def collective(
         _check_ranks(ranks, "a collective")
     size_list = parse_sizes(sizes, factor)
     from tierwise.measure.bench import is_output_rank
+    from tierwise.measure.bounds import check_collective_run
+
+    check_collective_run(size_list, ops, iters, warmup, rounds, backend)  # before any process is spawned
 
     if out is not None and is_output_rank():  # before any process is spawned (run_collectives checks again)
         from tierwise.atomic import check_writable, read_rows
@@ -135,10 +138,10 @@ def collective(
     try:
         with progress(f"measuring {', '.join(ops)} on {ranks} ranks") if not _under_torchrun() else _quiet():
             results = run_collectives(config, ranks)
-    except KeyboardInterrupt:
-        if out:  # on stderr: with --json, stdout holds the JSON document or nothing
-            print(f"interrupted; the completed sizes are in {out}", file=sys.stderr, flush=True)
-        raise typer.Abort() from None
+    except KeyboardInterrupt:  # main prints the line on stderr: with --json, stdout holds the document or nothing
+        from tierwise.cli._interrupt import Interrupted
+
+        raise Interrupted(f"the completed sizes are in {out}" if out else "nothing written (no --out)") from None
     if results is None:  # not rank 0 under torchrun: only rank 0 prints
         return
     rows = [row for op_rows in results.values() for row in op_rows]
@@ -173,6 +176,9 @@ def ddp(
     check_int(batch, "--batch", maximum=MAX_DDP_BATCH, error=MeasureError)
     check_float(bucket_cap_mb, "--bucket-cap-mb", minimum=0.0, min_open=True, maximum=MAX_BUCKET_MB,
                 error=MeasureError, hint=" (MiB)")
+    from tierwise.measure.bounds import check_ddp_run
+
+    check_ddp_run(steps, warmup, width, layers, batch)
     config = DdpConfig(steps=steps, warmup=warmup, width=width, layers=layers, batch=batch,
                        bucket_cap_mb=bucket_cap_mb)
     given = load_calibration(str(calibration), ranks) if calibration else None  # before torch and the run
@@ -290,8 +296,9 @@ def compute(
             from tierwise.measure.calibrate import write_yaml
 
             write_yaml(finish_profile(bench, target, rows, interrupted=True).document, out)
-            print(f"interrupted; the {len(rows)} kernels measured are in {out}", file=sys.stderr, flush=True)
-        raise typer.Abort() from None
+        from tierwise.cli._interrupt import Interrupted
+
+        raise Interrupted(f"the {len(rows)} kernels measured are in {out}" if out and rows else None) from None
     result = finish_profile(bench, target, rows)
     if out:
         from tierwise.measure.calibrate import write_yaml

@@ -74,10 +74,11 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="print the JSON summary")] = False,
     ) -> None:
         """Run every point of GRID not already in --out; results are written as they finish (resume: rerun)."""
+        from tierwise.cli._interrupt import keeping
         from tierwise.cli._progress import progress
         from tierwise.limits import check_int
         from tierwise.sweep.grid import SweepError, load_grid, parse_shard
-        from tierwise.sweep.run import EXECUTORS, check_ray_address, require_ray, run_sweep
+        from tierwise.sweep.run import EXECUTORS, SweepInterrupted, check_ray_address, require_ray, run_sweep
         from tierwise.sweep.store import prepare_out, require_pyarrow
 
         if executor not in EXECUTORS:
@@ -91,7 +92,7 @@ def register(app: typer.Typer) -> None:
             require_ray()
         points = load_grid(grid)
         out_dir = prepare_out(out)
-        with progress("sweep") as bar:
+        with keeping(lambda exc: str(exc) if isinstance(exc, SweepInterrupted) else None), progress("sweep") as bar:
             doc = run_sweep(points, out_dir, workers=workers, executor=executor, shard=shard_t, grid=grid,
                             batch_size=batch_size, on_start=lambda n, total: bar.update(0, n),
                             progress=lambda done, n: bar.update(done, n))

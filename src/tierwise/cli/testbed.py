@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from tierwise.cli._output import emit, kv_table
+from tierwise.cli._output import emit, kv_table, print_table
 
 __all__ = ["register"]
 
@@ -49,7 +49,10 @@ def up(
     spec = parse_spec(nodes=nodes, ranks_per_node=ranks_per_node, link=link, latency=latency,
                       oversubscription=oversubscription, name=name)
     require_privileges()
-    state = bring_up(spec, directory)
+    from tierwise.cli._interrupt import keeping
+
+    with keeping(lambda _: f"the half-built testbed twtb-{name} was taken down; nothing left"):
+        state = bring_up(spec, directory)
 
     def render(console) -> None:
         table = kv_table(f"testbed {spec.name} up")
@@ -67,7 +70,7 @@ def up(
         table.add_row("cluster file", state["cluster_file"])
         for item in state["assumed"]:
             table.add_row("assumed", item)
-        console.print(table)
+        print_table(console, table)
 
     emit(state, as_json, render, document="testbed-up")
 
@@ -102,7 +105,7 @@ def _rows_table(title: str, rows: list[dict]):
                           f"{r['measured_s'] * 1e3:.2f}", f"{r['analytic_s'] * 1e3:.2f}" if "analytic_s" in r else "",
                           f"{r['simulated_s'] * 1e3:.2f}" if "simulated_s" in r else "",
                           f"{r['measured_over_analytic']:.2f}" if "measured_over_analytic" in r else "")
-        console.print(table)
+        print_table(console, table)
 
     return render
 

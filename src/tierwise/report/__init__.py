@@ -19,7 +19,11 @@ from pathlib import Path
 from tierwise.atomic import check_writable, write_atomic
 from tierwise.errors import TierwiseError
 
-__all__ = ["require_plotly", "figure_div", "table", "page", "write_page", "esc", "check_html"]
+__all__ = ["require_plotly", "figure_div", "table", "page", "write_page", "esc", "check_html", "human_key"]
+
+_UNITS = {"ms": "ms", "s": "s", "us": "µs", "ns": "ns", "bytes": "bytes", "pct": "%", "usd": "USD", "w": "W",
+          "j": "J", "gbps": "Gb/s", "ratio": "ratio"}
+"""The unit a key's last word names (``ttft_s``, ``TPOT_mean_ms``): the label puts it in parentheses."""
 
 _STYLE = ("body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;font-size:12px}"
           "td,th{border:1px solid #ccc;padding:2px 6px;text-align:left}th{background:#eee}"
@@ -46,6 +50,22 @@ def check_html(path: str, option: str = "--html") -> None:
 def esc(value) -> str:
     """``value`` as escaped HTML text (None -> empty)."""
     return "" if value is None else _html.escape(str(value))
+
+
+def human_key(key: str, known: dict[str, str] | None = None) -> str:
+    """A label for a JSON key or a dataset's metric name: ``known[key]`` when given, else its words with the
+    unit its last word names in parentheses (``TPOT_mean_ms`` -> ``TPOT mean (ms)``, ``samples_per_s`` ->
+    ``samples (per s)``, ``restart_s`` -> ``restart (s)``)."""
+    if known and key in known:
+        return known[key]
+    words = key.split("_")
+    unit = None
+    if len(words) > 2 and words[-2:] == ["per", "s"]:
+        words, unit = words[:-2], "per s"
+    elif len(words) > 1 and words[-1].lower() in _UNITS:
+        unit = _UNITS[words.pop().lower()]
+    label = " ".join(words).replace(" per s ", "/s ")
+    return f"{label} ({unit})" if unit else label
 
 
 def figure_div(fig, div_id: str, *, first: bool) -> str:

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 from tierwise.report import esc, figure_div, page, table
+from tierwise.units import format_number
 
 __all__ = ["design_page", "trend_page", "domain_page", "power_page", "bandwidth_page"]
+
+_NEED = {"hidden": "rate that hides the axis (GB/s)", "5%": "rate at which it costs 5% of the step (GB/s)",
+         "20%": "rate at which it costs 20% of the step (GB/s)"}
+"""Legend labels of the bandwidth page's three rates (``bandwidth --json`` ``axes[].bandwidth`` keys)."""
 
 
 def design_page(doc: dict) -> str:
@@ -19,15 +24,15 @@ def design_page(doc: dict) -> str:
                                  text=[r["name"] for r in sel], mode="markers+text", textposition="top center",
                                  name="Pareto front" if front else "other designs",
                                  marker={"size": 12 if front else 8}))
-    fig.update_layout(xaxis_title="USD per million tokens", yaxis_title="tokens/s",
+    fig.update_layout(xaxis_title="cost (USD per million tokens)", yaxis_title="throughput (tokens/s)",
                       title=f"{doc['model']} on {doc['num_gpus']} GPUs: throughput vs cost per token")
     sweep = doc["right_size"]["sweep"]
     fig2 = go.Figure(go.Scatter(x=[s["nic_gbps"] for s in sweep], y=[s["step_time_s"] for s in sweep],
                                 mode="lines+markers"))
-    fig2.update_layout(xaxis_title="NIC Gb/s (one-way)", yaxis_title="step time (s)", xaxis_type="log",
+    fig2.update_layout(xaxis_title="NIC rate (Gb/s, one way)", yaxis_title="step time (s)", xaxis_type="log",
                        title=f"right size of the scale-out network ({doc['right_size']['cluster']})")
-    head = ["design", "plan", "tokens/s", "capex $M", "network share", "facility MW", "$ per M tokens",
-            "tokens per J", "switches", "Pareto"]
+    head = ["design", "plan", "throughput (tokens/s)", "capex (M USD)", "network share of capex",
+            "facility power (MW)", "cost (USD per M tokens)", "tokens per J", "switches", "Pareto"]
     body = []
     for r in doc["designs"]:
         if not r.get("fits"):
@@ -54,17 +59,19 @@ def trend_page(doc: dict) -> str:
 
     rows = [r for r in doc["generations"] if r.get("fits")]
     names = [r["cluster"] for r in rows]
-    fig = go.Figure([go.Bar(name="compute", x=names, y=[r["compute_s"] for r in rows]),
-                     go.Bar(name="exposed communication", x=names, y=[r["exposed_comm_s"] for r in rows])])
-    fig.update_layout(barmode="stack", yaxis_title="seconds per step",
+    fig = go.Figure([go.Bar(name="compute (s)", x=names, y=[r["compute_s"] for r in rows]),
+                     go.Bar(name="exposed communication (s)", x=names, y=[r["exposed_comm_s"] for r in rows])])
+    fig.update_layout(barmode="stack", xaxis_title="cluster", yaxis_title="time per step (s)",
                       title=f"{doc['model']} on {doc['num_gpus']} GPUs across generations")
-    fig2 = go.Figure([go.Scatter(name="comm share (own domain)", x=names, y=[r["comm_share"] for r in rows],
-                                 mode="lines+markers"),
-                      go.Scatter(name="comm share (other domain size)", x=names,
+    fig2 = go.Figure([go.Scatter(name="communication share, own domain (% of step)", x=names,
+                                 y=[r["comm_share"] for r in rows], mode="lines+markers"),
+                      go.Scatter(name="communication share, other domain size (% of step)", x=names,
                                  y=[r["other_domain"].get("comm_share") for r in rows], mode="lines+markers")])
-    fig2.update_layout(yaxis_title="exposed communication / step", yaxis_tickformat=".0%")
-    head = ["cluster", "domain", "bf16 TFLOP/s", "scale-out GB/s", "FLOPs per byte", "step s", "comm share",
-            "other domain", "its comm share"]
+    fig2.update_layout(xaxis_title="cluster", yaxis_title="exposed communication (% of step)",
+                       yaxis_tickformat=".0%")
+    head = ["cluster", "scale-up domain (GPUs)", "bf16 dense (TFLOP/s)", "scale-out (GB/s per GPU, one way)",
+            "FLOPs per scale-out byte", "step (s)", "communication share", "other domain (GPUs)",
+            "its communication share"]
     body = [[r["cluster"], r["scale_up_domain"], f"{r['peak_bf16_tflops']:,.0f}", f"{r['scale_out_gbytes_per_s']:g}",
              f"{r['flops_per_scale_out_byte']:,.0f}", f"{r['step_time_s']:.2f}", f"{r['comm_share']:.1%}",
              r["other_domain"]["scale_up_domain"],
@@ -83,17 +90,19 @@ def domain_page(doc: dict) -> str:
     rows = [r for r in doc["rows"] if r.get("fits")]
     names = [r["domain"] for r in rows]
     fig = make_subplots(specs=[[{"secondary_y": True}]])
-    fig.add_trace(go.Bar(name="goodput tokens per $", x=names, y=[r["goodput_tokens_per_usd"] for r in rows]))
+    fig.add_trace(go.Bar(name="goodput (tokens per USD)", x=names, y=[r["goodput_tokens_per_usd"] for r in rows]))
     fig.add_trace(go.Scatter(name="step time (s)", x=names, y=[r["step_time_s"] for r in rows], mode="lines+markers"),
                   secondary_y=True)
     fig.update_layout(title=f"{doc['model']} on {doc['num_gpus']:,} GPUs: scale-up domain size (knee {doc['knee']})")
-    fig.update_yaxes(title_text="goodput tokens per $", secondary_y=False)
+    fig.update_xaxes(title_text="scale-up domain")
+    fig.update_yaxes(title_text="goodput (tokens per USD)", secondary_y=False)
     fig.update_yaxes(title_text="step time (s)", secondary_y=True)
-    fig2 = go.Figure([go.Bar(name="spare GPUs (p99)", x=names, y=[r["spare_gpus_p99"] for r in rows]),
-                      go.Bar(name="fault unit GPUs", x=names, y=[r["fault_unit_gpus"] for r in rows])])
-    fig2.update_layout(barmode="group", title="blast radius: the fault unit and the spare pool it needs")
-    head = ["domain", "plan", "step s", "ETTR", "fault unit", "spares p99", "capex $M", "facility MW",
-            "goodput tok/$", "goodput tok/J"]
+    fig2 = go.Figure([go.Bar(name="spare GPUs, p99 (count)", x=names, y=[r["spare_gpus_p99"] for r in rows]),
+                      go.Bar(name="GPUs in the fault unit (count)", x=names, y=[r["fault_unit_gpus"] for r in rows])])
+    fig2.update_layout(barmode="group", title="blast radius: the fault unit and the spare pool it needs",
+                       xaxis_title="scale-up domain", yaxis_title="GPUs (count)")
+    head = ["domain", "plan", "step (s)", "ETTR", "fault unit (GPUs)", "spares p99 (GPUs)", "capex (M USD)",
+            "facility power (MW)", "goodput (tokens per USD)", "goodput (tokens per J)"]
     body = [[r["domain"], " ".join(f"{k}{v}" for k, v in r["plan"].items()), f"{r['step_time_s']:.3f}",
              f"{r['ettr']:.3f}", f"{r['fault_unit']} ({r['fault_unit_gpus']})", f"{r['spare_gpus_p99']:,.0f}",
              f"{r['capex_usd'] / 1e6:,.0f}", f"{r['facility_w'] / 1e6:.1f}", f"{r['goodput_tokens_per_usd']:,.0f}",
@@ -114,9 +123,10 @@ def power_page(doc: dict) -> str:
         sel = [r for r in rows if r["optics"] == optics]
         fig.add_trace(go.Bar(name=optics, x=[r["design"] for r in sel], y=[r["tokens_per_s"] for r in sel],
                              text=[f"{r['gpus']:,} GPUs" for r in sel]))
-    fig.update_layout(barmode="group", yaxis_title="tokens/s",
+    fig.update_layout(barmode="group", xaxis_title="design", yaxis_title="throughput (tokens/s)",
                       title=f"{doc['model']} under {doc['facility_budget_w'] / 1e6:,.1f} MW (PUE {doc['pue']:g})")
-    head = ["design", "optics", "GPUs", "job GPUs", "network MW", "step s", "tokens/s", "capex $M", "tokens per J"]
+    head = ["design", "optics", "GPUs", "job GPUs", "network power (MW)", "step (s)", "throughput (tokens/s)",
+            "capex (M USD)", "tokens per J"]
     body = [[r["design"], r["optics"], f"{r['gpus']:,}", f"{r['job_gpus']:,}", f"{r['network_w'] / 1e6:.2f}",
              f"{r['step_time_s']:.3f}", f"{r['tokens_per_s']:,.0f}", f"{r['capex_usd'] / 1e6:,.0f}",
              f"{r['tokens_per_joule']:.3f}"] for r in rows]
@@ -133,12 +143,24 @@ def bandwidth_page(doc: dict) -> str:
     axes = doc["axes"]
     fig = go.Figure()
     for label in ("hidden", "5%", "20%"):
-        fig.add_trace(go.Bar(name=label, x=[f"{a['axis']} ({a['tier']})" for a in axes],
+        fig.add_trace(go.Bar(name=_NEED[label], x=[f"{a['axis']} ({a['tier']})" for a in axes],
                              y=[a["bandwidth"][label]["gbytes_per_s_per_gpu"] for a in axes]))
-    fig.add_trace(go.Scatter(name="the cluster's rate", x=[f"{a['axis']} ({a['tier']})" for a in axes],
+    fig.add_trace(go.Scatter(name="the cluster's rate (GB/s)", x=[f"{a['axis']} ({a['tier']})" for a in axes],
                              y=[a["tier_gbytes_per_s_per_gpu"] for a in axes], mode="markers",
                              marker={"size": 14, "symbol": "line-ew-open"}))
-    fig.update_layout(barmode="group", yaxis_type="log", yaxis_title="GB/s per GPU, one way",
+    fig.update_layout(barmode="group", yaxis_type="log", xaxis_title="parallel axis (its tier)",
+                      yaxis_title="bandwidth (GB/s per GPU, one way)",
                       title=f"{doc['model']} on {doc['num_gpus']:,} x {doc['cluster']}: bandwidth each axis needs")
-    body_html = figure_div(fig, "bandwidth", first=True) + "".join(f"<p>{esc(n)}</p>" for n in doc["notes"])
+    head = ["axis", "degree", "tier", "exposed (s)", "share of step", "hides it (GB/s)", "costs 5% (GB/s)",
+            "costs 20% (GB/s)", "the cluster's rate (GB/s)"]
+
+    def rate(a: dict, label: str) -> str:
+        need = a["bandwidth"][label]
+        return format_number(need["gbytes_per_s_per_gpu"]) if need.get("gbytes_per_s_per_gpu") else need["status"]
+
+    rows = [[a["axis"], a["degree"], a["tier"], format_number(a["exposed_s"]), f"{a['share_of_step']:.1%}",
+             rate(a, "hidden"), rate(a, "5%"), rate(a, "20%"), format_number(a["tier_gbytes_per_s_per_gpu"])]
+            for a in axes]
+    body_html = (figure_div(fig, "bandwidth", first=True) + table(head, rows)
+                 + "".join(f"<p>{esc(n)}</p>" for n in doc["notes"]))
     return page(f"tierwise bandwidth: {doc['model']}", body_html)

@@ -46,18 +46,18 @@ def plan_page(doc: dict[str, Any]) -> str:
         for name, get in pieces:
             ys = [get(p["estimate"]["breakdown"]) for p in plans]
             if any(ys):
-                fig.add_trace(go.Bar(x=labels, y=ys, name=name))
+                fig.add_trace(go.Bar(x=labels, y=ys, name=f"{name} (s)"))
         fig.add_trace(go.Scatter(x=labels, y=[p["estimate"]["step_time_s"] for p in plans], mode="markers",
-                                 name="step time", marker={"symbol": "line-ew-open", "size": 28, "color": "black"}))
+                                 name="step time (s)", marker={"symbol": "line-ew-open", "size": 28, "color": "black"}))
         fig.update_layout(title="Step-time breakdown per plan (best first)", barmode="stack", height=520,
-                          yaxis={"title": "seconds per step"})
+                          xaxis={"title": "plan (best first)"}, yaxis={"title": "time per step (s)"})
         tfig = go.Figure(go.Heatmap(
             z=[[_tier_code(p["tiers"].get(a)) for a in _AXES] for p in plans], x=list(_AXES), y=labels,
             text=[[p["tiers"].get(a, "") for a in _AXES] for p in plans], texttemplate="%{text}",
             colorscale=[[0, "#e8f5e9"], [0.33, "#a5d6a7"], [0.66, "#90caf9"], [1, "#ef9a9a"]], zmin=0, zmax=3,
             showscale=False))
-        tfig.update_layout(title="Interconnect tier of every parallel axis", height=80 + 40 * len(plans),
-                           yaxis={"autorange": "reversed"})
+        tfig.update_layout(title="Interconnect tier of every parallel axis", height=120 + 40 * len(plans),
+                           xaxis={"title": "parallel axis"}, yaxis={"autorange": "reversed", "title": "plan"})
         parts += [figure_div(fig, "breakdown", first=True), figure_div(tfig, "tiers", first=False)]
         rows = []
         for i, p in enumerate(plans, 1):
@@ -66,7 +66,7 @@ def plan_page(doc: dict[str, Any]) -> str:
                          f"{e['step_time_s']:.4g}", f"{e['tokens_per_s']:,.0f}", f"{e['mfu']:.1%}",
                          f"{e['memory']['per_gpu_bytes'] / 2**30:.1f}",
                          ", ".join(f"{a}:{p['tiers'].get(a, '')}" for a in _AXES)])
-        parts.append(table(["#", "plan", "recompute", "ZeRO", "precision", "step (s)", "tokens/s", "MFU",
+        parts.append(table(["#", "plan", "recompute", "ZeRO", "precision", "step (s)", "throughput (tokens/s)", "MFU",
                             "memory/GPU (GiB)", "tiers"], rows))
     for note in doc.get("notes", []):
         parts.append(f"<p>note: {esc(note)}</p>")

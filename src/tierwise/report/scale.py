@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 from tierwise.report import esc, figure_div, page, require_plotly, table
+from tierwise.report.plan import plan_label
 
 __all__ = ["scale_page"]
 
@@ -25,27 +26,29 @@ def scale_page(doc: dict[str, Any]) -> str:
     knee = doc.get("knee_num_gpus")
     fig = make_subplots(rows=1, cols=2, subplot_titles=("Throughput", "Efficiency"))
     xs = [p["num_gpus"] for p in pts]
-    fig.add_trace(go.Scatter(x=xs, y=[p["tokens_per_s"] for p in pts], mode="lines+markers", name="tokens/s"),
+    fig.add_trace(go.Scatter(x=xs, y=[p["tokens_per_s"] for p in pts], mode="lines+markers",
+                             name="throughput (tokens/s)"),
                   row=1, col=1)
     if pts:
         base = pts[0]["tokens_per_s"] / pts[0]["num_gpus"]
-        fig.add_trace(go.Scatter(x=xs, y=[base * x for x in xs], mode="lines", name="linear from the first point",
+        fig.add_trace(go.Scatter(x=xs, y=[base * x for x in xs], mode="lines", name="linear from the first point (tokens/s)",
                                  line={"dash": "dot", "color": "gray"}), row=1, col=1)
     fig.add_trace(go.Scatter(x=xs, y=[p["efficiency_vs_linear"] for p in pts], mode="lines+markers",
-                             name="vs linear"), row=1, col=2)
+                             name="throughput per GPU vs linear (%)"), row=1, col=2)
     fig.add_trace(go.Scatter(x=xs, y=[p["scaling_efficiency"] for p in pts], mode="lines+markers",
-                             name="compute share of the step"), row=1, col=2)
+                             name="compute share of the step (%)"), row=1, col=2)
     if knee is not None:
         for col in (1, 2):
             fig.add_vline(x=knee, line={"color": "red", "dash": "dash"}, row=1, col=col)
         # on a log axis an annotation's x is log10 of the value (shapes take the value itself)
         fig.add_annotation(x=math.log10(knee), yref="paper", text=f"knee: {knee} GPUs", showarrow=False,
                            font={"color": "red"}, xref="x", xanchor="right", y=0.97, yanchor="top")
-    fig.update_xaxes(type="log", title="GPUs")
-    fig.update_yaxes(type="log", title="tokens/s", row=1, col=1)
-    fig.update_yaxes(title="fraction", tickformat=".0%", row=1, col=2)
+    fig.update_xaxes(type="log", title="GPUs (count)")
+    fig.update_yaxes(type="log", title="throughput (tokens/s)", row=1, col=1)
+    fig.update_yaxes(title="efficiency (% of linear, % of step)", tickformat=".0%", row=1, col=2)
     fig.update_layout(height=480)
-    rows = [[p["num_gpus"], p.get("reason", "") if p.get("plan") is None else "",
+    rows = [[f"{p['num_gpus']:,}", "" if p.get("plan") is None else _plan(p["plan"]),
+             p.get("reason", "") if p.get("plan") is None else "",
              "" if p.get("tokens_per_s") is None else f"{p['tokens_per_s']:,.0f}",
              "" if p.get("efficiency_vs_linear") is None else f"{p['efficiency_vs_linear']:.0%}",
              "" if p.get("scaling_efficiency") is None else f"{p['scaling_efficiency']:.0%}"] for p in doc["points"]]
@@ -53,6 +56,12 @@ def scale_page(doc: dict[str, Any]) -> str:
              f"{doc['seq_length']})")
     body = [figure_div(fig, "scale", first=True),
             f"<p>knee: {esc(knee) if knee is not None else 'none in this range'}</p>",
-            table(["GPUs", "no plan because", "tokens/s", "vs linear", "compute share"], rows),
+            table(["GPUs", "plan", "no plan because", "throughput (tokens/s)", "vs linear", "compute share"],
+                  rows),
             f"<pre>{esc(doc['explanation'])}</pre>"]
     return page(title, "\n".join(body))
+
+
+def _plan(plan: dict[str, Any]) -> str:
+    """The point's plan as the plan page writes it, with its precision and recompute."""
+    return f"{plan_label(plan)}, {plan.get('precision', '?')}, recompute {plan.get('recompute', '?')}"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tierwise.report import esc, figure_div, page, require_plotly, table
+from tierwise.report import esc, figure_div, human_key, page, require_plotly, table
+from tierwise.units import format_number
 
 __all__ = ["sweep_page"]
 
@@ -14,7 +15,7 @@ def _records(q: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _cell(v: Any) -> str:
-    return "" if v is None else (f"{v:.6g}" if isinstance(v, float) else str(v))
+    return "" if v is None else (format_number(v, 6) if isinstance(v, float) else str(v))
 
 
 def sweep_page(doc: dict[str, Any]) -> str:
@@ -39,7 +40,7 @@ def sweep_page(doc: dict[str, Any]) -> str:
             sel = [r for r in status if r["status"] == st]
             fig.add_trace(go.Bar(x=[r["kind"] for r in sel], y=[r["points"] for r in sel], name=st))
         fig.update_layout(title="Points per kind and status", barmode="stack", height=360,
-                          yaxis={"title": "points"})
+                          xaxis={"title": "kind"}, yaxis={"title": "points (count)"})
         figs.append(("status", fig))
     train = _records(views["training"]) if "training" in views else []
     if train:
@@ -50,7 +51,8 @@ def sweep_page(doc: dict[str, Any]) -> str:
             fig.add_trace(go.Scatter(x=[r["num_gpus"] for r in sel], y=[r["tokens_per_s"] for r in sel],
                                      mode="lines+markers", name=f"{key[1]} on {key[2]} ({key[0]})"))
         fig.update_layout(title="Tokens/s vs GPUs (best of the points at each count)", height=480,
-                          xaxis={"type": "log", "title": "GPUs"}, yaxis={"type": "log", "title": "tokens/s"})
+                          xaxis={"type": "log", "title": "GPUs (count)"},
+                          yaxis={"type": "log", "title": "throughput (tokens/s)"})
         figs.append(("training", fig))
     sim = _records(views["simulate"]) if "simulate" in views else []
     if sim:
@@ -60,7 +62,8 @@ def sweep_page(doc: dict[str, Any]) -> str:
             fig.add_trace(go.Bar(x=[f"{r['topology']} {r['routing']} fail {r['fail_links']}" for r in sel],
                                  y=[r["time_s"] * 1e3 for r in sel], name=pattern))
         fig.update_layout(title="Simulated completion time", barmode="group", height=480,
-                          yaxis={"title": "ms"})
+                          xaxis={"title": "topology, routing, failed links"},
+                          yaxis={"title": "completion time (ms)"})
         figs.append(("simulate", fig))
     wall = _records(views["wall"]) if "wall" in views else []
     if wall:
@@ -68,13 +71,13 @@ def sweep_page(doc: dict[str, Any]) -> str:
         for kind in sorted({r["kind"] for r in wall}):
             fig.add_trace(go.Histogram(x=[r["wall_s"] for r in wall if r["kind"] == kind], name=kind, opacity=0.7))
         fig.update_layout(title="Wall time per point", barmode="overlay", height=360,
-                          xaxis={"title": "seconds"}, yaxis={"title": "points"})
+                          xaxis={"title": "wall time per point (s)"}, yaxis={"title": "points (count)"})
         figs.append(("wall", fig))
     for n, (div_id, fig) in enumerate(figs):
         parts.append(figure_div(fig, div_id, first=n == 0))
     q = doc["query"]
     parts.append(f"<h2>Query</h2><pre>{esc(q['query'])}</pre>")
-    parts.append(table(q["columns"], [[_cell(v) for v in row] for row in q["rows"][:2000]]))
+    parts.append(table([human_key(c) for c in q["columns"]], [[_cell(v) for v in row] for row in q["rows"][:2000]]))
     if q["truncated"] or len(q["rows"]) > 2000:
         parts.append("<p>first 2,000 rows shown</p>")
     return page(f"tierwise sweep: {s['out']}", "\n".join(parts))

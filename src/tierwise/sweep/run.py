@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import signal
 import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -34,7 +35,7 @@ from tierwise.sweep.grid import Point, SweepError, shard_points
 from tierwise.sweep.kinds import KINDS, all_columns
 from tierwise.sweep.store import finished_ids, run_tag, shard_lock, write_manifest, write_new_rows
 
-__all__ = ["run_point", "run_sweep", "EXECUTORS"]
+__all__ = ["run_point", "run_sweep", "EXECUTORS", "SweepInterrupted"]
 
 EXECUTORS = ("local", "ray")
 
@@ -98,8 +99,20 @@ def _local(tasks: list, workers: int) -> Iterator[dict[str, Any]]:
         ctx.set_forkserver_preload(["tierwise.sweep.run", "tierwise.sweep.kinds", "tierwise.estimate"])
     else:
         ctx = mp.get_context("spawn")
-    with ctx.Pool(min(workers, len(tasks))) as pool:
+    # workers ignore SIGINT: a terminal's Ctrl-C reaches the whole process group, and the parent, which gets it
+    # too, stops the pool (no worker traceback on the terminal)
+    quiet = {"initializer": signal.signal, "initargs": (signal.SIGINT, signal.SIG_IGN)}
+    with ctx.Pool(min(workers, len(tasks)), **quiet) as pool:
         yield from pool.imap_unordered(run_point, tasks, chunksize=1)
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`run_sweep`, after what finished was written: ``saved`` of the shard's ``total``
+    points are in ``out`` (those of earlier runs included); a rerun runs the rest."""
+
+    def __init__(self, out: str, saved: int, total: int):
+        super().__init__(f"{saved:,} of {total:,} points saved in {out}; rerun to resume")
+        self.out, self.saved, self.total = out, saved, total
 
 
 RAY_CONNECT_TIMEOUT_S = 5.0
@@ -198,13 +211,14 @@ def run_sweep(points: list[Point], out: str | Path, *, workers: int = 1, executo
         parts: list[str] = []
         counts = {"ok": 0, "no_fit": 0, "error": 0}
         last = time.monotonic()
-        dropped = 0
+        dropped = saved = 0
 
         def flush() -> None:
-            nonlocal last, dropped
+            nonlocal last, dropped, saved
             if buffer:
                 path, n_dropped = write_new_rows(out, buffer, tag, len(parts), stored, seen_parts)
                 dropped += n_dropped
+                saved += len(buffer)  # written here, or already there by another run
                 if path is not None:
                     parts.append(str(path))
                 buffer.clear()
@@ -212,20 +226,21 @@ def run_sweep(points: list[Point], out: str | Path, *, workers: int = 1, executo
 
         results: Iterable[dict[str, Any]] = (_ray(_tasks(todo), workers if workers > 1 else None)
                                              if executor == "ray" else _local(_tasks(todo), workers))
-        n = 0
         try:
             for row in results:
                 buffer.append(row)
                 counts[row["status"]] = counts.get(row["status"], 0) + 1
-                n += 1
                 if progress:
-                    progress(n, len(todo))
+                    progress(sum(counts.values()), len(todo))
                 if len(buffer) >= batch_size or time.monotonic() - last >= flush_s:
                     flush()
+        except KeyboardInterrupt:
+            flush()
+            raise SweepInterrupted(str(out), len(mine) - len(todo) + saved, len(mine)) from None
         finally:
             flush()  # Ctrl-C or an executor failure: what finished is kept
     return {"out": str(out), "shard": f"{shard[0]}/{shard[1]}", "executor": executor, "workers": workers,
             "points_in_grid": len(points), "points_in_shard": len(mine), "already_done": len(mine) - len(todo),
-            "ran": n, "status_counts": counts, "part_files_written": len(parts),
+            "ran": sum(counts.values()), "status_counts": counts, "part_files_written": len(parts),
             "already_stored_by_another_run": dropped,
             "wall_s": time.perf_counter() - start}

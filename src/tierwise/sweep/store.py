@@ -151,14 +151,15 @@ def write_new_rows(out: Path, rows: list[dict[str, Any]], tag: str, seq: int, do
 
     with locked_dir(out):
         done.update(finished_ids(out, seen))
-        keep = []
+        keep, ids = [], set()
         for row in rows:
-            if row["point_id"] not in done:
-                done.add(row["point_id"])
+            if row["point_id"] not in done and row["point_id"] not in ids:
+                ids.add(row["point_id"])
                 keep.append(row)
         if not keep:
             return None, len(rows)
         path = write_part(out, keep, tag, seq)
+        done.update(ids)  # only once written: a Ctrl-C inside write_part leaves them to the retry (run_sweep)
         seen.add(path.name)
         return path, len(rows) - len(keep)
 

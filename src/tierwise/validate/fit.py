@@ -9,6 +9,7 @@ source is fitted.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Sequence
 
 import numpy as np
@@ -118,6 +119,10 @@ def fit_parameters(cases: Sequence[Case], start: dict[str, float] | None = None,
 
 _FOLD_CASES: Sequence[Case] = ()
 
+_QUIET = {"initializer": signal.signal, "initargs": (signal.SIGINT, signal.SIG_IGN)}
+"""Pool workers ignore SIGINT: a terminal's Ctrl-C reaches the whole process group; the parent stops the pool,
+and no worker prints a traceback."""
+
 
 def _fold(source: str) -> tuple[str, dict, np.ndarray]:
     """One leave-one-source-out fold: fit without ``source``, predict its scored rows."""
@@ -148,7 +153,7 @@ def cross_validate(cases: Sequence[Case], workers: int | None = None) -> dict:
     workers = min(workers or os.cpu_count() or 1, len(sources))
     try:
         if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
-            with multiprocessing.get_context("fork").Pool(workers) as pool:
+            with multiprocessing.get_context("fork").Pool(workers, **_QUIET) as pool:
                 results = pool.map(_fold, sources)
         else:
             results = [_fold(s) for s in sources]
@@ -214,7 +219,7 @@ def _run_folds(fn, folds, workers: int | None, cases: Sequence[Case]):
     workers = min(workers or os.cpu_count() or 1, len(folds))
     try:
         if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
-            with multiprocessing.get_context("fork").Pool(workers) as pool:
+            with multiprocessing.get_context("fork").Pool(workers, **_QUIET) as pool:
                 return pool.map(fn, folds)
         return [fn(f) for f in folds]
     finally:

@@ -93,8 +93,9 @@ def _scatter(rows: list[dict]) -> str:
     for f, dash in ((1.0, "solid"), (1.15, "dot"), (1 / 1.15, "dot")):
         fig.add_trace(go.Scatter(x=[lo, hi], y=[lo * f, hi * f], mode="lines", showlegend=f == 1.0,
                                  name="y = x (dotted: +-15%)", line={"color": "gray", "dash": dash, "width": 1}))
-    fig.update_layout(title="Measured vs predicted tokens/s per GPU", xaxis={"type": "log", "title": "measured"},
-                      yaxis={"type": "log", "title": "predicted"}, height=640, width=900)
+    fig.update_layout(title="Measured vs predicted tokens/s per GPU",
+                      xaxis={"type": "log", "title": "measured (tokens/s per GPU)"},
+                      yaxis={"type": "log", "title": "predicted (tokens/s per GPU)"}, height=640, width=900)
     plot = pio.to_html(fig, include_plotlyjs=True, full_html=False, div_id="scatter")
     plot += _group_scatter(rows, lo, hi)
     return plot
@@ -112,8 +113,9 @@ def _rows_table(rows: list[dict]) -> str:
             _fmt(r["error_pct"], "+.1f"), html.escape(r["confidence"]),
             html.escape(r["skipped"] or "; ".join(r["filled"])),
         ])
-    table = _table(["row", "source", "model", "hardware", "GPUs", "plan", "FLOP rule", "measured tok/s/GPU",
-                    "predicted", "error %", "confidence", "filled defaults / skip reason"], table_rows)
+    table = _table(["row", "source", "model", "hardware", "GPUs", "plan", "FLOP rule", "measured (tokens/s per GPU)",
+                    "predicted (tokens/s per GPU)", "error (%)", "confidence", "filled defaults / skip reason"],
+                   table_rows)
     return table
 
 
@@ -132,8 +134,8 @@ def _group_scatter(rows: list[dict], lo: float, hi: float) -> str:
     fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", name="y = x",
                              line={"color": "gray", "width": 1}))
     fig.update_layout(title="Measured vs predicted, by hardware generation x software stack",
-                      xaxis={"type": "log", "title": "measured"}, yaxis={"type": "log", "title": "predicted"},
-                      height=640, width=900)
+                      xaxis={"type": "log", "title": "measured (tokens/s per GPU)"},
+                      yaxis={"type": "log", "title": "predicted (tokens/s per GPU)"}, height=640, width=900)
     return figure_div(fig, "scatter-groups", first=False)
 
 
