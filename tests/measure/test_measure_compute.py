@@ -189,6 +189,25 @@ def test_strict_refuses_a_profile_of_another_part_in_estimate_plan_and_serve(tmp
     assert code == 0 and stderr.count("warning:") == 1
 
 
+def test_serve_plan_takes_the_profile(tmp_path):
+    """serve-plan --compute: a profile of another part is refused under --strict (one line, exit 2); a profile
+    with half the GEMM fraction gives a plan with fewer output tokens/s per GPU."""
+    other = _profile(tmp_path, "h200.yaml", {"matmul_efficiency_max": 0.8}, device="NVIDIA H200")
+    args = ("serve-plan", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "8", "--top", "1",
+            "--max-tp", "2", "--modes", "aggregated")
+    code, _, stderr = _cli(*args, "--compute", other, "--strict")
+    assert code == 2 and "NVIDIA H200" in stderr and len(stderr.strip().splitlines()) == 1, stderr
+    best = []
+    for eff in (0.8, 0.08):
+        path = _profile(tmp_path, f"p{eff}.yaml", {"matmul_efficiency_max": eff, "memory_bound_efficiency": 0.9})
+        code, stdout, stderr = _cli(*args, "--compute", path, "--json")
+        assert code == 0, stderr
+        best.append(json.loads(stdout)["best"][0])
+    # prefill is compute-bound here: a tenth of the GEMM rate makes the time to first token longer
+    assert best[1]["ttft_s"] > 2 * best[0]["ttft_s"]
+    assert best[1]["output_tokens_per_s_per_gpu"] < best[0]["output_tokens_per_s_per_gpu"]
+
+
 def test_a_backend_torch_lacks_is_one_line_exit_2():
     code, stdout, stderr = _cli("measure", "compute", "--cpu", "--cluster", "dgx-h100", "--backend", "warp-drive",
                                 "--iters", "1", "--warmup", "0")

@@ -1,4 +1,5 @@
-"""``--compute FILE`` and ``--strict``: a measured compute profile for ``estimate``, ``plan`` and ``serve``.
+"""``--compute FILE`` and ``--strict``: a measured compute profile for ``estimate``, ``plan``, ``serve``,
+``serve-plan``.
 
 The options put the profile in force for the whole command (:func:`tierwise.specs.compute_profile.
 compute_profile_in_force`, entered on the command's context so it is left when the command ends); every cluster

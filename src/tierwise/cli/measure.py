@@ -257,7 +257,7 @@ def compute(
     cluster: str | None = typer.Option(None, "--cluster", help="catalog cluster or file the profile is for "
                                        "(default: the catalog cluster of the GPU measured)"),
     out: str | None = typer.Option(None, "--out", help="write the profile as a cluster YAML (works as --cluster FILE "
-                                   "and as --compute FILE of estimate, plan, serve)"),
+                                   "and as --compute FILE of estimate, plan, serve, serve-plan)"),
     backend: list[str] = typer.Option([], "--backend", help="SDPA backend to measure (math, flash, efficient, "
                                       "cudnn); repeat for several; default every one that runs here"),
     iters: int = typer.Option(10, "--iters", help="timed calls per kernel and batch"),

@@ -325,6 +325,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("serve-plan")
     def serve_plan_cmd(
+        ctx: typer.Context,
         scenario_file: ScenarioFileArg = None,
         model: ModelOpt = None,
         cluster: ClusterOpt = None,
@@ -346,6 +347,7 @@ def register(app: typer.Typer) -> None:
         modes: Annotated[str, typer.Option("--modes", help="both, aggregated or disaggregated")] = "both",
         top: Annotated[int, typer.Option("--top", help="deployments listed")] = 10,
         as_json: Annotated[bool, typer.Option("--json", help="print the JSON document")] = False,
+        compute: ComputeOpt = None, strict: StrictOpt = False,
     ) -> None:
         """Search the prefill/decode split, TP/EP per pool and batch for the most output tokens/s per GPU."""
         from tierwise.serve.api import serve_plan_document
@@ -354,6 +356,7 @@ def register(app: typer.Typer) -> None:
                        rate, ttft_slo, tpot_slo, None, None, None, None, None, None, None, None, kv_link, False,
                        engine=engine, decode_cluster=decode_cluster)
         cfg = _config(scenario_file, flags, pools=False)
+        use_compute_profile(ctx, compute, strict)
         doc = serve_plan_document(cfg, max_tp=max_tp, modes=modes, top=top)
         emit(doc, as_json, lambda console: render_plan(console, doc), document="serve-plan")
 

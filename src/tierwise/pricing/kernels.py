@@ -32,6 +32,7 @@ import numpy as np
 from tierwise.specs.compute import (
     ATTENTION_KERNELS,
     attention_efficiency_family,
+    attention_generation_factor,
     attention_kernel_overlap,
     compute_profile,
     default_attention_kernel,
@@ -201,7 +202,8 @@ def overlapped(t_mm, t_exp, overlap):
 _KERNEL_FAMILY = {"flash3": "cudnn", "triton": "flash2"}
 """Kernel names priced as another family: FlashAttention-3 is of the cuDNN fused-attention class
 (warp-specialised, softmax overlapped with the GEMMs; Shah et al. 2024 sec. 3), Triton flash attention has
-FlashAttention-2's structure (compute.yaml attention_kernels)."""
+FlashAttention-2's structure (compute.yaml attention_kernels; docs/compute.md: why it has no efficiency of its
+own yet)."""
 
 
 def resolved_attention_kernel(name: str, generation: str) -> str:
@@ -214,10 +216,12 @@ def resolved_attention_kernel(name: str, generation: str) -> str:
 
 def attention_kernel_rates(kernels: list[str], inverse, rates: ComputeRates):
     """(matmul efficiency, overlap) arrays of attention kernels named ``kernels[inverse]``: each family's
-    global ``attention_efficiency_<family>`` (one fitted value per family) and its exp2 overlap; the few
-    distinct names are resolved once, so a batch stays vectorized."""
+    global ``attention_efficiency_<family>`` (one fitted value per family, the Hopper value) times the family's
+    measured generation ratio (:func:`tierwise.specs.compute.attention_generation_factor`: FlashAttention-2 and
+    SDPA's flash backend 2.1x on Ampere, from the FA2 and FA3 papers), and its exp2 overlap; the few distinct names are resolved once, so a batch stays vectorized."""
     kinds = [resolved_attention_kernel(k, rates.generation) for k in kernels]
-    eff = np.array([rates.params[f"attention_efficiency_{attention_efficiency_family(k)}"] for k in kinds])
+    eff = np.array([rates.params[f"attention_efficiency_{attention_efficiency_family(k)}"]
+                    * attention_generation_factor(k, rates.generation) for k in kinds])
     overlap = np.array([attention_kernel_overlap(k, rates.generation) for k in kinds])
     return eff[inverse], overlap[inverse]
 

@@ -486,6 +486,12 @@ def _stated_kernels(row: dict[str, str], generation: str, data: dict, filled: li
     fw_text = row["framework"].lower()
     if "flashattention-2" in fw_text or "flash-attention 2" in fw_text:
         data["attention_kernel"] = "flash2"  # the row names the kernel (FlagPerf, FlagScale, Pai-Megatron-Patch)
+    if stack_for_row(row) == "deepspeed-2021":
+        # DeepSpeed ZeRO-3 of Narayanan et al. 2021 (Table 2) trained the same GPT models a year before
+        # FlashAttention (Dao et al., May 2022): the attention core materialized the s x s scores
+        data["attention_kernel"] = "unfused"
+        filled.append("attention_kernel=unfused (DeepSpeed ZeRO-3 of 2021 predates FlashAttention, May 2022: the "
+                      "GPT attention core materializes the s x s scores)")
     if stack_for_row(row) in ("megatron-lm-2021", "megatron-lm-2022"):
         # Megatron-LM of 2021-22 predates FlashAttention (Dao et al., May 2022; Megatron-LM's --use-flash-attn
         # came in 2023): its attention core materializes the score matrix (Korthikanti et al. 2022, section 4.1)
