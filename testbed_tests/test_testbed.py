@@ -78,10 +78,12 @@ def test_run_and_check_rows(testbed):
         own = _tierwise("testbed", "run", "--algorithm", alg, "--sizes", "4MiB", "--iters", "3", "--dir", folder,
                         "--json")
         assert own.returncode == 0, own.stderr
-        assert all(r["wrong"] == 0 for r in json.loads(own.stdout))  # the sum is right on every rank
+        assert all(r["wrong"] == 0 for r in json.loads(own.stdout)["rows"])  # the sum is right on every rank
     check = _tierwise("testbed", "check", "--dir", folder, "--json")
     assert check.returncode == 0, check.stderr
-    rows = json.loads(check.stdout)
+    doc = json.loads(check.stdout)
+    assert doc["document"] == "testbed-check"
+    rows = doc["rows"]
     assert len(rows) == 8
     for row in rows:
         assert set(row) >= {"op", "algorithm", "size_bytes", "measured_s", "analytic_s", "simulated_s"}

@@ -129,6 +129,8 @@ def test_under_torchrun_it_joins_the_launchers_world_and_only_rank_0_prints(tmp_
         env=env, capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    rows = json.loads(proc.stdout)  # exactly one JSON document: rank 1 printed nothing
+    doc = json.loads(proc.stdout)  # exactly one JSON document: rank 1 printed nothing
+    assert doc["document"] == "measure-collective"
+    rows = doc["rows"]
     assert [r["size_bytes"] for r in rows] == [4096, 8192, 16384]
     assert all(r["num_ranks"] == 2 and r["ranks_per_node"] == 2 and r["wrong"] == 0 for r in rows)
