@@ -85,6 +85,7 @@ def _stage_bytes(model, shape: ModelShape, plans: PlanBatch, P: Derived, D: Data
     dense_act, moe_act = layer_activation_bytes(model, shape, plans, P)
     heads = 1.0 + shape.mtp_layers
     mtp_in = shape.mtp_layers * 8.0 * model.hidden_size / np.where(P.sp, tp, 1.0)
+    offload = bool(np.any(plans.activation_offload_layers > 0))
 
     def sharded(params, shard_deg, stage_min):
         return np.where(zero >= stage_min, params / np.maximum(shard_deg, 1), params)
@@ -97,10 +98,11 @@ def _stage_bytes(model, shape: ModelShape, plans: PlanBatch, P: Derived, D: Data
         # ZeRO-3 keeps the gathered weights of the layers in flight (prefetch: about two layers)
         gathered = np.where(zero == 3, 2 * (dense_params + expert_params) / np.maximum(layers, 1) * wb, 0.0)
         layer_act = (layers - moe_layers) * dense_act + moe_layers * moe_act
-        # activation offload (plan activation_offload_layers): those layers' activations live in host memory
-        # (tierwise.parallel.offload), a share k / layers of the stage's (dense and MoE layers averaged)
-        kept = 1.0 - offloaded_layers(plans, layers) / np.maximum(layers, 1)
-        per_mb = (layer_act * kept + np.where(last, mtp_in, 0.0)) * tokens
+        if offload:
+            # activation offload (plan activation_offload_layers): those layers' activations live in host
+            # memory (tierwise.parallel.offload), a share k / layers of the stage's (dense and MoE averaged)
+            layer_act = layer_act * (1.0 - offloaded_layers(plans, layers) / np.maximum(layers, 1))
+        per_mb = (layer_act + np.where(last, mtp_in, 0.0)) * tokens
         logits = np.where(last, tokens * model.vocab_size / tp * (4 + 4 + 2) * heads, 0.0)
         activations = per_mb * held + logits
         total = weights + gathered + grads + optimizer + activations + overhead
