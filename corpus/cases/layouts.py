@@ -45,6 +45,16 @@ CASES: list[Case] = [
     Case(id="layouts/plan-framework-unknown",
          argv=["plan", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "8", "--framework", "jax"],
          stderr_has=["--framework", "jax"]),
+    # activation offload (issue 29): Megatron-Core's cpu_offloading_num_layers rules
+    Case(id="layouts/offload-with-pp", argv=["estimate", "s.yaml"],
+         files={"s.yaml": _scenario(", activation_offload_layers: 4")},
+         stderr_has=["activation_offload_layers", "pp=4"]),
+    Case(id="layouts/offload-negative", argv=["estimate", "s.yaml"],
+         files={"s.yaml": _scenario(", pp: 1, cpu_offloading_num_layers: -3").replace("pp: 4, ", "")},
+         stderr_has=["activation_offload_layers", "-3"]),
+    Case(id="layouts/offload-all-layers", argv=["estimate", "s.yaml"],
+         files={"s.yaml": _scenario(", activation_offload_layers: 32").replace("pp: 4, ", "")},
+         stderr_has=["activation_offload_layers=32", "num_layers=32"]),
     Case(id="layouts/attention-kernel-unknown", argv=["estimate", "s.yaml"],
          files={"s.yaml": _scenario(", attention_kernel: flash9")}, stderr_has=["attention_kernel", "flash9"]),
 ]

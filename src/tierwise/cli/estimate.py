@@ -88,6 +88,9 @@ def render_estimate(console, doc: dict, show_model: bool = False) -> None:
                        ("shard_copy_s", "ZeRO-3 buffer copies")):
         if key != "shard_copy_s" or bd[key] > 0:
             table.add_row(label, format_time(bd[key]))
+    if "offload_exposed_s" in bd:
+        table.add_row(f"activation offload ({plan['activation_offload_layers']} layers to host), exposed",
+                      format_time(bd["offload_exposed_s"]))
     mem = doc["memory"]
     fit = Text("(fits)") if mem["fits"] else Text("(does NOT fit)", style="red")
     table.add_row("memory per GPU",

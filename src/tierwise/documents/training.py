@@ -12,6 +12,7 @@ __all__ = ["DOCUMENTS"]
 BREAKDOWN = {
     "compute_s": "num", "recompute_s": "num", "bubble_s": "num", "exposed_comm_s": "num", "optimizer_s": "num",
     "shard_copy_s": "num", "forward_layers_s": "num", "per_tier": "obj", "per_axis": "obj",
+    "?offload_exposed_s": "num",
 }
 MEMORY = {
     "per_gpu_bytes": "num", "capacity_bytes": "num", "fits": "bool", "weights_bytes": "num",

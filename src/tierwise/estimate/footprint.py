@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tierwise.parallel.offload import offloaded_layers
 from tierwise.parallel.records import DataParallel, Derived, StageCompute
 from tierwise.specs.plan import PRECISION, PlanBatch
 from tierwise.units import parse_bytes
@@ -81,9 +82,10 @@ def _stage_bytes(model, shape: ModelShape, plans: PlanBatch, P: Derived, D: Data
     edp = D.edp
     wb, gb, ob = cparams["weight_bytes"], cparams["grad_bytes"], cparams["optimizer_state_bytes"]
     fp8_extra = np.where(plans.precision == PRECISION.index("fp8"), 1.0, 0.0)
-    dense_act, moe_act = _activations(model, shape, plans, P)
+    dense_act, moe_act = layer_activation_bytes(model, shape, plans, P)
     heads = 1.0 + shape.mtp_layers
     mtp_in = shape.mtp_layers * 8.0 * model.hidden_size / np.where(P.sp, tp, 1.0)
+    offload = bool(np.any(plans.activation_offload_layers > 0))
 
     def sharded(params, shard_deg, stage_min):
         return np.where(zero >= stage_min, params / np.maximum(shard_deg, 1), params)
@@ -95,7 +97,12 @@ def _stage_bytes(model, shape: ModelShape, plans: PlanBatch, P: Derived, D: Data
         optimizer = (sharded(dense_params, dense_shard, 1) + sharded(expert_params, edp, 1)) * ob * copies
         # ZeRO-3 keeps the gathered weights of the layers in flight (prefetch: about two layers)
         gathered = np.where(zero == 3, 2 * (dense_params + expert_params) / np.maximum(layers, 1) * wb, 0.0)
-        per_mb = ((layers - moe_layers) * dense_act + moe_layers * moe_act + np.where(last, mtp_in, 0.0)) * tokens
+        layer_act = (layers - moe_layers) * dense_act + moe_layers * moe_act
+        if offload:
+            # activation offload (plan activation_offload_layers): those layers' activations live in host
+            # memory (tierwise.parallel.offload), a share k / layers of the stage's (dense and MoE averaged)
+            layer_act = layer_act * (1.0 - offloaded_layers(plans, layers) / np.maximum(layers, 1))
+        per_mb = (layer_act + np.where(last, mtp_in, 0.0)) * tokens
         logits = np.where(last, tokens * model.vocab_size / tp * (4 + 4 + 2) * heads, 0.0)
         activations = per_mb * held + logits
         total = weights + gathered + grads + optimizer + activations + overhead
@@ -131,7 +138,7 @@ def _dualpipe_copies(P: Derived):
     return np.where(P.dual == 1, 2.0, 1.0), P.dual > 0
 
 
-def _activations(model, shape: ModelShape, plans: PlanBatch, P: Derived):
+def layer_activation_bytes(model, shape: ModelShape, plans: PlanBatch, P: Derived):
     """(dense, MoE) layers' stored bytes per token (:func:`activation_bytes_per_token_per_layer`); recompute
     ``deepseek`` caches in FP8 under an FP8 plan."""
     tp, etp = plans.tp.astype(float), plans.etp.astype(float)

@@ -227,20 +227,45 @@ def infer_settings(model: ModelSpec, cluster: Cluster, plan: Plan) -> tuple[Plan
     recipes turn recompute on only when a configuration does not fit; Korthikanti et al. 2022, section 5:
     selective first, full when it is not enough); full when none fits. For an MLA model DeepSeek-V3's own recipe
     (``deepseek``: RMSNorm and MLA up-projection recompute, FP8 activation caching, sec. 3.2.3 / 3.3.4) is tried
-    before full. One estimator call on the candidates.
+    before full. For NeMo / Megatron-Bridge (framework ``nemo``) without pipeline parallelism, no recompute with
+    the fewest layers' activations offloaded to the host that fit (:func:`_offload_candidates`) comes before any
+    recompute: its performance recipes recompute nothing and offload instead (Megatron-Bridge
+    ``llama3_70b`` GB300 BF16 preset: Megatron-FSDP with ``cpu_offloading_num_layers=30``). One estimator call
+    on the candidates.
     """
     from dataclasses import replace
 
     if "recompute" not in plan.inferred:
         return plan, ""
+    if plan.activation_offload_layers:
+        return (replace(plan, recompute="none", inferred=()),
+                "recompute=none (Megatron-Core's activation offload runs only without recompute)")
     order = [rc for rc in RECOMPUTE_COST_ORDER if rc != "deepseek" or model.mla is not None]
-    candidates = [replace(plan, recompute=rc) for rc in order]
+    offload = _offload_candidates(model, cluster, plan)
+    candidates = ([replace(plan, recompute="none")] + [replace(plan, recompute="none", activation_offload_layers=k)
+                                                        for k in offload]
+                  + [replace(plan, recompute=rc) for rc in order[1:]])
+    labels = ["none"] + [f"none with activation_offload_layers={k}" for k in offload] + order[1:]
     fits = estimate(model, cluster, PlanBatch.from_plans(candidates)).memory["fits"]
-    pick = next((i for i, ok in enumerate(fits) if ok), len(order) - 1)
-    names = " < ".join(order)
+    pick = next((i for i, ok in enumerate(fits) if ok), len(candidates) - 1)
+    names = " < ".join(order) if not offload else " < ".join(["none", "none with activation offload", *order[1:]])
     why = (f"the cheapest that fits memory ({names}), as the frameworks' recipes choose"
            if fits[pick] else f"none of {' / '.join(order)} fits memory; the most memory-saving")
-    return replace(plan, recompute=order[pick], inferred=()), f"recompute={order[pick]} ({why})"
+    chosen = candidates[pick]
+    if chosen.activation_offload_layers:
+        why += (f"; {plan.framework} recipes offload activations to the host over "
+                f"{cluster.accelerator.host_link_name or 'the host link'} rather than recompute")
+    return replace(chosen, inferred=()), f"recompute={labels[pick]} ({why})"
+
+
+def _offload_candidates(model: ModelSpec, cluster: Cluster, plan: Plan) -> list[int]:
+    """Activation-offload layer counts the recompute inference tries for a NeMo / Megatron-Bridge plan (1 to
+    num_layers - 1, Megatron-Core's range), none where offload cannot run: another framework, pipeline
+    parallelism (Megatron-Core refuses it), a stated offload or a cluster without a host-link figure."""
+    if (plan.framework != "nemo" or plan.pp > 1 or plan.activation_offload_layers
+            or cluster.host_bytes_per_s <= 0 or model.num_layers < 2):
+        return []
+    return list(range(1, model.num_layers))
 
 
 def estimate_scenario(scenario: Scenario) -> dict[str, Any]:
@@ -342,6 +367,9 @@ def result_dict(result, i: int, plan: Plan, scenario: Scenario | None = None) ->
         },
         "tiers": tiers,
     })
+    if plan.activation_offload_layers and result.offload_exposed_s is not None:
+        # activation offload to the host (tierwise.parallel.offload): the copies' exposed part of the step
+        doc["breakdown"]["offload_exposed_s"] = float(result.offload_exposed_s[i])
     if scenario is not None and scenario.cluster.compute:
         # measured on this cluster's accelerator (tierwise calibrate of `measure gemm`), in place of the global fit
         doc["cluster_compute"] = dict(scenario.cluster.compute)

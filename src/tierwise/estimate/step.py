@@ -60,11 +60,12 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from tierwise.estimate.compute import compute_params, layer_compute, step_flops
-from tierwise.estimate.footprint import memory_footprint
+from tierwise.estimate.footprint import layer_activation_bytes, memory_footprint
 from tierwise.hierarchy import TIER_ORDER
 from tierwise.parallel.cp import cp_layer_comm
 from tierwise.parallel.dp import data_parallel
 from tierwise.parallel.ep import ep_layer_comm
+from tierwise.parallel.offload import activation_offload
 from tierwise.parallel.pp import pipeline, pp_comm, stage_compute
 from tierwise.parallel.records import Derived, LayerComm, LayerCompute, derive
 from tierwise.parallel.tp import tp_layer_comm
@@ -123,6 +124,8 @@ class StepEstimates:
     """One micro-batch's forward through all the model's transformer layers on one rank (its tp / cp shard; no
     embedding, LM head or loss, no host launches): :func:`tierwise.pricing.kernels.layer_forward` times the
     layers, what a serving prefill of the same tokens costs (``serve`` ``phases.prefill_layers_s``)."""
+    offload_exposed_s: np.ndarray | None = None
+    """Exposed seconds of the activation offload to the host (plan ``activation_offload_layers``)."""
 
     def __len__(self) -> int:
         return int(self.step_time_s.shape[0])
@@ -193,7 +196,8 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
     # (DualPipe's first and last chunks are in its bubble formula instead)
     ep_unpaired = np.where(plans.ep_comm_overlap & (P.dual == 0),
                            pipe.moe_layers * (X.ep_layer_t - X.ep_layer_exposed), 0.0)
-    step = P.m * pipe.t_mb + pipe.bubble + D.exposed + D.optimizer_s + D.shard_copy_s + ep_unpaired
+    offload_exposed = P.m * _offload_exposed(model, shape, cluster, plans, P, C, pipe)
+    step = P.m * pipe.t_mb + pipe.bubble + D.exposed + D.optimizer_s + D.shard_copy_s + ep_unpaired + offload_exposed
     model_flops, hw_flops = step_flops(model, shape, plans, P)
     tflops = model_flops / (step * P.num_gpus)
     hw_tflops = hw_flops / (step * P.num_gpus)
@@ -217,7 +221,24 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
         num_microbatches=m, peak_flops_per_s=C.plan_peak,
         attention_s=m * layers_slow * (3 * C.core_t + C.attn_bwd_extra), memory_bound_s=memory_bound_s,
         forward_layers_s=shape.num_dense_layers * C.fwd_dense + shape.num_moe_layers * C.fwd_moe,
+        offload_exposed_s=offload_exposed,
     )
+
+
+def _offload_exposed(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derived, C: LayerCompute,
+                     pipe) -> np.ndarray:
+    """Exposed seconds per micro-batch of the activation offload (plan ``activation_offload_layers``;
+    :func:`tierwise.parallel.offload.activation_offload`) on the slowest stage: each offloaded layer's copy
+    against one layer's forward and backward (twice the forward plus the attention backward's extra; offload
+    runs without recompute), dense and MoE layers averaged."""
+    if not np.any(plans.activation_offload_layers > 0):
+        return np.zeros(P.n)
+    layers = np.maximum(pipe.layers, 1)
+    dense_act, moe_act = layer_activation_bytes(model, shape, plans, P)
+    act = ((pipe.layers - pipe.moe_layers) * dense_act + pipe.moe_layers * moe_act) / layers * P.tokens
+    fwd = ((pipe.layers - pipe.moe_layers) * C.fwd_dense + pipe.moe_layers * C.fwd_moe) / layers
+    bwd = 2.0 * fwd + C.attn_bwd_extra
+    return activation_offload(cluster, plans, pipe.layers, fwd, bwd, act).exposed_s
 
 
 def _per_axis(plans: PlanBatch, X: LayerComm, D, pipe, m, ep_unpaired, dual):

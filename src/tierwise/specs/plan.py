@@ -109,7 +109,7 @@ _KEYS = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "global
          "first_stage_layers", "last_stage_layers", "zero3_gather", "pipeline_layout",
          "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "grad_reduce_dtype",
          "zero2_sync", "attention_kernel", "moe_dispatcher", "moe_grouped_gemm", "moe_force_balance",
-         "pp_scatter_gather", "moe_node_limit", "torch_version")
+         "pp_scatter_gather", "moe_node_limit", "torch_version", "activation_offload_layers")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -188,6 +188,10 @@ class Plan:
     moe_grouped_gemm: str = "per-expert"
     """How the experts' GEMMs are launched (:data:`tierwise.specs.framework.MOE_GROUPED_GEMMS`): the host
     launches per local expert."""
+    activation_offload_layers: int = 0
+    """Layers whose activations go to host memory after their forward and come back for their backward
+    (Megatron-Core ``cpu_offloading_num_layers``, 0 to num_layers - 1; no PP, no recompute:
+    ``TransformerConfig.__post_init__``); priced by :mod:`tierwise.parallel.offload`."""
     framework: str = ""
     """The framework whose defaults filled unstated switches ("" = tierwise's own defaults)."""
     assumed: tuple[str, ...] = ()
@@ -204,7 +208,10 @@ class Plan:
         return self.global_batch_size // (self.micro_batch_size * self.dp)
 
     def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("assumed", "inferred")}
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("assumed", "inferred")}
+        if not self.activation_offload_layers:  # an off switch: documents of plans without offload are unchanged
+            del out["activation_offload_layers"]
+        return out
 
 
 def _choice(data: Mapping[str, Any], key: str, choices: Sequence[str], default: str, origin: str) -> str:
@@ -230,6 +237,7 @@ MEGATRON_ALIASES = {
     "num_layers_in_first_pipeline_stage": "first_stage_layers",
     "num_layers_in_last_pipeline_stage": "last_stage_layers",
     "pipeline_model_parallel_layout": "pipeline_layout",
+    "cpu_offloading_num_layers": "activation_offload_layers",
 }
 """Megatron-LM / NeMo long names accepted in a plan mapping for the short keys (same meaning, same values)."""
 LAYERS_PER_CHUNK = "num_layers_per_virtual_pipeline_stage"
@@ -425,10 +433,11 @@ def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "
         assumed.append("pp_scatter_gather=false (Megatron-Core sends the whole activation between pipeline stages)")
     bools["pp_scatter_gather"] = get_bool(data, "pp_scatter_gather", origin, default=False)
     node_limit = get_int(data, "moe_node_limit", origin, default=0, minimum=0, maximum=MAX_GPUS)
+    offload = get_int(data, "activation_offload_layers", origin, default=0, minimum=0, maximum=MAX_LAYERS)
     layout = _layout_fields(data, pp, vpp, num_layers, origin)
     plan = Plan(tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, etp=etp, vpp=vpp, micro_batch_size=mbs, global_batch_size=gbs,
                 seq_length=seq, sequence_parallel=sp, zero_stage=zero, dp_shard=dp_shard, schedule=schedule,
-                moe_node_limit=node_limit, framework=framework or "", **choices, **layout, **bools)
+                moe_node_limit=node_limit, activation_offload_layers=offload, framework=framework or "", **choices, **layout, **bools)
     if num_layers is not None and pp > 1:
         assumed.append(layout_note(num_layers, plan))
     from dataclasses import replace
@@ -567,7 +576,7 @@ def _layout_fields(data: Mapping[str, Any], pp: int, vpp: int, num_layers: int |
 
 _INT_FIELDS = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "global_batch_size", "seq_length",
                "zero_stage", "dp_shard", "first_stage_layers", "last_stage_layers", "middle_stage_layers",
-               "moe_node_limit")
+               "moe_node_limit", "activation_offload_layers")
 _BOOL_FIELDS = ("sequence_parallel", "reshard_after_forward", "tp_comm_overlap", "ep_comm_overlap", "fused_elementwise",
                 "fused_cross_entropy",
                 "overlap_grad_reduce", "overlap_param_gather", "layout_explicit", "embedding_in_split",
@@ -623,6 +632,7 @@ class PlanBatch:
     moe_dispatcher: np.ndarray
     moe_grouped_gemm: np.ndarray
     moe_node_limit: np.ndarray
+    activation_offload_layers: np.ndarray
 
     def __len__(self) -> int:
         return int(self.tp.shape[0])
@@ -841,6 +851,20 @@ _DUAL_RULES: tuple[tuple[Any, Any], ...] = (
 ``num_chunks % 2 == 0 and num_chunks >= num_ranks * 2``; DualPipeV is taken to need the same micro-batches)."""
 
 
+_OFFLOAD_RULES: tuple[tuple[Any, Any], ...] = (
+    (lambda m, b: b.activation_offload_layers >= m.num_layers,
+     lambda m, p: f"activation_offload_layers={p.activation_offload_layers} must be below num_layers={m.num_layers} "
+                  f"(Megatron-Core cpu_offloading_num_layers: 0 to num_layers - 1); use at most {m.num_layers - 1}"),
+    (lambda m, b: (b.activation_offload_layers > 0) & (b.pp > 1),
+     lambda m, p: f"activation_offload_layers with pp={p.pp}: Megatron-Core has no pipeline parallelism with CPU "
+                  "offloading; set pp: 1 or activation_offload_layers: 0"),
+    (lambda m, b: (b.activation_offload_layers > 0) & (b.recompute != RECOMPUTE.index("none")),
+     lambda m, p: f"activation_offload_layers with recompute={p.recompute}: Megatron-Core's CPU offloading does not "
+                  "work with activation recompute; set recompute: none or activation_offload_layers: 0"),
+)
+"""When Megatron-Core's activation CPU offloading can run (``TransformerConfig.__post_init__``)."""
+
+
 _RULES: tuple[tuple[Any, Any], ...] = (
     (lambda m, b: m.num_attention_heads % b.tp != 0,
      lambda m, p: f"tp={p.tp} does not divide num_attention_heads={m.num_attention_heads}; "
@@ -878,6 +902,7 @@ _RULES: tuple[tuple[Any, Any], ...] = (
                   f"{p.num_microbatches} (Megatron-Core: microbatch_group_size_per_vp_stage in [pp, micro-batches]); "
                   "raise global_batch_size or lower micro_batch_size"),
     *_DUAL_RULES,
+    *_OFFLOAD_RULES,
     *_EP_OVERLAP_RULES,
     (lambda m, b: (b.zero3_gather != ZERO3_GATHER.index("flat")) & (b.zero_stage < 2),
      lambda m, p: f"zero3_gather={p.zero3_gather!r} describes FSDP / ZeRO parameter gathers but "
