@@ -517,8 +517,7 @@ def _tree_hops(tree, rng, hop, units, *, margins, flows_tot, hashed=None):
     """Leaf -> (agg -> core -> agg) -> leaf hops of every bundle-pair unit ``units = (uid_bb, b1, b2)``
     (module docstring), ``margins = (N_eb, N_be, N_bb)``; ``hashed`` (from :func:`_hashed_tree_choices`)
     replaces the draws by the per-flow hash's counts."""
-    uid_bb, b1, b2 = units
-    N_eb, N_be, N_bb = margins
+    (uid_bb, b1, b2), (N_eb, N_be, N_bb) = units, margins
     tiers, u = tree["tiers"], tree["u"]
     if tiers == 1:
         return
