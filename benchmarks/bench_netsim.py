@@ -99,6 +99,16 @@ def all_to_all(repeats: int, quick: bool) -> None:
                       f"{statistics.median(x[3] for x in runs):6.2f} {len(runs):5d} "
                       f"{max(x[1] for x in runs):12.0f} {r['time_s'] / r['analytic_time_s']:12.4f} "
                       f"{r['method']:>13s} {r.get('hop_choices', ''):>6s}", flush=True)
+    for gpus, ranks in ((4096, 2048), (16384, 8192)):  # UGAL's diverted pairs on path classes (issue 34)
+        args = ["simulate", "all-to-all", "--topology", "dragonfly", "--gpus", str(gpus), "--radix", "64",
+                "--ranks", str(ranks), "--routing", "adaptive", "--json"]
+        runs = [_cli_run(args) for _ in range(repeats)]
+        r = runs[-1][2]
+        name = f"dragonfly r64 {ranks} of {gpus} GPUs adaptive (UGAL)"
+        print(f"{name:44s} {statistics.median(x[0] for x in runs):9.2f} "
+              f"{statistics.median(x[3] for x in runs):6.2f} {len(runs):5d} "
+              f"{max(x[1] for x in runs):12.0f} {r['time_s'] / r['analytic_time_s']:12.4f} "
+              f"{r['method']:>13s} {r.get('hop_choices', ''):>6s}", flush=True)
     print(f"load average after: {os.getloadavg()}")
 
 

@@ -75,18 +75,47 @@ def test_hashed_counts_are_the_per_flow_link_counts(spec):
         assert not np.allclose(drawn, counted)  # the other path: same law, other draw
 
 
-@pytest.mark.parametrize("ranks", [100, 64])
-def test_ugal_non_minimal_pairs_route_per_flow(ranks):
-    """100 / 64 ranks of a 256-GPU dragonfly: 4 / 2 groups in use, so UGAL finds every used pair's minimal
-    global links above twice the fabric-wide average and splits each flow over minimal and Valiant
-    sub-paths (routing.dragonfly_ugal); path classes do not aggregate that split, so the all-to-all runs per
-    flow, and the idle groups' links lift it well above ECMP's minimal paths."""
-    fab = build_fabric(TopologySpec(family="dragonfly", gpus=256, radix=16))
+@pytest.mark.parametrize("gpus,radix,ranks", [(256, 16, 100), (256, 16, 64), (1056, 16, 256)])
+def test_ugal_split_aggregated_matches_per_flow(gpus, radix, ranks):
+    """A rank subset on few groups: UGAL finds every used pair's minimal global links above twice the
+    fabric-wide average and splits each flow over minimal and Valiant sub-paths (routing.dragonfly_ugal).
+    The path classes split the same way (dragonfly_classes, sub-path choices drawn from the hash's law) and
+    agree with per flow: measured 1.0000-1.0046 (docs/topology.md); the idle groups' links lift the
+    all-to-all well above ECMP's minimal paths."""
+    fab = build_fabric(TopologySpec(family="dragonfly", gpus=gpus, radix=radix))
     a = simulate(fab, "all-to-all", 1e9, routing="adaptive", num_ranks=ranks)
+    p = simulate(fab, "all-to-all", 1e9, routing="adaptive", num_ranks=ranks, per_flow=True)
     e = simulate(fab, "all-to-all", 1e9, routing="ecmp", num_ranks=ranks)
-    assert a["method"] == "per flow" and e["method"] == "path classes"
-    assert a["analytic_time_s"] * 0.999 < a["time_s"] < 1.4 * a["analytic_time_s"]
-    assert a["time_s"] < e["time_s"] / 2
+    assert (a["method"], a["hop_choices"], p["method"]) == ("path classes", "hashed+drawn", "per flow")
+    assert a["time_s"] == pytest.approx(p["time_s"], rel=0.02)
+    assert a["latency_out_s"] > e["latency_out_s"]  # the Valiant share's extra hops, weighted by its bytes
+    assert a["analytic_time_s"] * 0.999 < a["time_s"] < 3 * a["analytic_time_s"]
+    assert a["time_s"] < 0.7 * e["time_s"]  # measured 0.63 (256 of 1,056 GPUs) and below 0.5 (of 256)
+
+
+def test_ugal_split_runs_above_1024_ranks_and_refuses_past_its_budget(monkeypatch, capsys):
+    """2,048 of 4,096 GPUs (radix 32, 16 of 32 groups in use): refused before issue 34's port of the split,
+    now path classes. Past ``UGAL_ENTRIES_MAX`` the split
+    is refused with its size."""
+    import json
+
+    from tierwise.cli import main
+    from tierwise.netsim import classes
+
+    args = ["simulate", "all-to-all", "--topology", "dragonfly", "--gpus", "4096", "--radix", "32", "--ranks",
+            "2048", "--json"]
+    assert main(args + ["--routing", "adaptive"]) == 0
+    a = json.loads(capsys.readouterr().out)
+    assert main(args + ["--routing", "ecmp"]) == 0
+    e = json.loads(capsys.readouterr().out)
+    assert (a["method"], a["hop_choices"], a["num_ranks_simulated"]) == ("path classes", "hashed+drawn", 2048)
+    # measured 0.0402 s vs ECMP's 0.0418: both held at twice the analytic time by hashed local links (a
+    # radix-32 router's 15), which UGAL's global split does not relieve
+    assert a["analytic_time_s"] < a["time_s"] < e["time_s"]
+    monkeypatch.setattr(classes, "UGAL_ENTRIES_MAX", 1000)
+    fab = build_fabric(TopologySpec(family="dragonfly", gpus=4096, radix=32))
+    with pytest.raises(TopologyError, match=r"UGAL's split of 240 diverted group pairs over 32 groups"):
+        simulate(fab, "all-to-all", 1e8, num_ranks=2048)
 
 
 def _problem(fab, routing="ecmp", seed=1, ranks=None, **kw):

@@ -386,7 +386,9 @@ def _render_sim(con, r: dict) -> None:
     t.add_row("algbw / busbw", f"{format_bandwidth(r['algbw_bytes_per_s'])} / {format_bandwidth(r['busbw_bytes_per_s'])}")
     method = r.get("method", "per flow")
     choices = {"hashed": "ECMP/UGAL next hops counted by the per-flow hash",
-               "drawn": "next-hop counts drawn from the hash's law (over 4,096 ranks)"}.get(r.get("hop_choices"))
+               "drawn": "next-hop counts drawn from the hash's law (over 4,096 ranks)",
+               "hashed+drawn": "minimal pairs counted by the per-flow hash, UGAL's minimal / Valiant split "
+                               "drawn from its law"}.get(r.get("hop_choices"))
     t.add_row("method", f"{method} ({choices})" if method == "path classes" and choices else method)
     if "healthy_time_s" in r:
         t.add_row("healthy fabric", f"{format_time(r['healthy_time_s'])} (x{r['degradation']:.3f})")

@@ -44,8 +44,8 @@ counted by the per-flow router's own hash (:func:`_hashed_global_choices`, chunk
 link carries exactly its per-flow count and the answer is the per-flow one; above it they are drawn as on
 a fat tree (a different draw of the hottest link: measured 0.98-1.01 of the hashed answer at 2,048-16,384
 GPUs, docs/topology.md). Group pairs UGAL sends non-minimally (:func:`tierwise.netsim.routing.dragonfly_ugal`)
-split over many minimal and Valiant sub-paths, each with its own local hops: not aggregated here (the
-caller routes them per flow). Where the fabric or routing is one this module does not model (failures that
+split over minimal and Valiant sub-paths as the per-flow router splits them, their choices drawn
+(:mod:`tierwise.netsim.dragonfly_classes`; measured 0.998-1.005 of per flow, docs/topology.md). Where the fabric or routing is one this module does not model (failures that
 reroute or fail over, rail-only PXN, a switchless mesh, a torus), :func:`class_problem` raises
 :class:`NotAggregated` and the caller simulates per flow.
 """
@@ -56,6 +56,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tierwise.netsim._draws import check_counts, multinomial_rows, pairs_within
+from tierwise.netsim.dragonfly_classes import (
+    UGAL_ENTRIES_MAX,
+    dragonfly_hops,
+    hashed_global_choices,
+    ugal_cells,
+    ugal_pairs,
+)
 from tierwise.netsim.routing import flow_hash, nic_access, splitmix
 from tierwise.topology.graph import Fabric
 
@@ -99,46 +107,22 @@ class ClassProblem:
     num_flows: int
     hop_choices: str = "none"
     """How the hashed next hops were counted: "hashed" (the per-flow hash, below ``HASH_FLOWS_MAX``), "drawn"
-    (above it), or "none" (a fat tree under adaptive routing: link groups make the choice moot)."""
-
-
-def _multinomial_rows(rng, n: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """Row i: Multinomial(n[i], p) (numpy's vectorised multinomial; one probability vector for all rows)."""
-    n = np.asarray(n, dtype=np.int64)
-    return rng.multinomial(n, p) if n.size else np.zeros((0, p.size), dtype=np.int64)
-
-
-def _uniform_counts(rng, n: np.ndarray, count: np.ndarray, width: int) -> np.ndarray:
-    """Row i: Multinomial(n[i], uniform over its first ``count[i]`` of ``width`` choices (count 0 as 1))."""
-    n = np.asarray(n, dtype=np.int64)
-    count = np.maximum(np.asarray(count), 1)
-    out = np.zeros((n.size, width), dtype=np.int64)
-    for c in np.unique(count):
-        rows = np.nonzero(count == c)[0]
-        out[rows, :c] = rng.multinomial(n[rows], np.full(int(c), 1.0 / c))
-    return out
-
-
-def _pairs_within(labels_sorted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """All ordered index pairs (i, j), i == j included, of positions sharing a label (labels sorted)."""
-    if labels_sorted.size == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    starts = np.r_[0, np.nonzero(np.diff(labels_sorted))[0] + 1]
-    k = np.diff(np.r_[starts, labels_sorted.size])
-    sq = k * k
-    g = np.repeat(np.arange(k.size), sq)
-    r = np.arange(int(sq.sum())) - np.repeat(np.cumsum(sq) - sq, sq)
-    return starts[g] + r // k[g], starts[g] + r % k[g]
+    (above it), "hashed+drawn" (hashed, but UGAL's split of diverted dragonfly group pairs drawn), or "none"
+    (a fat tree under adaptive routing: link groups make the choice moot)."""
 
 
 class _Builder:
-    """Accumulates (unit, link-or-lump, flows) entries."""
+    """Accumulates (unit, link-or-lump, flows) entries and each unit's path latency, hop by hop."""
 
-    def __init__(self, num_links: int):
+    def __init__(self, fab: Fabric):
         self.u, self.r, self.w = [], [], []
-        self.num_links = num_links
+        self.fab = fab
+        self.num_links = fab.num_links
         self.flows, self.local = [], []
         self.next_unit = 0
+        self.pending = []  # (units, lat_mean contribution, lat_max contribution) of endpoint lumps
+        self.pending_hops = []  # (per-unit mean, per-unit max) of one fabric hop
+        self.lat_values = np.unique(fab.link_lat)
 
     def new_units(self, flows: np.ndarray, local: bool) -> np.ndarray:
         ids = np.arange(self.next_unit, self.next_unit + flows.size)
@@ -157,6 +141,39 @@ class _Builder:
         self.r.append(np.asarray(res if link else -1 - res, dtype=np.int32))
         self.w.append(np.asarray(flows, dtype=float))
 
+    def hop(self, units, links, flows, unit_flows_total):
+        """Add one hop's entries (``flows`` of each unit on each link) and its latency to the units' path
+        latency: the flow-weighted mean of the hop's latency, and its largest."""
+        units, links, flows = np.broadcast_arrays(np.asarray(units), np.asarray(links), np.asarray(flows, dtype=float))
+        keep = (flows > 0) & (links >= 0)
+        u, lk, f = units[keep], links[keep], flows[keep]
+        self.add(u, lk, f, link=True, filtered=True)
+        lat = self.fab.link_lat[lk]
+        num = unit_flows_total.size
+        mean = np.bincount(u, weights=lat * f, minlength=num) / np.maximum(unit_flows_total, 1e-300)
+        mx = np.zeros(num)
+        if self.lat_values.size == 1:
+            mx[u] = self.lat_values[0]
+        else:
+            for v in self.lat_values:  # ascending: the largest latency a unit's hop has wins
+                mx[u[lat == v]] = v
+        self.pending_hops.append((mean, mx))
+
+    def latencies(self) -> tuple[np.ndarray, np.ndarray]:
+        """(mean, max) path latency of every unit: endpoint lumps plus every fabric hop."""
+        num_units = self.next_unit
+        lat_mean = np.zeros(num_units)
+        lat_max = np.zeros(num_units)
+        for u, m, mx in self.pending:
+            lat_mean += np.bincount(u, weights=m, minlength=num_units)
+            hop_max = np.zeros(num_units)
+            np.maximum.at(hop_max, u, mx)
+            lat_max += hop_max
+        for m, mx in self.pending_hops:
+            lat_mean[: m.size] += m
+            lat_max[: mx.size] += mx
+        return lat_mean, lat_max
+
     def finish(self, link_map: np.ndarray, num_fabric: int, lump_cap: np.ndarray):
         from scipy import sparse
 
@@ -174,15 +191,80 @@ class _Builder:
         return A, link_flows
 
 
+@dataclass
+class _Endpoints:
+    """Endpoint classes of an all-to-all (module docstring) and their lumped NIC / scale-up resources."""
+
+    R: np.ndarray
+    nic: np.ndarray
+    dom_size: int
+    su: bool
+    tree: dict | None
+    edge: np.ndarray
+    cls: np.ndarray
+    cedge: np.ndarray
+    cbundle: np.ndarray
+    csize: np.ndarray
+    num_edges: int
+    num_bundles: int
+    lump_cap: np.ndarray = None
+    lump_links: np.ndarray = None
+    lump_rep: np.ndarray = None
+    first: np.ndarray = None
+    """Position in ``R`` of the first GPU on each NIC in use (``nic[first]`` are the NICs, sorted)."""
+
+    @property
+    def num_classes(self) -> int:
+        return self.cedge.size
+
+
+def _lump(c, kind):
+    """Lump id of class ``c``'s resource ``kind`` (an index of ``LUMP_KINDS``)."""
+    return 4 * np.asarray(c) + kind
+
+
 def class_problem(fab: Fabric, alive: np.ndarray, *, routing: str, seed: int, link_ok: np.ndarray,
                   nics: np.ndarray, link_cap: np.ndarray, hash_flows_max: int | None = None) -> ClassProblem:
     """The path-class instance of a direct all-to-all among GPUs ``alive`` (see the module docstring).
 
     A dragonfly's global-link choices and a fat tree's ECMP next hops are hashed flow by flow (as per flow)
     when the all-to-all has at most ``hash_flows_max`` flows (default ``HASH_FLOWS_MAX``), else drawn
-    (``hash_flows_max=0`` always draws: tests compare the two)."""
+    (``hash_flows_max=0`` always draws: tests compare the two). On a dragonfly under adaptive routing the
+    group pairs UGAL diverts are split as :func:`tierwise.netsim.routing.dragonfly_ugal` splits them
+    (:mod:`tierwise.netsim.dragonfly_classes`)."""
     if hash_flows_max is None:
         hash_flows_max = HASH_FLOWS_MAX
+    ep = _endpoints(fab, alive, link_ok, nics, link_cap)
+    ugal = None
+    if fab.family == "dragonfly" and routing == "adaptive":
+        ugal = ugal_pairs(fab, ep.nic)
+        if ugal_cells(fab, ugal[0]) > UGAL_ENTRIES_MAX:
+            raise NotAggregated(f"UGAL's split of {int(ugal[0].sum()):,} diverted group pairs over "
+                                f"{fab.tables['groups']} groups (more than {UGAL_ENTRIES_MAX:,} cells)")
+    rng = np.random.default_rng([int(seed), 19])
+    bld = _Builder(fab)
+    intra, flows_in = _intra_domain_units(bld, fab, ep)
+    flows_edge = _edge_units(bld, fab, ep, intra)
+    n = ep.R.size
+    hashing = n * (n - 1) <= hash_flows_max
+    flows_far = _bundle_units(bld, fab, ep, intra, rng=rng, routing=routing, seed=seed, hashing=hashing,
+                              ugal=ugal)
+    expected = float(n) * (n - 1)
+    total = flows_in + flows_edge + flows_far
+    if abs(total - expected) > 1e-6 * expected:
+        raise AssertionError(f"path classes hold {total} flows, expected {expected}")
+    if fab.family != "dragonfly" and (routing == "adaptive" or ep.tree["tiers"] == 1):
+        hop_choices = "none"
+    else:
+        hop_choices = "hashed" if hashing else "drawn"
+        if ugal is not None and ugal[0].any() and hashing:
+            hop_choices = "hashed+drawn"
+    return _assemble(bld, fab, ep, routing=routing, link_cap=link_cap, num_flows=int(expected),
+                     hop_choices=hop_choices)
+
+
+def _aggregable(fab: Fabric, alive, link_ok, nics):
+    """(sorted GPUs, their NICs, domain size, NVSwitch scale-up?) or :class:`NotAggregated` with the reason."""
     fam = fab.family
     tb = fab.tables
     single_tree = fam in ("fat-tree", "rail-optimized", "nvl72") and len(tb.get("trees", [])) == 1
@@ -191,7 +273,6 @@ def class_problem(fab: Fabric, alive: np.ndarray, *, routing: str, seed: int, li
     if fab.scale_up not in ("nvswitch", "none"):
         raise NotAggregated(f"a {fab.scale_up} scale-up domain")
     R = np.sort(np.asarray(alive, dtype=np.int64))
-    n = R.size
     nic = nics[R]
     up, down = nic_access(fab)
     if ((nic < 0).any() or (nic != fab.gpu_nic[R]).any() or not link_ok[fab.link_tier >= 2].all()
@@ -201,38 +282,41 @@ def class_problem(fab: Fabric, alive: np.ndarray, *, routing: str, seed: int, li
     su = fab.scale_up == "nvswitch" and dom_size > 1
     if su and not (link_ok[tb["gpu_up"][R]] & link_ok[tb["gpu_down"][R]]).all():
         raise NotAggregated("failed scale-up links")
-    if fam == "dragonfly" and routing == "adaptive" and _ugal_diverts(fab, nic):
-        raise NotAggregated("UGAL's non-minimal split of hot group pairs")
-    rng = np.random.default_rng([int(seed), 19])
+    return R, nic, dom_size, su
 
-    # --- endpoint classes -----------------------------------------------------------------------------
-    if fam == "dragonfly":
+
+def _endpoints(fab: Fabric, alive, link_ok, nics, link_cap) -> _Endpoints:
+    """Endpoint classes: GPUs behind one edge switch with the same alive GPUs per domain and per NIC."""
+    R, nic, dom_size, su = _aggregable(fab, alive, link_ok, nics)
+    tb = fab.tables
+    tree = None
+    if fab.family == "dragonfly":
         edge = tb["nic_router"][nic]
-        a_df = tb["a"]
-        bundle_of = lambda e: e // a_df  # noqa: E731
-        num_edges = tb["groups"] * a_df
+        bundle_of, num_edges = (lambda e: e // tb["a"]), tb["groups"] * tb["a"]
     else:
         tree = tb["trees"][0]
         edge = tree["nic_leaf"][nic]
-        tiers = tree["tiers"]
         half = tree["k"] // 2
-        bundle_of = (lambda e: e // half) if tiers == 3 else (lambda e: e)  # noqa: E731
+        bundle_of = {1: np.zeros_like, 2: lambda e: e, 3: lambda e: e // half}[tree["tiers"]]
         num_edges = tree["num_leaves"]
-        if tiers == 1:
-            bundle_of = lambda e: np.zeros_like(e)  # noqa: E731
     dom = R // dom_size
     dcount = np.bincount(dom)[dom]
     ncount = np.bincount(nic)[nic]
     keys, cls = np.unique(np.stack([edge, dcount, ncount], axis=1), axis=0, return_inverse=True)
     cls = cls.ravel()
-    C = keys.shape[0]
-    cedge = keys[:, 0]
-    cbundle = bundle_of(cedge)
-    B = int(cbundle.max()) + 1
-    csize = np.bincount(cls, minlength=C).astype(float)
+    cbundle = bundle_of(keys[:, 0])
+    ep = _Endpoints(R=R, nic=nic, dom_size=dom_size, su=su, tree=tree, edge=edge, cls=cls, cedge=keys[:, 0],
+                    cbundle=cbundle, csize=np.bincount(cls, minlength=keys.shape[0]).astype(float),
+                    num_edges=num_edges, num_bundles=int(cbundle.max()) + 1)
+    _lumps(fab, ep, link_cap)
+    return ep
 
-    # lumped endpoint resources: 4 per class (access up, access down, scale-up up, scale-up down)
-    un, first = np.unique(nic, return_index=True)
+
+def _lumps(fab: Fabric, ep: _Endpoints, link_cap) -> None:
+    """Lumped endpoint resources, 4 per class (``LUMP_KINDS``): capacity, links lumped, a representative."""
+    C, cls = ep.num_classes, ep.cls
+    up, down = nic_access(fab)
+    un, first = np.unique(ep.nic, return_index=True)
     lump_cap = np.zeros((C, 4))
     lump_links = np.zeros((C, 4), dtype=np.int64)
     lump_cap[:, 0] = np.bincount(cls[first], weights=link_cap[up[un]], minlength=C)
@@ -241,182 +325,145 @@ def class_problem(fab: Fabric, alive: np.ndarray, *, routing: str, seed: int, li
     lump_rep = np.zeros((C, 4), dtype=np.int64)
     lump_rep[cls[first], 0] = up[un]
     lump_rep[cls[first], 1] = down[un]
-    if su:
-        lump_cap[:, 2] = np.bincount(cls, weights=link_cap[tb["gpu_up"][R]], minlength=C)
-        lump_cap[:, 3] = np.bincount(cls, weights=link_cap[tb["gpu_down"][R]], minlength=C)
-        lump_links[:, 2] = lump_links[:, 3] = csize
-        lump_rep[cls, 2] = tb["gpu_up"][R]
-        lump_rep[cls, 3] = tb["gpu_down"][R]
+    if ep.su:
+        gu, gd = fab.tables["gpu_up"][ep.R], fab.tables["gpu_down"][ep.R]
+        lump_cap[:, 2] = np.bincount(cls, weights=link_cap[gu], minlength=C)
+        lump_cap[:, 3] = np.bincount(cls, weights=link_cap[gd], minlength=C)
+        lump_links[:, 2] = lump_links[:, 3] = ep.csize
+        lump_rep[cls, 2] = gu
+        lump_rep[cls, 3] = gd
+    ep.lump_cap, ep.lump_links, ep.lump_rep, ep.first = lump_cap, lump_links, lump_rep, first
 
-    def lump(c, kind):
-        return 4 * np.asarray(c) + kind
 
-    bld = _Builder(fab.num_links)
-    pending = []  # (units, lat_mean contribution, lat_max contribution)
-    pending_hops = []  # (per-unit mean, per-unit max) of one hop
-
-    lat_values = np.unique(fab.link_lat)
-
-    def hop(units, links, flows, unit_flows_total):
-        """Add one hop's entries and its latency to the units' path latency."""
-        units, links, flows = np.broadcast_arrays(np.asarray(units), np.asarray(links), np.asarray(flows, dtype=float))
-        keep = (flows > 0) & (links >= 0)
-        u, lk, f = units[keep], links[keep], flows[keep]
-        bld.add(u, lk, f, link=True, filtered=True)
-        lat = fab.link_lat[lk]
-        num = unit_flows_total.size
-        mean = np.bincount(u, weights=lat * f, minlength=num) / np.maximum(unit_flows_total, 1e-300)
-        mx = np.zeros(num)
-        if lat_values.size == 1:
-            mx[u] = lat_values[0]
-        else:
-            for v in lat_values:  # ascending: the largest latency a unit's hop has wins
-                mx[u[lat == v]] = v
-        pending_hops.append((mean, mx))
-
-    # --- intra-domain flows: per pair of classes sharing domains -------------------------------------------
+def _intra_domain_units(bld: _Builder, fab: Fabric, ep: _Endpoints):
+    """Intra-domain flows, one unit per pair of classes sharing domains. Returns ((d1, d2, flows, CSR of
+    them), flows placed)."""
     from scipy import sparse
 
-    dom_idx = np.unique(dom, return_inverse=True)[1].ravel()
+    C, cls, n = ep.num_classes, ep.cls, ep.R.size
+    dom_idx = np.unique(ep.R // ep.dom_size, return_inverse=True)[1].ravel()
     M = sparse.csr_matrix((np.ones(n), (dom_idx, cls)), shape=(int(dom_idx.max()) + 1, C))
-    D = (M.T @ M).tocsr() - sparse.diags(csize)
-    D = D.tocoo()
+    D = ((M.T @ M).tocsr() - sparse.diags(ep.csize)).tocoo()
     keepD = D.data > 0.5
     d1, d2, dv = D.row[keepD], D.col[keepD], D.data[keepD]
-    total_flows = 0.0
-    if su and dv.size:
+    placed = 0.0
+    if ep.su and dv.size:
         uid = bld.new_units(dv, local=True)
-        bld.add(uid, lump(d1, 2), dv, link=False)
-        bld.add(uid, lump(d2, 3), dv, link=False)
-        pending.append((uid, fab.link_lat[lump_rep[d1, 2]] + fab.link_lat[lump_rep[d2, 3]],
-                        fab.link_lat[lump_rep[d1, 2]] + fab.link_lat[lump_rep[d2, 3]]))
-        total_flows += dv.sum()
+        bld.add(uid, _lump(d1, 2), dv, link=False)
+        bld.add(uid, _lump(d2, 3), dv, link=False)
+        lat = fab.link_lat[ep.lump_rep[d1, 2]] + fab.link_lat[ep.lump_rep[d2, 3]]
+        bld.pending.append((uid, lat, lat))
+        placed = float(dv.sum())
     Dcsr = sparse.csr_matrix((dv, (d1, d2)), shape=(C, C)) if dv.size else sparse.csr_matrix((C, C))
+    return (d1, d2, dv, Dcsr), placed
 
-    def dlook(i, j):
-        return np.asarray(Dcsr[i, j]).ravel() if i.size else np.zeros(0)
 
-    # --- cross-domain flows inside one edge switch: one unit per edge -------------------------------------
-    order = np.argsort(cedge, kind="stable")
-    i, j = _pairs_within(cedge[order])
+def _edge_units(bld: _Builder, fab: Fabric, ep: _Endpoints, intra) -> float:
+    """Cross-domain flows inside one edge switch: one unit per edge. Returns the flows placed."""
+    Dcsr = intra[3]
+    csize, rep = ep.csize, ep.lump_rep
+    order = np.argsort(ep.cedge, kind="stable")
+    i, j = pairs_within(ep.cedge[order])
     i, j = order[i], order[j]
-    X = csize[i] * csize[j] - np.where(i == j, csize[i], 0.0) - dlook(i, j)
+    X = csize[i] * csize[j] - np.where(i == j, csize[i], 0.0) - (np.asarray(Dcsr[i, j]).ravel() if i.size else 0.0)
     X = np.maximum(X, 0.0)
-    ue, e_inv = np.unique(cedge[i], return_inverse=True)
+    ue, e_inv = np.unique(ep.cedge[i], return_inverse=True)
     per_edge = np.bincount(e_inv, weights=X, minlength=ue.size)
     has = per_edge > 0
-    if has.any():
-        uid_of_edge = np.full(ue.size, -1, dtype=np.int64)
-        uid_of_edge[has] = bld.new_units(per_edge[has], local=False)
-        uu = uid_of_edge[e_inv]
-        bld.add(uu, lump(i, 0), X, link=False)
-        bld.add(uu, lump(j, 1), X, link=False)
-        lat = fab.link_lat[lump_rep[i, 0]] + fab.link_lat[lump_rep[j, 1]]
-        pending.append((uu[X > 0], (lat * X / np.maximum(per_edge[e_inv], 1))[X > 0], lat[X > 0]))
-        total_flows += X.sum()
+    if not has.any():
+        return 0.0
+    uid_of_edge = np.full(ue.size, -1, dtype=np.int64)
+    uid_of_edge[has] = bld.new_units(per_edge[has], local=False)
+    uu = uid_of_edge[e_inv]
+    bld.add(uu, _lump(i, 0), X, link=False)
+    bld.add(uu, _lump(j, 1), X, link=False)
+    lat = fab.link_lat[rep[i, 0]] + fab.link_lat[rep[j, 1]]
+    bld.pending.append((uu[X > 0], (lat * X / np.maximum(per_edge[e_inv], 1))[X > 0], lat[X > 0]))
+    return float(X.sum())
 
-    # --- cross-switch flows: one unit per pair of bundles ----------------------------------------------
-    esize = np.bincount(cedge, weights=csize, minlength=num_edges)
+
+def _bundle_margins(ep: _Endpoints, intra):
+    """Flows between bundles: N_cb[class, bundle] (to GPUs of the bundle behind other edge switches, less
+    intra-domain ones), N_bc[bundle, class], and N_bb[bundle, bundle]."""
+    d1, d2, dv, _ = intra
+    B, csize, cedge, cbundle = ep.num_bundles, ep.csize, ep.cedge, ep.cbundle
+    esize = np.bincount(cedge, weights=csize, minlength=ep.num_edges)
     bsize = np.bincount(cbundle, weights=csize, minlength=B)
-    # N_cb[c, b]: flows from class c to GPUs of bundle b behind other edge switches, minus intra-domain ones
-    N_cb = csize[:, None] * (bsize[None, :] - np.where(cbundle[:, None] == np.arange(B)[None, :],
-                                                       esize[cedge][:, None], 0.0))
-    N_bc = csize[None, :] * (bsize[:, None] - np.where(cbundle[None, :] == np.arange(B)[:, None],
-                                                       esize[cedge][None, :], 0.0))
+    own = cbundle[:, None] == np.arange(B)[None, :]
+    N_cb = csize[:, None] * (bsize[None, :] - np.where(own, esize[cedge][:, None], 0.0))
+    N_bc = csize[None, :] * (bsize[:, None] - np.where(own.T, esize[cedge][None, :], 0.0))
     cross = cedge[d1] != cedge[d2]
     if cross.any():
         np.subtract.at(N_cb, (d1[cross], cbundle[d2[cross]]), dv[cross])
         np.subtract.at(N_bc, (cbundle[d1[cross]], d2[cross]), dv[cross])
     N_bb = np.zeros((B, B))
     np.add.at(N_bb, cbundle, N_cb)
-    b1, b2 = np.nonzero(N_bb > 0.5)
-    hashing = n * (n - 1) <= hash_flows_max
-    hop_choices = "none" if fam != "dragonfly" and (routing == "adaptive" or tree["tiers"] == 1) else (
-        "hashed" if hashing else "drawn")
-    if b1.size:
-        uid_bb = np.full((B, B), -1, dtype=np.int64)
-        uid_bb[b1, b2] = bld.new_units(N_bb[b1, b2], local=False)
-        flows_tot = np.zeros(bld.next_unit)
-        flows_tot[uid_bb[b1, b2]] = N_bb[b1, b2]
-        # endpoint lumps
-        cc, bb = np.nonzero(N_cb > 0)
-        uu = uid_bb[cbundle[cc], bb]
-        bld.add(uu, lump(cc, 0), N_cb[cc, bb], link=False)
-        pending.append((uu, fab.link_lat[lump_rep[cc, 0]] * N_cb[cc, bb] / flows_tot[uu], fab.link_lat[lump_rep[cc, 0]]))
-        bb, cc = np.nonzero(N_bc > 0)
-        uu = uid_bb[bb, cbundle[cc]]
-        bld.add(uu, lump(cc, 1), N_bc[bb, cc], link=False)
-        pending.append((uu, fab.link_lat[lump_rep[cc, 1]] * N_bc[bb, cc] / flows_tot[uu], fab.link_lat[lump_rep[cc, 1]]))
-        # edge-level marginals
-        N_eb = np.zeros((num_edges, B))
-        np.add.at(N_eb, cedge, N_cb)
-        N_be = np.zeros((B, num_edges))
-        np.add.at(N_be, (slice(None), cedge), N_bc)
-        if fam == "dragonfly":
-            hashed = dict(R=R, router=edge, dom_size=dom_size if su else 1, seed=seed) if hashing else None
-            _dragonfly_hops(fab, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, csize, cedge, cbundle, Dcsr,
-                            flows_tot, hashed)
-        else:
-            th = None
-            if hop_choices == "hashed":
-                th = _hashed_tree_choices(tree, R, edge, dom_size if su else 1, seed)
-            _tree_hops(tree, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, flows_tot, hashed=th)
-        total_flows += N_bb[b1, b2].sum()
+    return N_cb, N_bc, N_bb
 
-    # --- assemble ---------------------------------------------------------------------------------------
-    num_units = bld.next_unit
-    lat_mean = np.zeros(num_units)
-    lat_max = np.zeros(num_units)
-    for u, m, mx in pending:
-        lat_mean += np.bincount(u, weights=m, minlength=num_units)
-        hop_max = np.zeros(num_units)
-        np.maximum.at(hop_max, u, mx)
-        lat_max += hop_max
-    for m, mx in pending_hops:
-        lat_mean[: m.size] += m
-        lat_max[: mx.size] += mx
+
+def _bundle_units(bld: _Builder, fab: Fabric, ep: _Endpoints, intra, *, rng, routing, seed, hashing,
+                  ugal) -> float:
+    """Cross-switch flows: one unit per pair of bundles, endpoint lumps then fabric hops. Returns the flows."""
+    N_cb, N_bc, N_bb = _bundle_margins(ep, intra)
+    b1, b2 = np.nonzero(N_bb > 0.5)
+    if not b1.size:
+        return 0.0
+    B, cbundle, cedge, rep = ep.num_bundles, ep.cbundle, ep.cedge, ep.lump_rep
+    uid_bb = np.full((B, B), -1, dtype=np.int64)
+    uid_bb[b1, b2] = bld.new_units(N_bb[b1, b2], local=False)
+    flows_tot = np.zeros(bld.next_unit)
+    flows_tot[uid_bb[b1, b2]] = N_bb[b1, b2]
+    c1, bb1 = np.nonzero(N_cb > 0)
+    bb2, c2 = np.nonzero(N_bc > 0)
+    for kind, c, uu, f in ((0, c1, uid_bb[cbundle[c1], bb1], N_cb[c1, bb1]),
+                           (1, c2, uid_bb[bb2, cbundle[c2]], N_bc[bb2, c2])):
+        bld.add(uu, _lump(c, kind), f, link=False)
+        lat = fab.link_lat[rep[c, kind]]
+        bld.pending.append((uu, lat * f / flows_tot[uu], lat))
+    N_eb = np.zeros((ep.num_edges, B))
+    np.add.at(N_eb, cedge, N_cb)
+    N_be = np.zeros((B, ep.num_edges))
+    np.add.at(N_be, (slice(None), cedge), N_bc)
+    units = (uid_bb, b1, b2)
+    if fab.family == "dragonfly":
+        hashed = None
+        if hashing:
+            minimal = ~ugal[0] if ugal is not None else np.ones((B, B), dtype=bool)
+            hashed = hashed_global_choices(fab, ep.R, ep.edge, ep.dom_size if ep.su else 1, seed, minimal)
+        dragonfly_hops(fab, rng, bld.hop, units, margins=(N_eb, N_be, intra[3]),
+                       classes=(ep.csize, cedge, cbundle), flows_tot=flows_tot, hashed=hashed, ugal=ugal)
+    else:
+        th = None
+        if hashing and routing != "adaptive" and ep.tree["tiers"] > 1:
+            th = _hashed_tree_choices(ep.tree, ep.R, ep.edge, ep.dom_size if ep.su else 1, seed)
+        _tree_hops(ep.tree, rng, bld.hop, units, margins=(N_eb, N_be, N_bb), flows_tot=flows_tot, hashed=th)
+    return float(N_bb[b1, b2].sum())
+
+
+def _assemble(bld: _Builder, fab: Fabric, ep: _Endpoints, *, routing, link_cap, num_flows, hop_choices):
+    """The max-min instance: fabric links (ECMP) or link groups (adaptive), then the lumps."""
+    lat_mean, lat_max = bld.latencies()
     if routing == "adaptive":
         link_map, fcap = fab.link_group, fab.group_capacity(link_cap)
     else:
         link_map, fcap = np.arange(fab.num_links), link_cap
-    A, link_flows = bld.finish(link_map, fcap.size, lump_cap.ravel())
-    unit_paths = np.ones(num_units)
+    A, link_flows = bld.finish(link_map, fcap.size, ep.lump_cap.ravel())
+    C, cls, first = ep.num_classes, ep.cls, ep.first
+    up, down = nic_access(fab)
+    un = ep.nic[first]
     # a lump's links carry equal shares of its flows (its GPUs / NICs are alike)
-    per_link = (np.asarray(A[fcap.size:].sum(axis=1)).ravel() / np.maximum(lump_links.ravel(), 1)).reshape(C, 4)
+    per_link = (np.asarray(A[fcap.size:].sum(axis=1)).ravel() / np.maximum(ep.lump_links.ravel(), 1)).reshape(C, 4)
     link_flows[up[un]] = per_link[cls[first], 0]
     link_flows[down[un]] = per_link[cls[first], 1]
-    if su:
-        link_flows[tb["gpu_up"][R]] = per_link[cls, 2]
-        link_flows[tb["gpu_down"][R]] = per_link[cls, 3]
-    expected = float(n) * (n - 1)
-    if abs(total_flows - expected) > 1e-6 * expected:
-        raise AssertionError(f"path classes hold {total_flows} flows, expected {expected}")
-    return ClassProblem(A=A, cap=np.r_[fcap, lump_cap.ravel()], num_fabric=fcap.size,
-                        lump_kind=np.tile(np.arange(4), C), lump_edge=np.repeat(fab.link_dst[lump_rep[:, 0]], 4),
-                        lump_links=lump_links.ravel(),
-                        unit_flows=np.concatenate(bld.flows), unit_local=np.concatenate(bld.local),
-                        unit_lat_mean=lat_mean, unit_lat_max=lat_max, unit_paths=unit_paths, link_flows=link_flows,
-                        num_flows=int(expected), hop_choices=hop_choices)
-
-
-def _ugal_diverts(fab: Fabric, nic: np.ndarray) -> bool:
-    """True when UGAL (:func:`tierwise.netsim.routing.dragonfly_ugal`) sends some group pair of this
-    all-to-all non-minimally: its flows per global link exceed twice the fabric-wide average."""
-    tb = fab.tables
-    g = tb["groups"]
-    if g < 3:
-        return False
-    gsz = np.bincount(tb["nic_router"][nic] // tb["a"], minlength=g).astype(float)
-    flows = np.outer(gsz, gsz)
-    np.fill_diagonal(flows, 0.0)
-    l_avg = flows.sum() / tb["glob_count"].sum()
-    return bool((flows / np.maximum(tb["glob_count"], 1) > 2 * l_avg).any())
-
-
-def _check_counts(counts: np.ndarray, totals: np.ndarray) -> None:
-    """Hashed or drawn, a row's choices hold exactly the row's flows."""
-    if not np.array_equal(counts.sum(axis=1), np.asarray(totals).astype(np.int64)):
-        raise AssertionError("path classes' hop choices do not add up to the flows they split")
+    if ep.su:
+        link_flows[fab.tables["gpu_up"][ep.R]] = per_link[cls, 2]
+        link_flows[fab.tables["gpu_down"][ep.R]] = per_link[cls, 3]
+    return ClassProblem(A=A, cap=np.r_[fcap, ep.lump_cap.ravel()], num_fabric=fcap.size,
+                        lump_kind=np.tile(np.arange(4), C), lump_edge=np.repeat(fab.link_dst[ep.lump_rep[:, 0]], 4),
+                        lump_links=ep.lump_links.ravel(), unit_flows=np.concatenate(bld.flows),
+                        unit_local=np.concatenate(bld.local), unit_lat_mean=lat_mean, unit_lat_max=lat_max,
+                        unit_paths=np.ones(bld.next_unit), link_flows=link_flows, num_flows=num_flows,
+                        hop_choices=hop_choices)
 
 
 def _hashed_tree_choices(tree, R, leaf, dom_size, seed, chunk: int = 1 << 18):
@@ -466,18 +513,20 @@ def _hashed_tree_choices(tree, R, leaf, dom_size, seed, chunk: int = 1 << 18):
     return out[0].reshape(L, P, u), out[1].reshape(P, P, u, half), out[2].reshape(P, L, u)
 
 
-def _tree_hops(tree, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, flows_tot, hashed=None):
-    """Leaf -> (agg -> core -> agg) -> leaf hops of every bundle-pair unit (module docstring); ``hashed``
-    (from :func:`_hashed_tree_choices`) replaces the draws by the per-flow hash's counts."""
+def _tree_hops(tree, rng, hop, units, *, margins, flows_tot, hashed=None):
+    """Leaf -> (agg -> core -> agg) -> leaf hops of every bundle-pair unit ``units = (uid_bb, b1, b2)``
+    (module docstring), ``margins = (N_eb, N_be, N_bb)``; ``hashed`` (from :func:`_hashed_tree_choices`)
+    replaces the draws by the per-flow hash's counts."""
+    (uid_bb, b1, b2), (N_eb, N_be, N_bb) = units, margins
     tiers, u = tree["tiers"], tree["u"]
     if tiers == 1:
         return
     if tiers == 2:
         # bundles are leaves: a flow picks spine a uniformly; leaf_up[l1, a] and spine_down[a, l2]
         N = N_bb[b1, b2]
-        cnt = (_multinomial_rows(rng, N.astype(np.int64), np.full(u, 1.0 / u)) if hashed is None
+        cnt = (multinomial_rows(rng, N.astype(np.int64), np.full(u, 1.0 / u)) if hashed is None
                else hashed[0][b1, b2])
-        _check_counts(cnt, N)
+        check_counts(cnt, N)
         uu = uid_bb[b1, b2][:, None]
         a = np.arange(u)[None, :]
         hop(uu, tree["leaf_up"][b1[:, None], a], cnt, flows_tot)
@@ -496,8 +545,8 @@ def _tree_hops(tree, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, flows_tot, hash
     rows_u = np.repeat(unit_idx, k)
     rows_l = starts[b1][rows_u] + (np.arange(int(k.sum())) - np.repeat(np.cumsum(k) - k, k))
     n1 = N_eb[rows_l, b2[rows_u]].astype(np.int64)
-    c1 = _multinomial_rows(rng, n1, np.full(u, 1.0 / u)) if hashed is None else hashed[0][rows_l, b2[rows_u]]
-    _check_counts(c1, n1)
+    c1 = multinomial_rows(rng, n1, np.full(u, 1.0 / u)) if hashed is None else hashed[0][rows_l, b2[rows_u]]
+    check_counts(c1, n1)
     uid = uid_bb[b1, b2]
     a = np.arange(u)[None, :]
     hop(uid[rows_u][:, None], tree["leaf_up"][rows_l[:, None], a], c1, flows_tot)
@@ -509,9 +558,9 @@ def _tree_hops(tree, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, flows_tot, hash
         ui = np.nonzero(inter)[0]
         ru = np.repeat(ui, u)
         ra = np.tile(np.arange(u), ui.size)
-        c2 = (_multinomial_rows(rng, Na[ru, ra], np.full(half, 1.0 / half)) if hashed is None
+        c2 = (multinomial_rows(rng, Na[ru, ra], np.full(half, 1.0 / half)) if hashed is None
               else hashed[1][b1[ru], b2[ru], ra])
-        _check_counts(c2, Na[ru, ra])
+        check_counts(c2, Na[ru, ra])
         j = np.arange(half)[None, :]
         hop(uid[ru][:, None], tree["agg_up"][b1[ru][:, None], ra[:, None], j], c2, flows_tot)
         hop(uid[ru][:, None], tree["core_down"][ra[:, None], j // trunk, b2[ru][:, None], j % trunk], c2, flows_tot)
@@ -521,108 +570,6 @@ def _tree_hops(tree, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, flows_tot, hash
     rows_u2 = np.repeat(unit_idx, k2)
     rows_l2 = starts[b2][rows_u2] + (np.arange(int(k2.sum())) - np.repeat(np.cumsum(k2) - k2, k2))
     n3 = N_be[b1[rows_u2], rows_l2].astype(np.int64)
-    c3 = _multinomial_rows(rng, n3, np.full(u, 1.0 / u)) if hashed is None else hashed[2][b1[rows_u2], rows_l2]
-    _check_counts(c3, n3)
+    c3 = multinomial_rows(rng, n3, np.full(u, 1.0 / u)) if hashed is None else hashed[2][b1[rows_u2], rows_l2]
+    check_counts(c3, n3)
     hop(uid[rows_u2][:, None], tree["agg_down"][b2[rows_u2][:, None], a, (rows_l2 % half)[:, None]], c3, flows_tot)
-
-
-def _dragonfly_hops(fab, rng, hop, uid_bb, b1, b2, N_eb, N_be, N_bb, csize, cedge, cbundle, Dcsr, flows_tot,
-                    hashed=None):
-    """local -> global -> local hops of every group-pair unit (module docstring); ``hashed`` (GPUs, their
-    routers, domain size, seed) counts the minimal pairs' global-link choices by the per-flow hash instead
-    of drawing them (:func:`_hashed_global_choices`)."""
-    tb = fab.tables
-    a, g, base = tb["a"], tb["groups"], tb["router_base"]
-    same = b1 == b2
-    uid = uid_bb[b1, b2]
-    # same group, different routers: one local hop, flows per router pair
-    if same.any():
-        order = np.argsort(cbundle, kind="stable")
-        i, j = _pairs_within(cbundle[order])
-        i, j = order[i], order[j]
-        diff = cedge[i] != cedge[j]
-        i, j = i[diff], j[diff]
-        X = csize[i] * csize[j] - (np.asarray(Dcsr[i, j]).ravel() if i.size else 0.0)
-        gg = cbundle[i]
-        hop(uid_bb[gg, gg], tb["local"][gg, cedge[i] % a, cedge[j] % a], X, flows_tot)
-    x = np.nonzero(~same)[0]
-    if not x.size:
-        return
-    G1, G2 = b1[x], b2[x]
-    M = tb["glob"].shape[2]
-    cnt = np.maximum(tb["glob_count"][G1, G2], 1)
-    if hashed is not None:
-        T1, T2 = _hashed_global_choices(fab, hashed["R"], hashed["router"], hashed["dom_size"], hashed["seed"],
-                                        np.ones((g, g), dtype=bool))
-    # first hop: per (unit, source router) a global link m uniform; local link to that link's router
-    ru = np.repeat(np.arange(x.size), a)
-    rr = G1[ru] * a + np.tile(np.arange(a), x.size)
-    if hashed is None:
-        c1 = _uniform_counts(rng, N_eb[rr, G2[ru]], cnt[ru], M)
-    else:
-        c1 = T1[rr, G2[ru]]
-        _check_counts(c1, N_eb[rr, G2[ru]])
-    glink = tb["glob"][G1[:, None], G2[:, None], np.arange(M)[None, :]]
-    gsafe = np.maximum(glink, 0)
-    r1 = fab.link_src[gsafe] - base
-    r2 = fab.link_dst[gsafe] - base
-    loc1 = np.where(r1[ru] != rr[:, None], tb["local"][G1[ru][:, None], rr[:, None] % a, r1[ru] % a], -1)
-    hop(uid[x][ru][:, None], loc1, c1, flows_tot)
-    Nm = np.zeros((x.size, M), dtype=np.int64)
-    np.add.at(Nm, ru, c1)
-    hop(uid[x][:, None], glink, Nm, flows_tot)
-    # last hop: per (unit, destination router), global link m uniform; local link from its far router
-    rd = np.repeat(np.arange(x.size), a)
-    rt = G2[rd] * a + np.tile(np.arange(a), x.size)
-    if hashed is None:
-        c3 = _uniform_counts(rng, N_be[G1[rd], rt], cnt[rd], M)
-    else:
-        c3 = T2[G1[rd], :, rt]
-        _check_counts(c3, N_be[G1[rd], rt])
-    far = r2[rd]
-    loc3 = np.where(far != rt[:, None], tb["local"][G2[rd][:, None], far % a, rt[:, None] % a], -1)
-    hop(uid[x][rd][:, None], loc3, c3, flows_tot)
-
-
-def _hashed_global_choices(fab, R, router, dom_size, seed, minimal, chunk: int = 1 << 18):
-    """Per-flow global-link choices of a dragonfly all-to-all among GPUs ``R``, counted, not drawn.
-
-    :func:`tierwise.netsim.routing.route` sends a flow from GPU s (router rs, group G) to GPU t (router rt,
-    group H) over global link ``m = hash(s, t, seed) mod glob_count[G, H]``, crossing the local links
-    rs -> (m's router in G) and (m's router in H) -> rt. Here every such flow of a ``minimal[G, H]`` group
-    pair (UGAL's Valiant pairs apart; intra-domain flows apart, they take the scale-up path) is hashed by
-    the same function, in chunks of ``chunk`` flows with reused buffers, and counted: ``T1[rs, H, m]`` and
-    ``T2[G, m, rt]``, the only two margins the units' hop entries need. Every link then carries exactly the
-    per-flow count. About 30 ns a flow on one core (0.5 s for 4,096 ranks), hence the ``HASH_FLOWS_MAX``
-    limit above which the counts are drawn."""
-
-    tb = fab.tables
-    a, g = tb["a"], tb["groups"]
-    M = tb["glob"].shape[2]
-    nr = g * a
-    cnt = np.maximum(tb["glob_count"], 1).astype(np.uint64)
-    grp = router // a
-    n = R.size
-    T1 = np.zeros(nr * g * M, dtype=np.int64)
-    T2 = np.zeros(g * M * nr, dtype=np.int64)
-    rows = max(1, chunk // n)
-    z = np.empty(rows * n, dtype=np.uint64)
-    tmp = np.empty_like(z)
-    t_gpu, t_grp = np.tile(R, rows), np.tile(grp, rows)
-    t_router, t_dom = np.tile(router, rows), np.tile(R // dom_size, rows)
-    for start in range(0, n, rows):
-        k = min(rows, n - start)
-        size = k * n
-        s_gpu = np.repeat(R[start:start + k], n)
-        h = flow_hash(s_gpu, t_gpu[:size], seed, 0, out=z[:size], tmp=tmp[:size])
-        gs = np.repeat(grp[start:start + k], n)
-        gt = t_grp[:size]
-        keep = minimal[gs, gt] & (gs != gt)
-        if dom_size > 1:
-            keep &= (s_gpu // dom_size) != t_dom[:size]
-        gs, gt = gs[keep], gt[keep]
-        m = (h[keep] % cnt[gs, gt]).astype(np.int64)
-        rs = np.repeat(router[start:start + k], n)[keep]
-        T1 += np.bincount((rs * g + gt) * M + m, minlength=T1.size)
-        T2 += np.bincount((gs * M + m) * nr + t_router[:size][keep], minlength=T2.size)
-    return T1.reshape(nr, g, M), T2.reshape(g, M, nr)

@@ -19,7 +19,7 @@ import numpy as np
 
 from tierwise.topology.graph import Fabric
 
-__all__ = ["splitmix", "effective_nics", "route"]
+__all__ = ["splitmix", "effective_nics", "route", "dragonfly_ugal", "valiant_count", "MIN_SPREAD"]
 
 _M1, _M2, _GOLD = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB), np.uint64(0x9E3779B97F4A7C15)
 
@@ -304,7 +304,7 @@ def dragonfly_ugal(fab: Fabric, src: np.ndarray, dst: np.ndarray, *, seed: int, 
         return rows, frac, paths, ok
     keep_min = 2 * l_avg / l_min[pair[idx]]
     mpaths, mrow = _spread_minimal(fab, (src, dst, s_nic, t_nic), idx, seed, paths.shape[1])
-    k = max(min(num_valiant, _SUBPATH_BUDGET // idx.size - _MIN_SPREAD), min(g - 2, num_valiant), 1)
+    k = valiant_count(idx.size, g, num_valiant)
     rep, vpaths = _spread_valiant(fab, (src, dst, s_nic, t_nic), (idx, gs, gt), k, seed, paths.shape[1])
     vpaths = np.vstack([mpaths, vpaths])
     rep = np.r_[mrow, rep]
@@ -334,8 +334,17 @@ def _spread_valiant(fab: Fabric, flows: tuple, hot: tuple, k: int, seed: int, wi
 
 _MIN_SPREAD = 4
 """Sub-paths a flow's minimal share of a hot group pair takes (hashed global links of the pair)."""
+MIN_SPREAD = _MIN_SPREAD
 _SUBPATH_BUDGET = 1 << 22
 """Most minimal + Valiant sub-paths of hot flows :func:`dragonfly_ugal` builds (4M rows of link ids)."""
+
+
+def valiant_count(hot_flows: int, groups: int, num_valiant: int = 24) -> int:
+    """Valiant sub-paths per hot flow in :func:`dragonfly_ugal`: ``num_valiant``, fewer when the hot flows'
+    sub-paths would pass ``_SUBPATH_BUDGET``, never below ``min(groups - 2, num_valiant)`` (path classes
+    use the same count, :mod:`tierwise.netsim.dragonfly_classes`, so both split a flow alike)."""
+    return max(min(num_valiant, _SUBPATH_BUDGET // max(int(hot_flows), 1) - _MIN_SPREAD),
+               min(groups - 2, num_valiant), 1)
 
 
 def _spread_minimal(fab: Fabric, flows: tuple, idx: np.ndarray, seed: int, width: int):

@@ -4,6 +4,9 @@
   prints the rate from its first byte to its last (bytes/s), the sender waits for the receiver's ack;
 * ``pong HOST PORT N`` / ``ping HOST PORT N``: N one-byte round trips with TCP_NODELAY; the client prints the
   median round trip (s); a collective's step pays a one-way trip, RTT / 2;
+* ``incast-recv HOST PORT BYTES SENDERS`` / ``incast-send HOST PORT BYTES``: a many-to-one (issue 34): the
+  receiver accepts SENDERS connections, starts them together and prints the seconds from its first byte to
+  its last (every sender's BYTES in); the flow-level model says ``SENDERS x BYTES / C`` (netsim/incast.py);
 * ``memcopy BYTES``: the median of 5 ``numpy.copyto`` of a BYTES buffer, printed as read+write bytes/s
   (the rate of the copies torch and gloo make outside their algorithms, :mod:`tierwise.collectives.fitted`).
 
@@ -99,6 +102,59 @@ def ping(host: str, port: int, count: int) -> float:
     return statistics.median(rtts)
 
 
+def incast_recv(host: str, port: int, nbytes: int, senders: int) -> float:
+    """Seconds from the first byte to the last of ``senders`` streams of ``nbytes`` received at once."""
+    import selectors
+
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind((host, port))
+    srv.listen(senders)
+    srv.settimeout(30)
+    conns = [srv.accept()[0] for _ in range(senders)]
+    srv.close()
+    sel = selectors.DefaultSelector()
+    left = {}
+    for c in conns:
+        c.setblocking(False)
+        sel.register(c, selectors.EVENT_READ)
+        left[c] = nbytes
+    for c in conns:  # every sender connected: start them together
+        c.sendall(b"g")
+    buf = bytearray(_CHUNK)
+    start = last = None
+    while left:
+        for key, _ in sel.select(timeout=60):
+            k = key.fileobj.recv_into(buf)
+            if k == 0:
+                raise SystemExit("stream ended early")
+            last = time.perf_counter()
+            start = last if start is None else start
+            left[key.fileobj] -= k
+            if left[key.fileobj] <= 0:
+                sel.unregister(key.fileobj)
+                del left[key.fileobj]
+    for c in conns:
+        c.setblocking(True)
+        c.sendall(b"k")
+        c.close()
+    return last - start
+
+
+def incast_send(host: str, port: int, nbytes: int) -> float:
+    conn = _connect(host, port)
+    conn.recv(1)
+    data = bytes(_CHUNK)
+    sent = 0
+    while sent < nbytes:
+        k = min(_CHUNK, nbytes - sent)
+        conn.sendall(data[:k])
+        sent += k
+    conn.recv(1)
+    conn.close()
+    return 0.0
+
+
 def memcopy(nbytes: int) -> float:
     import numpy as np
 
@@ -118,7 +174,11 @@ def main(argv: list[str]) -> None:
         print(repr(memcopy(int(args[0]))))
         return
     host, port, n = args[0], int(args[1]), int(args[2])
-    fn = {"stream-recv": stream_recv, "stream-send": stream_send, "pong": pong, "ping": ping}[mode]
+    if mode == "incast-recv":
+        print(repr(incast_recv(host, port, n, int(args[3]))))
+        return
+    fn = {"stream-recv": stream_recv, "stream-send": stream_send, "pong": pong, "ping": ping,
+          "incast-send": incast_send}[mode]
     print(repr(fn(host, port, n)))
 
 
