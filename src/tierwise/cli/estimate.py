@@ -185,6 +185,7 @@ def _render_stragglers(console, st: dict | None) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("estimate")
     def estimate_cmd(
+        *,
         ctx: typer.Context,
         scenarios: Annotated[list[str], typer.Argument(help="scenario YAML files (model, cluster, num_gpus, plan)")],
         as_json: Annotated[bool, typer.Option("--json", help="print the JSON document (a result per file under "

@@ -132,6 +132,7 @@ def render_goodput(console, doc: dict) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("goodput")
     def goodput_cmd(
+        *,
         scenario: Annotated[str | None, typer.Argument(help="scenario YAML (model, cluster, num_gpus, plan)")] = None,
         model: Annotated[str | None, typer.Option("--model", help="catalog name, YAML or config.json")] = None,
         cluster: Annotated[str | None, typer.Option("--cluster", help="catalog name or YAML file")] = None,

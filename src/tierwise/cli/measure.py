@@ -84,6 +84,7 @@ def _table_collective(rows: list[dict]):
 
 @measure_app.command("collective")
 def collective(
+    *,
     op: list[str] = typer.Option(["all-reduce"], "--op", help=f"{_OPS}; repeat to measure several"),
     backend: str = typer.Option("gloo", "--backend", help="gloo (CPU) or nccl (GPU)"),
     sizes: str = typer.Option("1KiB:64MiB", "--sizes", help="START:END (x --factor), or a comma list"),
@@ -150,6 +151,7 @@ def collective(
 
 @measure_app.command("ddp")
 def ddp(
+    *,
     ranks: int = typer.Option(2, "--ranks", help="local processes to spawn (ignored under torchrun)"),
     steps: int = typer.Option(7, "--steps", help="measured steps (medians over them; >= 5)"),
     warmup: int = typer.Option(2, "--warmup", help="untimed steps"),

@@ -217,6 +217,7 @@ def _goodput_options(on: bool, failure_rates: str | None, node_failure_rate: flo
 def register(app: typer.Typer) -> None:
     @app.command("plan")
     def plan_cmd(
+        *,
         ctx: typer.Context,
         model: ModelOpt, cluster: ClusterOpt,
         gpus: Annotated[int, typer.Option("--gpus", help="number of GPUs")],
@@ -293,6 +294,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("scale")
     def scale_cmd(
+        *,
         model: ModelOpt, cluster: ClusterOpt,
         gpus: Annotated[str, typer.Option("--gpus", help="doubling range LO:HI, or a comma-separated list")],
         global_batch: BatchOpt = 1024, seq: SeqOpt = 8192, as_json: JsonOpt = False,

@@ -73,6 +73,7 @@ _O = dict(
 def register(app: typer.Typer) -> None:
     @app.command("topo")
     def topo(
+        *,
         family: str = typer.Argument(..., help=_FAMILY_HELP),
         gpus: int = _O["gpus"], gpus_per_node: int = _O["gpus_per_node"], nics_per_node: int = _O["nics_per_node"],
         radix: int = _O["radix"], tiers: int = _O["tiers"], oversubscription: float = _O["oversubscription"],
@@ -130,6 +131,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("simulate")
     def simulate_cmd(
+        *,
         pattern: str = typer.Argument(..., help="all-reduce | all-gather | reduce-scatter | all-to-all | "
                                       "pipeline | permutation | incast"),
         topology: str = typer.Option("fat-tree", "--topology", help=_FAMILY_HELP),

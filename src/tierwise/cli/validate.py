@@ -75,6 +75,7 @@ def render_validation(console, doc: dict) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("validate")
     def validate_cmd(
+        *,
         dataset: Annotated[str | None, typer.Argument(help="calibration CSV (default: the shipped training-runs.csv)")]
         = None,
         source: Annotated[str | None, typer.Option("--source", help="only this source_id")] = None,
