@@ -30,7 +30,8 @@ def main() -> None:
     from scipy.optimize import brentq
 
     from tierwise.estimate.step import estimate
-    from tierwise.specs.plan import PlanBatch, plan_from_mapping
+    from tierwise.specs.plan import PlanBatch
+    from tierwise.specs.plan_mapping import plan_from_mapping
     from tierwise.validate.run import load_cases
 
     case = next(c for c in load_cases() if c.row_id == "441")  # the same model on the same 256-GPU H100 cluster

@@ -19,7 +19,8 @@ from tierwise.specs.compute import (
     unmeasured,
 )
 from tierwise.specs.model import load_model
-from tierwise.specs.plan import PlanBatch, plan_from_mapping, validate_plan_batch
+from tierwise.specs.plan import PlanBatch, validate_plan_batch
+from tierwise.specs.plan_mapping import plan_from_mapping
 
 
 def test_exp2_rate_h100_matches_fa3_and_b300_doubles():

@@ -7,7 +7,8 @@ from tierwise.estimate import estimate
 from tierwise.estimate.compute import memory_bound_bytes_per_s
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.model import load_model, model_from_mapping
-from tierwise.specs.plan import PlanBatch, plan_from_mapping, validate_plan_batch
+from tierwise.specs.plan import PlanBatch, validate_plan_batch
+from tierwise.specs.plan_mapping import plan_from_mapping
 from tierwise.workload.flops import model_shape
 from tierwise.workload.memory import activation_bytes_per_token_per_layer
 

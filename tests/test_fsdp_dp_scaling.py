@@ -19,7 +19,8 @@ from tierwise.parallel.dp import stage_param_counts
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.model import load_model
 from tierwise.specs.parameters import load_parameters
-from tierwise.specs.plan import PlanBatch, plan_from_mapping
+from tierwise.specs.plan import PlanBatch
+from tierwise.specs.plan_mapping import plan_from_mapping
 from tierwise.units import parse_time
 from tierwise.workload.flops import model_shape
 

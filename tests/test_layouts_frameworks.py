@@ -11,7 +11,8 @@ from tierwise.estimate.scenario import estimate_scenario, scenario_from_mapping
 from tierwise.estimate.step import estimate
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.model import load_model
-from tierwise.specs.plan import LAYOUT_RULES, PlanBatch, plan_from_mapping, stage_layout, validate_plan_batch
+from tierwise.specs.plan import LAYOUT_RULES, PlanBatch, stage_layout, validate_plan_batch
+from tierwise.specs.plan_mapping import plan_from_mapping
 
 
 def _layout(num_layers, **arrays):

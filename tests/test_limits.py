@@ -72,7 +72,7 @@ def test_maximums_name_the_bound_in_units():
 
 
 def test_spec_fields_reject_nan_and_absurd_values():
-    from tierwise.specs.plan import plan_from_mapping
+    from tierwise.specs.plan_mapping import plan_from_mapping
 
     base = {"global_batch_size": 64, "seq_length": 4096}
     for key, value, needle in (("tp", math.nan, "tp=nan"), ("tp", 0, "tp=0"), ("pp", 2**63, "pp=9223372036854775808"),

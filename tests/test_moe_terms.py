@@ -9,7 +9,8 @@ from tierwise.parallel.dp import shard_copy_bytes
 from tierwise.parallel.ep import deepep_node_dedup, expert_tokens_per_rank, moe_imbalance
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.model import load_model
-from tierwise.specs.plan import ZERO3_GATHER, PlanBatch, plan_from_mapping, validate_plan_batch
+from tierwise.specs.plan import ZERO3_GATHER, PlanBatch, validate_plan_batch
+from tierwise.specs.plan_mapping import plan_from_mapping
 
 
 def _batch(model, n, **plan):

@@ -10,7 +10,8 @@ from tierwise.collectives.volumes import bus_factor
 from tierwise.estimate import estimate
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.model import load_model
-from tierwise.specs.plan import PlanBatch, plan_from_mapping
+from tierwise.specs.plan import PlanBatch
+from tierwise.specs.plan_mapping import plan_from_mapping
 from tierwise.workload.flops import model_shape
 from tierwise.workload.traffic import layer_traffic
 

@@ -9,7 +9,8 @@ from tierwise.estimate import estimate
 from tierwise.parallel.pp import dualpipe_bubble
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.model import load_model
-from tierwise.specs.plan import PlanBatch, plan_from_mapping, validate_plan_batch
+from tierwise.specs.plan import PlanBatch, validate_plan_batch
+from tierwise.specs.plan_mapping import plan_from_mapping
 
 
 def _plan(model, n, **plan):

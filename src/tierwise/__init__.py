@@ -32,7 +32,7 @@ from tierwise._version import __version__
 _API = {
     "load_model": "tierwise.specs.model",
     "load_cluster": "tierwise.specs.cluster",
-    "plan_from_mapping": "tierwise.specs.plan",
+    "plan_from_mapping": "tierwise.specs.plan_mapping",
     "PlanBatch": "tierwise.specs.plan",
     "TIER_ORDER": "tierwise.hierarchy",
     "tiers": "tierwise.hierarchy",

@@ -9,7 +9,7 @@ import pytest
 from tierwise.goodput import GoodputError, GoodputOptions, failure_model, goodput
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.model import load_model
-from tierwise.specs.plan import plan_from_mapping
+from tierwise.specs.plan_mapping import plan_from_mapping
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,8 @@ from tierwise.estimate import estimate
 from tierwise.measure.calibrate import calibrate, write_yaml
 from tierwise.specs.cluster import cluster_from_mapping, load_cluster
 from tierwise.specs.model import load_model
-from tierwise.specs.plan import PlanBatch, plan_from_mapping
+from tierwise.specs.plan import PlanBatch
+from tierwise.specs.plan_mapping import plan_from_mapping
 
 
 def gemm_row(m, n, k, tflops, dtype="bfloat16"):

@@ -171,7 +171,8 @@ def test_tabulated_collectives_match_the_collective_model():
     assert [float(x.bytes) for x in r["ep"]] == [100 * 2 * m.hidden_size * w for w in (1.0, 2.0)]
     assert all(float(x.counts["forward"]) == 1 and int(x.size) == 4 for x in r["ep"])
     # the same TP records as a training forward of the same tokens without sequence parallelism
-    from tierwise.specs.plan import PlanBatch, plan_from_mapping
+    from tierwise.specs.plan import PlanBatch
+    from tierwise.specs.plan_mapping import plan_from_mapping
     from tierwise.workload.flops import model_shape
     from tierwise.workload.traffic import layer_traffic
 

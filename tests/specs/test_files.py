@@ -15,7 +15,7 @@ from tierwise.files import MAX_SPEC_BYTES, load_json, load_yaml, read_user_text,
 from tierwise.measure.nccl_log import read_text as read_log
 from tierwise.specs.catalog import load_yaml_file
 from tierwise.specs.model import load_model, model_from_hf_config
-from tierwise.specs.plan import plan_from_mapping
+from tierwise.specs.plan_mapping import plan_from_mapping
 from tierwise.topology.costs import load_prices
 from tierwise.topology.spec import load_topology_yaml
 from tierwise.validate.dataset import DatasetError, load_rows

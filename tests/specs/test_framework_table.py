@@ -10,7 +10,7 @@ import pytest
 from tierwise.errors import SpecError
 from tierwise.files import load_yaml
 from tierwise.specs.framework import FRAMEWORKS, check_framework_table, framework_defaults, framework_table
-from tierwise.specs.plan import plan_from_mapping
+from tierwise.specs.plan_mapping import plan_from_mapping
 
 
 def _raw() -> dict:

@@ -10,8 +10,8 @@ import pytest
 
 from tierwise.errors import CatalogError, SpecError
 from tierwise.specs import catalog
+from tierwise.specs.hf_config import HF_ARCHITECTURES
 from tierwise.specs.model import (
-    HF_ARCHITECTURES,
     MLASpec,
     ModelSpec,
     MoESpec,

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from tierwise.errors import TierwiseError
 from tierwise.estimate.scenario import estimate_scenario, scenario_from_mapping
 from tierwise.specs.model import MAX_DIMENSION
-from tierwise.specs.plan import LAYERS_PER_CHUNK, MEGATRON_ALIASES, ORDERS, PRECISION, RECOMPUTE, SCHEDULES
+from tierwise.specs.plan import ORDERS, PRECISION, RECOMPUTE, SCHEDULES
+from tierwise.specs.plan_mapping import LAYERS_PER_CHUNK, MEGATRON_ALIASES
 
 # mostly ordinary values (so that many scenarios get through to the estimator), sometimes extreme ones
 small = st.sampled_from([1, 2, 4, 8])

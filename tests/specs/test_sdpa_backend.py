@@ -5,7 +5,7 @@ import pytest
 
 from tierwise.errors import SpecError
 from tierwise.specs.compute import sdpa_backend
-from tierwise.specs.plan import plan_from_mapping
+from tierwise.specs.plan_mapping import plan_from_mapping
 
 
 @pytest.mark.parametrize("version, generation, family", [

@@ -13,7 +13,8 @@ import pytest
 from tierwise.estimate.step import estimate
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.model import load_model
-from tierwise.specs.plan import PlanBatch, plan_from_mapping
+from tierwise.specs.plan import PlanBatch
+from tierwise.specs.plan_mapping import plan_from_mapping
 
 TABLE4_MS = {("none", False): 19.6, ("none", True): 19.0, ("full", False): 27.2, ("selective", False): 20.9,
              ("selective", True): 20.3}

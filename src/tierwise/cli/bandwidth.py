@@ -20,6 +20,7 @@ Fixed = Annotated[int | None, typer.Option(help="fix this degree (--tp, --pp and
 def register(app: typer.Typer) -> None:
     @app.command("bandwidth")
     def bandwidth_cmd(
+        *,
         model: Annotated[str, typer.Option("--model", help="catalog name, YAML file or config.json")],
         cluster: Annotated[str, typer.Option("--cluster", help="catalog name or YAML file")],
         gpus: Annotated[int, typer.Option("--gpus", help="GPUs the job runs on")],

@@ -13,6 +13,7 @@ from tierwise.cli._output import emit, kv_table, print_table
 def register(app: typer.Typer) -> None:
     @app.command("collective")
     def collective_cmd(
+        *,
         kind: Annotated[str, typer.Argument(help="all-reduce | reduce-scatter | all-gather | all-to-all | broadcast | send-recv")],
         size: Annotated[str, typer.Option(help="buffer size as nccl-tests counts it, e.g. 16GB, 1GiB")],
         ranks: Annotated[int, typer.Option(help="number of ranks")],

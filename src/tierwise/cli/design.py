@@ -34,31 +34,42 @@ def _html_first(html):
         check_writable(html, "--html")
 
 
+ModelOpt = Annotated[str, typer.Option("--model", help="catalog name, YAML file or config.json")]
+GlobalBatchOpt = Annotated[int, typer.Option("--global-batch", help="global batch in sequences")]
+SeqOpt = Annotated[int, typer.Option("--seq", help="sequence length")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print the JSON document")]
+HtmlOpt = Annotated[str | None, typer.Option("--html", help="write an HTML page with plots to FILE")]
+DesignGpusOpt = Annotated[int | None, typer.Option("--gpus", help="GPUs the job runs on (not with --power)")]
+TokensOpt = Annotated[float | None, typer.Option("--tokens", help="tokens to train on (time, cost, energy)")]
+BudgetOpt = Annotated[float | None, typer.Option("--budget", help="capex budget in USD")]
+PrecisionOpt = Annotated[str, typer.Option("--precision", help="bf16 | fp8 (A100 has no fp8)")]
+WithinOpt = Annotated[float, typer.Option("--within", help="right size: slowest NIC speed within this % of the best "
+                                          "step")]
+PricesOpt = Annotated[str | None, typer.Option("--prices", help="price/power YAML overriding the shipped one")]
+DomainSweepOpt = Annotated[bool, typer.Option("--domain-sweep", help="sweep the scale-up domain size (NVL8 .. "
+                                              "NVL576, a 1,024 UALink pod): step, goodput, capex, power")]
+DomainsOpt = Annotated[str | None, typer.Option("--domains", help="with --domain-sweep: comma-separated sizes "
+                                                "(default 8,16,36,72,144,576)")]
+PowerOpt = Annotated[str | None, typer.Option("--power", help="facility power budget, e.g. 50MW: the best "
+                                              "cluster it powers (optics pluggable / LPO / CPO)")]
+PueOpt = Annotated[float | None, typer.Option("--pue", help="with --power: facility / IT power (default the "
+                                              "price file's 1.3)")]
+OpticsOpt = Annotated[str | None, typer.Option("--optics", help="with --domain-sweep: optics of a domain beyond "
+                                               "a rack: pluggable (default) | lpo | cpo")]
+TrendGpusOpt = Annotated[int, typer.Option("--gpus", help="GPUs the job runs on")]
+TrendClusterOpt = Annotated[list[str] | None, typer.Option("--cluster", help="a further (future) part: catalog "
+                                                           "name or cluster YAML; repeat for more")]
+
+
 def register(app: typer.Typer) -> None:
     @app.command("design")
     def design_cmd(
-        model: Annotated[str, typer.Option("--model", help="catalog name, YAML file or config.json")],
-        gpus: Annotated[int | None, typer.Option("--gpus", help="GPUs the job runs on (not with --power)")] = None,
-        tokens: Annotated[float | None, typer.Option("--tokens", help="tokens to train on (time, cost, energy)")] = None,
-        budget: Annotated[float | None, typer.Option("--budget", help="capex budget in USD")] = None,
-        precision: Annotated[str, typer.Option("--precision", help="bf16 | fp8 (A100 has no fp8)")] = "bf16",
-        global_batch: Annotated[int, typer.Option("--global-batch", help="global batch in sequences")] = 2048,
-        seq: Annotated[int, typer.Option("--seq", help="sequence length")] = 8192,
-        within: Annotated[float, typer.Option("--within", help="right size: slowest NIC speed within this % of "
-                                              "the best step")] = 5.0,
-        prices: Annotated[str | None, typer.Option("--prices", help="price/power YAML overriding the shipped one")] = None,
-        domain_sweep: Annotated[bool, typer.Option("--domain-sweep", help="sweep the scale-up domain size (NVL8 .. "
-                                                   "NVL576, a 1,024 UALink pod): step, goodput, capex, power")] = False,
-        domains: Annotated[str | None, typer.Option("--domains", help="with --domain-sweep: comma-separated sizes "
-                                                    "(default 8,16,36,72,144,576)")] = None,
-        power: Annotated[str | None, typer.Option("--power", help="facility power budget, e.g. 50MW: the best "
-                                                  "cluster it powers (optics pluggable / LPO / CPO)")] = None,
-        pue: Annotated[float | None, typer.Option("--pue", help="with --power: facility / IT power (default the "
-                                                  "price file's 1.3)")] = None,
-        optics: Annotated[str | None, typer.Option("--optics", help="with --domain-sweep: optics of a domain beyond "
-                                                   "a rack: pluggable (default) | lpo | cpo")] = None,
-        as_json: Annotated[bool, typer.Option("--json", help="print the JSON document")] = False,
-        html: Annotated[str | None, typer.Option("--html", help="write an HTML page with plots to FILE")] = None,
+        *,
+        model: ModelOpt, gpus: DesignGpusOpt = None, tokens: TokensOpt = None, budget: BudgetOpt = None,
+        precision: PrecisionOpt = "bf16", global_batch: GlobalBatchOpt = 2048, seq: SeqOpt = 8192,
+        within: WithinOpt = 5.0, prices: PricesOpt = None, domain_sweep: DomainSweepOpt = False,
+        domains: DomainsOpt = None, power: PowerOpt = None, pue: PueOpt = None, optics: OpticsOpt = None,
+        as_json: JsonOpt = False, html: HtmlOpt = None,
         topology: TopologyOpt = None, fabric: FabricOpt = None, radix: RadixOpt = None, tiers: TiersOpt = None,
         oversubscription: OversubOpt = None,
     ) -> None:
@@ -71,23 +82,14 @@ def register(app: typer.Typer) -> None:
         from tierwise.limits import check_float
         from tierwise.topology.costs import load_prices
 
-        for flag, value, mode, given in (("--domains", domains, "--domain-sweep", domain_sweep),
-                                         ("--optics", optics, "--domain-sweep", domain_sweep),
-                                         ("--pue", pue, "--power", power is not None)):
-            if value is not None and not given:  # an option of another mode is an error, never silently ignored
-                raise TierwiseError(f"{flag} belongs to {mode}; add {mode} or drop {flag}")
-        if (power is not None or domain_sweep) and (tokens is not None or budget is not None):
-            raise TierwiseError("--tokens and --budget belong to the design comparison; --domain-sweep and --power "
-                                "rank by goodput tokens per $ / tokens per s and take neither")
+        _check_modes(domain_sweep=domain_sweep, domains=domains, optics=optics, power=power, pue=pue,
+                     tokens=tokens, budget=budget, gpus=gpus)
+        job = dict(global_batch=global_batch, seq=seq, precision=precision, prices=prices, as_json=as_json, html=html)
         if power is not None:
-            if domain_sweep or gpus is not None:
-                raise TierwiseError("--power chooses the GPU count; give it without --gpus and --domain-sweep")
-            _power_design(model, power, pue, global_batch, seq, precision, prices, as_json, html)
+            _power_design(model, power, pue, **job)
             return
-        if gpus is None:
-            raise TierwiseError("design needs --gpus (or --power BUDGET to let the budget choose the GPU count)")
         if domain_sweep:
-            _domain_sweep(model, gpus, domains, optics, global_batch, seq, precision, prices, as_json, html)
+            _domain_sweep(model, gpus, domains, optics, **job)
             return
         m = _common(model, gpus, global_batch, seq)
         overrides = fabric_overrides(topology, fabric, radix, tiers, oversubscription)
@@ -106,35 +108,50 @@ def register(app: typer.Typer) -> None:
 
             doc["html"] = write_page(html, design_page(doc))
         emit(doc, as_json, lambda con: _render_design(con, doc), document="design")
-
-    @app.command("trend")
-    def trend_cmd(
-        model: Annotated[str, typer.Option("--model", help="catalog name, YAML file or config.json")],
-        gpus: Annotated[int, typer.Option("--gpus", help="GPUs the job runs on")],
-        global_batch: Annotated[int, typer.Option("--global-batch", help="global batch in sequences")] = 2048,
-        seq: Annotated[int, typer.Option("--seq", help="sequence length")] = 8192,
-        cluster: Annotated[list[str] | None, typer.Option("--cluster", help="a further (future) part: catalog "
-                                                          "name or cluster YAML; repeat for more")] = None,
-        as_json: Annotated[bool, typer.Option("--json", help="print the JSON document")] = False,
-        html: Annotated[str | None, typer.Option("--html", help="write an HTML page with plots to FILE")] = None,
-    ) -> None:
-        """The same job on A100 -> H100 -> B200 -> GB200 -> GB300 (and your parts): how the comm share grows."""
-        from tierwise.design.trend import generation_trend
-        from tierwise.specs.cluster import load_cluster
-
-        m = _common(model, gpus, global_batch, seq)
-        extra = [_named(c, load_cluster(c)) for c in (cluster or [])]
-        _html_first(html)
-        doc = generation_trend(m, gpus, global_batch=global_batch, seq=seq, extra=extra)
-        if html is not None:
-            from tierwise.report import write_page
-            from tierwise.report.design import trend_page
-
-            doc["html"] = write_page(html, trend_page(doc))
-        emit(doc, as_json, lambda con: _render_trend(con, doc), document="trend")
+    app.command("trend")(trend_cmd)
 
 
-def _domain_sweep(model, gpus, domains, optics, global_batch, seq, precision, prices, as_json, html):
+def trend_cmd(
+    model: ModelOpt, gpus: TrendGpusOpt, global_batch: GlobalBatchOpt = 2048, seq: SeqOpt = 8192,
+    cluster: TrendClusterOpt = None, as_json: JsonOpt = False, html: HtmlOpt = None,
+) -> None:
+    """The same job on A100 -> H100 -> B200 -> GB200 -> GB300 (and your parts): how the comm share grows."""
+    from tierwise.design.trend import generation_trend
+    from tierwise.specs.cluster import load_cluster
+
+    m = _common(model, gpus, global_batch, seq)
+    extra = [_named(c, load_cluster(c)) for c in (cluster or [])]
+    _html_first(html)
+    doc = generation_trend(m, gpus, global_batch=global_batch, seq=seq, extra=extra)
+    if html is not None:
+        from tierwise.report import write_page
+        from tierwise.report.design import trend_page
+
+        doc["html"] = write_page(html, trend_page(doc))
+    emit(doc, as_json, lambda con: _render_trend(con, doc), document="trend")
+
+
+def _check_modes(*, domain_sweep, domains, optics, power, pue, tokens, budget, gpus) -> None:
+    """An option of another mode (``--domain-sweep``, ``--power``, the comparison) is an error, never silently
+    ignored; the comparison and the sweep need ``--gpus``, ``--power`` chooses it."""
+    from tierwise.errors import TierwiseError
+
+    for flag, value, mode, given in (("--domains", domains, "--domain-sweep", domain_sweep),
+                                     ("--optics", optics, "--domain-sweep", domain_sweep),
+                                     ("--pue", pue, "--power", power is not None)):
+        if value is not None and not given:
+            raise TierwiseError(f"{flag} belongs to {mode}; add {mode} or drop {flag}")
+    if (power is not None or domain_sweep) and (tokens is not None or budget is not None):
+        raise TierwiseError("--tokens and --budget belong to the design comparison; --domain-sweep and --power "
+                            "rank by goodput tokens per $ / tokens per s and take neither")
+    if power is not None:
+        if domain_sweep or gpus is not None:
+            raise TierwiseError("--power chooses the GPU count; give it without --gpus and --domain-sweep")
+    elif gpus is None:
+        raise TierwiseError("design needs --gpus (or --power BUDGET to let the budget choose the GPU count)")
+
+
+def _domain_sweep(model, gpus, domains, optics, *, global_batch, seq, precision, prices, as_json, html):
     from tierwise.design.domain import DOMAIN_SIZES, domain_sweep
     from tierwise.errors import TierwiseError
     from tierwise.topology.costs import load_prices
@@ -160,7 +177,7 @@ def _domain_sweep(model, gpus, domains, optics, global_batch, seq, precision, pr
     emit(doc, as_json, lambda con: _render_domains(con, doc), document="design-domains")
 
 
-def _power_design(model, power, pue, global_batch, seq, precision, prices, as_json, html):
+def _power_design(model, power, pue, *, global_batch, seq, precision, prices, as_json, html):
     from tierwise.design.power import parse_power, power_capped
     from tierwise.topology.costs import load_prices
 

@@ -60,9 +60,29 @@ def _mtp_cell(mtp: dict) -> str:
             "model FLOPs")
 
 
+def _render_axes(console, doc: dict) -> None:
+    """The per-axis communication table of an estimate (and the interference note when some of it hides)."""
+    from rich.table import Table
+
+    from tierwise.units import format_bytes, format_time
+
+    axes = Table(title="communication per step, per GPU")
+    for col in ("axis", "group (ranks)", "tier", "bytes", "time", "exposed"):
+        axes.add_column(col)
+    hides = False
+    for axis, row in doc["breakdown"]["per_axis"].items():
+        if row["bytes"] > 0:
+            group = row.get("group", axis)
+            axes.add_row(axis, f"{group} ({row['ranks']})" if "ranks" in row else "-", row["tier"],
+                         format_bytes(row["bytes"]), format_time(row["time_s"]), format_time(row["exposed_s"]))
+            hides = hides or row["exposed_s"] < row["time_s"]
+    print_table(console, axes)
+    if hides and doc.get("interference_note"):
+        console.print(doc["interference_note"], style="dim")
+
+
 def render_estimate(console, doc: dict, show_model: bool = False) -> None:
     """Rich view of one ``estimate --json`` document (also used by other commands)."""
-    from rich.table import Table
     from rich.text import Text
 
     from tierwise.units import format_bytes, format_time
@@ -101,19 +121,7 @@ def render_estimate(console, doc: dict, show_model: bool = False) -> None:
     if bd.get("mtp"):
         table.add_row(f"  MTP ({bd['mtp']['modules']} module, on the output head's stage)", _mtp_cell(bd["mtp"]))
     print_table(console, table)
-    axes = Table(title="communication per step, per GPU")
-    for col in ("axis", "group (ranks)", "tier", "bytes", "time", "exposed"):
-        axes.add_column(col)
-    hides = False
-    for axis, row in bd["per_axis"].items():
-        if row["bytes"] > 0:
-            group = row.get("group", axis)
-            axes.add_row(axis, f"{group} ({row['ranks']})" if "ranks" in row else "-", row["tier"],
-                         format_bytes(row["bytes"]), format_time(row["time_s"]), format_time(row["exposed_s"]))
-            hides = hides or row["exposed_s"] < row["time_s"]
-    print_table(console, axes)
-    if hides and doc.get("interference_note"):
-        console.print(doc["interference_note"], style="dim")
+    _render_axes(console, doc)
     console.print(doc["flops_note"], style="dim")
     if doc.get("cluster_compute"):
         measured = ", ".join(f"{k} {v:.4g}" for k, v in doc["cluster_compute"].items())
@@ -188,6 +196,7 @@ def _render_stragglers(console, st: dict | None) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("estimate")
     def estimate_cmd(
+        *,
         ctx: typer.Context,
         scenarios: Annotated[list[str], typer.Argument(help="scenario YAML files (model, cluster, num_gpus, plan)")],
         as_json: Annotated[bool, typer.Option("--json", help="print the JSON document (a result per file under "

@@ -129,42 +129,45 @@ def render_goodput(console, doc: dict) -> None:
         console.print(f"assumed: {a}", style="dim")
 
 
+ScenarioArg = Annotated[str | None, typer.Argument(help="scenario YAML (model, cluster, num_gpus, plan)")]
+ModelOpt = Annotated[str | None, typer.Option("--model", help="catalog name, YAML or config.json")]
+ClusterOpt = Annotated[str | None, typer.Option("--cluster", help="catalog name or YAML file")]
+GpusOpt = Annotated[int | None, typer.Option("--gpus", help="number of GPUs")]
+IntervalOpt = Annotated[str, typer.Option("--checkpoint-interval", help="compute time between checkpoints (e.g. "
+                                          "20 min) or auto (Daly)")]
+WriteOpt = Annotated[str, typer.Option("--checkpoint-write", help="auto/async (two-stage), sync, or the blocking "
+                                       "time (e.g. 30 s)")]
+StorageOpt = Annotated[str | None, typer.Option("--storage-bandwidth", help="aggregate checkpoint storage "
+                                                "bandwidth, e.g. '2 TB/s'")]
+RestartOpt = Annotated[str | None, typer.Option("--restart-time", help="failure to resumed progress, e.g. 10 min")]
+SparesOpt = Annotated[int | None, typer.Option("--spares", help="spare units (nodes or racks) for the Monte Carlo")]
+DaysOpt = Annotated[float, typer.Option("--days", help="length of the run")]
+RunsOpt = Annotated[int, typer.Option("--runs", help="Monte Carlo runs (0: analytic only)")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Monte Carlo seed")]
+TokensOpt = Annotated[str | None, typer.Option("--tokens", help="tokens to train, for the time-to-train")]
+PricesOpt = Annotated[str | None, typer.Option("--prices", help="price/power YAML overriding the shipped "
+                                               "topology/prices.yaml (cost and energy of the goodput)")]
+HtmlOpt = Annotated[str | None, typer.Option("--html", help="write a self-contained HTML page")]
+
+
 def register(app: typer.Typer) -> None:
     @app.command("goodput")
     def goodput_cmd(
-        scenario: Annotated[str | None, typer.Argument(help="scenario YAML (model, cluster, num_gpus, plan)")] = None,
-        model: Annotated[str | None, typer.Option("--model", help="catalog name, YAML or config.json")] = None,
-        cluster: Annotated[str | None, typer.Option("--cluster", help="catalog name or YAML file")] = None,
-        gpus: Annotated[int | None, typer.Option("--gpus", help="number of GPUs")] = None,
+        *,
+        scenario: ScenarioArg = None, model: ModelOpt = None, cluster: ClusterOpt = None, gpus: GpusOpt = None,
         global_batch: BatchOpt = 1024, seq: SeqOpt = 8192,
         tp: Fixed = None, pp: Fixed = None, cp: Fixed = None, ep: Fixed = None, dp: Fixed = None,
         recompute: ListOpt = None, precision: ListOpt = None, zero: ZeroOpt = None,
         failure_rates: RatesOpt = None, node_failure_rate: NodeRateOpt = None,
-        checkpoint_interval: Annotated[str, typer.Option("--checkpoint-interval", help="compute time between "
-                                                         "checkpoints (e.g. 20 min) or auto (Daly)")] = "auto",
-        checkpoint_write: Annotated[str, typer.Option("--checkpoint-write", help="auto/async (two-stage), sync, or "
-                                                      "the blocking time (e.g. 30 s)")] = "auto",
-        storage_bandwidth: Annotated[str | None, typer.Option("--storage-bandwidth", help="aggregate checkpoint "
-                                                              "storage bandwidth, e.g. '2 TB/s'")] = None,
-        restart_time: Annotated[str | None, typer.Option("--restart-time", help="failure to resumed progress, "
-                                                         "e.g. 10 min")] = None,
-        spares: Annotated[int | None, typer.Option("--spares", help="spare units (nodes or racks) for the "
-                                                   "Monte Carlo")] = None,
-        days: Annotated[float, typer.Option("--days", help="length of the run")] = 30.0,
-        runs: Annotated[int, typer.Option("--runs", help="Monte Carlo runs (0: analytic only)")] = 0,
-        seed: Annotated[int, typer.Option("--seed", help="Monte Carlo seed")] = 0,
-        tokens: Annotated[str | None, typer.Option("--tokens", help="tokens to train, for the time-to-train")] = None,
-        prices: Annotated[str | None, typer.Option("--prices", help="price/power YAML overriding the shipped "
-                                                   "topology/prices.yaml (cost and energy of the goodput)")] = None,
-        as_json: JsonOpt = False,
-        html: Annotated[str | None, typer.Option("--html", help="write a self-contained HTML page")] = None,
+        checkpoint_interval: IntervalOpt = "auto", checkpoint_write: WriteOpt = "auto",
+        storage_bandwidth: StorageOpt = None, restart_time: RestartOpt = None, spares: SparesOpt = None,
+        days: DaysOpt = 30.0, runs: RunsOpt = 0, seed: SeedOpt = 0, tokens: TokensOpt = None,
+        prices: PricesOpt = None, as_json: JsonOpt = False, html: HtmlOpt = None,
         topology: TopologyOpt = None, fabric: FabricOpt = None, radix: RadixOpt = None, tiers: TiersOpt = None,
         oversubscription: OversubOpt = None,
     ) -> None:
         """Failures, fault domains and checkpoints: MTTI, optimal checkpoint interval, ETTR and goodput."""
-        from tierwise.cli._plan_options import check_counts, constraints, load_model_and_cluster
         from tierwise.goodput.model import goodput
-        from tierwise.goodput.rates import GoodputError
 
         if html is not None:
             from tierwise.atomic import check_writable
@@ -180,23 +183,9 @@ def register(app: typer.Typer) -> None:
                                   storage_bandwidth=storage_bandwidth, restart_time=restart_time, spares=spares,
                                   days=days, runs=runs, seed=seed, tokens=tokens,
                                   fabric=fabric_overrides(topology, fabric, radix, tiers, oversubscription))
-        if scenario is not None:
-            if model or cluster or gpus:
-                raise GoodputError("give a scenario file or --model/--cluster/--gpus, not both")
-            from tierwise.estimate.scenario import load_scenario
-
-            s = load_scenario(scenario)
-            m, cl, n, plan, source = s.model, s.cluster, s.num_gpus, s.plan, f"scenario file {scenario!r}"
-        else:
-            missing = [o for o, v in (("--model", model), ("--cluster", cluster), ("--gpus", gpus)) if v is None]
-            if missing:
-                raise GoodputError(f"missing {', '.join(missing)}; give a scenario file or --model, --cluster "
-                                   "and --gpus")
-            check_counts(gpus=gpus, global_batch=global_batch, seq=seq, tp=tp, pp=pp, cp=cp, ep=ep, dp=dp)
-            c = constraints(tp=tp, pp=pp, cp=cp, ep=ep, dp=dp, recompute=recompute, precision=precision, zero=zero)
-            m, cl = load_model_and_cluster(model, cluster)
-            plan, source, gpus_used = _best_plan(m, cl, int(gpus), global_batch, seq, c)
-            n = gpus_used["used"]
+        m, cl, n, plan, source, gpus_used = _goodput_job(
+            scenario, model=model, cluster=cluster, gpus=gpus, global_batch=global_batch, seq=seq,
+            degrees=dict(tp=tp, pp=pp, cp=cp, ep=ep, dp=dp), recompute=recompute, precision=precision, zero=zero)
         doc = goodput(m, cl, n, plan, opts, plan_source=source)
         if scenario is None:
             doc["gpus"] = gpus_used
@@ -206,6 +195,30 @@ def register(app: typer.Typer) -> None:
 
             goodput_page(doc, html)
         emit(doc, as_json, lambda console: _render_with_economics(console, doc), document="goodput")
+
+
+def _goodput_job(scenario, *, model, cluster, gpus, global_batch, seq, degrees, recompute, precision, zero):
+    """The job ``goodput`` prices: a scenario file's, or the best plan for ``--model --cluster --gpus``
+    (model, cluster, GPUs used, plan, where the plan came from, and the GPU accounting of a searched plan)."""
+    from tierwise.cli._plan_options import check_counts, constraints, load_model_and_cluster
+    from tierwise.goodput.rates import GoodputError
+
+    if scenario is not None:
+        if model or cluster or gpus:
+            raise GoodputError("give a scenario file or --model/--cluster/--gpus, not both")
+        from tierwise.estimate.scenario import load_scenario
+
+        s = load_scenario(scenario)
+        return s.model, s.cluster, s.num_gpus, s.plan, f"scenario file {scenario!r}", None
+    missing = [o for o, v in (("--model", model), ("--cluster", cluster), ("--gpus", gpus)) if v is None]
+    if missing:
+        raise GoodputError(f"missing {', '.join(missing)}; give a scenario file or --model, --cluster "
+                           "and --gpus")
+    check_counts(gpus=gpus, global_batch=global_batch, seq=seq, **degrees)
+    c = constraints(**degrees, recompute=recompute, precision=precision, zero=zero)
+    m, cl = load_model_and_cluster(model, cluster)
+    plan, source, gpus_used = _best_plan(m, cl, int(gpus), global_batch, seq, c)
+    return m, cl, gpus_used["used"], plan, source, gpus_used
 
 
 def _goodput_economics(doc: dict, cl, n: int, opts, prices) -> dict:

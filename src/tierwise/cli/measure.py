@@ -84,6 +84,7 @@ def _table_collective(rows: list[dict]):
 
 @measure_app.command("collective")
 def collective(
+    *,
     op: list[str] = typer.Option(["all-reduce"], "--op", help=f"{_OPS}; repeat to measure several"),
     backend: str = typer.Option("gloo", "--backend", help="gloo (CPU) or nccl (GPU)"),
     sizes: str = typer.Option("1KiB:64MiB", "--sizes", help="START:END (x --factor), or a comma list"),
@@ -107,7 +108,6 @@ def collective(
         _under_torchrun,
         parse_sizes,
         require_torch,
-        run_collectives,
     )
 
     try:
@@ -133,23 +133,30 @@ def collective(
     config = BenchConfig(ops=ops, sizes_bytes=size_list, iters=iters, warmup=warmup, backend=backend,
                          out=str(out) if out else None, stat=stat, rounds=rounds)
     require_torch()
-    from tierwise.cli._progress import progress
-
-    try:
-        with progress(f"measuring {', '.join(ops)} on {ranks} ranks") if not _under_torchrun() else _quiet():
-            results = run_collectives(config, ranks)
-    except KeyboardInterrupt:  # main prints the line on stderr: with --json, stdout holds the document or nothing
-        from tierwise.cli._interrupt import Interrupted
-
-        raise Interrupted(f"the completed sizes are in {out}" if out else "nothing written (no --out)") from None
+    results = _run_collectives(config, ranks, out)
     if results is None:  # not rank 0 under torchrun: only rank 0 prints
         return
     rows = [row for op_rows in results.values() for row in op_rows]
     emit(rows, as_json, _table_collective(rows), document="measure-collective")
 
 
+def _run_collectives(config, ranks: int, out: str | None):
+    """Run the measurement (a progress line unless under torchrun); an interrupt names what was written."""
+    from tierwise.cli._progress import progress
+    from tierwise.measure.bench import _under_torchrun, run_collectives
+
+    try:
+        with progress(f"measuring {', '.join(config.ops)} on {ranks} ranks") if not _under_torchrun() else _quiet():
+            return run_collectives(config, ranks)
+    except KeyboardInterrupt:  # main prints the line on stderr: with --json, stdout holds the document or nothing
+        from tierwise.cli._interrupt import Interrupted
+
+        raise Interrupted(f"the completed sizes are in {out}" if out else "nothing written (no --out)") from None
+
+
 @measure_app.command("ddp")
 def ddp(
+    *,
     ranks: int = typer.Option(2, "--ranks", help="local processes to spawn (ignored under torchrun)"),
     steps: int = typer.Option(7, "--steps", help="measured steps (medians over them; >= 5)"),
     warmup: int = typer.Option(2, "--warmup", help="untimed steps"),
@@ -309,36 +316,9 @@ def compute(
     emit(result.as_dict(), as_json, _render_compute(result, out), document="measure-compute")
 
 
-def calibrate_command(
-    inputs: list[Path] = typer.Argument(..., help="nccl-tests logs and/or tierwise result JSON files (collective "
-                                                 "sweeps; measure gemm/hbm --json with --cluster)"),
-    out: str = typer.Option(..., "--out", help="calibrated cluster YAML to write"),
-    cluster: str | None = typer.Option(None, "--cluster", help="catalog cluster name or file this calibrates"),
-    select: str | None = typer.Option(None, "--select", help="keep only sweeps whose label contains this"),
-    op: str | None = typer.Option(None, "--op", help="collective of logs that do not say"),
-    ranks: int | None = typer.Option(None, "--ranks", help="rank count of logs that do not say"),
-    ranks_per_domain: int | None = typer.Option(None, "--ranks-per-domain",
-                                                help="ranks per scale-up domain, if the log does not show hosts"),
-    as_json: bool = typer.Option(False, "--json", help="print the calibrated document as JSON"),
-) -> None:
-    """Fit latency and bandwidth per size regime from measurements; write a cluster YAML."""
-    from tierwise.atomic import check_writable
-    from tierwise.files import path_exists
-    from tierwise.limits import MAX_GPUS, check_int
-    from tierwise.measure.calibrate import calibrate, write_yaml
-
-    if ranks is not None:
-        check_int(ranks, "--ranks", minimum=2, maximum=MAX_GPUS, error=MeasureError)
-    if ranks_per_domain is not None:
-        check_int(ranks_per_domain, "--ranks-per-domain", maximum=MAX_GPUS, error=MeasureError)
-
-    check_writable(out, "--out")
-    for given in inputs:  # path_exists: a name too long for the file system is simply not there
-        if path_exists(given) and path_exists(out) and given.resolve() == Path(out).resolve():
-            raise MeasureError(f"--out {out!r} is also an input; write the calibrated cluster to another file")
-    result = calibrate([str(p) for p in inputs], cluster=cluster, select=select, op=op, num_ranks=ranks,
-                       ranks_per_domain=ranks_per_domain)
-    write_yaml(result.document, out)
+def _render_calibrated(result, out: str):
+    """The terminal rendering of ``calibrate``: what was written, each tier's fit and regimes, notes, skipped
+    inputs and the other ops predicted from the fit."""
 
     def render(console) -> None:
         console.print(f"wrote {out} ({result.document['name']})")
@@ -373,7 +353,41 @@ def calibrate_command(
                               f"{c['measured_s'] * 1e3:>8.3f} ms {c['predicted_s'] * 1e3:>8.3f} ms "
                               f"{c['error_pct']:>+6.0f}%{note}")
 
-    emit(result.document, as_json, render, document="calibrate")
+    return render
+
+
+def calibrate_command(
+    inputs: list[Path] = typer.Argument(..., help="nccl-tests logs and/or tierwise result JSON files (collective "
+                                                 "sweeps; measure gemm/hbm --json with --cluster)"),
+    out: str = typer.Option(..., "--out", help="calibrated cluster YAML to write"),
+    cluster: str | None = typer.Option(None, "--cluster", help="catalog cluster name or file this calibrates"),
+    select: str | None = typer.Option(None, "--select", help="keep only sweeps whose label contains this"),
+    op: str | None = typer.Option(None, "--op", help="collective of logs that do not say"),
+    ranks: int | None = typer.Option(None, "--ranks", help="rank count of logs that do not say"),
+    ranks_per_domain: int | None = typer.Option(None, "--ranks-per-domain",
+                                                help="ranks per scale-up domain, if the log does not show hosts"),
+    as_json: bool = typer.Option(False, "--json", help="print the calibrated document as JSON"),
+) -> None:
+    """Fit latency and bandwidth per size regime from measurements; write a cluster YAML."""
+    from tierwise.atomic import check_writable
+    from tierwise.files import path_exists
+    from tierwise.limits import MAX_GPUS, check_int
+    from tierwise.measure.calibrate import calibrate, write_yaml
+
+    if ranks is not None:
+        check_int(ranks, "--ranks", minimum=2, maximum=MAX_GPUS, error=MeasureError)
+    if ranks_per_domain is not None:
+        check_int(ranks_per_domain, "--ranks-per-domain", maximum=MAX_GPUS, error=MeasureError)
+
+    check_writable(out, "--out")
+    for given in inputs:  # path_exists: a name too long for the file system is simply not there
+        if path_exists(given) and path_exists(out) and given.resolve() == Path(out).resolve():
+            raise MeasureError(f"--out {out!r} is also an input; write the calibrated cluster to another file")
+    result = calibrate([str(p) for p in inputs], cluster=cluster, select=select, op=op, num_ranks=ranks,
+                       ranks_per_domain=ranks_per_domain)
+    write_yaml(result.document, out)
+
+    emit(result.document, as_json, _render_calibrated(result, out), document="calibrate")
 
 
 def register(app: typer.Typer) -> None:

@@ -214,30 +214,34 @@ def _goodput_options(on: bool, failure_rates: str | None, node_failure_rate: flo
     return options_from_flags(failure_rates=failure_rates, node_failure_rate=node_failure_rate, fabric=overrides)
 
 
+PlanGpusOpt = Annotated[int, typer.Option("--gpus", help="number of GPUs")]
+TopOpt = Annotated[int, typer.Option("--top", help="how many plans to show")]
+MbsOpt = Annotated[int | None, typer.Option("--mbs", "--micro-batch-size", help="fix the micro-batch size")]
+MaxVppOpt = Annotated[int, typer.Option(help="upper bound on interleaved chunks")]
+MaxMbsOpt = Annotated[int, typer.Option(help="upper bound on the micro-batch size")]
+ScheduleOpt = Annotated[str | None, typer.Option(
+    "--schedule", help="pipeline schedule every plan runs: 1f1b, interleaved, dualpipe or dualpipev "
+                       "(default: 1f1b, interleaved when vpp > 1)")]
+InfeasibleOpt = Annotated[bool, typer.Option("--show-infeasible", help="list the nearest misses")]
+ScaleGpusOpt = Annotated[str, typer.Option("--gpus", help="doubling range LO:HI, or a comma-separated list")]
+
+
 def register(app: typer.Typer) -> None:
     @app.command("plan")
     def plan_cmd(
+        *,
         ctx: typer.Context,
-        model: ModelOpt, cluster: ClusterOpt,
-        gpus: Annotated[int, typer.Option("--gpus", help="number of GPUs")],
-        global_batch: BatchOpt = 1024, seq: SeqOpt = 8192,
-        top: Annotated[int, typer.Option("--top", help="how many plans to show")] = 10,
-        as_json: JsonOpt = False,
+        model: ModelOpt, cluster: ClusterOpt, gpus: PlanGpusOpt,
+        global_batch: BatchOpt = 1024, seq: SeqOpt = 8192, top: TopOpt = 10, as_json: JsonOpt = False,
         tp: Fixed = None, pp: Fixed = None, cp: Fixed = None, ep: Fixed = None, dp: Fixed = None,
-        vpp: Fixed = None, mbs: Annotated[int | None, typer.Option("--mbs", "--micro-batch-size",
-                                                                          help="fix the micro-batch size")] = None,
+        vpp: Fixed = None, mbs: MbsOpt = None,
         max_tp: Bound = None, max_pp: Bound = None, max_cp: Bound = None, max_ep: Bound = None,
-        max_vpp: Annotated[int, typer.Option(help="upper bound on interleaved chunks")] = 8,
-        max_mbs: Annotated[int, typer.Option(help="upper bound on the micro-batch size")] = 8,
+        max_vpp: MaxVppOpt = 8, max_mbs: MaxMbsOpt = 8,
         recompute: ListOpt = None, precision: ListOpt = None,
         zero: ZeroOpt = None, objective: ObjOpt = "step_time", ep_overlap: EpOverlapOpt = True,
         eager: EagerOpt = None, zero3_gather: Zero3Opt = None, fused_ce: FusedCeOpt = False,
         balanced_moe: BalancedMoeOpt = None,
-        framework: FrameworkOpt = None,
-        schedule: Annotated[str | None, typer.Option(
-            "--schedule", help="pipeline schedule every plan runs: 1f1b, interleaved, dualpipe or dualpipev "
-                               "(default: 1f1b, interleaved when vpp > 1)")] = None,
-        show_infeasible: Annotated[bool, typer.Option("--show-infeasible", help="list the nearest misses")] = False,
+        framework: FrameworkOpt = None, schedule: ScheduleOpt = None, show_infeasible: InfeasibleOpt = False,
         tokens: TokensOpt = None, prices: PricesOpt = None, reduce_dtype: ReduceDtypeOpt = None,
         powersgd_rank: PowerSgdOpt = 0, onebit: OneBitOpt = False, sync_every: SyncEveryOpt = 1,
         async_staleness: StalenessOpt = 0,
@@ -275,71 +279,80 @@ def register(app: typer.Typer) -> None:
             doc = plan_any_gpus(m, cl, gpus, global_batch, seq, constraints=c, objective=objective,
                                 top=top if opts is None else max(top, _goodput_pool()), show_infeasible=show_infeasible)
         if opts is not None:
-            from tierwise.cli.goodput import render_plan_goodput
             from tierwise.goodput.ranking import rank_plans_by_goodput
 
             doc = rank_plans_by_goodput(doc, m, cl, doc["gpus"]["used"], top, opts)
         _add_economics(doc, cl, gpus, levers, tokens, price_table, overrides)
-        if html is not None:
-            from tierwise.report import write_page
-            from tierwise.report.plan import plan_page
+        _emit_plan(doc, as_json=as_json, html=html, goodput=opts is not None)
 
-            doc["html"] = write_page(html, plan_page(doc))
-        if opts is not None:
-            emit(doc, as_json, lambda console: (_render_plan_economics(console, doc), render_plan_goodput(console, doc)),
-                 document="plan")
-            return
-        emit(doc, as_json, lambda console: _render_plan_economics(console, doc), document="plan")
+    app.command("scale")(scale_cmd)
 
-    @app.command("scale")
-    def scale_cmd(
-        model: ModelOpt, cluster: ClusterOpt,
-        gpus: Annotated[str, typer.Option("--gpus", help="doubling range LO:HI, or a comma-separated list")],
-        global_batch: BatchOpt = 1024, seq: SeqOpt = 8192, as_json: JsonOpt = False,
-        recompute: ListOpt = None, precision: ListOpt = None,
-        zero: ZeroOpt = None, objective: ObjOpt = "step_time", ep_overlap: EpOverlapOpt = True,
-        eager: EagerOpt = None, zero3_gather: Zero3Opt = None, fused_ce: FusedCeOpt = False,
-        balanced_moe: BalancedMoeOpt = None,
-        framework: FrameworkOpt = None,
-        goodput: GoodputFlag = False, failure_rates: GoodputRatesOpt = None, node_failure_rate: GoodputNodeOpt = None,
-        topology: TopologyOpt = None, fabric: FabricOpt = None, radix: RadixOpt = None, tiers: TiersOpt = None,
-        oversubscription: OversubOpt = None,
-        html: HtmlOpt = None,
-    ) -> None:
-        """Best plan at each GPU count and its efficiency against linear scaling: where adding GPUs stops paying."""
-        from tierwise.planner.answer import parse_gpu_range, scale_document
-        from tierwise.planner.gpus import plan_any_gpus
 
-        check_counts(global_batch=global_batch, seq=seq)
-        counts = parse_gpu_range(gpus)
-        c = constraints(recompute=recompute, precision=precision, zero=zero, ep_comm_overlap=ep_overlap,
-                         fused_elementwise=None if eager is None else not eager, zero3_gather=zero3_gather,
-                         fused_cross_entropy=fused_ce, moe_force_balance=balanced_moe, framework=framework)
-        if html is not None:  # issue 19: before the work
-            from tierwise.report import check_html
+def _emit_plan(doc: dict, *, as_json: bool, html: str | None, goodput: bool) -> None:
+    """Write the ``--html`` page and print the plan document (with its goodput table under ``--goodput``)."""
+    if html is not None:
+        from tierwise.report import write_page
+        from tierwise.report.plan import plan_page
 
-            check_html(html)
-        m, cl = load_model_and_cluster(model, cluster)
-        opts = _goodput_options(goodput, failure_rates, node_failure_rate,
-                                fabric_overrides(topology, fabric, radix, tiers, oversubscription))
-        from tierwise.cli._progress import progress
+        doc["html"] = write_page(html, plan_page(doc))
+    if goodput:
+        from tierwise.cli.goodput import render_plan_goodput
 
-        with progress(f"best plan at {len(counts)} GPU counts"), _as_flags():
-            doc = scale_document(m, cl, counts, global_batch, seq, constraints=c, objective=objective,
-                                 plan_fn=plan_any_gpus)
-        if opts is not None:
-            from tierwise.goodput.ranking import scale_with_goodput
+        emit(doc, as_json, lambda console: (_render_plan_economics(console, doc), render_plan_goodput(console, doc)),
+             document="plan")
+        return
+    emit(doc, as_json, lambda console: _render_plan_economics(console, doc), document="plan")
 
-            doc = scale_with_goodput(doc, m, cl, opts)
-        if html is not None:
-            from tierwise.report import write_page
-            from tierwise.report.scale import scale_page
 
-            doc["html"] = write_page(html, scale_page(doc))
-        if opts is not None:
-            from tierwise.cli.goodput import render_scale_goodput
+def scale_cmd(
+    *,
+    model: ModelOpt, cluster: ClusterOpt,
+    gpus: ScaleGpusOpt,
+    global_batch: BatchOpt = 1024, seq: SeqOpt = 8192, as_json: JsonOpt = False,
+    recompute: ListOpt = None, precision: ListOpt = None,
+    zero: ZeroOpt = None, objective: ObjOpt = "step_time", ep_overlap: EpOverlapOpt = True,
+    eager: EagerOpt = None, zero3_gather: Zero3Opt = None, fused_ce: FusedCeOpt = False,
+    balanced_moe: BalancedMoeOpt = None,
+    framework: FrameworkOpt = None,
+    goodput: GoodputFlag = False, failure_rates: GoodputRatesOpt = None, node_failure_rate: GoodputNodeOpt = None,
+    topology: TopologyOpt = None, fabric: FabricOpt = None, radix: RadixOpt = None, tiers: TiersOpt = None,
+    oversubscription: OversubOpt = None,
+    html: HtmlOpt = None,
+) -> None:
+    """Best plan at each GPU count and its efficiency against linear scaling: where adding GPUs stops paying."""
+    from tierwise.planner.answer import parse_gpu_range, scale_document
+    from tierwise.planner.gpus import plan_any_gpus
 
-            emit(doc, as_json, lambda console: (render_scale(console, doc), render_scale_goodput(console, doc)),
-                 document="scale")
-            return
-        emit(doc, as_json, lambda console: render_scale(console, doc), document="scale")
+    check_counts(global_batch=global_batch, seq=seq)
+    counts = parse_gpu_range(gpus)
+    c = constraints(recompute=recompute, precision=precision, zero=zero, ep_comm_overlap=ep_overlap,
+                     fused_elementwise=None if eager is None else not eager, zero3_gather=zero3_gather,
+                     fused_cross_entropy=fused_ce, moe_force_balance=balanced_moe, framework=framework)
+    if html is not None:  # issue 19: before the work
+        from tierwise.report import check_html
+
+        check_html(html)
+    m, cl = load_model_and_cluster(model, cluster)
+    opts = _goodput_options(goodput, failure_rates, node_failure_rate,
+                            fabric_overrides(topology, fabric, radix, tiers, oversubscription))
+    from tierwise.cli._progress import progress
+
+    with progress(f"best plan at {len(counts)} GPU counts"), _as_flags():
+        doc = scale_document(m, cl, counts, global_batch, seq, constraints=c, objective=objective,
+                             plan_fn=plan_any_gpus)
+    if opts is not None:
+        from tierwise.goodput.ranking import scale_with_goodput
+
+        doc = scale_with_goodput(doc, m, cl, opts)
+    if html is not None:
+        from tierwise.report import write_page
+        from tierwise.report.scale import scale_page
+
+        doc["html"] = write_page(html, scale_page(doc))
+    if opts is not None:
+        from tierwise.cli.goodput import render_scale_goodput
+
+        emit(doc, as_json, lambda console: (render_scale(console, doc), render_scale_goodput(console, doc)),
+             document="scale")
+        return
+    emit(doc, as_json, lambda console: render_scale(console, doc), document="scale")

@@ -98,39 +98,41 @@ def register(app: typer.Typer) -> None:
                             progress=lambda done, n: bar.update(done, n))
         emit(doc, as_json, lambda console: render_run(console, doc), document="sweep-run")
 
-    @sweep.command("show")
-    def show_cmd(
-        directory: Annotated[str, typer.Argument(help="the --out directory of 'sweep run'")],
-        query: Annotated[str | None, typer.Option("--query", help="SQL over the view 'results' (default: points "
-                                                  "per kind and status)")] = None,
-        as_json: Annotated[bool, typer.Option("--json", help="print the JSON document")] = False,
-        html: Annotated[str | None, typer.Option("--html", help="write a self-contained HTML report here")] = None,
-        timeout: Annotated[float, typer.Option("--timeout", help="seconds a query may run before it is stopped")]
-        = 60.0,
-    ) -> None:
-        """Summarise a results directory and answer an SQL query over it (DuckDB); --html plots it.
+    sweep.command("show")(show_cmd)
 
-        The query is read-only (one SELECT; no file is written, attached or read besides the results) and
-        bounded: 100,000 rows, 10,000 characters a cell, 2 GB of memory, --timeout seconds."""
-        from tierwise.limits import check_float
-        from tierwise.sweep.grid import SweepError
-        from tierwise.sweep.query import check_results_dir, require_duckdb, summary, views
-        from tierwise.sweep.query import query as run_query
 
-        check_float(timeout, "--timeout", minimum=0.0, maximum=3600.0, min_open=True, error=SweepError)
-        require_duckdb()
-        if html is not None:
-            from tierwise.atomic import check_writable
-            from tierwise.report import require_plotly
+def show_cmd(
+    directory: Annotated[str, typer.Argument(help="the --out directory of 'sweep run'")],
+    query: Annotated[str | None, typer.Option("--query", help="SQL over the view 'results' (default: points "
+                                              "per kind and status)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the JSON document")] = False,
+    html: Annotated[str | None, typer.Option("--html", help="write a self-contained HTML report here")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="seconds a query may run before it is stopped")]
+    = 60.0,
+) -> None:
+    """Summarise a results directory and answer an SQL query over it (DuckDB); --html plots it.
 
-            require_plotly()
-            check_writable(html, "--html")
-        check_results_dir(directory)
-        doc = {"summary": summary(directory), "query": run_query(directory, query, timeout_s=timeout)}
-        if html is not None:
-            from tierwise.report import write_page
-            from tierwise.report.sweep import sweep_page
+    The query is read-only (one SELECT; no file is written, attached or read besides the results) and
+    bounded: 100,000 rows, 10,000 characters a cell, 2 GB of memory, --timeout seconds."""
+    from tierwise.limits import check_float
+    from tierwise.sweep.grid import SweepError
+    from tierwise.sweep.query import check_results_dir, require_duckdb, summary, views
+    from tierwise.sweep.query import query as run_query
 
-            doc["views"] = views(directory)
-            doc["html"] = write_page(html, sweep_page(doc))
-        emit(doc, as_json, lambda console: render_show(console, doc), document="sweep-show")
+    check_float(timeout, "--timeout", minimum=0.0, maximum=3600.0, min_open=True, error=SweepError)
+    require_duckdb()
+    if html is not None:
+        from tierwise.atomic import check_writable
+        from tierwise.report import require_plotly
+
+        require_plotly()
+        check_writable(html, "--html")
+    check_results_dir(directory)
+    doc = {"summary": summary(directory), "query": run_query(directory, query, timeout_s=timeout)}
+    if html is not None:
+        from tierwise.report import write_page
+        from tierwise.report.sweep import sweep_page
+
+        doc["views"] = views(directory)
+        doc["html"] = write_page(html, sweep_page(doc))
+    emit(doc, as_json, lambda console: render_show(console, doc), document="sweep-show")

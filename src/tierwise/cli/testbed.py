@@ -112,6 +112,7 @@ def _rows_table(title: str, rows: list[dict]):
 
 @testbed_app.command("run")
 def run(
+    *,
     op: list[str] = typer.Option(["all-reduce"], "--op", help="all-reduce|all-gather|reduce-scatter|broadcast|"
                                                               "all-to-all; repeat for several"),
     algorithm: str = typer.Option("gloo", "--algorithm", help="gloo (the backend's own), or ring|tree|"

@@ -16,7 +16,7 @@ __all__ = ["register"]
 _FAMILY_HELP = "fat-tree | rail-optimized | rail-only | dragonfly | torus | nvl72, or a topology YAML file"
 
 
-def _spec(family, gpus, gpus_per_node, nics_per_node, radix, tiers, oversubscription, nic_bandwidth, scale_up,
+def _spec(family, gpus, *, gpus_per_node, nics_per_node, radix, tiers, oversubscription, nic_bandwidth, scale_up,
           scale_up_bandwidth, domain_size, hop_latency, dims, groups):
     from tierwise.errors import TopologyError
     from tierwise.limits import MAX_FABRIC_GPUS, check_int
@@ -73,6 +73,7 @@ _O = dict(
 def register(app: typer.Typer) -> None:
     @app.command("topo")
     def topo(
+        *,
         family: str = typer.Argument(..., help=_FAMILY_HELP),
         gpus: int = _O["gpus"], gpus_per_node: int = _O["gpus_per_node"], nics_per_node: int = _O["nics_per_node"],
         radix: int = _O["radix"], tiers: int = _O["tiers"], oversubscription: float = _O["oversubscription"],
@@ -92,33 +93,18 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Inventory, bisection (one-way), hops, capex and power of a scale-out fabric."""
         from tierwise.cli.tiers import domain_line
-        from tierwise.errors import TopologyError
         from tierwise.hierarchy import scale_up_domain
         from tierwise.netsim.routing import route
-        from tierwise.specs.cluster import load_cluster
         from tierwise.topology import build_fabric
-        from tierwise.topology.choose import choose_for_spec
-        from tierwise.topology.costs import fabric_of, load_prices
+        from tierwise.topology.costs import load_prices
         from tierwise.topology.metrics import topology_report
 
-        spec = _spec(family, gpus, gpus_per_node, nics_per_node, radix, tiers, oversubscription, nic_bandwidth,
-                     scale_up, scale_up_bandwidth, domain_size, hop_latency, dims, groups)
-        assumed = []
-        if cluster is None:
-            cluster = "gb200-nvl72" if spec.family == "nvl72" else "dgx-h100"
-            why = "the rack part the nvl72 family implies" if spec.family == "nvl72" else "the default 8-GPU server"
-            assumed.append(f"--cluster {cluster} ({why})")
-        cl = load_cluster(cluster)
-        if spec.family == "nvl72" and cl.scale_up_domain <= cl.gpus_per_node:
-            raise TopologyError(f"topo nvl72 joins NVLink racks, but --cluster {cluster} is {cl.gpus_per_node}-GPU "
-                                "servers; give a rack part (gb200-nvl72, gb300-nvl72) or leave --cluster out")
-        if fabric is None:
-            fabric = fabric_of(cluster, cl)
-            assumed.append(f"--fabric {fabric} (from the cluster {cluster!r})")
-        if radix is None and not _is_file(family) and spec.family in ("fat-tree", "rail-optimized", "nvl72"):
-            choice = choose_for_spec(spec, fabric, tiers)
-            spec = choice.spec
-            assumed.append(f"fabric: {choice.reason}")
+        spec = _spec(family, gpus, gpus_per_node=gpus_per_node, nics_per_node=nics_per_node, radix=radix,
+                     tiers=tiers, oversubscription=oversubscription, nic_bandwidth=nic_bandwidth, scale_up=scale_up,
+                     scale_up_bandwidth=scale_up_bandwidth, domain_size=domain_size, hop_latency=hop_latency,
+                     dims=dims, groups=groups)
+        spec, cl, fabric, assumed = _topo_cluster(spec, family, cluster=cluster, fabric=fabric, radix=radix,
+                                                  tiers=tiers)
         report = topology_report(build_fabric(spec), load_prices(prices), route_fn=route,
                                  accelerator=cl.accelerator.name, gpu_power_w=cl.accelerator.power_w,
                                  fabric=fabric, placement=leaf_placement, cpo=cpo)
@@ -128,111 +114,180 @@ def register(app: typer.Typer) -> None:
         report["assumed"] = assumed
         emit(report, as_json, lambda con: _render_topo(con, report), document="topo")
 
-    @app.command("simulate")
-    def simulate_cmd(
-        pattern: str = typer.Argument(..., help="all-reduce | all-gather | reduce-scatter | all-to-all | "
-                                      "pipeline | permutation | incast"),
-        topology: str = typer.Option("fat-tree", "--topology", help=_FAMILY_HELP),
-        size: str = typer.Option("1GB", "--size", help="collective size (nccl-tests convention)"),
-        ranks: int = typer.Option(None, "--ranks", help="ranks taking part (first N GPUs; default all)"),
-        routing: str = typer.Option("adaptive", "--routing", help="ecmp | adaptive"),
-        algorithm: str = typer.Option("auto", "--algorithm", help="ring | hierarchical | tree (all-reduce) | direct (auto: ring/direct)"),
-        fail_links: str = typer.Option("0", "--fail-links", help="scale-out cables to fail: N or P%"),
-        fail_switches: str = typer.Option("0", "--fail-switches", help="fabric switches to fail: N or P%"),
-        fail_domains: str = typer.Option("0", "--fail-domains", help="scale-up domains (nodes/racks) to fail"),
-        slow_links: str = typer.Option("0", "--slow-links", help="scale-out cables running slow (stragglers on "
-                                       "the fabric): N or P%"),
-        slow_by: float = typer.Option(0.25, "--slow-by", help="how much slower a slow cable is (0.25: 1/1.25 of "
-                                      "its rate)"),
-        stages: int = typer.Option(4, "--stages", help="pipeline stages (pattern pipeline)"),
-        shift: int = typer.Option(None, "--shift", help="permutation r -> r+SHIFT instead of random"),
-        second_job: str = typer.Option(None, "--second-job", help="a second job's collective (all-reduce, "
-                                       "all-gather, reduce-scatter, all-to-all, permutation) on the other half of "
-                                       "the servers: each job's time alone and together"),
-        placement: str = typer.Option(None, "--placement", help="with --second-job: packed (each job on its "
-                                      "own half of the servers; the default) | fragmented (servers alternate)"),
-        fan_in: int = typer.Option(None, "--fan-in", help="incast: senders to one receiver (each also sends a victim "
-                                   "flow to an idle GPU; max-min, DCQCN and PFC sharing compared; default 8)"),
-        seed: int = typer.Option(1, "--seed", help="seed of ECMP hashing, permutations and failures"),
-        per_flow: bool = typer.Option(False, "--per-flow", help="all-to-all: one flow per GPU pair (<= 1,024 "
-                                      "ranks) instead of path classes"),
-        emit_cluster: str = typer.Option(None, "--emit-cluster", help="write a cluster YAML with the simulated "
-                                         "scale-out efficiency"),
-        cluster: str = typer.Option("dgx-h100", "--cluster", help="catalog cluster the emitted YAML starts from "
-                                    "(its accelerator and links; the fabric's shape replaces the rest)"),
-        gpus: int = _O["gpus"], gpus_per_node: int = _O["gpus_per_node"], nics_per_node: int = _O["nics_per_node"],
-        radix: int = _O["radix"], tiers: int = _O["tiers"], oversubscription: float = _O["oversubscription"],
-        nic_bandwidth: str = _O["nic_bandwidth"], scale_up: str = _O["scale_up"],
-        scale_up_bandwidth: str = _O["scale_up_bandwidth"], domain_size: int = _O["domain_size"],
-        hop_latency: str = _O["hop_latency"], dims: str = _O["dims"], groups: int = _O["groups"],
-        as_json: bool = typer.Option(False, "--json", help="print JSON"),
-        html: str = typer.Option(None, "--html", help="write a self-contained HTML report here"),
-    ) -> None:
-        """Flow-level simulation: completion time, algbw/busbw, bottleneck links, degradation under failures."""
-        from tierwise.collectives.volumes import normalize_kind
-        from tierwise.errors import TopologyError
-        from tierwise.limits import MAX_BYTES, MAX_SIM_GPUS, check_int
-        from tierwise.netsim import Failures, simulate
-        from tierwise.specs.cluster import load_cluster
-        from tierwise.topology import build_fabric
-        from tierwise.units import parse_bytes
+    app.command("simulate")(simulate_cmd)
 
-        load_cluster(cluster)  # --cluster names the notes' comparison too: an unknown one is an error, never ignored
-        if emit_cluster is not None:  # before the simulation: a place that cannot be written fails now, in one line
-            from tierwise.atomic import check_writable
 
-            check_writable(emit_cluster, "--emit-cluster")
-        if html is not None:  # issue 19: before the simulation
-            from tierwise.report import check_html
+def _topo_cluster(spec, family: str, *, cluster, fabric, radix, tiers):
+    """The cluster whose servers or racks the fabric joins, the fabric kind, and (no ``--radix`` given) the
+    switch chosen for the GPUs: the spec, the cluster, the fabric and what was assumed."""
+    from tierwise.errors import TopologyError
+    from tierwise.specs.cluster import load_cluster
+    from tierwise.topology.choose import choose_for_spec
+    from tierwise.topology.costs import fabric_of
 
-            check_html(html)
-        kind = pattern if pattern in ("pipeline", "permutation", "incast") else normalize_kind(pattern)
-        size_bytes = parse_bytes(size, what="--size", maximum=MAX_BYTES)
-        check_int(seed, "--seed", minimum=0, maximum=2**32 - 1, error=TopologyError)
-        spec = _spec(topology, gpus, gpus_per_node, nics_per_node, radix, tiers, oversubscription, nic_bandwidth,
-                     scale_up, scale_up_bandwidth, domain_size, hop_latency, dims, groups)
-        given = {"--ranks": ranks is not None, "--algorithm": algorithm != "auto", "--fail-links": fail_links != "0",
-                 "--fail-switches": fail_switches != "0", "--fail-domains": fail_domains != "0",
-                 "--slow-links": slow_links != "0", "--shift": shift is not None, "--per-flow": per_flow,
-                 "--emit-cluster": emit_cluster is not None, "--html": html is not None}
-        if _other_patterns(spec, kind, size_bytes, routing, seed, as_json, second_job=second_job,
-                           placement=placement, fan_in=fan_in, given=given):
-            return
-        check_int(spec.gpus, "--gpus", maximum=MAX_SIM_GPUS, error=TopologyError,
-                  hint=" for simulate (a flow-level simulation of more GPUs takes minutes; topo and design take up "
-                       "to 1,048,576)")
-        # the bounds suggested are the fabric's own, so that a suggested value is one that is accepted
-        fabric_gpus = int(getattr(spec, "gpus", MAX_SIM_GPUS) or MAX_SIM_GPUS)
-        if ranks is not None:
-            ranks = check_int(ranks, "--ranks", minimum=2, maximum=max(2, fabric_gpus), error=TopologyError,
-                              hint=f" (the fabric's {fabric_gpus} GPUs)")
-        check_int(stages, "--stages", minimum=2, maximum=max(2, ranks or fabric_gpus), error=TopologyError,
-                  hint=" (the ranks simulated)")
-        if shift is not None:
-            check_int(shift, "--shift", minimum=-MAX_SIM_GPUS, maximum=MAX_SIM_GPUS, error=TopologyError)
-        from tierwise.cli._progress import progress
+    assumed = []
+    if cluster is None:
+        cluster = "gb200-nvl72" if spec.family == "nvl72" else "dgx-h100"
+        why = "the rack part the nvl72 family implies" if spec.family == "nvl72" else "the default 8-GPU server"
+        assumed.append(f"--cluster {cluster} ({why})")
+    cl = load_cluster(cluster)
+    if spec.family == "nvl72" and cl.scale_up_domain <= cl.gpus_per_node:
+        raise TopologyError(f"topo nvl72 joins NVLink racks, but --cluster {cluster} is {cl.gpus_per_node}-GPU "
+                            "servers; give a rack part (gb200-nvl72, gb300-nvl72) or leave --cluster out")
+    if fabric is None:
+        fabric = fabric_of(cluster, cl)
+        assumed.append(f"--fabric {fabric} (from the cluster {cluster!r})")
+    if radix is None and not _is_file(family) and spec.family in ("fat-tree", "rail-optimized", "nvl72"):
+        choice = choose_for_spec(spec, fabric, tiers)
+        spec = choice.spec
+        assumed.append(f"fabric: {choice.reason}")
+    return spec, cl, fabric, assumed
 
-        with progress(f"simulating {pattern}"):
-            fab = build_fabric(spec)
-            result = simulate(fab, kind, size_bytes, algorithm=algorithm, num_ranks=ranks, routing=routing,
-                              seed=seed, stages=stages, shift=shift, per_flow=per_flow,
-                              failures=Failures(links=fail_links, switches=fail_switches, domains=fail_domains,
-                                                slow_links=slow_links, slow_by=slow_by))
-        from tierwise.netsim.compare import simulate_ring_notes
 
-        extra, notes = simulate_ring_notes(fab, result, base=cluster, oversubscription=oversubscription)
-        result.update(extra)
-        result["notes"] = notes
-        if emit_cluster is not None:
-            from tierwise.netsim.emit import write_cluster
+# simulate's own options (typer reads defaults from these)
+_S = dict(
+    topology=typer.Option("fat-tree", "--topology", help=_FAMILY_HELP),
+    size=typer.Option("1GB", "--size", help="collective size (nccl-tests convention)"),
+    ranks=typer.Option(None, "--ranks", help="ranks taking part (first N GPUs; default all)"),
+    routing=typer.Option("adaptive", "--routing", help="ecmp | adaptive"),
+    algorithm=typer.Option("auto", "--algorithm", help="ring | hierarchical | tree (all-reduce) | direct (auto: ring/direct)"),
+    fail_links=typer.Option("0", "--fail-links", help="scale-out cables to fail: N or P%"),
+    fail_switches=typer.Option("0", "--fail-switches", help="fabric switches to fail: N or P%"),
+    fail_domains=typer.Option("0", "--fail-domains", help="scale-up domains (nodes/racks) to fail"),
+    slow_links=typer.Option("0", "--slow-links", help="scale-out cables running slow (stragglers on the fabric): N "
+                            "or P%"),
+    slow_by=typer.Option(0.25, "--slow-by", help="how much slower a slow cable is (0.25: 1/1.25 of its rate)"),
+    stages=typer.Option(4, "--stages", help="pipeline stages (pattern pipeline)"),
+    shift=typer.Option(None, "--shift", help="permutation r -> r+SHIFT instead of random"),
+    second_job=typer.Option(None, "--second-job", help="a second job's collective (all-reduce, all-gather, "
+                            "reduce-scatter, all-to-all, permutation) on the other half of the servers: each job's "
+                            "time alone and together"),
+    placement=typer.Option(None, "--placement", help="with --second-job: packed (each job on its own half of the "
+                           "servers; the default) | fragmented (servers alternate)"),
+    fan_in=typer.Option(None, "--fan-in", help="incast: senders to one receiver (each also sends a victim flow to an "
+                        "idle GPU; max-min, DCQCN and PFC sharing compared; default 8)"),
+    seed=typer.Option(1, "--seed", help="seed of ECMP hashing, permutations and failures"),
+    per_flow=typer.Option(False, "--per-flow", help="all-to-all: one flow per GPU pair (<= 1,024 ranks) instead of "
+                          "path classes"),
+    emit_cluster=typer.Option(None, "--emit-cluster", help="write a cluster YAML with the simulated scale-out "
+                              "efficiency"),
+    cluster=typer.Option("dgx-h100", "--cluster", help="catalog cluster the emitted YAML starts from (its "
+                         "accelerator and links; the fabric's shape replaces the rest)"),
+)
 
-            result["emitted_cluster"] = write_cluster(emit_cluster, fab, result, _argv_text(), base=cluster)
-        if html is not None:
-            from tierwise.report import write_page
-            from tierwise.report.simulate import simulate_page
 
-            result["html"] = write_page(html, simulate_page(result))
-        emit(result, as_json, lambda con: _render_sim(con, result), document="simulate")
+def simulate_cmd(
+    *,
+    pattern: str = typer.Argument(..., help="all-reduce | all-gather | reduce-scatter | all-to-all | "
+                                  "pipeline | permutation | incast"),
+    topology: str = _S["topology"], size: str = _S["size"], ranks: int = _S["ranks"], routing: str = _S["routing"],
+    algorithm: str = _S["algorithm"], fail_links: str = _S["fail_links"], fail_switches: str = _S["fail_switches"],
+    fail_domains: str = _S["fail_domains"], slow_links: str = _S["slow_links"], slow_by: float = _S["slow_by"],
+    stages: int = _S["stages"], shift: int = _S["shift"], second_job: str = _S["second_job"],
+    placement: str = _S["placement"], fan_in: int = _S["fan_in"], seed: int = _S["seed"],
+    per_flow: bool = _S["per_flow"], emit_cluster: str = _S["emit_cluster"], cluster: str = _S["cluster"],
+    gpus: int = _O["gpus"], gpus_per_node: int = _O["gpus_per_node"], nics_per_node: int = _O["nics_per_node"],
+    radix: int = _O["radix"], tiers: int = _O["tiers"], oversubscription: float = _O["oversubscription"],
+    nic_bandwidth: str = _O["nic_bandwidth"], scale_up: str = _O["scale_up"],
+    scale_up_bandwidth: str = _O["scale_up_bandwidth"], domain_size: int = _O["domain_size"],
+    hop_latency: str = _O["hop_latency"], dims: str = _O["dims"], groups: int = _O["groups"],
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+    html: str = typer.Option(None, "--html", help="write a self-contained HTML report here"),
+) -> None:
+    """Flow-level simulation: completion time, algbw/busbw, bottleneck links, degradation under failures."""
+    from tierwise.collectives.volumes import normalize_kind
+    from tierwise.errors import TopologyError
+    from tierwise.limits import MAX_BYTES, check_int
+    from tierwise.netsim import Failures
+    from tierwise.units import parse_bytes
+
+    _check_outputs(cluster, emit_cluster, html)
+    kind = pattern if pattern in ("pipeline", "permutation", "incast") else normalize_kind(pattern)
+    size_bytes = parse_bytes(size, what="--size", maximum=MAX_BYTES)
+    check_int(seed, "--seed", minimum=0, maximum=2**32 - 1, error=TopologyError)
+    spec = _spec(topology, gpus, gpus_per_node=gpus_per_node, nics_per_node=nics_per_node, radix=radix, tiers=tiers,
+                 oversubscription=oversubscription, nic_bandwidth=nic_bandwidth, scale_up=scale_up,
+                 scale_up_bandwidth=scale_up_bandwidth, domain_size=domain_size, hop_latency=hop_latency, dims=dims,
+                 groups=groups)
+    given = {"--ranks": ranks is not None, "--algorithm": algorithm != "auto", "--fail-links": fail_links != "0",
+             "--fail-switches": fail_switches != "0", "--fail-domains": fail_domains != "0",
+             "--slow-links": slow_links != "0", "--shift": shift is not None, "--per-flow": per_flow,
+             "--emit-cluster": emit_cluster is not None, "--html": html is not None}
+    if _other_patterns(spec, kind, size_bytes, routing, seed, as_json, second_job=second_job,
+                       placement=placement, fan_in=fan_in, given=given):
+        return
+    ranks = _check_ranks(spec, ranks, stages, shift)
+    failures = Failures(links=fail_links, switches=fail_switches, domains=fail_domains, slow_links=slow_links,
+                        slow_by=slow_by)
+    _run_simulation(spec, pattern, kind, size_bytes, algorithm=algorithm, ranks=ranks, routing=routing, seed=seed,
+                    stages=stages, shift=shift, per_flow=per_flow, failures=failures, cluster=cluster,
+                    oversubscription=oversubscription, emit_cluster=emit_cluster, html=html, as_json=as_json)
+
+
+def _check_outputs(cluster: str, emit_cluster: str | None, html: str | None) -> None:
+    """Before the simulation: the ``--cluster`` named (the notes' comparison too: an unknown one is an error, never
+    ignored), and the places ``--emit-cluster`` and ``--html`` write (one that cannot be written fails now)."""
+    from tierwise.specs.cluster import load_cluster
+
+    load_cluster(cluster)
+    if emit_cluster is not None:
+        from tierwise.atomic import check_writable
+
+        check_writable(emit_cluster, "--emit-cluster")
+    if html is not None:  # issue 19: before the simulation
+        from tierwise.report import check_html
+
+        check_html(html)
+
+
+def _check_ranks(spec, ranks: int | None, stages: int, shift: int | None) -> int | None:
+    """``--gpus``, ``--ranks``, ``--stages`` and ``--shift`` within what a flow-level simulation of this fabric
+    takes (the bounds suggested are the fabric's own, so that a suggested value is one that is accepted)."""
+    from tierwise.errors import TopologyError
+    from tierwise.limits import MAX_SIM_GPUS, check_int
+
+    check_int(spec.gpus, "--gpus", maximum=MAX_SIM_GPUS, error=TopologyError,
+              hint=" for simulate (a flow-level simulation of more GPUs takes minutes; topo and design take up "
+                   "to 1,048,576)")
+    fabric_gpus = int(getattr(spec, "gpus", MAX_SIM_GPUS) or MAX_SIM_GPUS)
+    if ranks is not None:
+        ranks = check_int(ranks, "--ranks", minimum=2, maximum=max(2, fabric_gpus), error=TopologyError,
+                          hint=f" (the fabric's {fabric_gpus} GPUs)")
+    check_int(stages, "--stages", minimum=2, maximum=max(2, ranks or fabric_gpus), error=TopologyError,
+              hint=" (the ranks simulated)")
+    if shift is not None:
+        check_int(shift, "--shift", minimum=-MAX_SIM_GPUS, maximum=MAX_SIM_GPUS, error=TopologyError)
+    return ranks
+
+
+def _run_simulation(spec, pattern: str, kind: str, size_bytes: float, *, algorithm, ranks, routing, seed, stages,
+                    shift, per_flow, failures, cluster, oversubscription, emit_cluster, html, as_json) -> None:
+    """Simulate the collective on the fabric, add the notes comparing it with the ring model, write
+    ``--emit-cluster`` and ``--html``, print the result."""
+    from tierwise.cli._progress import progress
+    from tierwise.netsim import simulate
+    from tierwise.topology import build_fabric
+
+    with progress(f"simulating {pattern}"):
+        fab = build_fabric(spec)
+        result = simulate(fab, kind, size_bytes, algorithm=algorithm, num_ranks=ranks, routing=routing,
+                          seed=seed, stages=stages, shift=shift, per_flow=per_flow,
+                          failures=failures)
+    from tierwise.netsim.compare import simulate_ring_notes
+
+    extra, notes = simulate_ring_notes(fab, result, base=cluster, oversubscription=oversubscription)
+    result.update(extra)
+    result["notes"] = notes
+    if emit_cluster is not None:
+        from tierwise.netsim.emit import write_cluster
+
+        result["emitted_cluster"] = write_cluster(emit_cluster, fab, result, _argv_text(), base=cluster)
+    if html is not None:
+        from tierwise.report import write_page
+        from tierwise.report.simulate import simulate_page
+
+        result["html"] = write_page(html, simulate_page(result))
+    emit(result, as_json, lambda con: _render_sim(con, result), document="simulate")
 
 
 def _other_patterns(spec, kind: str, size_bytes: float, routing: str, seed: int, as_json: bool, *,

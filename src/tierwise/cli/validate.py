@@ -9,6 +9,36 @@ import typer
 from tierwise.cli._output import emit, print_table
 
 
+def _render_cross_validation(console, doc: dict) -> None:
+    """The cross-validation tables of a ``validate --cross-validate`` document (leave one group / source out)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    if "cross_validation_groups" in doc:
+        g = doc["cross_validation_groups"]
+        gt = Table(title="leave-one-(hardware x software-stack)-out: refit on the other groups, predict the group")
+        for col in ("held-out group", "sources", "rows", "median", "p90", "max", "parameters at a bound"):
+            gt.add_column(col, overflow="fold")
+        for k, v in g["per_group"].items():
+            bounds = ", ".join(f"{p} ({side})" for p, side in v["params_at_bounds"].items()) or "-"
+            gt.add_row(k, ", ".join(v["sources"]), str(v["rows"]), f"{v['median']:.1f}", f"{v['p90']:.1f}",
+                       f"{v['max']:.1f}", bounds)
+        print_table(console, gt)
+        console.print(Text("held-out median of group medians ") + Text(f"{g['median_of_group_medians']:.1f}%",
+                                                                     style="bold")
+                      + Text(f", p90 over all held-out rows {g['p90']:.1f}%, max {g['max']:.1f}%"))
+    if "cross_validation" in doc:
+        c = doc["cross_validation"]
+        cv = Table(title="leave-one-source-out (fit on the others, predict the held-out source)")
+        for col in ("held-out source", "rows", "median", "p90", "max"):
+            cv.add_column(col)
+        for k, v in c["per_source"].items():
+            cv.add_row(k, str(v["rows"]), f"{v['median']:.1f}", f"{v['p90']:.1f}", f"{v['max']:.1f}")
+        print_table(console, cv)
+        console.print(f"held-out median of source medians {c['median_of_source_medians']:.1f}%, "
+                      f"over all held-out rows {c['overall_median']:.1f}%")
+
+
 def render_validation(console, doc: dict) -> None:
     """Rich view of a ``validate --json`` document: the rows, the summary, skipped rows, cross-validation."""
     from rich.table import Table
@@ -42,29 +72,7 @@ def render_validation(console, doc: dict) -> None:
     for sk in s["skipped"]:
         console.print(f"skipped row {sk['row_id']} ({sk['source_id']}): {sk['reason']}", style="dim")
     console.print("* FLOP rule not pinned by the source; filled defaults are listed per row in --json", style="dim")
-    if "cross_validation_groups" in doc:
-        g = doc["cross_validation_groups"]
-        gt = Table(title="leave-one-(hardware x software-stack)-out: refit on the other groups, predict the group")
-        for col in ("held-out group", "sources", "rows", "median", "p90", "max", "parameters at a bound"):
-            gt.add_column(col, overflow="fold")
-        for k, v in g["per_group"].items():
-            bounds = ", ".join(f"{p} ({side})" for p, side in v["params_at_bounds"].items()) or "-"
-            gt.add_row(k, ", ".join(v["sources"]), str(v["rows"]), f"{v['median']:.1f}", f"{v['p90']:.1f}",
-                       f"{v['max']:.1f}", bounds)
-        print_table(console, gt)
-        console.print(Text("held-out median of group medians ") + Text(f"{g['median_of_group_medians']:.1f}%",
-                                                                     style="bold")
-                      + Text(f", p90 over all held-out rows {g['p90']:.1f}%, max {g['max']:.1f}%"))
-    if "cross_validation" in doc:
-        c = doc["cross_validation"]
-        cv = Table(title="leave-one-source-out (fit on the others, predict the held-out source)")
-        for col in ("held-out source", "rows", "median", "p90", "max"):
-            cv.add_column(col)
-        for k, v in c["per_source"].items():
-            cv.add_row(k, str(v["rows"]), f"{v['median']:.1f}", f"{v['p90']:.1f}", f"{v['max']:.1f}")
-        print_table(console, cv)
-        console.print(f"held-out median of source medians {c['median_of_source_medians']:.1f}%, "
-                      f"over all held-out rows {c['overall_median']:.1f}%")
+    _render_cross_validation(console, doc)
     if "fit" in doc:
         f = doc["fit"]
         console.print(f"fitted {len(f['parameters'])} parameters on {f['rows']} rows, written to {f['written_to']}:")
@@ -75,6 +83,7 @@ def render_validation(console, doc: dict) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("validate")
     def validate_cmd(
+        *,
         dataset: Annotated[str | None, typer.Argument(help="calibration CSV (default: the shipped training-runs.csv)")]
         = None,
         source: Annotated[str | None, typer.Option("--source", help="only this source_id")] = None,

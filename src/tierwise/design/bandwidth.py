@@ -44,7 +44,8 @@ from tierwise.hierarchy import TIER_ORDER
 from tierwise.planner import search
 from tierwise.planner.space import Constraints
 from tierwise.specs.cluster import Cluster
-from tierwise.specs.plan import Plan, PlanBatch, plan_from_mapping, validate_plan_batch
+from tierwise.specs.plan import Plan, PlanBatch, validate_plan_batch
+from tierwise.specs.plan_mapping import plan_from_mapping
 
 __all__ = ["job_plan", "HIDDEN_SHARE", "TARGETS", "AXES", "scale_tier", "tier_bytes_per_s", "inverse_bandwidth",
            "bandwidth_for_step", "window_bandwidth", "interconnect_bound_generation", "AxisNeed"]

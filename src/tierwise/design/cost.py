@@ -67,18 +67,9 @@ def _rounded_gpus(cluster, num_gpus: int) -> tuple[int, str | None]:
     return up, f"priced {up} GPUs: whole {unit}-GPU {'racks' if unit > 8 else 'servers'} for {num_gpus}"
 
 
-def economics(tokens_per_s: float, cluster, num_gpus: int, prices: dict | None = None, *, tokens: float | None = None,
-              life_years: float | None = None, pue: float | None = None, usd_per_kwh: float | None = None,
-              network: dict | None = None, fabric: str | None = None,
-              overrides: FabricOverrides | None = None) -> dict:
-    """Cost per million tokens, time to train ``tokens``, energy per token, capex by part and power.
-
-    ``network``: a topology report (:func:`fabric_cost`) to price; by default the cluster's default fabric.
-    ``life_years``, ``pue`` and ``usd_per_kwh`` default to the price file's, listed under ``assumed``;
-    ``overrides``: the user's ``--topology --fabric --radix --tiers --oversubscription`` for the default fabric.
-    """
-    prices = prices or load_prices()
-    assumed: list[str] = []
+def _running_costs(prices: dict, assumed: list[str], *, life_years, pue, usd_per_kwh) -> dict[str, float]:
+    """``life_years``, ``pue`` and ``usd_per_kwh``, checked; each not given is the price file's (noted in
+    ``assumed`` with its assumption or source)."""
     values = {}
     for key, given, lo, hi in (("life_years", life_years, 0.1, 50.0), ("pue", pue, 1.0, 5.0),
                                ("usd_per_kwh", usd_per_kwh, 0.0, 10.0)):
@@ -86,8 +77,12 @@ def economics(tokens_per_s: float, cluster, num_gpus: int, prices: dict | None =
             given = float(prices[key]["value"])
             assumed.append(f"{key} {given:g} ({prices[key].get('assumption') or prices[key].get('source')})")
         values[key] = check_float(given, "--" + key.replace("_", "-"), minimum=lo, maximum=hi, error=TierwiseError)
-    if not tokens_per_s or tokens_per_s <= 0:
-        raise TierwiseError(f"tokens_per_s={tokens_per_s!r} must be positive to price a run")
+    return values
+
+
+def _priced_network(cluster, num_gpus: int, prices: dict, assumed: list[str], *, network, fabric, overrides) -> dict:
+    """The topology report priced: ``network`` as given, or the cluster's default fabric for the GPUs (rounded
+    up to whole servers or racks) under the user's ``overrides``; what was chosen is noted in ``assumed``."""
     if network is None:
         if fabric is not None:
             overrides = replace(overrides or FabricOverrides(), fabric=fabric)
@@ -101,6 +96,25 @@ def economics(tokens_per_s: float, cluster, num_gpus: int, prices: dict | None =
     elif fabric is None:
         fabric = fabric_of(cluster.name, cluster)
         assumed.append(f"fabric {fabric} (from the cluster's name)")
+    return network
+
+
+def economics(tokens_per_s: float, cluster, num_gpus: int, prices: dict | None = None, *, tokens: float | None = None,
+              life_years: float | None = None, pue: float | None = None, usd_per_kwh: float | None = None,
+              network: dict | None = None, fabric: str | None = None,
+              overrides: FabricOverrides | None = None) -> dict:
+    """Cost per million tokens, time to train ``tokens``, energy per token, capex by part and power.
+
+    ``network``: a topology report (:func:`fabric_cost`) to price; by default the cluster's default fabric.
+    ``life_years``, ``pue`` and ``usd_per_kwh`` default to the price file's, listed under ``assumed``;
+    ``overrides``: the user's ``--topology --fabric --radix --tiers --oversubscription`` for the default fabric.
+    """
+    prices = prices or load_prices()
+    assumed: list[str] = []
+    values = _running_costs(prices, assumed, life_years=life_years, pue=pue, usd_per_kwh=usd_per_kwh)
+    if not tokens_per_s or tokens_per_s <= 0:
+        raise TierwiseError(f"tokens_per_s={tokens_per_s!r} must be positive to price a run")
+    network = _priced_network(cluster, num_gpus, prices, assumed, network=network, fabric=fabric, overrides=overrides)
     servers = network["servers"]
     net_usd = network["network_capex_usd"]
     capex = servers["capex_usd"] + net_usd

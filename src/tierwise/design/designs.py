@@ -207,7 +207,7 @@ def _scale_up_beyond_rack(cl, gpus: int) -> dict | None:
     return {"usd": extra["usd_per_gpu"] * gpus, "w": extra["w_per_gpu"] * gpus, "basis": extra["basis"]}
 
 
-def _evaluate(design: Design, model, num_gpus, global_batch, seq, precision, prices, tokens, cache,
+def _evaluate(design: Design, model, num_gpus, global_batch, seq, *, precision, prices, tokens, cache,
               overrides: FabricOverrides | None = None) -> dict:
     """One design's best plan, fabric (chosen for the GPUs: :func:`tierwise.topology.choose.choose_fabric`, the
     design's topology, fabric and oversubscription fixed unless ``overrides`` fix them), capex and economics."""
@@ -260,7 +260,7 @@ def _evaluate(design: Design, model, num_gpus, global_batch, seq, precision, pri
     return out
 
 
-def right_size(model, base_cluster: str, num_gpus: int, global_batch: int, seq: int, precision: str,
+def right_size(model, base_cluster: str, num_gpus: int, global_batch: int, seq: int, precision: str, *,
                tolerance: float, gbps=(50, 100, 200, 400, 800, 1600), cache: dict | None = None) -> dict:
     """The slowest NIC speed (scale-out bandwidth per GPU) whose best plan's step is within ``tolerance`` of the
     best step over ``gbps`` (each speed gets its own best plan)."""
@@ -295,8 +295,8 @@ def compare_designs(model, num_gpus: int, *, global_batch: int = 2048, seq: int 
         raise TierwiseError(f"--precision {precision!r}; choose bf16 or fp8")
     prices = prices or load_prices()
     cache: dict = {}
-    rows = [_evaluate(d, model, num_gpus, global_batch, seq, precision, prices, tokens, cache, overrides)
-            for d in designs]
+    rows = [_evaluate(d, model, num_gpus, global_batch, seq, precision=precision, prices=prices, tokens=tokens,
+                      cache=cache, overrides=overrides) for d in designs]
     ok = [i for i, r in enumerate(rows) if r["fits"]]
     front = [ok[i] for i in pareto_front([(rows[i]["tokens_per_s"], rows[i]["tokens_per_usd"]) for i in ok])]
     for i, r in enumerate(rows):
@@ -304,7 +304,8 @@ def compare_designs(model, num_gpus: int, *, global_batch: int = 2048, seq: int 
         r["within_budget"] = budget is None or (r["fits"] and r["capex_usd"] <= budget)
     affordable = [i for i in ok if rows[i]["within_budget"]]
     best = max(affordable, key=lambda i: rows[i]["tokens_per_s"]) if affordable else None
-    inverse = right_size(model, designs[0].cluster, num_gpus, global_batch, seq, precision, tolerance, cache=cache)
+    inverse = right_size(model, designs[0].cluster, num_gpus, global_batch, seq, precision, tolerance=tolerance,
+                         cache=cache)
     notes = [
         "fat tree, rail-optimized, rail-only and dragonfly at the same NIC rate give the same analytic step for "
         "plans without EP: data/pipeline/context rings are same-rail traffic; they differ in cost (and, for "

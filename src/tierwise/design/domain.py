@@ -109,7 +109,7 @@ def _failure_model(cluster: Cluster, num_gpus: int, opts: GoodputOptions, switch
             "mtti_s": 86400.0 / total if total > 0 else math.inf, "counts": counts}
 
 
-def _row(model, base, size, num_gpus, global_batch, seq, precision, prices, figures, optics, opts, net,
+def _row(model, base, size, num_gpus, *, global_batch, seq, precision, prices, figures, optics, opts, net,
          ualink=False) -> dict[str, Any]:
     cl = domain_cluster(base, size, ualink=ualink, figures=figures)
     label = f"UALink {size}" if ualink else f"NVL{size}"
@@ -168,11 +168,11 @@ def domain_sweep(model, num_gpus: int, *, base: str | Cluster = "gb200-nvl72", s
     opts = goodput or GoodputOptions()
     unit72 = -(-num_gpus // 72) * 72
     net = fabric_cost(replace(cl, scale_up_domain=72), unit72, prices)
-    rows = [_row(model, cl, int(s), num_gpus, global_batch, seq, precision, prices, figures, optics, opts, net)
-            for s in sizes]
+    common = dict(global_batch=global_batch, seq=seq, precision=precision, prices=prices, figures=figures,
+                  optics=optics, opts=opts, net=net)
+    rows = [_row(model, cl, int(s), num_gpus, **common) for s in sizes]
     if ualink_pod:
-        rows.append(_row(model, cl, UALINK_POD, num_gpus, global_batch, seq, precision, prices, figures, optics,
-                         opts, net, ualink=True))
+        rows.append(_row(model, cl, UALINK_POD, num_gpus, **common, ualink=True))
     ok = [r for r in rows if r["fits"]]
     knee = max(ok, key=lambda r: r["goodput_tokens_per_usd"]) if ok else None
     best_j = max(ok, key=lambda r: r["goodput_tokens_per_joule"]) if ok else None

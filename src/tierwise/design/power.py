@@ -133,7 +133,7 @@ def _best_count(model, cl, d, n, global_batch, seq, precision, cache):
     return best
 
 
-def _row(model, d: PowerDesign, cl, optics: str, budget_w, prices, option, pue, global_batch, seq, precision,
+def _row(model, d: PowerDesign, cl, optics: str, budget_w, *, prices, option, pue, global_batch, seq, precision,
          cache) -> dict[str, Any]:
     """One design with one optics option under the budget: GPUs it powers, the job's count and plan, the rates."""
     life, kwh = float(prices["life_years"]["value"]), float(prices["usd_per_kwh"]["value"])
@@ -179,8 +179,9 @@ def power_capped(model, facility_budget_w: float, *, designs=POWER_DESIGNS, opti
         raise TierwiseError(f"--power {facility_budget_w / 1e3:,.1f} kW is below one server or rack of any design "
                             f"(the smallest takes {smallest / 1e3:,.1f} kW at PUE {pue:g}); give a larger budget")
     cache: dict = {}
-    rows = [_row(model, d, design_cluster(clusters[d.cluster], d.nic_gbps), o, facility_budget_w, prices,
-                 figures["optics"][o], pue, global_batch, seq, precision, cache) for d in designs for o in optics]
+    rows = [_row(model, d, design_cluster(clusters[d.cluster], d.nic_gbps), o, facility_budget_w, prices=prices,
+                 option=figures["optics"][o], pue=pue, global_batch=global_batch, seq=seq, precision=precision,
+                 cache=cache) for d in designs for o in optics]
     _savings(rows)
     ok = [r for r in rows if r["fits"]]
     if not ok:

@@ -33,7 +33,8 @@ from tierwise.specs.cluster import Cluster, load_cluster
 from tierwise.specs.framework import check_framework
 from tierwise.specs.model import ModelSpec, load_model
 from tierwise.specs.parameters import load_parameters
-from tierwise.specs.plan import RECOMPUTE_COST_ORDER, Plan, PlanBatch, plan_from_mapping, validate_plan_batch
+from tierwise.specs.plan import RECOMPUTE_COST_ORDER, Plan, PlanBatch, validate_plan_batch
+from tierwise.specs.plan_mapping import plan_from_mapping
 from tierwise.units import format_bytes
 from tierwise.workload.flops import model_shape
 

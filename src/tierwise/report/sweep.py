@@ -18,20 +18,11 @@ def _cell(v: Any) -> str:
     return "" if v is None else (format_number(v, 6) if isinstance(v, float) else str(v))
 
 
-def sweep_page(doc: dict[str, Any]) -> str:
-    """Summary, points per status, best tokens/s vs GPUs per model x cluster, simulated times, per-point
-    wall time, and the query's rows."""
-    require_plotly()
+def _figures(views: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The page's plots, each with its div id: points per kind and status, tokens/s vs GPUs, simulated times,
+    wall time per point (each only when its view has rows)."""
     import plotly.graph_objects as go
 
-    s = doc["summary"]
-    views = doc.get("views", {})
-    parts = [table(["rows", "distinct points", "duplicate rows", "part files", "status"],
-                   [[s["rows"], s["points"], s["duplicate_rows"], s["part_files"],
-                     ", ".join(f"{k} {v}" for k, v in s["status_counts"].items())]])]
-    if "grid_points" in s:
-        parts.append(f"<p>last grid run here ({esc(s.get('grid'))}): {s['grid_points']:,} points, "
-                     f"{s['grid_points_missing']:,} not yet done</p>")
     figs = []
     status = _records(views["status"]) if "status" in views else []
     if status:
@@ -73,6 +64,21 @@ def sweep_page(doc: dict[str, Any]) -> str:
         fig.update_layout(title="Wall time per point", barmode="overlay", height=360,
                           xaxis={"title": "wall time per point (s)"}, yaxis={"title": "points (count)"})
         figs.append(("wall", fig))
+    return figs
+
+
+def sweep_page(doc: dict[str, Any]) -> str:
+    """Summary, points per status, best tokens/s vs GPUs per model x cluster, simulated times, per-point
+    wall time, and the query's rows."""
+    require_plotly()
+    s = doc["summary"]
+    parts = [table(["rows", "distinct points", "duplicate rows", "part files", "status"],
+                   [[s["rows"], s["points"], s["duplicate_rows"], s["part_files"],
+                     ", ".join(f"{k} {v}" for k, v in s["status_counts"].items())]])]
+    if "grid_points" in s:
+        parts.append(f"<p>last grid run here ({esc(s.get('grid'))}): {s['grid_points']:,} points, "
+                     f"{s['grid_points_missing']:,} not yet done</p>")
+    figs = _figures(doc.get("views", {}))
     for n, (div_id, fig) in enumerate(figs):
         parts.append(figure_div(fig, div_id, first=n == 0))
     q = doc["query"]

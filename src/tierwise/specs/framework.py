@@ -3,7 +3,7 @@
 A scenario (or a calibration row) names its ``framework``; :func:`framework_defaults` gives the plan switches
 that framework sets when the user does not state them (the table ``catalog/frameworks.yaml``, checked on
 load by :func:`check_framework_table`), each with the reason, so that
-:func:`tierwise.specs.plan.plan_from_mapping` fills them and lists them under ``assumed``. The switches are
+:func:`tierwise.specs.plan_mapping.plan_from_mapping` fills them and lists them under ``assumed``. The switches are
 the plan's (docs/architecture.md, "Software choices are plan switches"); this module only chooses values.
 
 Sources, per framework:

@@ -1,4 +1,5 @@
-"""Parallel plans: one validated :class:`Plan` from a mapping, and :class:`PlanBatch`, a struct of arrays.
+"""Parallel plans: :class:`Plan` (one, validated from a mapping by
+:func:`tierwise.specs.plan_mapping.plan_from_mapping`) and :class:`PlanBatch`, a struct of arrays.
 
 The estimator works on a :class:`PlanBatch` (ARCHITECTURE.md: "one model, vectorized"); a single plan is a
 batch of one. Plan keys and defaults (issue 2 "Contracts"):
@@ -28,29 +29,24 @@ divide ``pp x vpp`` but ``num_layers + 2`` does; else the even split, or the mos
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from enum import IntEnum
 from typing import Any
 
 import numpy as np
 
-from tierwise.errors import PlanError, SpecError
-from tierwise.files import describe_type, short_repr
-from tierwise.limits import MAX_BATCH, MAX_GPUS, MAX_LAYERS, MAX_SEQ
-from tierwise.specs._mapping import check_keys, get_bool, get_int, require_mapping
-from tierwise.specs.compute import default_attention_kernel, sdpa_backend
+from tierwise.errors import PlanError
+from tierwise.files import describe_type
 from tierwise.specs.framework import (
     ATTENTION_KERNELS,
     GRAD_REDUCE_DTYPES,
     MOE_DISPATCHERS,
     MOE_GROUPED_GEMMS,
     ZERO2_SYNC,
-    check_framework,
-    framework_defaults,
 )
 
-__all__ = ["Plan", "PlanBatch", "plan_from_mapping", "MEGATRON_ALIASES", "LAYERS_PER_CHUNK", "validate_plan_batch",
+__all__ = ["Plan", "PlanBatch", "validate_plan_batch",
            "valid_plan_mask", "ep_overlap_allowed", "RECOMPUTE", "RECOMPUTE_COST_ORDER", "Recompute", "PRECISION", "ORDERS", "SCHEDULES",
            "ZERO3_GATHER", "stage_layout", "layout_note", "LAYOUT_RULES", "DUAL_SCHEDULES", "is_dualpipe"]
 
@@ -214,366 +210,6 @@ class Plan:
         return out
 
 
-def _choice(data: Mapping[str, Any], key: str, choices: Sequence[str], default: str, origin: str) -> str:
-    raw = data.get(key, default)
-    if raw is None and "none" in choices:  # `recompute: null` (Megatron's recompute_granularity: null) is none
-        raw = "none"
-    value = raw.lower() if isinstance(raw, str) else None
-    if value not in choices:
-        raise SpecError(f"{key}={short_repr(raw)} in {origin}; choose one of {', '.join(choices)}")
-    return value
-
-
-MEGATRON_ALIASES = {
-    "tensor_model_parallel_size": "tp",
-    "pipeline_model_parallel_size": "pp",
-    "context_parallel_size": "cp",
-    "expert_model_parallel_size": "ep",
-    "recompute_granularity": "recompute",
-    "expert_tensor_parallel_size": "etp",
-    "virtual_pipeline_model_parallel_size": "vpp",
-    "decoder_first_pipeline_num_layers": "first_stage_layers",
-    "decoder_last_pipeline_num_layers": "last_stage_layers",
-    "num_layers_in_first_pipeline_stage": "first_stage_layers",
-    "num_layers_in_last_pipeline_stage": "last_stage_layers",
-    "pipeline_model_parallel_layout": "pipeline_layout",
-    "cpu_offloading_num_layers": "activation_offload_layers",
-}
-"""Megatron-LM / NeMo long names accepted in a plan mapping for the short keys (same meaning, same values)."""
-LAYERS_PER_CHUNK = "num_layers_per_virtual_pipeline_stage"
-"""Megatron's layers per virtual pipeline chunk: ``vpp = num_layers / (pp x layers per chunk)``."""
-
-
-def _resolve_aliases(data: Mapping[str, Any], origin: str, num_layers: int | None) -> dict[str, Any]:
-    """The mapping with Megatron/NeMo long names turned into the short keys; a long name given with its short
-    name and a different value is an error, as is a layers-per-chunk that does not split the model evenly."""
-    out = dict(data)
-    for long, short in MEGATRON_ALIASES.items():
-        if long not in out:
-            continue
-        value = out.pop(long)
-        if short in out:
-            same = (str(out[short]).lower() == str(value).lower() if short == "recompute"
-                    else out[short] == value and type(out[short]) is type(value))
-            if not same:
-                raise SpecError(f"{short}={short_repr(out[short])} and its Megatron name {long}="
-                                f"{short_repr(value)} disagree in {origin}; give only one of them")
-        else:
-            out[short] = value
-    if LAYERS_PER_CHUNK in out:
-        per_chunk = get_int(out, LAYERS_PER_CHUNK, origin)
-        out.pop(LAYERS_PER_CHUNK)
-        if num_layers is None:
-            raise SpecError(f"{LAYERS_PER_CHUNK}={per_chunk} in {origin} needs the model's num_layers to give vpp; "
-                            "use vpp instead")
-        pp = get_int(out, "pp", origin, default=1)
-        if num_layers % (pp * per_chunk):
-            raise PlanError(f"{LAYERS_PER_CHUNK}={per_chunk} with pp={pp} in {origin}: num_layers={num_layers} is "
-                            f"not divisible by pp x {per_chunk} = {pp * per_chunk}; choose layers per chunk "
-                            f"dividing num_layers / pp (or give vpp)")
-        vpp = num_layers // (pp * per_chunk)
-        if "vpp" in out and out["vpp"] != vpp:
-            raise SpecError(f"vpp={short_repr(out['vpp'])} and {LAYERS_PER_CHUNK}={per_chunk} (vpp = num_layers / "
-                            f"(pp x layers per chunk) = {num_layers} / ({pp} x {per_chunk}) = {vpp}) disagree in "
-                            f"{origin}; give only one of them")
-        out["vpp"] = vpp
-    return out
-
-
-def _kernel_fallback(generation: str) -> str:
-    """The attention kernel without a framework: the generation's default (``compute.yaml``
-    ``default_attention_kernel``: A100 FlashAttention-2, Hopper and Blackwell cuDNN) or, with no generation
-    known, ``auto`` (the estimator resolves it for the cluster it prices)."""
-    if not generation:
-        return "auto"
-
-    return default_attention_kernel(generation.lower())
-
-
-def _sdpa_under(torch_version: Any, kernel: str, generation: str, assumed: list[str], origin: str) -> str:
-    """The kernel family ``sdpa`` runs under the plan's ``torch_version`` on ``generation``
-    (:func:`tierwise.specs.compute.sdpa_backend`), noted in ``assumed``; another kernel is kept as it is."""
-
-    if not isinstance(torch_version, str):  # YAML reads 2.10 as the number 2.1
-        raise SpecError(f"torch_version={short_repr(torch_version)} in {origin} must be a quoted release such as "
-                        "'2.5.1' or '2.10'")
-    if kernel != "sdpa" or not generation:
-        return kernel
-    family, why = sdpa_backend(generation.lower(), torch_version, where=origin)
-    assumed.append(f"attention_kernel=sdpa runs {family} ({why})")
-    return family
-
-
-def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "plan",
-                      num_layers: int | None = None, framework: str | None = None, generation: str = "",
-                      moe: bool = False) -> Plan:
-    """Validate the plan's own keys and fill defaults (model-dependent checks: :func:`validate_plan_batch`).
-
-    Megatron/NeMo long names (:data:`MEGATRON_ALIASES`, :data:`LAYERS_PER_CHUNK`) are accepted for the short
-    keys; ``num_layers`` (the model's) is needed to turn layers per virtual stage into ``vpp`` and to check
-    an explicit ``pipeline_layout``. ``framework`` (a scenario's, or the plan's own ``framework`` key) sets
-    that framework's defaults (:func:`tierwise.specs.framework.framework_defaults`; ``generation``: the
-    accelerator's, ``moe``: the model has experts); each default applied is listed in ``assumed``.
-    """
-    data = require_mapping(data, origin)
-    check_keys(data, (*_KEYS, *MEGATRON_ALIASES, LAYERS_PER_CHUNK, "framework"), origin)
-    data = _resolve_aliases(data, origin, num_layers)
-    check_keys(data, (*_KEYS, "framework"), origin, required=("global_batch_size", "seq_length"))
-    assumed: list[str] = []
-    if "framework" in data:
-        own = check_framework(data["framework"], origin)
-        if framework is not None and own != framework:
-            raise SpecError(f"framework={own!r} in {origin} and the scenario's framework={framework!r} disagree; "
-                            "give only one of them")
-        framework = own
-    fw_defaults: dict[str, tuple[object, str]] = {}
-    if framework:
-        tp_given = data.get("tp", 1)
-        precision_given = data.get("precision", "bf16")
-        fw_defaults = framework_defaults(framework, generation=generation, moe=moe,
-                                         tp=tp_given if isinstance(tp_given, int) else 1,
-                                         precision=precision_given if isinstance(precision_given, str) else "bf16")
-
-    def default_of(key: str, fallback):
-        """The framework's default for ``key`` (noted with its reason) or tierwise's ``fallback``."""
-        if key in fw_defaults:
-            reason = fw_defaults[key][1]
-            return fw_defaults[key][0], f" ({reason if reason.lower().startswith(framework) else framework + ': ' + reason})"
-        return fallback, ""
-
-    def opt_int(key: str, default: int, minimum: int = 1, maximum: int = MAX_GPUS) -> int:
-        default, why = default_of(key, default)
-        if key == "etp" and not why:
-            why = " (Megatron-Core: expert_tensor_parallel_size = tp when unset)"
-        if key not in data:
-            assumed.append(f"{key}={default}{why}")
-        return get_int(data, key, origin, default=default, minimum=minimum, maximum=maximum)
-
-    tp, pp, cp = opt_int("tp", 1), opt_int("pp", 1), opt_int("cp", 1)
-    model_parallel = tp * pp * cp
-    if "dp" in data:
-        dp = get_int(data, "dp", origin)
-        if dp * model_parallel != num_gpus:
-            raise PlanError(
-                f"tp x pp x cp x dp = {tp} x {pp} x {cp} x {dp} = {dp * model_parallel} but num_gpus={num_gpus}; "
-                f"the degrees must multiply to num_gpus (or drop dp and it is derived)"
-            )
-    else:
-        if num_gpus % model_parallel:
-            raise PlanError(
-                f"num_gpus={num_gpus} is not divisible by tp x pp x cp = {tp} x {pp} x {cp} = {model_parallel}; "
-                "choose degrees whose product divides the GPU count"
-            )
-        dp = num_gpus // model_parallel
-        assumed.append(f"dp={dp} (num_gpus / (tp x pp x cp))")
-    ep = opt_int("ep", 1)
-    etp = opt_int("etp", tp)
-    vpp = opt_int("vpp", 1, maximum=MAX_LAYERS)
-    inferred: list[str] = []
-    mbs = opt_int("micro_batch_size", 1, maximum=MAX_BATCH)
-    gbs = get_int(data, "global_batch_size", origin, maximum=MAX_BATCH)
-    seq = get_int(data, "seq_length", origin, maximum=MAX_SEQ)
-    if "sequence_parallel" not in data:
-        assumed.append(f"sequence_parallel={tp > 1}")
-    sp = get_bool(data, "sequence_parallel", origin, default=tp > 1)
-    choices: dict[str, str] = {}
-    for key, options, fallback in (("recompute", RECOMPUTE, "none"), ("precision", PRECISION, "bf16"),
-                                   ("order", ORDERS, "tp-cp-dp-pp"), ("zero3_gather", ZERO3_GATHER, "flat"),
-                                   ("grad_reduce_dtype", GRAD_REDUCE_DTYPES, "fp32"),
-                                   ("zero2_sync", ZERO2_SYNC, "per-step"),
-                                   ("attention_kernel", ATTENTION_KERNELS, _kernel_fallback(generation)),
-                                   ("moe_dispatcher", MOE_DISPATCHERS, "alltoall"),
-                                   ("moe_grouped_gemm", MOE_GROUPED_GEMMS, "per-expert")):
-        default, why = default_of(key, fallback)
-        if key not in data:
-            if key == "recompute":
-                inferred.append("recompute")  # the cheapest that fits memory, chosen by the estimate
-            elif key in ("moe_dispatcher", "moe_grouped_gemm") and not moe:
-                pass  # no experts: nothing dispatched
-            elif key == "moe_dispatcher":
-                assumed.append(f"{key}={default}{why or ' (the all-to-all dispatcher of NeMo / Megatron-Core MoE recipes)'}")
-            elif key == "moe_grouped_gemm":
-                assumed.append(f"{key}={default}{why or ' (one GEMM launch per local expert: Transformer Engine GroupedLinear, as Megatron-Core runs it)'}")
-            else:
-                assumed.append(f"{key}={default}{why}")
-        choices[key] = _choice(data, key, options, default, origin)
-    if "torch_version" in data:
-        choices["attention_kernel"] = _sdpa_under(data["torch_version"], choices["attention_kernel"], generation,
-                                                  assumed, origin)
-    zero = opt_int("zero_stage", 1, minimum=0, maximum=3)
-    if zero < 2 and "zero3_gather" not in data and choices["zero3_gather"] != "flat":
-        # the framework's sharded-data-parallel implementation only matters when parameters are sharded
-        assumed[:] = [a for a in assumed if not a.startswith("zero3_gather=")]
-        choices["zero3_gather"] = "flat"
-    dp_shard = opt_int("dp_shard", dp)
-    default_schedule = "interleaved" if vpp > 1 else "1f1b"
-    if "schedule" not in data:
-        assumed.append(f"schedule={default_schedule}")
-    schedule = _choice(data, "schedule", SCHEDULES, default_schedule, origin)
-    if schedule.startswith("dualpipe") and moe and "moe_dispatcher" not in data:
-        # DualPipe comes with DeepSeek's own stack, whose dispatcher is DeepEP (DeepSeek-V3 report sec. 3.2.2)
-        assumed[:] = [a for a in assumed if not a.startswith("moe_dispatcher=")]
-        assumed.append("moe_dispatcher=deepep (schedule dualpipe: DeepSeek-V3's stack, sec. 3.2.2 all-to-all kernels)")
-        choices["moe_dispatcher"] = "deepep"
-    bools = {}
-    for key, fallback in (("reshard_after_forward", True), ("tp_comm_overlap", False), ("ep_comm_overlap", False),
-                          ("fused_elementwise", True), ("fused_cross_entropy", False),
-                          ("overlap_grad_reduce", True), ("overlap_param_gather", True)):
-        default, why = default_of(key, fallback)
-        if key not in data:
-            assumed.append(f"{key}={str(default).lower()}{why}")
-        bools[key] = get_bool(data, key, origin, default=default)
-    balance_default, balance_why = default_of("moe_force_balance", False)
-    if moe and "moe_force_balance" not in data:
-        assumed.append(f"moe_force_balance={str(balance_default).lower()}" + (
-            balance_why or " (the router's own, dropless load; Megatron-Core forces balance only with "
-                           "--moe-router-force-load-balancing)"))
-    bools["moe_force_balance"] = get_bool(data, "moe_force_balance", origin, default=balance_default)
-    if "pp_scatter_gather" not in data and tp > 1 and pp > 1 and not sp:
-        assumed.append("pp_scatter_gather=false (Megatron-Core sends the whole activation between pipeline stages)")
-    bools["pp_scatter_gather"] = get_bool(data, "pp_scatter_gather", origin, default=False)
-    node_limit = get_int(data, "moe_node_limit", origin, default=0, minimum=0, maximum=MAX_GPUS)
-    offload = get_int(data, "activation_offload_layers", origin, default=0, minimum=0, maximum=MAX_LAYERS)
-    layout = _layout_fields(data, pp, vpp, num_layers, origin)
-    plan = Plan(tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, etp=etp, vpp=vpp, micro_batch_size=mbs, global_batch_size=gbs,
-                seq_length=seq, sequence_parallel=sp, zero_stage=zero, dp_shard=dp_shard, schedule=schedule,
-                moe_node_limit=node_limit, activation_offload_layers=offload, framework=framework or "", **choices, **layout, **bools)
-    if num_layers is not None and pp > 1:
-        assumed.append(layout_note(num_layers, plan))
-    from dataclasses import replace
-
-    return replace(plan, assumed=tuple(assumed), inferred=tuple(inferred))
-
-
-_LAYOUT_SYMBOLS = {"E": "embedding", "t": "decoder", "L": "loss"}
-"""Megatron-Core layout symbols tierwise prices (``E`` embedding, ``t`` decoder layer, ``L`` loss) and the
-names its list form uses for them. ``m`` (a multi-token-prediction layer) is refused: tierwise places a model's
-MTP modules (``mtp_layers``) itself, on the stage with the output head (:func:`tierwise.parallel.pp.stage_layers`,
-DeepSeek-V3 report sec. 3.2.3)."""
-_LAYOUT_NAMES = {name: sym for sym, name in _LAYOUT_SYMBOLS.items()} | {"mtp": "m"}
-_MAX_LAYOUT_STAGES = 4096
-"""Most virtual stages a layout string may expand to (pp x vpp; MAX_LAYERS bounds the layers)."""
-
-
-def _expand_layout(text: str, origin: str) -> str:
-    """Megatron-Core's ``pipeline_model_parallel_layout`` string with its repetitions written out.
-
-    Grammar (Megatron-Core user guide, "Custom Pipeline Model Parallel Layout";
-    ``megatron/core/transformer/pipeline_parallel_layer_layout.py``): stages are split by ``|``; ``x*N``
-    repeats one symbol, ``(pattern)*N`` a group (groups may nest); commas are cosmetic; empty stages are
-    legal (``E||t|L``). E.g. ``"Et*3|(tt|)*29,m|L"`` is DeepSeek-V3's PP16 x VPP2 layout.
-    """
-    import re
-
-    def bad(why: str) -> SpecError:
-        return SpecError(f"pipeline_layout={short_repr(text)} in {origin}: {why}; write stages split by '|' "
-                         f"with symbols E, t, L and repeats x*N or (pattern)*N, e.g. \"Et*3|(tt|)*6|t*3L\"")
-
-    limit = (MAX_LAYERS + 2) * 4 + _MAX_LAYOUT_STAGES
-    s = text.replace(",", "").replace(" ", "")
-    group = re.compile(r"\(([^()]*)\)\*(\d+)")
-    while "(" in s or ")" in s:
-        m = group.search(s)
-        if m is None:
-            raise bad("its parentheses do not pair up, or a group has no *N after it")
-        body, n = m.group(1), int(m.group(2))
-        if len(body) * n + len(s) > limit:
-            raise bad(f"it expands past {limit} characters")
-        s = s[:m.start()] + body * n + s[m.end():]
-    single = re.compile(r"([A-Za-z])\*(\d+)")
-    while "*" in s:
-        m = single.search(s)
-        if m is None:
-            raise bad("a * follows no symbol or is not followed by a count")
-        n = int(m.group(2))
-        if n + len(s) > limit:
-            raise bad(f"it expands past {limit} characters")
-        s = s[:m.start()] + m.group(1) * n + s[m.end():]
-    return s
-
-
-def layout_counts(raw: Any, origin: str) -> list[int]:
-    """Decoder layers per (virtual) stage, in model order, from a ``pipeline_layout`` in any of the forms
-    Megatron-Core accepts or tierwise adds: a list of layer counts (``[7, 8, 8, 7]``); Megatron's list of
-    per-stage lists of layer names (``[["embedding", "decoder"], ["decoder", "loss"]]``); or its layout
-    string (``"Et|tt|tL"``, see :func:`_expand_layout`). Embedding and loss entries are placement only:
-    tierwise already prices the embedding on the first stage and the loss on the last."""
-    if isinstance(raw, str):
-        stages_text = _expand_layout(raw, origin).split("|")
-        if len(stages_text) > _MAX_LAYOUT_STAGES:
-            raise SpecError(f"pipeline_layout={short_repr(raw)} in {origin} has {len(stages_text)} stages; at most "
-                            f"{_MAX_LAYOUT_STAGES} (pp x vpp)")
-        stages = [list(st) for st in stages_text]
-    elif isinstance(raw, list) and raw:
-        stages = raw
-    else:
-        raise SpecError(f"pipeline_layout={short_repr(raw)} in {origin}; give a list of layer counts, one per "
-                        f"(virtual) pipeline stage, e.g. [7, 8, 8, 7], or Megatron-Core's layout string, "
-                        f"e.g. \"Et*7|t*8|t*8|t*7L\"")
-    counts, symbols = [], []  # symbols: each list-form stage's layers as E / t / L
-    for i, v in enumerate(stages):
-        if isinstance(v, list):
-            syms = [_LAYOUT_NAMES.get(x, x) if isinstance(x, str) else None for x in v]
-            for item, sym in zip(v, syms, strict=True):
-                if sym == "m":
-                    raise SpecError(f"pipeline_layout stage {i} in {origin} holds an MTP layer (m); tierwise "
-                                    "places the model's MTP modules (mtp_layers) on the stage with the output head: "
-                                    "drop m from the layout")
-                if sym not in _LAYOUT_SYMBOLS:
-                    raise SpecError(f"pipeline_layout stage {i} holds {short_repr(item)} in {origin}; each layer "
-                                    f"is one of E, t, L (or embedding, decoder, loss)")
-            counts.append(syms.count("t"))
-            symbols.append(syms)
-            continue
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0 or v > MAX_LAYERS:
-            raise SpecError(f"pipeline_layout[{i}]={short_repr(v)} in {origin}; each entry is a count of layers "
-                            f"(an integer 0..{MAX_LAYERS})")
-        counts.append(v)
-    if len(symbols) == len(stages):
-        for sym, where, name in (("E", 0, "first"), ("L", -1, "last")):
-            holders = [j for j, syms in enumerate(symbols) for x in syms if x == sym]
-            if holders and holders != [range(len(stages))[where]]:
-                raise SpecError(f"pipeline_layout={short_repr(raw)} in {origin} puts {_LAYOUT_SYMBOLS[sym]} ({sym}) "
-                                f"in stage(s) {holders}; Megatron-Core places it once, in the {name} stage")
-    return counts
-
-
-def _layout_fields(data: Mapping[str, Any], pp: int, vpp: int, num_layers: int | None, origin: str) -> dict:
-    """The plan's stage-layout fields from ``pipeline_layout``, ``first_stage_layers`` / ``last_stage_layers``
-    and the Megatron-Core embedding / loss accounting switches (checked, one line naming the bad value)."""
-    first = get_int(data, "first_stage_layers", origin, default=0, minimum=0, maximum=MAX_LAYERS)
-    last = get_int(data, "last_stage_layers", origin, default=0, minimum=0, maximum=MAX_LAYERS)
-    emb = get_bool(data, "account_for_embedding_in_pipeline_split", origin, default=False)
-    loss = get_bool(data, "account_for_loss_in_pipeline_split", origin, default=False)
-    out = {"first_stage_layers": first, "last_stage_layers": last, "embedding_in_split": emb,
-           "loss_in_split": loss}
-    if "pipeline_layout" not in data:
-        if num_layers is not None and (first or last):
-            rest = num_layers - first - last
-            left = pp - (1 if first else 0) - (1 if last else 0)
-            if rest < 0 or (left <= 0 and rest != 0):
-                raise PlanError(f"first_stage_layers={first}, last_stage_layers={last} with pp={pp} leave {rest} "
-                                f"layers of num_layers={num_layers} for {max(left, 0)} other stages; the stages "
-                                f"must hold exactly {num_layers} layers")
-        return out
-    raw = data["pipeline_layout"]
-    counts = layout_counts(raw, origin)
-    if first or last or emb or loss:
-        raise SpecError(f"pipeline_layout in {origin} is given with first_stage_layers / last_stage_layers / "
-                        "account_for_*_in_pipeline_split; give only the layout")
-    if len(counts) not in (pp, pp * vpp):
-        raise SpecError(f"pipeline_layout has {len(counts)} entries in {origin}; give pp = {pp} (one per stage) "
-                        f"or pp x vpp = {pp * vpp} (one per virtual stage)")
-    if num_layers is not None and sum(counts) != num_layers:
-        raise SpecError(f"pipeline_layout={short_repr(raw)} sums to {sum(counts)} layers in {origin}, but the model "
-                        f"has num_layers={num_layers}; the stages must hold every layer once")
-    # Megatron-Core PipelineParallelLayerLayout: virtual stages in model order, virtual stage i on rank i mod pp
-    physical = [sum(counts[r::pp]) for r in range(pp)]
-    out.update(first_stage_layers=physical[0], last_stage_layers=physical[-1],
-               middle_stage_layers=max(physical[1:-1], default=0), layout_explicit=True)
-    return out
-
-
 _INT_FIELDS = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "global_batch_size", "seq_length",
                "zero_stage", "dp_shard", "first_stage_layers", "last_stage_layers", "middle_stage_layers",
                "moe_node_limit", "activation_offload_layers")
@@ -639,7 +275,7 @@ class PlanBatch:
 
     @classmethod
     def from_plans(cls, plans: Sequence[Plan]) -> PlanBatch:
-        """A batch of the given plans (each a :class:`Plan`, e.g. from :func:`plan_from_mapping`)."""
+        """A batch of the given plans (each a :class:`Plan`, e.g. from :func:`~tierwise.specs.plan_mapping.plan_from_mapping`)."""
         if not isinstance(plans, list | tuple):
             raise PlanError(f"PlanBatch.from_plans takes a list of plans, not {describe_type(plans)}; e.g. "
                             "PlanBatch.from_plans([tierwise.plan_from_mapping({...}, num_gpus=N)])")
@@ -660,7 +296,7 @@ class PlanBatch:
     def from_arrays(cls, **arrays: Any) -> PlanBatch:
         """Build from arrays (or scalars, broadcast); missing fields get the plan defaults.
 
-        Unlike :func:`plan_from_mapping` this applies no derived defaults: pass ``etp``, ``dp_shard`` and
+        Unlike :func:`~tierwise.specs.plan_mapping.plan_from_mapping` this applies no derived defaults: pass ``etp``, ``dp_shard`` and
         ``sequence_parallel`` explicitly when they should follow tp or dp.
         """
         defaults = Plan()
@@ -928,7 +564,7 @@ def ep_overlap_allowed(plans: PlanBatch) -> np.ndarray:
 def valid_plan_mask(model, plans: PlanBatch) -> np.ndarray:
     """Vectorized :func:`validate_plan_batch`: True where a plan passes every model-dependent rule.
 
-    Degrees are assumed positive (the planner and :func:`plan_from_mapping` only build positive ones).
+    Degrees are assumed positive (the planner and :func:`~tierwise.specs.plan_mapping.plan_from_mapping` only build positive ones).
     """
     ok = np.ones(len(plans), dtype=bool)
     for violated, _ in _RULES:

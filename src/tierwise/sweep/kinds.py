@@ -41,7 +41,8 @@ from tierwise.planner.space import Constraints
 from tierwise.specs import catalog
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.model import load_model
-from tierwise.specs.plan import plan_from_mapping, validate_plan_batch
+from tierwise.specs.plan import validate_plan_batch
+from tierwise.specs.plan_mapping import plan_from_mapping
 from tierwise.sweep.errors import SweepError
 from tierwise.topology import build_fabric
 from tierwise.topology.spec import spec_from_mapping

@@ -18,7 +18,8 @@ from tierwise.specs import catalog
 from tierwise.specs.cluster import Cluster, load_cluster
 from tierwise.specs.framework import framework_for_text
 from tierwise.specs.model import ModelSpec, load_model, model_from_mapping
-from tierwise.specs.plan import Plan, plan_from_mapping, validate_plan_batch
+from tierwise.specs.plan import Plan, validate_plan_batch
+from tierwise.specs.plan_mapping import plan_from_mapping
 from tierwise.validate import rules
 
 __all__ = ["Case", "case_from_row", "GRAND_TETON_H100_96GB", "cluster_for_row", "borrow_parallelism",

@@ -109,7 +109,7 @@ def layer_traffic(model: ModelSpec, shape: ModelShape, plans: PlanBatch,
     """The TP, EP, CP and PP records of ``plans`` (module docstring), by axis.
 
     >>> from tierwise.specs.model import load_model
-    >>> from tierwise.specs.plan import plan_from_mapping
+    >>> from tierwise.specs.plan_mapping import plan_from_mapping
     >>> from tierwise.workload.flops import model_shape
     >>> m = load_model("llama3.1-70b")
     >>> p = PlanBatch.from_plans([plan_from_mapping({"tp": 8, "global_batch_size": 8, "seq_length": 4096}, num_gpus=8)])
