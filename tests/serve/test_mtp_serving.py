@@ -149,3 +149,4 @@ def test_serve_plan_takes_mtp_as_given():
     off, on = (serve_plan_document(ServeConfig(**kw, mtp=k), modes="aggregated", top=1) for k in (0, 1))
     assert on["best"][0]["tpot_s"] < off["best"][0]["tpot_s"]
     assert any(a.startswith("mtp_acceptance") for a in on["assumed"])
+    assert "mtp 1 as given (--mtp; not searched)" in on["assumed"]

@@ -627,6 +627,8 @@ def serve_plan_document(cfg: ServeConfig, *, max_tp: int = 8, modes: str = "both
     w, _, assumed = _resolve(dataclasses.replace(cfg, tp=1, ep=1, prefill_gpus=None, decode_gpus=None,
                                                  decode_cluster=None))
     assumed = [a for a in assumed if not a.startswith("tp ")]
+    if w.params.mtp:
+        assumed.append(f"mtp {w.params.mtp} as given (--mtp; not searched)")
     start = time.perf_counter()
     if cfg.decode_cluster is None:
         result = serve_plan(w, cfg.num_gpus, max_tp=max_tp, kv_link=cfg.kv_link, top=top, modes=modes,
