@@ -150,3 +150,12 @@ def test_serve_plan_takes_mtp_as_given():
     assert on["best"][0]["tpot_s"] < off["best"][0]["tpot_s"]
     assert any(a.startswith("mtp_acceptance") for a in on["assumed"])
     assert "mtp 1 as given (--mtp; not searched)" in on["assumed"]
+
+
+def test_prefill_runs_the_mtp_module_over_the_prompt():
+    """With MTP the prefill step runs one more block (the module's) over the prompt: its layers grow by one MoE
+    layer of DeepSeek-V3's 61 (3 dense, 58 MoE), between 1/61 and 2/61 of them."""
+    on, off = (serve_estimate(ServeConfig(**_V3, mtp=k))["phases"] for k in (1, 0))
+    grow = on["prefill_layers_s"] / off["prefill_layers_s"] - 1.0
+    assert 1.0 / 61 < grow < 2.0 / 61
+    assert on["prefill_comm_s"] > off["prefill_comm_s"] and on["prefill_head_s"] > off["prefill_head_s"]

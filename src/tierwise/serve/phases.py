@@ -53,6 +53,7 @@ from tierwise.serve.kv import (
     attention_dp,
     expert_tp,
     kv_fraction_per_gpu,
+    mtp_modules,
     mtp_weight_bytes_per_gpu,
     shape_of,
     weight_bytes_per_gpu,
@@ -200,7 +201,10 @@ def prefill_time(model: ModelSpec, cluster: Cluster, precision: str, tp, ep, inp
     layers, what a training micro-batch's forward of the same tokens costs), ``head_s`` (the LM head at each
     prompt's last position), ``compute_s`` (their sum), ``memory_s`` (the weights read once, for reference:
     every GEMM's roofline already counts its own read), ``comm_s``, ``host_s`` (the engine's host time of the
-    step, :func:`host_time`) and ``total_s``.
+    step, :func:`host_time`) and ``total_s``. With ``params.mtp`` the MTP modules run over the prompt as well
+    (SGLang's and vLLM's MTP drafters prefill the module beside the target, which fills its KV cache and drafts
+    the first tokens): one more block of the last layer's kind per module, its collectives, and the projection
+    and head at each prompt's last position.
     """
     rates = serving_rates(cluster, params)
     n = np.asarray(num_requests, dtype=float)
@@ -213,6 +217,14 @@ def prefill_time(model: ModelSpec, cluster: Cluster, precision: str, tp, ep, inp
     head = lm_head_time(model, rates, tokens=per_group, tp=work.tp, peak=fwd.gemm_peak)
     memory = weight_bytes_per_gpu(model, precision, work.tp, work.ep, params.redundant_experts) / rates.hbm
     comm = comm_time(model, cluster, work.tp.astype(np.int64), work.ep.astype(np.int64), work.tokens, precision)
+    if params.mtp:
+        # the MTP modules run over the prompt too (their KV cache, the first draft): one more block each, the
+        # projection and the head at the last position (:func:`mtp_draft_time`'s parts)
+        k, moe_block = mtp_modules(model, params.mtp), bool(model.moe_layer_mask[-1]) and model.moe is not None
+        layers = layers + k * (fwd.moe if moe_block else fwd.dense)
+        head = head * (1.0 + k * (1.0 + 2.0 * model.hidden_size / model.vocab_size))
+        comm = comm + comm_time(model, cluster, work.tp.astype(np.int64), work.ep.astype(np.int64), work.tokens,
+                                precision, layers=(float(k), float(k * moe_block)))
     compute = layers + head
     gpu, host = finish_step(model, params, layers=layers, comm=comm, head=head, batch=n, tp=work.tp)
     total = gpu + host
