@@ -22,6 +22,11 @@ has no efficiency law of its own, only what makes a serving step a serving step.
   scheduler work per step and per sequence, exposed unless the engine overlaps it with the GPU step). Prompt tokens mixed into the step (chunked prefill, Agrawal
   et al. 2024 "Sarathi-Serve", sec. 4) add their GEMM rows and their own causal attention.
 
+* **MTP speculative decoding** (``params.mtp`` N, DeepSeek-V3 report sec. 2.2 and 5.4.3): a decode step verifies
+  ``1 + N`` positions per sequence in its one target forward and runs N draft forwards of the MTP module
+  (:func:`mtp_draft_time`); it yields ``E = sum P^i`` tokens per sequence (:func:`accepted_per_step`), so a token
+  costs the step over E (:func:`decode_token_time`).
+
 TP: two all-reduces of ``T h`` BF16 activations per layer (Megatron-LM, Shoeybi et al. 2019, sec. 3); EP: a
 dispatch and a combine all-to-all of ``T k h`` per MoE layer (GShard, Lepikhin et al. 2020, sec. 2.2), each
 priced by :func:`tierwise.collectives.model.collective_cost` on the tiers the group spans
@@ -215,7 +220,7 @@ def prefill_time(model: ModelSpec, cluster: Cluster, precision: str, tp, ep, inp
     fwd = layer_forward(model, shape_of(model), rates, work)
     layers = _layers(model, fwd.dense, fwd.moe)
     head = lm_head_time(model, rates, tokens=per_group, tp=work.tp, peak=fwd.gemm_peak)
-    memory = weight_bytes_per_gpu(model, precision, work.tp, work.ep, params.redundant_experts) / rates.hbm
+    memory = weight_bytes_per_gpu(model, precision, work.tp, work.ep, params.redundant_experts, mtp=params.mtp) / rates.hbm
     comm = comm_time(model, cluster, work.tp.astype(np.int64), work.ep.astype(np.int64), work.tokens, precision)
     if params.mtp:
         # the MTP modules run over the prompt too (their KV cache, the first draft): one more block each, the
