@@ -140,7 +140,8 @@ def weight_bytes_per_gpu(model: ModelSpec, precision: str, tp, ep, redundant: in
 def mtp_modules(model: ModelSpec, mtp: int) -> int:
     """MTP modules an engine holds for ``mtp`` speculative tokens: one per token up to the model's
     ``mtp_layers``; more tokens chain the last module (SGLang runs DeepSeek-V3's one module for
-    ``--speculative-num-steps`` 2 or 3; vLLM's ``num_speculative_tokens`` likewise reuses the MTP layers)."""
+    ``--speculative-num-steps 2`` in its DeepSeek-V3 NextN launch example; vLLM's ``num_speculative_tokens`` sets
+    the speculative depth of ``method: mtp`` independently of the model's MTP layers, vLLM docs "MTP")."""
     return min(int(mtp), int(model.mtp_layers))
 
 
