@@ -68,3 +68,23 @@ for _gpus, _modes in (("1048576", "both"), ("1048576", "disaggregated"), ("65537
                       max_lines=1, timeout_s=10.0))
 CASES.append(Case(id="serve/plan-1048576-gpus-aggregated-answers", argv=[*_PLAN[:-1], "1048576", "--modes",
                   "aggregated"], exit_code=0, timeout_s=15.0))
+
+# MTP speculative decoding (issue 30): a model without MTP layers, out-of-range depths and acceptances, the
+# acceptance without --mtp, bad values from a scenario file
+_V3 = ["serve", "--model", "deepseek-v3", "--cluster", "dgx-h100", "--gpus", "16", "--precision", "fp8"]
+CASES += [
+    Case(id="serve/mtp-without-mtp-layers", argv=[*_BASE, "--mtp", "1"], stderr_has=["no MTP module"]),
+    Case(id="serve-plan/mtp-without-mtp-layers", argv=[*_PLAN, "--mtp", "2"], stderr_has=["no MTP module"]),
+    Case(id="serve/mtp-acceptance-without-mtp", argv=[*_V3, "--mtp-acceptance", "0.9"], stderr_has=["--mtp N"]),
+]
+for v in ("-1", "17", str(2**63), "abc"):
+    CASES.append(Case(id=f"serve/mtp-{v[:12]}", argv=[*_V3, "--mtp", v], stderr_has=["mtp"]))
+for v in ("nan", "inf", "-0.1", "1.5", "abc"):
+    CASES.append(Case(id=f"serve/mtp-acceptance-{v}", argv=[*_V3, "--mtp", "1", "--mtp-acceptance", v],
+                      stderr_has=["mtp-acceptance"]))
+for key, value in (("mtp", "two"), ("mtp", "true"), ("mtp", "1.5"), ("mtp_acceptance", "'high'")):
+    extra = "mtp: 1\n" if key == "mtp_acceptance" else ""
+    CASES.append(Case(id=f"serve/scenario-{key}-{value.strip(chr(39))}", argv=["serve", "s.yaml"],
+                      files={"s.yaml": f"model: deepseek-v3\ncluster: dgx-h100\nnum_gpus: 16\nprecision: fp8\n"
+                                       f"{extra}{key}: {value}\n"},
+                      stderr_has=["mtp"]))

@@ -9,6 +9,12 @@ import typer
 from tierwise.cli._compute import ComputeOpt, StrictOpt, use_compute_profile
 from tierwise.cli._output import emit, kv_table, print_table
 
+MtpOpt = Annotated[int | None, typer.Option(
+    "--mtp", help="speculative tokens per decode step from the model's MTP module(s) (default 0: off)")]
+MtpAcceptanceOpt = Annotated[float | None, typer.Option(
+    "--mtp-acceptance", help="--mtp: probability a drafted token is accepted (default 0.85, DeepSeek-V3 report "
+                             "sec. 5.4.3)")]
+
 
 def _config(scenario_file, flags: dict, *, pools: bool = True):
     """A :class:`ServeConfig` from a scenario file, updated by the flags given (``pools``: the command has
@@ -95,6 +101,11 @@ def render_serve(console, doc: dict) -> None:
                                         f"{format_time(doc['kv_transfer_exposed_s'])} exposed "
                                         f"({'streamed by layer' if doc['kv_transfer_streamed'] else 'whole'})")
         t.add_row("KV bandwidth a prefill node needs", f"{doc['kv_bandwidth_needed_per_prefill_node_bytes_per_s'] / 1e9:,.2f} GB/s")
+    if doc.get("mtp"):
+        m = doc["mtp"]
+        t.add_row("MTP speculative decoding", f"{m['tokens']} token(s) per step from {m['modules']} module(s), "
+                                              f"acceptance {m['acceptance']:.2f}: {m['accepted_per_step']:.2f} tokens "
+                                              f"per {format_time(m['step_s'])} step ({format_time(m['draft_s'])} drafting)")
     t.add_row("fits / meets SLO", f"{doc['fits']} / {doc['meets_slo']}")
     for a in doc["assumed"]:
         t.add_row("assumed", a)
@@ -250,6 +261,8 @@ def register(app: typer.Typer) -> None:
         two_batch_overlap: Annotated[bool, typer.Option(
             "--two-batch-overlap", help="two micro-batches per step: the all-to-all behind the other's "
                                         "compute")] = False,
+        mtp: MtpOpt = None,
+        mtp_acceptance: MtpAcceptanceOpt = None,
         kv_link: KvLinkOpt = None,
         engine: EngineOpt = None,
         kv_whole: Annotated[bool, typer.Option("--kv-whole", help="send the KV cache after prefill, not layer by "
@@ -299,7 +312,7 @@ def register(app: typer.Typer) -> None:
                        attention_kernel, engine, decode_cluster, prefill_ep=prefill_ep,
                        redundant_experts=redundant_experts, two_batch_overlap=two_batch_overlap or None)
         flags.update(prefix_hit_rate=prefix_hit_rate, prefix_tier=prefix_tier, prefix_load=prefix_load,
-                     host_kv_gb=host_kv_gb)
+                     host_kv_gb=host_kv_gb, mtp=mtp, mtp_acceptance=mtp_acceptance)
         cfg = _config(scenario_file, flags)
         use_compute_profile(ctx, compute, strict)
         sim = {"arrivals": arrivals, "cv": cv, "trace": trace, "requests": requests, "seed": seed,
@@ -343,6 +356,8 @@ def register(app: typer.Typer) -> None:
         decode_cluster: Annotated[str | None, typer.Option(
             "--decode-cluster", help="plan the decode pool on this cluster (or on each of a comma-separated list) "
                                      "and the prefill pool on --cluster")] = None,
+        mtp: MtpOpt = None,
+        mtp_acceptance: MtpAcceptanceOpt = None,
         max_tp: Annotated[int, typer.Option("--max-tp", help="largest TP degree searched")] = 8,
         modes: Annotated[str, typer.Option("--modes", help="both, aggregated or disaggregated")] = "both",
         top: Annotated[int, typer.Option("--top", help="deployments listed")] = 10,
@@ -355,6 +370,7 @@ def register(app: typer.Typer) -> None:
         flags = _flags(model, cluster, gpus, None, None, precision, kv_precision, input_len, output_len, scenario,
                        rate, ttft_slo, tpot_slo, None, None, None, None, None, None, None, None, kv_link, False,
                        engine=engine, decode_cluster=decode_cluster)
+        flags.update(mtp=mtp, mtp_acceptance=mtp_acceptance)  # taken as given, not searched
         cfg = _config(scenario_file, flags, pools=False)
         use_compute_profile(ctx, compute, strict)
         doc = serve_plan_document(cfg, max_tp=max_tp, modes=modes, top=top)

@@ -29,6 +29,8 @@ SERVE = {
     "kv_transfer_exposed_s": "num", "kv_transfer_tier": "str?", "kv_transfer_streamed": "bool?",
     "kv_bandwidth_needed_per_prefill_node_bytes_per_s": "num", "kv_link_bytes_per_s_per_gpu": "num?",
     "phases": PHASES, "engine": "str", "assumed": "list[str]",
+    "?mtp": {"tokens": "int", "modules": "int", "acceptance": "num", "accepted_per_step": "num", "step_s": "num",
+             "draft_s": "num", "weight_bytes_per_gpu": "num"},
 }
 
 SERVE_PLAN = {

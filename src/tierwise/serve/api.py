@@ -24,10 +24,12 @@ from tierwise.serve.kv import (
     instance_gpus,
     kv_fraction_per_gpu,
     mha_equivalent,
+    mtp_modules,
+    mtp_weight_bytes_per_gpu,
     weight_bytes_per_gpu,
 )
 from tierwise.serve.params import serving_parameters
-from tierwise.serve.phases import decode_step_time
+from tierwise.serve.phases import accepted_per_step, decode_step_time
 from tierwise.serve.plan import MAX_DISAGGREGATED_GPUS, REDUNDANT_CHOICES, ep_tier_name, serve_plan
 from tierwise.serve.prefix import (
     DEFAULT_HOST_KV_GB,
@@ -84,6 +86,12 @@ class ServeConfig:
     0 for ``serve``, searched by ``serve-plan`` (:data:`tierwise.serve.plan.REDUNDANT_CHOICES`)."""
     two_batch_overlap: bool = False
     """Two micro-batches per step, communication behind compute (:class:`~tierwise.serve.params.ServingParameters`)."""
+    mtp: int = 0
+    """Speculative tokens per decode step from the model's MTP modules (``--mtp N``; 0: off; serve-plan takes it as
+    given, it does not search it)."""
+    mtp_acceptance: float | None = None
+    """Per-token acceptance of the MTP drafts (``--mtp-acceptance``; None: 0.85, DeepSeek-V3 report sec. 5.4.3,
+    listed under ``assumed``)."""
     kv_link: str = "auto"
     decode_cluster: Any = None
     """Disaggregated: the decode pool's cluster (a catalog name or a mapping) when it differs from ``cluster``,
@@ -241,6 +249,7 @@ def _resolve(cfg: ServeConfig):
     params = dataclasses.replace(params, redundant_experts=_redundant(cfg, model),
                                  two_batch_overlap=bool(cfg.two_batch_overlap))
     assumed: list[str] = []
+    params = _with_mtp(params, cfg, model, assumed)
     params = _with_engine(params, cfg.engine, assumed)
     kvp = cfg.kv_precision
     if kvp is None:
@@ -301,6 +310,40 @@ def _redundant(cfg: ServeConfig, model) -> int:
         raise ScenarioError(f"--redundant-experts {cfg.redundant_experts} needs a mixture-of-experts model; "
                             f"{model.name} is dense")
     return int(cfg.redundant_experts)
+
+
+MAX_MTP = 16
+"""Largest ``--mtp`` taken: a sanity bound (engines run 1-4 speculative steps; ``E`` gains under 0.85^16 = 7% of a
+token past 16 at the default acceptance)."""
+
+
+def _with_mtp(params, cfg: ServeConfig, model, assumed: list[str]):
+    """``params`` with ``--mtp`` and ``--mtp-acceptance`` checked: a model with MTP modules only (``mtp_layers``,
+    its config's ``num_nextn_predict_layers``); ``N`` above them chains the last module, the rule of SGLang
+    (``--speculative-num-steps`` over DeepSeek-V3's one NextN module) and vLLM (``num_speculative_tokens``), said
+    under ``assumed``; the acceptance in [0, 1], 0.85 when not given (DeepSeek-V3 report sec. 5.4.3)."""
+    check_int(cfg.mtp, "--mtp", minimum=0, maximum=MAX_MTP, error=ScenarioError,
+              hint=" (speculative tokens per decode step; 0 = off)")
+    n = int(cfg.mtp)
+    if n == 0:
+        if cfg.mtp_acceptance is not None:
+            raise ScenarioError(f"--mtp-acceptance {cfg.mtp_acceptance} applies to MTP speculative decoding; add "
+                                "--mtp N or drop it")
+        return params
+    if not model.mtp_layers:
+        raise ScenarioError(f"--mtp {n}: {model.name} has no MTP module (mtp_layers 0, its config's "
+                            "num_nextn_predict_layers); drop --mtp or use a model with MTP layers, e.g. deepseek-v3")
+    p = cfg.mtp_acceptance
+    if p is None:
+        p = params.mtp_acceptance
+        assumed.append(f"mtp_acceptance {p} per speculative token (DeepSeek-V3 report sec. 5.4.3: 85-90% for the "
+                       "second token; i.i.d. per token; --mtp-acceptance)")
+    check_float(p, "--mtp-acceptance", minimum=0.0, maximum=1.0, error=ScenarioError,
+                hint=" (probability a drafted token is accepted)")
+    if n > model.mtp_layers:
+        assumed.append(f"mtp {n} chains the model's {model.mtp_layers} MTP module(s) (SGLang --speculative-num-steps, "
+                       "vLLM num_speculative_tokens), at the same acceptance per token")
+    return dataclasses.replace(params, mtp=n, mtp_acceptance=float(p))
 
 
 def _check_ep_layout(model, tp: int, ep: int, gpus: int, ep_flag: str, tp_flag: str, gpus_flag: str,
@@ -424,7 +467,8 @@ def serve_estimate(cfg: ServeConfig) -> dict:
         "kv_bytes_per_token_per_gpu": float(kvb * kv_fraction_per_gpu(w.model, dtp)),
         "attention": attention_kind(w.model),
         "kv_cache_bytes_per_gpu": float(r["kv_cache_bytes_per_gpu"]),
-        "weight_bytes_per_gpu": float(weight_bytes_per_gpu(w.model, w.precision, dtp, dep, w.params.redundant_experts)),
+        "weight_bytes_per_gpu": float(weight_bytes_per_gpu(w.model, w.precision, dtp, dep, w.params.redundant_experts,
+                                                           mtp=w.params.mtp)),
         "redundant_experts": w.params.redundant_experts, "two_batch_overlap": w.params.two_batch_overlap,
         "max_concurrency": int(r["max_concurrency"]),
         "fits": bool(r["fits"]), "meets_slo": bool(r["meets_slo"]),
@@ -448,10 +492,24 @@ def serve_estimate(cfg: ServeConfig) -> dict:
         "engine": w.params.engine.label,
         "assumed": assumed,
     }
+    if w.params.mtp:
+        doc["mtp"] = _mtp_block(w, step, dtp, dep)
     if w.prefix is not None:
         doc["prefix_cache"] = _prefix_block(w, pf, ptp, dtp, float(r["kv_cache_bytes_per_gpu"]),
                                             float(r["output_tokens_per_s"]) / float(r["num_gpus"]))
     return doc
+
+
+def _mtp_block(w, step: dict, dtp: int, dep: int) -> dict:
+    """The ``mtp`` block of ``serve --json`` (present with ``--mtp``): speculative tokens, modules held,
+    acceptance, expected tokens per step (:func:`tierwise.serve.phases.accepted_per_step`), the decode step
+    (``phases.decode_step_s``), the draft forwards' share of it and the MTP weights per GPU."""
+    p = w.params
+    return {"tokens": p.mtp, "modules": mtp_modules(w.model, p.mtp), "acceptance": p.mtp_acceptance,
+            "accepted_per_step": accepted_per_step(p), "step_s": float(step["total_s"]),
+            "draft_s": float(step["mtp_s"]),
+            "weight_bytes_per_gpu": float(mtp_weight_bytes_per_gpu(w.model, w.precision, dtp, dep, p.redundant_experts,
+                                                                   modules=mtp_modules(w.model, p.mtp)))}
 
 
 def _prefix_block(w, pf: dict, ptp: int, dtp: int, cache_bytes: float, tokens_per_s_per_gpu: float) -> dict:
@@ -569,6 +627,8 @@ def serve_plan_document(cfg: ServeConfig, *, max_tp: int = 8, modes: str = "both
     w, _, assumed = _resolve(dataclasses.replace(cfg, tp=1, ep=1, prefill_gpus=None, decode_gpus=None,
                                                  decode_cluster=None))
     assumed = [a for a in assumed if not a.startswith("tp ")]
+    if w.params.mtp:
+        assumed.append(f"mtp {w.params.mtp} as given (--mtp; not searched)")
     start = time.perf_counter()
     if cfg.decode_cluster is None:
         result = serve_plan(w, cfg.num_gpus, max_tp=max_tp, kv_link=cfg.kv_link, top=top, modes=modes,

@@ -42,11 +42,12 @@ from tierwise.serve.kv import (
     instance_gpus,
     kv_bytes_per_token,
     kv_fraction_per_gpu,
+    mtp_kv_factor,
     weight_bytes_per_gpu,
     workspace_bytes_per_gpu,
 )
 from tierwise.serve.params import ServingParameters
-from tierwise.serve.phases import decode_step_time
+from tierwise.serve.phases import decode_token_time
 from tierwise.serve.prefix import PrefixCache, prefix_prefill
 from tierwise.serve.transfer import exposed_transfer, kv_transfer_time
 from tierwise.specs.cluster import Cluster
@@ -152,7 +153,7 @@ def _capacity(w: Workload, tp, ep):
     """(KV cache bytes per GPU, max concurrent sequences per instance) after weights and workspace."""
     acc = w.cluster.accelerator
     frac = w.params.memory_utilization if w.kv_cache_fraction is None else w.kv_cache_fraction
-    used = (weight_bytes_per_gpu(w.model, w.precision, tp, ep, w.params.redundant_experts)
+    used = (weight_bytes_per_gpu(w.model, w.precision, tp, ep, w.params.redundant_experts, mtp=w.params.mtp)
             + workspace_bytes_per_gpu(w.model, tp, w.params))
     if w.kv_cache_of == "free":
         free = frac * (acc.hbm_capacity_bytes - used)
@@ -160,8 +161,9 @@ def _capacity(w: Workload, tp, ep):
         free = acc.hbm_capacity_bytes * frac - used
     cache = np.maximum(free, 0.0)
     gen = w.beams * (w.output_len / 2.0 if w.kv_reservation == "paged" else float(w.output_len))
-    held = w.input_len + gen
-    per_seq = w.kv_bytes_per_token * kv_fraction_per_gpu(w.model, tp) * held
+    # with MTP a sequence also holds the N positions a step writes ahead and each MTP module's one-layer cache
+    held = w.input_len + gen + w.params.mtp
+    per_seq = w.kv_bytes_per_token * kv_fraction_per_gpu(w.model, tp) * held * mtp_kv_factor(w.model, w.params.mtp)
     # each attention data-parallel group holds its own sequences' KV cache
     return cache, np.floor(cache / per_seq) * attention_dp(tp, ep), free > 0
 
@@ -187,14 +189,15 @@ def _mixed_step(w: Workload, tp, ep, batch):
     # the prompts' uncached suffixes, chunked into the steps; a suffix token's causal context runs from the cached
     # prefix (h I) to the prompt's end (I), so its mean is (1 + h) I / 2: prefill_context (1 + h) I
     h = w.hit_rate
-    return decode_step_time(w.model, w.cluster, w.precision, w.kv_bytes_per_token, tp, ep, batch * w.beams,
-                            w.mean_context, w.params, prefill_tokens=batch * (1.0 - h) * w.input_len / o,
-                            prefill_context=(1.0 + h) * w.input_len)
+    # (per output token: with MTP a step yields E tokens, :func:`tierwise.serve.phases.decode_token_time`)
+    return decode_token_time(w.model, w.cluster, w.precision, w.kv_bytes_per_token, tp, ep, batch * w.beams,
+                             w.mean_context, w.params, prefill_tokens=batch * (1.0 - h) * w.input_len / o,
+                             prefill_context=(1.0 + h) * w.input_len)
 
 
 def _pure_step(w: Workload, tp, ep, batch):
-    return decode_step_time(w.model, w.cluster, w.precision, w.kv_bytes_per_token, tp, ep, batch * w.beams,
-                            w.mean_context, w.params)
+    return decode_token_time(w.model, w.cluster, w.precision, w.kv_bytes_per_token, tp, ep, batch * w.beams,
+                             w.mean_context, w.params)
 
 
 def _queue_wait(lam, service):

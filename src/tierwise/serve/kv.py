@@ -24,7 +24,8 @@ from tierwise.workload.flops import ModelShape, model_shape
 
 __all__ = ["kv_bytes_per_token", "kv_fraction_per_gpu", "weight_bytes_per_gpu", "workspace_bytes_per_gpu",
            "attention_kind", "mha_equivalent", "shape_of", "instance_gpus", "attention_dp", "expert_tp",
-           "experts_per_rank"]
+           "experts_per_rank", "mtp_modules", "mtp_weight_bytes_per_gpu",
+           "mtp_kv_factor"]
 
 
 def instance_gpus(tp, ep):
@@ -93,6 +94,11 @@ def kv_fraction_per_gpu(model: ModelSpec, tp) -> np.ndarray:
     return np.maximum(1.0 / tp, 1.0 / model.num_kv_heads)
 
 
+def _split(gemms, tp):
+    """Parameters of the non-expert ``gemms`` on one rank: column- and row-parallel ones over ``tp``."""
+    return sum((g.params / tp if g.split != "none" else g.params + 0 * tp) for g in gemms if not g.expert)
+
+
 def _local_params(shape: ModelShape, tp, ep, redundant: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(non-expert layer params, all routed-expert params, embedding + head params) on one rank.
 
@@ -106,7 +112,7 @@ def _local_params(shape: ModelShape, tp, ep, redundant: int = 0) -> tuple[np.nda
     ep = np.asarray(ep, dtype=float)
 
     def split(gemms):
-        return sum((g.params / tp if g.split != "none" else g.params + 0 * tp) for g in gemms if not g.expert)
+        return _split(gemms, tp)
 
     attn = split(shape.attention_gemms) + shape.norm_params
     layers = shape.num_layers * attn + shape.num_dense_layers * split(shape.dense_mlp_gemms)
@@ -119,12 +125,51 @@ def _local_params(shape: ModelShape, tp, ep, redundant: int = 0) -> tuple[np.nda
     return layers, experts, emb
 
 
-def weight_bytes_per_gpu(model: ModelSpec, precision: str, tp, ep, redundant: int = 0) -> np.ndarray:
+def weight_bytes_per_gpu(model: ModelSpec, precision: str, tp, ep, redundant: int = 0, *, mtp: int = 0) -> np.ndarray:
     """Weight bytes one rank holds: layers at the weight precision, embedding and LM head in BF16 (FP8 and
     FP4 checkpoints keep them in 16 bits: NVIDIA ModelOpt quantizes the linear layers only); ``redundant``
-    EPLB expert copies per MoE layer (:func:`experts_per_rank`)."""
+    EPLB expert copies per MoE layer (:func:`experts_per_rank`); with ``mtp`` speculative tokens, the MTP modules
+    the engine runs (:func:`mtp_modules`, :func:`mtp_weight_bytes_per_gpu`)."""
     layers, experts, emb = _local_params(shape_of(model), tp, ep, redundant)
-    return (layers + experts) * BYTES_PER_PARAM[precision] + emb * 2.0
+    out = (layers + experts) * BYTES_PER_PARAM[precision] + emb * 2.0
+    if mtp:
+        out = out + mtp_weight_bytes_per_gpu(model, precision, tp, ep, redundant, modules=mtp_modules(model, mtp))
+    return out
+
+
+def mtp_modules(model: ModelSpec, mtp: int) -> int:
+    """MTP modules an engine holds for ``mtp`` speculative tokens: one per token up to the model's
+    ``mtp_layers``; more tokens chain the last module (SGLang runs DeepSeek-V3's one module for
+    ``--speculative-num-steps 2`` in its DeepSeek-V3 NextN launch example; vLLM's ``num_speculative_tokens`` sets
+    the speculative depth of ``method: mtp`` independently of the model's MTP layers, vLLM docs "MTP")."""
+    return min(int(mtp), int(model.mtp_layers))
+
+
+def mtp_kv_factor(model: ModelSpec, mtp: int) -> float:
+    """KV bytes per token with the MTP modules' caches over the main model's: each module is one attention layer
+    with its own cache of the sequence (DeepSeek-V3 sec. 2.2: its block attends over the prefix like the main
+    model's layers), ``1 + modules / L``; 1 without MTP."""
+    return 1.0 + mtp_modules(model, mtp) / model.num_layers if mtp else 1.0
+
+
+def mtp_weight_bytes_per_gpu(model: ModelSpec, precision: str, tp, ep, redundant: int = 0, *,
+                             modules: int = 1) -> np.ndarray:
+    """Weight bytes of ``modules`` MTP modules on one rank of a serving instance (DeepSeek-V3 report,
+    arXiv:2412.19437 sec. 2.2: per module a transformer block of the model's last layer's kind, two RMSNorms and
+    the projection ``M_k`` of ``2h x h``, ``mtp_other_params``; embedding and output head shared with the main
+    model, so not counted again). Split as the model's own layers are (:func:`_local_params`), the projection
+    over TP as training's footprint splits it (:func:`tierwise.estimate.footprint._mtp_bytes`); every rank of the
+    instance holds its share, since every rank holds its share of the head."""
+    shape = shape_of(model)
+    tp = np.asarray(tp, dtype=float)
+    ep = np.asarray(ep, dtype=float)
+    block = _split(shape.attention_gemms, tp) + shape.norm_params + shape.mtp_other_params / tp
+    if shape.mtp_moe and shape.num_moe_layers:
+        block = block + _split(shape.moe_gemms, tp) + (
+            experts_per_rank(shape.num_experts, ep, redundant) * shape.expert_params / expert_tp(tp, ep))
+    else:
+        block = block + _split(shape.dense_mlp_gemms, tp)
+    return float(modules) * block * BYTES_PER_PARAM[precision]
 
 
 def weight_bytes_read_per_step(model: ModelSpec, precision: str, tp, ep, batch, redundant: int = 0) -> np.ndarray:

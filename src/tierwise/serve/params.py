@@ -65,6 +65,17 @@ class ServingParameters:
     deployment one expert, redundant and shared included). They cost their weights (``ceil((E + R) / ep)``
     slots per rank) and allow EP up to ``E + R``; the load they even out is not modelled (the training fit's
     ``moe_load_imbalance`` stays)."""
+    mtp: int = 0
+    """A deployment switch (``--mtp N``): speculative tokens per decode step drafted by the model's MTP modules
+    (DeepSeek-V3 report, arXiv:2412.19437 sec. 2.2 and 5.4.3) and verified by the next step's target forward
+    (:func:`tierwise.serve.phases.decode_step_time`). 0: off. ``N`` above the model's ``mtp_layers`` chains the
+    last module, as SGLang (``--speculative-num-steps``) and vLLM (``num_speculative_tokens``) run DeepSeek's one
+    module (:func:`tierwise.serve.kv.mtp_modules`)."""
+    mtp_acceptance: float = 0.85
+    """Probability a speculative token is accepted given the ones before it were (``--mtp-acceptance``), taken
+    i.i.d. per token (:func:`tierwise.serve.phases.accepted_per_step`). An input, not a fit: DeepSeek-V3 report
+    sec. 5.4.3, "the acceptance rate of the second token prediction ranges between 85% and 90% across various
+    generation topics"; 0.85, the low end."""
     tcp_bytes_per_s_per_node: float = 38.8e9
     """KV transfer over TCP, per node (all its NICs): Mooncake Transfer Engine README, RDMA is 2.4x TCP on
     4 x 200 Gb/s (87 GB/s -> 36.3 GB/s) and 4.6x on 8 x 400 Gb/s (190 GB/s -> 41.3 GB/s); TCP is CPU-bound and

@@ -1,5 +1,5 @@
 """``serve --simulate``: requests through an iteration-level event loop, each iteration priced by the closed
-form's step functions (:func:`tierwise.serve.phases.decode_step_time`, :func:`tierwise.serve.phases.prefill_time`).
+form's step functions (:func:`tierwise.serve.phases.decode_token_time`, :func:`tierwise.serve.phases.prefill_time`).
 
 The loop is the scheduler of vLLM / Sarathi-Serve (Agrawal et al., OSDI 2024, sec. 4) at the level of iterations,
 as Vidur (Agrawal et al., MLSys 2024) and Splitwise-sim simulate it:
@@ -44,8 +44,8 @@ from tierwise.errors import ScenarioError
 from tierwise.limits import check_float, check_int
 from tierwise.serve.api import serve_estimate, workload_of
 from tierwise.serve.engine import Deployments, Workload, _capacity
-from tierwise.serve.kv import kv_fraction_per_gpu
-from tierwise.serve.phases import decode_step_time, prefill_time
+from tierwise.serve.kv import kv_fraction_per_gpu, mtp_kv_factor
+from tierwise.serve.phases import decode_token_time, prefill_time
 from tierwise.serve.trace import Arrivals, read_trace, synthetic_arrivals
 from tierwise.serve.transfer import exposed_transfer, kv_transfer_time
 
@@ -87,9 +87,11 @@ class StepTable:
 
     @staticmethod
     def _step(w, tp, ep, batch, prompt_tokens, context, prompt_context):
-        return np.asarray(decode_step_time(w.model, w.cluster, w.precision, w.kv_bytes_per_token, tp, ep,
-                                           batch * w.beams, context, w.params, prefill_tokens=prompt_tokens,
-                                           prefill_context=prompt_context)["total_s"], dtype=float)
+        # per output token of each sequence (with MTP a step of E tokens costs E iterations' time:
+        # :func:`tierwise.serve.phases.decode_token_time`)
+        return np.asarray(decode_token_time(w.model, w.cluster, w.precision, w.kv_bytes_per_token, tp, ep,
+                                            batch * w.beams, context, w.params, prefill_tokens=prompt_tokens,
+                                            prefill_context=prompt_context)["total_s"], dtype=float)
 
     def time(self, b: int, p: float, c: float) -> float:
         """Seconds of an iteration of ``b`` decoding sequences at mean context ``c`` and ``p`` prompt tokens."""
@@ -285,7 +287,8 @@ def _decode_pool(w: Workload, arr: Arrivals, ready, tp: int, ep: int, n_inst: in
     """Run ``n_inst`` instances (round robin) on requests ready at ``ready``; (first, finish, instances)."""
     n = len(arr)
     cache, _, _ = _capacity(w, np.array([tp]), np.array([ep]))
-    cap = float(cache[0]) / (w.kv_bytes_per_token * float(kv_fraction_per_gpu(w.model, tp)) * w.beams)
+    cap = float(cache[0]) / (w.kv_bytes_per_token * float(kv_fraction_per_gpu(w.model, tp)) * w.beams
+                             * mtp_kv_factor(w.model, w.params.mtp))
     max_batch = int(max(1, min(opts.max_batch, cap)))
     table = StepTable(w, tp, ep, max_batch, opts.token_budget,
                       float(np.max(arr.input_len) + np.max(arr.output_len)))
