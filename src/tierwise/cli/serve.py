@@ -38,7 +38,7 @@ def _config(scenario_file, flags: dict, *, pools: bool = True):
     return ServeConfig(**given)
 
 
-def _flags(model, cluster, gpus, tp, ep, precision, kv_precision, input_len, output_len, scenario, rate, ttft_slo,
+def _flags(*, model, cluster, gpus, tp, ep, precision, kv_precision, input_len, output_len, scenario, rate, ttft_slo,
            tpot_slo, batch, batching, kv_reservation, prefill_gpus, decode_gpus, prefill_tp, decode_tp, decode_ep,
            kv_link, kv_whole, max_batch=None, beams=None, kv_cache_fraction=None, kv_cache_of=None,
            attention_kernel=None, engine=None, decode_cluster=None, prefill_ep=None, redundant_experts=None,
@@ -215,6 +215,7 @@ EngineOpt = Annotated[str | None, typer.Option("--engine", help="serving engine 
 def register(app: typer.Typer) -> None:
     @app.command("serve")
     def serve_cmd(
+        *,
         ctx: typer.Context,
         scenario_file: ScenarioFileArg = None,
         model: ModelOpt = None,
@@ -306,10 +307,14 @@ def register(app: typer.Typer) -> None:
 
             require_plotly()
             check_writable(html, "--html")
-        flags = _flags(model, cluster, gpus, tp, ep, precision, kv_precision, input_len, output_len, scenario, rate,
-                       ttft_slo, tpot_slo, batch, batching, kv_reservation, prefill_gpus, decode_gpus, prefill_tp,
-                       decode_tp, decode_ep, kv_link, kv_whole, max_batch, beams, kv_cache_fraction, kv_cache_of,
-                       attention_kernel, engine, decode_cluster, prefill_ep=prefill_ep,
+        flags = _flags(model=model, cluster=cluster, gpus=gpus, tp=tp, ep=ep, precision=precision,
+                       kv_precision=kv_precision, input_len=input_len, output_len=output_len, scenario=scenario,
+                       rate=rate, ttft_slo=ttft_slo, tpot_slo=tpot_slo, batch=batch, batching=batching,
+                       kv_reservation=kv_reservation, prefill_gpus=prefill_gpus, decode_gpus=decode_gpus,
+                       prefill_tp=prefill_tp, decode_tp=decode_tp, decode_ep=decode_ep, kv_link=kv_link,
+                       kv_whole=kv_whole, max_batch=max_batch, beams=beams, kv_cache_fraction=kv_cache_fraction,
+                       kv_cache_of=kv_cache_of, attention_kernel=attention_kernel, engine=engine,
+                       decode_cluster=decode_cluster, prefill_ep=prefill_ep,
                        redundant_experts=redundant_experts, two_batch_overlap=two_batch_overlap or None)
         flags.update(prefix_hit_rate=prefix_hit_rate, prefix_tier=prefix_tier, prefix_load=prefix_load,
                      host_kv_gb=host_kv_gb, mtp=mtp, mtp_acceptance=mtp_acceptance)
@@ -338,6 +343,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("serve-plan")
     def serve_plan_cmd(
+        *,
         ctx: typer.Context,
         scenario_file: ScenarioFileArg = None,
         model: ModelOpt = None,
@@ -367,9 +373,11 @@ def register(app: typer.Typer) -> None:
         """Search the prefill/decode split, TP/EP per pool and batch for the most output tokens/s per GPU."""
         from tierwise.serve.api import serve_plan_document
 
-        flags = _flags(model, cluster, gpus, None, None, precision, kv_precision, input_len, output_len, scenario,
-                       rate, ttft_slo, tpot_slo, None, None, None, None, None, None, None, None, kv_link, False,
-                       engine=engine, decode_cluster=decode_cluster)
+        flags = _flags(model=model, cluster=cluster, gpus=gpus, tp=None, ep=None, precision=precision,
+                       kv_precision=kv_precision, input_len=input_len, output_len=output_len, scenario=scenario,
+                       rate=rate, ttft_slo=ttft_slo, tpot_slo=tpot_slo, batch=None, batching=None,
+                       kv_reservation=None, prefill_gpus=None, decode_gpus=None, prefill_tp=None, decode_tp=None,
+                       decode_ep=None, kv_link=kv_link, kv_whole=False, engine=engine, decode_cluster=decode_cluster)
         flags.update(mtp=mtp, mtp_acceptance=mtp_acceptance)  # taken as given, not searched
         cfg = _config(scenario_file, flags, pools=False)
         use_compute_profile(ctx, compute, strict)
