@@ -67,6 +67,15 @@ class Tier:
     note: str = ""
 
 
+def _scale_up_note(cluster: Cluster) -> str:
+    """The hardware path a domain across hosts adds to NCCL's NVLink step (``Cluster.scale_up_extra_latency_s``), if any."""
+    extra = cluster.scale_up_extra_latency_s
+    if not extra:
+        return ""
+    return (f"; across hosts: NCCL's NVLink step + {extra * 1e9:.0f} ns of cables and switches "
+            "(parameters.yaml latency.scale_up_*)")
+
+
 def tiers(cluster: Cluster) -> list[Tier]:
     """The tiers of ``cluster``, fastest first, with both one-way and datasheet ratios to HBM.
 
@@ -87,7 +96,8 @@ def tiers(cluster: Cluster) -> list[Tier]:
              latency_s=cluster.scale_up_latency_s, ratio_to_hbm=hbm / cluster.scale_up_bytes_per_s,
              datasheet_ratio_to_hbm=hbm / cluster.scale_up_bidirectional_bytes_per_s,
              note=(f"{cluster.scale_up_topology}; one peer gets {cluster.scale_up_p2p_bytes_per_s / 1e9:.4g} GB/s"
-                   if cluster.scale_up_topology != "switched" else "switched: any peer gets the full rate")),
+                   if cluster.scale_up_topology != "switched" else "switched: any peer gets the full rate")
+                  + _scale_up_note(cluster)),
     ]
     if cluster.host_bytes_per_s > 0:
         out.append(Tier(

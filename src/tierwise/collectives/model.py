@@ -205,7 +205,9 @@ def _candidates(kind: str, size, span: GroupSpan, cluster: Cluster, p, algorithm
             depth = np.ceil(np.log2(np.maximum(m, 1)))
             chunk = p["simple_chunk_bytes"] * p["simple_channels"]
             fill = chunk / b_nvls + 2 * depth * chunk / b_tree
-            lat = (launch + p["nvls_latency"] + fill
+            # NCCL's NVLS constant is an 8-GPU baseboard's; a domain across hosts adds its hardware path once
+            # per phase (reduce-scatter through the switch, multicast all-gather back)
+            lat = (launch + p["nvls_latency"] + 2 * cluster.scale_up_extra_latency_s + fill
                    + 2 * depth * (cluster.scale_out_latency_at(m) + p["nvls_tree_net_latency"]))
             t = np.where((nl > 1) & (n > 1), lat + np.maximum(intra, inter), np.inf)
             yield algo, "simple", t, (nl + 1) / nl * size, np.where(m > 1, egress * size / nl, 0.0)
@@ -290,7 +292,8 @@ def _sharp_all_reduce(size, span: GroupSpan, cluster: Cluster, p, launch, b_ring
     up = np.where(nvls, (nl + 1) / nl, 2 * (nl - 1) / nl) * size
     direct_lat = (2 * (np.minimum(1.0, nl - 1) * p["collnet_intra_latency"] + (nl - 1) * p["collnet_per_rank_latency"])
                   + p["collnet_net_latency"])
-    lat = np.where(nvls, p["nvls_latency"] + p["sharp_nvls_net_latency"], direct_lat)
+    lat = np.where(nvls, p["nvls_latency"] + 2 * cluster.scale_up_extra_latency_s + p["sharp_nvls_net_latency"],
+                   direct_lat)
     chunk = p["simple_chunk_bytes"] * p["simple_channels"]
     fill = np.where(nl > 1, chunk / b_up, 0.0) + 2 * chunk / (nl * b_net)  # the domain's NICs carry a chunk
     ok = (m >= 2) & (span.tier == TierCode.SCALE_OUT)

@@ -39,7 +39,7 @@ from tierwise.errors import TierwiseError
 from tierwise.estimate.step import estimate
 from tierwise.goodput import GoodputOptions, evaluate, failure_model
 from tierwise.specs import catalog
-from tierwise.specs.cluster import Cluster, load_cluster
+from tierwise.specs.cluster import Cluster, load_cluster, with_scale_up_domain
 from tierwise.specs.plan import PlanBatch
 from tierwise.topology.costs import load_prices
 
@@ -90,7 +90,7 @@ def domain_cluster(base: Cluster, size: int, *, ualink: bool = False, figures: d
     if size > limit:
         raise TierwiseError(f"domain size {size}: {base.accelerator.name}'s scale-up fabric builds domains of at most "
                             f"{limit} GPUs; choose a smaller size (or the UALink pod row)")
-    return replace(base, scale_up_domain=size, name=f"{base.accelerator.name} NVL{size}")
+    return with_scale_up_domain(base, size, name=f"{base.accelerator.name} NVL{size}")
 
 
 def _failure_model(cluster: Cluster, num_gpus: int, opts: GoodputOptions, switches: int) -> dict:

@@ -12,11 +12,10 @@ its best plan and exposed-communication share.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from tierwise.design.designs import RESTRICTED_SPACE, best_plan
-from tierwise.specs.cluster import load_cluster
+from tierwise.specs.cluster import load_cluster, with_scale_up_domain
 
 __all__ = ["GENERATIONS", "generation_trend"]
 
@@ -55,7 +54,7 @@ def generation_trend(model, num_gpus: int, *, global_batch: int = 2048, seq: int
     for cl in loaded:
         row = _row(model, cl, num_gpus, global_batch, seq)
         other = 72 if cl.scale_up_domain <= 8 else 8
-        alt = replace(cl, scale_up_domain=other, name=f"{cl.name} with {other}-GPU scale-up domains")
+        alt = with_scale_up_domain(cl, other, name=f"{cl.name} with {other}-GPU scale-up domains")
         alt_row = _row(model, alt, num_gpus, global_batch, seq)
         row["other_domain"] = {"scale_up_domain": other, **{k: alt_row.get(k) for k in
                                                            ("fits", "step_time_s", "exposed_comm_s", "comm_share",

@@ -37,7 +37,7 @@ from tierwise.specs.parameters import load_parameters
 from tierwise.units import parse_bandwidth, parse_bytes, parse_time
 
 __all__ = ["Cluster", "ScaleOutLevel", "FittedRegime", "FittedTier", "cluster_from_mapping", "load_cluster",
-           "with_sharp"]
+           "scale_up_extra_s", "with_scale_up_domain", "with_sharp"]
 
 _KEYS = (
     "base", "name", "display_name", "accelerator", "gpus_per_node", "scale_up_domain", "nics_per_node",
@@ -130,6 +130,8 @@ class Cluster:
     cluster file does not state, else 0 (:meth:`scale_out_latency_at`)."""
     scale_out_latency_stated: bool = False
     """The cluster file states ``scale_out_latency`` (then no fabric extra is added to it)."""
+    scale_up_latency_stated: bool = False
+    """The cluster file states ``scale_up_latency`` (then no hardware path is added to it)."""
     compute_device: str = ""
     """The device ``compute`` was measured on (``measure compute``'s ``compute_measured_on.device``), if named."""
     display_name: str = ""
@@ -151,6 +153,15 @@ class Cluster:
             return self.scale_out_latency_s + 0.0 * np.asarray(num_domains, dtype=float)
         return self.scale_out_latency_s + self.scale_out_extra_per_switch_s * switches_crossed(
             num_domains, int(self.fabric.get("radix", 64)))
+
+    @property
+    def scale_up_extra_latency_s(self) -> float:
+        """The hardware path this domain adds over NCCL's NVLink baseboard (:func:`scale_up_extra_s`; 0 where the
+        cluster file states its ``scale_up_latency``): already in ``scale_up_latency_s``, and added to NCCL's NVLS
+        constant by the collective model."""
+        if self.scale_up_latency_stated:
+            return 0.0
+        return scale_up_extra_s(self.accelerator, self.gpus_per_node, self.scale_up_domain)
 
     @property
     def scale_out_reduction(self) -> bool:
@@ -175,6 +186,31 @@ def switches_crossed(num_domains, radix: int):
     m = np.asarray(num_domains, dtype=float)
     half = radix / 2
     return np.where(m <= half, 1.0, np.where(m <= radix * half, 3.0, 5.0))
+
+
+def scale_up_extra_s(accelerator: Accelerator, gpus_per_node: int, domain: int) -> float:
+    """Hardware latency a scale-up step adds over NCCL's NVLink constant (calibrated on an 8-GPU baseboard:
+    GPU -> switch -> GPU over board trace). Derivation in parameters.yaml ``latency.scale_up_*``: a domain inside
+    one host adds 0; one that spans hosts within one switch tier's reach (the accelerator's catalog domain, e.g.
+    NVL72) adds the copper runs GPU -> switch -> GPU (``scale_up_rack_cable``); a larger one (NVL144, NVL576: a
+    second tier, design/scaleup.yaml ``nvlink.second_tier``) also crosses a leaf and a spine more
+    (2 x ``scale_up_per_switch``) over 2 optical runs (``scale_up_spine_cable``)."""
+    if domain <= gpus_per_node:
+        return 0.0
+    lat = load_parameters().latency
+    extra = lat["scale_up_rack_cable"]
+    if domain > max(accelerator.scale_up_domain_size, gpus_per_node):
+        extra += 2 * lat["scale_up_per_switch"] + lat["scale_up_spine_cable"]
+    return extra
+
+
+def with_scale_up_domain(cluster: Cluster, domain: int, **changes: Any) -> Cluster:
+    """``cluster`` with a ``domain``-GPU scale-up domain, its latency re-derived for that domain (NCCL's NVLink
+    constant plus :func:`scale_up_extra_s`) unless the cluster file states it."""
+    if not cluster.scale_up_latency_stated and "scale_up_latency_s" not in changes:
+        changes["scale_up_latency_s"] = load_parameters().latency["nvlink"] + scale_up_extra_s(
+            cluster.accelerator, cluster.gpus_per_node, domain)
+    return replace(cluster, scale_up_domain=domain, **changes)
 
 
 def _roce_extra(data: Mapping[str, Any], name: str | None, lat: Mapping[str, float]) -> float:
@@ -388,7 +424,8 @@ def cluster_from_mapping(data: Mapping[str, Any], *, name: str | None = None, or
         in_network_reduction=get_bool(data, "in_network_reduction", origin, default=False),
         host_bytes_per_s=(parse_bandwidth(data["host_bandwidth"], what=f"{origin}: host_bandwidth")
                           if "host_bandwidth" in data else acc.host_bytes_per_s),
-        scale_up_latency_s=_latency(data, "scale_up_latency", lat["nvlink"], origin),
+        scale_up_latency_s=_latency(data, "scale_up_latency", lat["nvlink"] + scale_up_extra_s(acc, gpn, domain),
+                                    origin),
         host_latency_s=_latency(data, "host_latency", lat["pci"], origin),
         scale_out_latency_s=_latency(data, "scale_out_latency", lat["net"], origin),
         scale_out_levels=_levels(data.get("scale_out_levels"), origin),
@@ -398,6 +435,7 @@ def cluster_from_mapping(data: Mapping[str, Any], *, name: str | None = None, or
         compute_device=_measured_on(data.get("compute_measured_on"), origin),
         fabric=_sharp_checked(_fabric(data.get("fabric"), origin), data, name, origin),
         scale_out_extra_per_switch_s=_roce_extra(data, name, lat), scale_out_latency_stated="scale_out_latency" in data,
+        scale_up_latency_stated="scale_up_latency" in data,
         source=str(data.get("source", "")), notes=str(data.get("notes", "")),
     )
 

@@ -120,7 +120,13 @@ RANGES: dict[str, dict[str, Range | dict[str, Range]]] = {
     "latency": {**{name: Range(**_LAT, why="a per-step latency in seconds") for name in _LINKS},
                 "roce_extra_per_switch": Range(0.0, 1e-5, "seconds an Ethernet switch adds per hop over an IB "
                                                            "switch (a switch port-to-port latency is well under "
-                                                           "10 us)", kind="time")},
+                                                           "10 us)", kind="time"),
+                "scale_up_per_switch": Range(0.0, 1e-5, "seconds one scale-up switch adds to a step (a switch's "
+                                                        "port-to-port latency is well under 10 us)", kind="time"),
+                "scale_up_rack_cable": Range(0.0, 1e-6, "seconds of cable propagation in a rack-scale domain "
+                                                        "(5 ns/m: under 200 m)", kind="time"),
+                "scale_up_spine_cable": Range(0.0, 1e-5, "seconds of cable propagation to a scale-up spine "
+                                                         "(5 ns/m: under 2 km)", kind="time")},
 }
 """Section -> key -> its :class:`Range` (a table's values all share one), or a mapping of sub-keys to ranges."""
 
