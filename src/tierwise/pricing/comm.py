@@ -131,9 +131,11 @@ def two_axis_span(cluster, a, stride_a, b, stride_b):
 
 
 _CURVES: dict = {}
-GRID_TOKENS = 2.0 ** np.arange(0, 24.25, 0.25)
-"""Token counts at which :func:`price_per_token_records` tabulates each record: 1 to 2^24, four points per
-octave."""
+GRID_TOKENS = 2.0 ** np.arange(0, 24.125, 0.125)
+"""Token counts at which :func:`price_per_token_records` tabulates each record: 1 to 2^24, eight points per
+octave. The collective model is a minimum of affine lines (one per algorithm and protocol), so a chord across an
+algorithm switch undershoots it; at four points per octave that reached 0.62% (ring LL to NVLS on 16 NVL72 GPUs
+at 100 tokens, once the rack's cable latency moved the switch into one cell), at eight it stays under 0.5%."""
 
 
 def _curve(cluster, kind: str, group: int, stride: int, bytes_per_token: float) -> np.ndarray:
@@ -162,7 +164,7 @@ def price_per_token_records(records, cluster, tokens, *, launch: float = 0.0) ->
     """Seconds of ``records`` per their ``per`` (each record's forward calls times one call's time), for the
     record bytes proportional to ``tokens`` (an inference step's records: :func:`tierwise.workload.traffic.
     forward_traffic`), read off a tabulated curve of :func:`tierwise.collectives.model.collective_cost` per group
-    geometry (linear between quarter-octave points: the collective model is a minimum of affine lines in the
+    geometry (linear between eighth-octave points: the collective model is a minimum of affine lines in the
     size, so the chord is within a fraction of a percent of it), each call less ``launch`` seconds of host
     launch (CUDA graphs replay the step: no per-collective launch from the host)."""
     tokens = np.asarray(tokens, dtype=float)
