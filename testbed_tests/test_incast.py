@@ -16,22 +16,11 @@ import time
 import pytest
 
 from tierwise.testbed import net
-from tierwise.testbed.spec import TestbedError
 
 NAME = "inc"
 RATE = 200e6 / 8  # --link 200Mbit/s, bytes/s on the wire
 SIZE = 4 << 20
 
-
-def _why_not() -> str | None:
-    try:
-        net.require_privileges()
-    except TestbedError as exc:
-        return str(exc)
-    return None
-
-
-pytestmark = pytest.mark.skipif(_why_not() is not None, reason=_why_not() or "")
 
 
 def _incast(senders: int, port: int) -> float:

@@ -66,10 +66,9 @@ def stream_recv(host: str, port: int, nbytes: int) -> float:
     return (got - first) / elapsed
 
 
-def stream_send(host: str, port: int, nbytes: int) -> float:
-    conn = _connect(host, port)
+def _send_and_wait(conn: socket.socket, nbytes: int) -> None:
+    """Send ``nbytes`` of zeros in ``_CHUNK`` pieces, then wait for the receiver's one-byte acknowledgement."""
     data = bytes(_CHUNK)
-    start = time.perf_counter()
     sent = 0
     while sent < nbytes:
         k = min(_CHUNK, nbytes - sent)
@@ -77,6 +76,12 @@ def stream_send(host: str, port: int, nbytes: int) -> float:
         sent += k
     conn.recv(1)
     conn.close()
+
+
+def stream_send(host: str, port: int, nbytes: int) -> float:
+    conn = _connect(host, port)
+    start = time.perf_counter()
+    _send_and_wait(conn, nbytes)
     return nbytes / (time.perf_counter() - start)
 
 
@@ -143,15 +148,8 @@ def incast_recv(host: str, port: int, nbytes: int, senders: int) -> float:
 
 def incast_send(host: str, port: int, nbytes: int) -> float:
     conn = _connect(host, port)
-    conn.recv(1)
-    data = bytes(_CHUNK)
-    sent = 0
-    while sent < nbytes:
-        k = min(_CHUNK, nbytes - sent)
-        conn.sendall(data[:k])
-        sent += k
-    conn.recv(1)
-    conn.close()
+    conn.recv(1)  # the receiver's start signal: every sender begins together
+    _send_and_wait(conn, nbytes)
     return 0.0
 
 
