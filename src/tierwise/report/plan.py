@@ -64,10 +64,10 @@ def plan_page(doc: dict[str, Any]) -> str:
             e = p["estimate"]
             rows.append([i, plan_label(p), p["recompute"], p["zero_stage"], p["precision"],
                          f"{e['step_time_s']:.4g}", f"{e['tokens_per_s']:,.0f}", f"{e['mfu']:.1%}",
-                         f"{e['memory']['per_gpu_bytes'] / 2**30:.1f}",
+                         f"{e['mfu_bf16']:.1%}", f"{e['memory']['per_gpu_bytes'] / 2**30:.1f}",
                          ", ".join(f"{a}:{p['tiers'].get(a, '')}" for a in _AXES)])
         parts.append(table(["#", "plan", "recompute", "ZeRO", "precision", "step (s)", "throughput (tokens/s)", "MFU",
-                            "memory/GPU (GiB)", "tiers"], rows))
+                            "MFU vs bf16 peak", "memory/GPU (GiB)", "tiers"], rows))
     for note in doc.get("notes", []):
         parts.append(f"<p>note: {esc(note)}</p>")
     return page(title, "\n".join(parts))
