@@ -1,25 +1,16 @@
 """``tierwise bandwidth`` and :mod:`tierwise.design.bandwidth` (issue 33, part 1): the inverse question."""
 
-import json
 import math
 
 import pytest
-from typer.testing import CliRunner
 
-from tierwise.cli import app
 from tierwise.design.bandwidth import inverse_bandwidth, job_plan, scale_tier, window_bandwidth
 from tierwise.estimate.step import estimate
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.model import load_model
 from tierwise.specs.plan import PlanBatch
 
-runner = CliRunner()
-
-
-def _json(args):
-    r = runner.invoke(app, args)
-    assert r.exit_code == 0, r.output
-    return json.loads(r.stdout)
+from ._cli import cli_json as _json
 
 
 @pytest.fixture(scope="module")

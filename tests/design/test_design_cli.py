@@ -1,18 +1,11 @@
 """The commands as a user runs them (in-process): design, trend, topo keys, estimate/plan cost blocks and levers."""
 
-import json
 
-from typer.testing import CliRunner
 
 from tierwise.cli import app
 
-runner = CliRunner()
-
-
-def _json(args):
-    r = runner.invoke(app, args)
-    assert r.exit_code == 0, r.output
-    return json.loads(r.stdout)
+from ._cli import cli_json as _json
+from ._cli import runner
 
 
 def test_topo_stable_keys_and_cluster():

@@ -1,23 +1,14 @@
 """``design --domain-sweep`` and ``design --power`` (issue 33, parts 2 and 3)."""
 
-import json
 
 import pytest
-from typer.testing import CliRunner
 
-from tierwise.cli import app
 from tierwise.design.domain import domain_cluster
 from tierwise.design.power import parse_power
 from tierwise.design.scaleup import load_figures, scale_up_extra
 from tierwise.specs.cluster import load_cluster
 
-runner = CliRunner()
-
-
-def _json(args):
-    r = runner.invoke(app, args)
-    assert r.exit_code == 0, r.output
-    return json.loads(r.stdout)
+from ._cli import cli_json as _json
 
 
 @pytest.fixture(scope="module")
