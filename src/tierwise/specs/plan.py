@@ -29,6 +29,7 @@ divide ``pp x vpp`` but ``num_layers + 2`` does; else the even split, or the mos
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from enum import IntEnum
@@ -202,6 +203,16 @@ class Plan:
     @property
     def num_microbatches(self) -> int:
         return self.global_batch_size // (self.micro_batch_size * self.dp)
+
+    @classmethod
+    def of(cls, **flat: Any) -> Plan:
+        """A plan from flat keys (``Plan.of(tp=8, pp=2, recompute="full")``), unvalidated: user input goes
+        through :func:`~tierwise.specs.plan_mapping.plan_from_mapping`."""
+        return cls(**flat)
+
+    def replace(self, **flat: Any) -> Plan:
+        """This plan with the given flat keys changed (``plan.replace(recompute="none")``)."""
+        return dataclasses.replace(self, **flat)
 
     def as_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("assumed", "inferred")}
