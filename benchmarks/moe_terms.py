@@ -50,7 +50,7 @@ def _replace_plans(cases, which, **changes):
     out = []
     for c in cases:
         if which(c):
-            c = dataclasses.replace(c, plan=dataclasses.replace(c.plan, **changes))
+            c = dataclasses.replace(c, plan=c.plan.replace(**changes))
         out.append(c)
     return out
 

@@ -1,7 +1,6 @@
 """Activation offload to the host (issue 29 item 3): plan ``activation_offload_layers`` (Megatron-Core
 ``cpu_offloading_num_layers``), its memory, its time on the host tier, and the NeMo recompute inference."""
 
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -84,7 +83,7 @@ def test_nemo_inference_offloads_before_recompute_where_it_fits():
     assert "activation_offload_layers" in note
     # the fewest layers that fit: one fewer does not fit
     fits = estimate(model, cluster, PlanBatch.from_plans([chosen])).memory["fits"][0]
-    fewer = replace(chosen, activation_offload_layers=chosen.activation_offload_layers - 1)
+    fewer = chosen.replace(activation_offload_layers=chosen.activation_offload_layers - 1)
     assert fits and not estimate(model, cluster, PlanBatch.from_plans([fewer])).memory["fits"][0]
     # Megatron-LM's own recipes recompute; and with pp > 1 Megatron-Core cannot offload
     megatron, _ = infer_settings(model, cluster, plan_from_mapping(stated, num_gpus=64, framework="megatron"))

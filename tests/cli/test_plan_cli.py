@@ -187,7 +187,6 @@ def test_plan_framework_sets_every_software_switch(capsys):
         "cudnn", "per-expert", "allgather")
     # the torchtitan plan is scored as torchtitan runs it: with Megatron-Core's 128 launches per expert GEMM
     # (every expert on one rank) the same plan is host-bound and far slower
-    from dataclasses import replace
 
     from tierwise.estimate import estimate
     from tierwise.specs.cluster import load_cluster
@@ -195,8 +194,8 @@ def test_plan_framework_sets_every_software_switch(capsys):
     from tierwise.specs.plan import Plan, PlanBatch
 
     model, cluster = load_model("qwen3-30b-a3b"), load_cluster("dgx-h100")
-    single = Plan(**plan)
-    steps = estimate(model, cluster, PlanBatch.from_plans([single, replace(single, moe_grouped_gemm="per-expert")]))
+    single = Plan.of(**plan)
+    steps = estimate(model, cluster, PlanBatch.from_plans([single, single.replace(moe_grouped_gemm="per-expert")]))
     assert titan["plans"][0]["estimate"]["step_time_s"] == pytest.approx(float(steps.step_time_s[0]), rel=1e-9)
     assert float(steps.step_time_s[1]) > 1.5 * float(steps.step_time_s[0])
 

@@ -13,7 +13,7 @@ from tierwise.workload.flops import model_shape
 
 MODEL = load_model("llama3.1-8b")
 CLUSTER = load_cluster("dgx-h100")
-PLAN = Plan(tp=8, pp=1, dp=16, global_batch_size=128, seq_length=4096, sequence_parallel=True, zero_stage=0,
+PLAN = Plan.of(tp=8, pp=1, dp=16, global_batch_size=128, seq_length=4096, sequence_parallel=True, zero_stage=0,
             dp_shard=16)
 
 
@@ -29,9 +29,8 @@ def test_reduce_dtype_scales_dp_bytes_by_element_size():
 
 def test_reduce_dtype_lever_replaces_the_plans_dtype():
     # a plan reducing in bf16 (llm-foundry's and DeepSpeed's default) is still a what-if for fp32 and fp8
-    from dataclasses import replace
 
-    bf16_plan = replace(PLAN, grad_reduce_dtype="bf16")
+    bf16_plan = PLAN.replace(grad_reduce_dtype="bf16")
     fp32 = _est(Levers(reduce_dtype="fp32")).axis_bytes["dp"][0]
     assert _est(plan=bf16_plan).axis_bytes["dp"][0] == pytest.approx(fp32 / 2, rel=1e-9)
     for dtype, size in (("fp32", 4), ("bf16", 2), ("fp8", 1)):
@@ -74,7 +73,7 @@ def test_local_sgd_divides_dp_traffic_by_h():
 
 
 def test_async_staleness_hides_dp_behind_later_steps():
-    plan = Plan(tp=8, pp=1, dp=16, global_batch_size=128, seq_length=4096, sequence_parallel=True, zero_stage=0,
+    plan = Plan.of(tp=8, pp=1, dp=16, global_batch_size=128, seq_length=4096, sequence_parallel=True, zero_stage=0,
                 dp_shard=16, overlap_grad_reduce=False)
     base = _est(None, plan)
     stale = _est(Levers(async_staleness=1), plan)

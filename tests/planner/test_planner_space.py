@@ -27,7 +27,7 @@ def test_valid_plan_mask_agrees_with_the_one_plan_checks():
     for _ in range(400):
         model = rng.choice(models)
         dp = rng.choice([1, 2, 4, 6, 8])
-        plan = Plan(tp=rng.choice([1, 2, 3, 8, 16]), pp=rng.choice([1, 2, 3, 4, 7, 200]), cp=rng.choice([1, 2, 3]),
+        plan = Plan.of(tp=rng.choice([1, 2, 3, 8, 16]), pp=rng.choice([1, 2, 3, 4, 7, 200]), cp=rng.choice([1, 2, 3]),
                     dp=dp, ep=rng.choice([1, 2, 3, 8]), etp=rng.choice([1, 2]), vpp=rng.choice([1, 2]),
                     micro_batch_size=rng.choice([1, 2, 3]), global_batch_size=rng.choice([8, 12, 48]),
                     seq_length=rng.choice([4096, 100]), sequence_parallel=rng.random() < 0.5,

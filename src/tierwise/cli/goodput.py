@@ -77,7 +77,7 @@ def _best_plan(m, cl, gpus: int, global_batch: int, seq: int, c) -> tuple[Any, s
     if not doc["plans"]:
         raise GoodputError(doc["explanation"].splitlines()[0])
     entry = doc["plans"][0]
-    plan = Plan(**entry["estimate"]["plan"])
+    plan = Plan.of(**entry["estimate"]["plan"])
     from tierwise.planner.explain import plan_label
 
     return plan, (f"the planner's best plan by step time for global batch {global_batch} x {seq} tokens "

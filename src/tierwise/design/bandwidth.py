@@ -128,7 +128,7 @@ def job_plan(model, cluster: Cluster, num_gpus: int, global_batch: int, seq: int
                         "fix --tp/--pp/--dp to ask about a plan anyway, or add GPUs")
     plan = r.batch().plan(0)
     if grad_reduce_dtype is not None:
-        plan = replace(plan, grad_reduce_dtype=grad_reduce_dtype)
+        plan = plan.replace(grad_reduce_dtype=grad_reduce_dtype)
     return plan, f"planner's best ({RESTRICTED_SPACE})"
 
 

@@ -12,7 +12,6 @@ stage holds a layer, at least ``pp`` micro-batches, ...).
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from tierwise.errors import PlanError
@@ -30,7 +29,7 @@ def _candidates(model, plan) -> tuple[list, str]:
     """Every valid interleaved version of ``plan`` (vpp 2 .. num_layers // pp) and, if none, why."""
     out, why = [], ""
     for v in range(2, model.num_layers // plan.pp + 1):
-        cand = replace(plan, vpp=v, schedule="interleaved")
+        cand = plan.replace(vpp=v, schedule="interleaved")
         try:
             validate_plan_batch(model, [cand])
         except PlanError as exc:

@@ -234,18 +234,16 @@ def infer_settings(model: ModelSpec, cluster: Cluster, plan: Plan) -> tuple[Plan
     ``llama3_70b`` GB300 BF16 preset: Megatron-FSDP with ``cpu_offloading_num_layers=30``). One estimator call
     on the candidates.
     """
-    from dataclasses import replace
-
     if "recompute" not in plan.inferred:
         return plan, ""
     if plan.activation_offload_layers:
-        return (replace(plan, recompute="none", inferred=()),
+        return (plan.replace(recompute="none", inferred=()),
                 "recompute=none (Megatron-Core's activation offload runs only without recompute)")
     order = [rc for rc in RECOMPUTE_COST_ORDER if rc != "deepseek" or model.mla is not None]
     offload = _offload_candidates(model, cluster, plan)
-    candidates = ([replace(plan, recompute="none")] + [replace(plan, recompute="none", activation_offload_layers=k)
+    candidates = ([plan.replace(recompute="none")] + [plan.replace(recompute="none", activation_offload_layers=k)
                                                         for k in offload]
-                  + [replace(plan, recompute=rc) for rc in order[1:]])
+                  + [plan.replace(recompute=rc) for rc in order[1:]])
     labels = ["none"] + [f"none with activation_offload_layers={k}" for k in offload] + order[1:]
     fits = estimate(model, cluster, PlanBatch.from_plans(candidates)).memory["fits"]
     pick = next((i for i, ok in enumerate(fits) if ok), len(candidates) - 1)
@@ -256,7 +254,7 @@ def infer_settings(model: ModelSpec, cluster: Cluster, plan: Plan) -> tuple[Plan
     if chosen.activation_offload_layers:
         why += (f"; {plan.framework} recipes offload activations to the host over "
                 f"{cluster.accelerator.host_link_name or 'the host link'} rather than recompute")
-    return replace(chosen, inferred=()), f"recompute={labels[pick]} ({why})"
+    return chosen.replace(inferred=()), f"recompute={labels[pick]} ({why})"
 
 
 def _offload_candidates(model: ModelSpec, cluster: Cluster, plan: Plan) -> list[int]:
@@ -278,7 +276,7 @@ def estimate_scenario(scenario: Scenario) -> dict[str, Any]:
 
     plan, note = infer_settings(scenario.model, scenario.cluster, scenario.plan)
     if note:
-        plan = replace(plan, assumed=(*plan.assumed, note))
+        plan = plan.replace(assumed=(*plan.assumed, note))
         scenario = replace(scenario, plan=plan)
     result = estimate(scenario.model, scenario.cluster, PlanBatch.from_plans([scenario.plan]))
     doc = result_dict(result, 0, scenario.plan, scenario)

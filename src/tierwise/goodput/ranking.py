@@ -25,7 +25,7 @@ def rank_plans_by_goodput(doc: dict, m, cl, gpus: int, top: int, opts) -> dict:
     """
     if not doc["plans"]:
         return doc
-    plans = [Plan(**e["estimate"]["plan"]) for e in doc["plans"]]
+    plans = [Plan.of(**e["estimate"]["plan"]) for e in doc["plans"]]
     batch = PlanBatch.from_plans(plans)
     est = estimate(m, cl, batch)
     fm = failure_model(cl, gpus, opts)
@@ -57,7 +57,7 @@ def scale_with_goodput(doc: dict, m, cl, opts) -> dict:
     for p in doc["points"]:
         if p["plan"] is None:
             continue
-        plan = Plan(**p["plan"]["estimate"]["plan"])
+        plan = Plan.of(**p["plan"]["estimate"]["plan"])
         batch = PlanBatch.from_plans([plan])
         n = p["num_gpus"]
         used = p.get("gpus", {}).get("used", n)  # idle GPUs (no layout uses them) are held, like spares

@@ -38,13 +38,13 @@ def _neighbours(model, cluster, result: SearchResult, plan, c: Constraints) -> l
     if plan.recompute != "none":
         lighter = order[order.index(plan.recompute) - 1]
         if lighter in c.recompute:
-            cands.append((f"{lighter} recompute", replace(plan, recompute=lighter)))
+            cands.append((f"{lighter} recompute", plan.replace(recompute=lighter)))
     lower = [z for z in c.zero_stages if z < plan.zero_stage]
     if lower:
-        cands.append((f"ZeRO-{max(lower)}", replace(plan, zero_stage=max(lower), zero3_gather="flat",
+        cands.append((f"ZeRO-{max(lower)}", plan.replace(zero_stage=max(lower), zero3_gather="flat",
                                                    dp_shard=plan.dp if max(lower) == 0 else plan.dp_shard)))
     if c.micro_batch_size is None and 2 * plan.micro_batch_size <= c.max_micro_batch_size:
-        cands.append((f"micro-batch {2 * plan.micro_batch_size}", replace(plan, micro_batch_size=2 * plan.micro_batch_size)))
+        cands.append((f"micro-batch {2 * plan.micro_batch_size}", plan.replace(micro_batch_size=2 * plan.micro_batch_size)))
     if not cands:
         return []
     batch = PlanBatch.from_plans([p for _, p in cands])
@@ -166,7 +166,7 @@ def plan_document(model, cluster, num_gpus: int, global_batch_size: int, seq_len
         batch = result.batch()
         plans = [batch.plan(i) for i in range(n)]
         if result.space.framework:
-            plans = [replace(p, framework=result.space.framework) for p in plans]
+            plans = [p.replace(framework=result.space.framework) for p in plans]
         est = _estimate(model, cluster, batch)
         entries = [plan_entry(model, cluster, num_gpus, plans[i], est, i) for i in range(n)]
         lines = explain_lines(model, cluster, est, plans,
@@ -352,4 +352,4 @@ def _tier_of(entry: dict[str, Any], component: str) -> str:
 
 def plan_label_from(entry: dict[str, Any]) -> str:
 
-    return plan_label(Plan(**entry["estimate"]["plan"]))
+    return plan_label(Plan.of(**entry["estimate"]["plan"]))

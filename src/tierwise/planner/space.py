@@ -271,11 +271,11 @@ def _check_fixed(model, num_gpus: int, seq_length: int, c: Constraints) -> None:
         if value is not None and value < 1:
             raise PlanError(f"{name}={value}; degrees are positive integers")
     ep = c.ep or 1  # the probe gives ep its own ranks so only the model's rules can fail
-    probe = Plan(tp=c.tp or 1, cp=c.cp or 1, ep=ep, etp=1, dp=ep, dp_shard=ep, global_batch_size=ep,
+    probe = Plan.of(tp=c.tp or 1, cp=c.cp or 1, ep=ep, etp=1, dp=ep, dp_shard=ep, global_batch_size=ep,
                  seq_length=seq_length)
     validate_plan_batch(model, [probe])  # heads, kv heads, sequence / 2cp, experts
     if c.pp is not None and c.pp > model.num_layers:
-        validate_plan_batch(model, [Plan(pp=c.pp, seq_length=seq_length)])
+        validate_plan_batch(model, [Plan.of(pp=c.pp, seq_length=seq_length)])
     fixed = {k: getattr(c, k) for k in ("tp", "pp", "cp", "dp") if getattr(c, k) is not None}
     product = int(np.prod(list(fixed.values()))) if fixed else 1
     if num_gpus % product or ("dp" in fixed and len(fixed) == 4 and product != num_gpus):

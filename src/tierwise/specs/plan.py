@@ -31,74 +31,37 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
-from enum import IntEnum
+from dataclasses import dataclass, field, fields, make_dataclass
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
 from tierwise.errors import PlanError
 from tierwise.files import describe_type
-from tierwise.specs.framework import (
-    ATTENTION_KERNELS,
-    GRAD_REDUCE_DTYPES,
-    MOE_DISPATCHERS,
-    MOE_GROUPED_GEMMS,
-    ZERO2_SYNC,
+from tierwise.specs.plan_groups import (
+    BOOL_FIELDS,
+    CODE_FIELDS,
+    DUAL_SCHEDULES,
+    FLAT_GROUP,
+    GROUPS,
+    ORDERS,
+    PRECISION,
+    RECOMPUTE,
+    RECOMPUTE_COST_ORDER,
+    SCHEDULES,
+    ZERO3_GATHER,
+    BatchShape,
+    Degrees,
+    Layout,
+    Memory,
+    Recompute,
+    Software,
 )
 
-__all__ = ["Plan", "PlanBatch", "validate_plan_batch",
+__all__ = ["Plan", "PlanBatch", "Degrees", "BatchShape", "Memory", "Software", "Layout", "validate_plan_batch",
            "valid_plan_mask", "ep_overlap_allowed", "RECOMPUTE", "RECOMPUTE_COST_ORDER", "Recompute", "PRECISION", "ORDERS", "SCHEDULES",
            "ZERO3_GATHER", "stage_layout", "layout_note", "LAYOUT_RULES", "DUAL_SCHEDULES", "is_dualpipe"]
-
-RECOMPUTE = ("none", "selective", "full", "deepseek")
-"""Activation recompute / caching choices. ``deepseek``: DeepSeek-V3's recipe (arXiv:2412.19437 sec. 3.2.3
-"Recomputation of RMSNorm and MLA Up-Projection", sec. 3.3.4 "Low-Precision Storage"): RMSNorm outputs and the
-MLA up-projections are recomputed in the backward (their inputs, the layer input and the compressed latents,
-are kept), the MoE input (the dispatched tokens), the SwiGLU input and the input of the linear after attention
-are cached in FP8 under an FP8 plan, and the SwiGLU output is recomputed (:mod:`tierwise.workload.memory`)."""
-RECOMPUTE_COST_ORDER = ("none", "selective", "deepseek", "full")
-"""Recompute choices cheapest first: the order the estimate infers an unstated ``recompute`` in."""
-
-
-class Recompute(IntEnum):
-    """``PlanBatch.recompute`` codes (indices into :data:`RECOMPUTE`)."""
-
-    NONE = 0
-    SELECTIVE = 1
-    FULL = 2
-    DEEPSEEK = 3
-
-
-PRECISION = ("bf16", "fp8")
-SCHEDULES = ("1f1b", "interleaved", "dualpipe", "dualpipev")
-"""Pipeline schedules. ``1f1b`` and ``interleaved`` (Megatron-Core, ``vpp`` chunks); ``dualpipe`` (DeepSeek-V3
-report, arXiv:2412.19437 sec. 3.2.1: micro-batches fed from both ends, each rank holds stages ``i`` and
-``pp - 1 - i``, so two copies of the parameters, and runs a forward and a backward chunk as one overlapped
-pair) and ``dualpipev`` (DualPipe README, "DualPipeV": the V-shaped cut-in-half variant, ``2 pp`` stages on
-``pp`` ranks, one copy of the parameters). Priced in :mod:`tierwise.parallel.pp`."""
-DUAL_SCHEDULES = (SCHEDULES.index("dualpipe"), SCHEDULES.index("dualpipev"))
-ZERO3_GATHER = ("flat", "per-parameter", "tensor-list", "zero-copy")
-"""How ZeRO-3 moves each layer's parameters and gradients, by implementation:
-
-* ``flat``: PyTorch FSDP1's ``FlatParameter`` (default). One ``all_gather_into_tensor`` straight into the
-  unit's flat buffer, the parameters are views of it; the backward concatenates the views' gradients, casts
-  them to the reduce dtype and pre-divides them before the reduce-scatter.
-* ``per-parameter``: FSDP2 (``fully_shard``, torchtitan). The all-gather lands in a staging buffer that is
-  copied out into each parameter; the gradients are copied (and cast) into the reduce-scatter input; NCCL
-  averages, so there is no divide pass.
-* ``tensor-list``: DeepSpeed ZeRO-3 of 2021. One list-form ``torch.distributed`` collective per parameter
-  tensor, which copies each rank's chunk separately (eager ops on the CPU thread). DeepSpeed's default
-  ``stage3_max_live_parameters`` (1e9 elements) is taken: a weight gathered behind a live matrix at least that
-  large is not prefetched (``parallel.dp.deepspeed_blocked_gather_fraction``).
-* ``zero-copy``: Megatron-FSDP (``--use-megatron-fsdp``). Parameters and main gradients live in the
-  communication buffers themselves (``ParamAndGradBuffer``: "Zero copy communication is achieved by
-  reorganizing the storage of parameters and main grad", megatron/core/distributed/fsdp/src/README.md), so
-  the gathers and reduce-scatters move no bytes outside the collectives.
-
-The estimator counts the extra HBM passes of each (``parallel.dp.shard_copy_bytes``)."""
-ORDERS = ("tp-cp-dp-pp", "tp-cp-pp-dp", "tp-dp-cp-pp", "cp-tp-dp-pp", "tp-pp-cp-dp", "dp-tp-cp-pp")
-"""Supported placement orders, innermost axis first (Megatron-Core's default first)."""
 
 _KEYS = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "global_batch_size", "seq_length",
          "sequence_parallel", "recompute", "zero_stage", "dp_shard", "reshard_after_forward", "precision",
@@ -107,88 +70,36 @@ _KEYS = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "global
          "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split", "grad_reduce_dtype",
          "zero2_sync", "attention_kernel", "moe_dispatcher", "moe_grouped_gemm", "moe_force_balance",
          "pp_scatter_gather", "moe_node_limit", "torch_version", "activation_offload_layers")
+"""The plan file's keys, in the order its error messages list them (the file format, not the fields: the file's
+``pipeline_layout``, ``account_for_*`` and ``torch_version`` become :class:`Layout` / :class:`Software` fields)."""
+
+_DOCUMENT_ORDER = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "global_batch_size",
+                   "seq_length", "sequence_parallel", "recompute", "zero_stage", "dp_shard", "reshard_after_forward",
+                   "precision", "tp_comm_overlap", "ep_comm_overlap", "pp_scatter_gather", "moe_force_balance",
+                   "fused_elementwise", "fused_cross_entropy", "overlap_grad_reduce", "overlap_param_gather",
+                   "schedule", "order", "first_stage_layers", "last_stage_layers", "middle_stage_layers",
+                   "layout_explicit", "embedding_in_split", "loss_in_split", "zero3_gather", "grad_reduce_dtype",
+                   "zero2_sync", "attention_kernel", "moe_dispatcher", "moe_node_limit", "moe_grouped_gemm",
+                   "activation_offload_layers")
+"""The key order of :meth:`Plan.as_dict` (the ``plan`` of every JSON document, which predates the groups and
+must not change); ``tests/specs/test_plan_groups.py`` checks it names every flat field once."""
+
+_TOP = ("framework", "assumed", "inferred")
 
 
 @dataclass(frozen=True, kw_only=True)
 class Plan:
-    """One parallel plan (degrees, batch, memory-saving and overlap switches)."""
+    """One parallel plan: five groups (:mod:`tierwise.specs.plan_groups`) and where its defaults came from.
 
-    tp: int = 1
-    pp: int = 1
-    cp: int = 1
-    dp: int = 1
-    ep: int = 1
-    etp: int = 1
-    vpp: int = 1
-    micro_batch_size: int = 1
-    global_batch_size: int = 1
-    seq_length: int = 2048
-    sequence_parallel: bool = False
-    recompute: str = "none"
-    zero_stage: int = 1
-    dp_shard: int = 1
-    reshard_after_forward: bool = True
-    precision: str = "bf16"
-    tp_comm_overlap: bool = False
-    ep_comm_overlap: bool = False
-    """Megatron-Core's combined 1F1B (``--overlap-moe-expert-parallel-comm``): the expert all-to-all of one
-    micro-batch runs behind the compute of the adjacent one."""
-    pp_scatter_gather: bool = False
-    """Megatron-LM 2021-22 ``--scatter-gather-tensors-in-pipeline`` (on by default there; Narayanan et al. SC 2021
-    section 4.1): without sequence parallelism each TP rank sends 1/tp of the (replicated) activation to the
-    next pipeline stage, which all-gathers it over its TP group. Megatron-Core and the other frameworks send
-    the whole tensor (false)."""
-    moe_force_balance: bool = False
-    """Every expert runs its mean load: the router is forced to spread tokens evenly (Megatron-Core
-    ``--moe-router-force-load-balancing``, "for benchmark only"; NeMo Automodel's fake balanced gate), or token
-    dropping pads every expert to a capacity factor of 1 (Megatron-Core ``moe_expert_capacity_factor`` 1.0 with
-    ``moe_pad_expert_input_to_capacity``: NeMo's ``MegatronTokenDropCallback`` defaults); false: the trained
-    router's dropless load, whose busiest rank the others wait for (``moe_load_imbalance``)."""
-    fused_elementwise: bool = True
-    """Elementwise work runs in fused kernels (Megatron/Transformer Engine, torch.compile); false: eager PyTorch,
-    one kernel per op (RMSNorm, SwiGLU, RoPE each several passes over HBM)."""
-    fused_cross_entropy: bool = False
-    """The loss runs as one fused cross-entropy kernel (Megatron-Core ``cross_entropy_loss_fusion``, Transformer
-    Engine, Liger); false (Megatron-Core's default, PyTorch's ``F.cross_entropy``, Megatron's
-    ``vocab_parallel_cross_entropy``): an fp32 copy of the logits and separate max / exp / sum / divide passes
-    over them, forward and backward."""
-    overlap_grad_reduce: bool = True
-    overlap_param_gather: bool = True
-    schedule: str = "1f1b"
-    order: str = "tp-cp-dp-pp"
-    first_stage_layers: int = 0
-    """Layers on the first pipeline stage (0 = even split)."""
-    last_stage_layers: int = 0
-    middle_stage_layers: int = 0
-    """Layers of the fullest middle stage (0 = derived; set from an explicit ``pipeline_layout``)."""
-    layout_explicit: bool = False
-    """First / last / middle stage layers are taken as given (an explicit ``pipeline_layout``)."""
-    embedding_in_split: bool = False
-    """Megatron-Core ``account_for_embedding_in_pipeline_split``: the embedding counts as a layer."""
-    loss_in_split: bool = False
-    """Megatron-Core ``account_for_loss_in_pipeline_split``: the loss counts as a layer."""
-    zero3_gather: str = "flat"
-    """See :data:`ZERO3_GATHER`."""
-    grad_reduce_dtype: str = "fp32"
-    """The dtype gradients are reduced in (:data:`tierwise.specs.framework.GRAD_REDUCE_DTYPES`)."""
-    zero2_sync: str = "per-step"
-    """What ZeRO-2 does under gradient accumulation (:data:`tierwise.specs.framework.ZERO2_SYNC`)."""
-    attention_kernel: str = "auto"
-    """Attention kernel family (:data:`tierwise.specs.framework.ATTENTION_KERNELS`); ``auto``: the
-    accelerator generation's default, resolved by the estimator."""
-    moe_dispatcher: str = "alltoall"
-    """MoE token dispatcher (:data:`tierwise.specs.framework.MOE_DISPATCHERS`): the kernels per MoE layer."""
-    moe_node_limit: int = 0
-    """Node-limited routing: each token's experts lie on at most this many scale-up domains of the EP group
-    (DeepSeek-V3 report sec. 3.2.2, M = 4); 0 = the model's ``moe.topk_group`` when its ``n_group`` groups map
-    onto the domains (:func:`tierwise.parallel.ep.node_limit`)."""
-    moe_grouped_gemm: str = "per-expert"
-    """How the experts' GEMMs are launched (:data:`tierwise.specs.framework.MOE_GROUPED_GEMMS`): the host
-    launches per local expert."""
-    activation_offload_layers: int = 0
-    """Layers whose activations go to host memory after their forward and come back for their backward
-    (Megatron-Core ``cpu_offloading_num_layers``, 0 to num_layers - 1; no PP, no recompute:
-    ``TransformerConfig.__post_init__``); priced by :mod:`tierwise.parallel.offload`."""
+    Build one with :meth:`of` (flat keys) or :func:`~tierwise.specs.plan_mapping.plan_from_mapping` (a
+    validated mapping), change one with :meth:`replace`. Every group field also reads as a flat, read-only
+    attribute (``plan.tp`` is ``plan.degrees.tp``, ``plan.recompute`` is ``plan.memory.recompute``)."""
+
+    degrees: Degrees = field(default_factory=Degrees)
+    batch: BatchShape = field(default_factory=BatchShape)
+    memory: Memory = field(default_factory=Memory)
+    software: Software = field(default_factory=Software)
+    layout: Layout = field(default_factory=Layout)
     framework: str = ""
     """The framework whose defaults filled unstated switches ("" = tierwise's own defaults)."""
     assumed: tuple[str, ...] = ()
@@ -198,88 +109,69 @@ class Plan:
 
     @property
     def num_gpus(self) -> int:
-        return self.tp * self.pp * self.cp * self.dp
+        return self.degrees.num_gpus
 
     @property
     def num_microbatches(self) -> int:
-        return self.global_batch_size // (self.micro_batch_size * self.dp)
+        return self.batch.global_batch_size // (self.batch.micro_batch_size * self.degrees.dp)
 
     @classmethod
     def of(cls, **flat: Any) -> Plan:
         """A plan from flat keys (``Plan.of(tp=8, pp=2, recompute="full")``), unvalidated: user input goes
-        through :func:`~tierwise.specs.plan_mapping.plan_from_mapping`."""
-        return cls(**flat)
+        through :func:`~tierwise.specs.plan_mapping.plan_from_mapping`. A group record may be given whole
+        (``degrees=Degrees(...)``); flat keys of that group then change it. An unknown key is a TypeError."""
+        top, parts = _route(flat, "Plan.of")
+        for group, cls_ in GROUPS.items():
+            base = top.get(group)
+            top[group] = (cls_(**parts.get(group, {})) if base is None
+                          else dataclasses.replace(base, **parts[group]) if group in parts else base)
+        return cls(**top)
 
     def replace(self, **flat: Any) -> Plan:
-        """This plan with the given flat keys changed (``plan.replace(recompute="none")``)."""
-        return dataclasses.replace(self, **flat)
+        """This plan with the given flat keys changed (``plan.replace(recompute="none")``); group records
+        and ``framework`` / ``assumed`` / ``inferred`` may be given too. An unknown key is a TypeError."""
+        top, parts = _route(flat, "Plan.replace")
+        for group, changes in parts.items():
+            top[group] = dataclasses.replace(top.get(group, getattr(self, group)), **changes)
+        return dataclasses.replace(self, **top)
 
     def as_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("assumed", "inferred")}
+        """The flat plan of a JSON document: every field, then ``framework`` (``activation_offload_layers``
+        only when on)."""
+        out = {name: getattr(self, name) for name in _DOCUMENT_ORDER}
+        out["framework"] = self.framework
         if not self.activation_offload_layers:  # an off switch: documents of plans without offload are unchanged
             del out["activation_offload_layers"]
         return out
 
 
-_INT_FIELDS = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "global_batch_size", "seq_length",
-               "zero_stage", "dp_shard", "first_stage_layers", "last_stage_layers", "middle_stage_layers",
-               "moe_node_limit", "activation_offload_layers")
-_BOOL_FIELDS = ("sequence_parallel", "reshard_after_forward", "tp_comm_overlap", "ep_comm_overlap", "fused_elementwise",
-                "fused_cross_entropy",
-                "overlap_grad_reduce", "overlap_param_gather", "layout_explicit", "embedding_in_split",
-                "loss_in_split", "moe_force_balance", "pp_scatter_gather")
-_CODE_FIELDS = {"recompute": RECOMPUTE, "precision": PRECISION, "schedule": SCHEDULES, "order": ORDERS,
-                "zero3_gather": ZERO3_GATHER, "grad_reduce_dtype": GRAD_REDUCE_DTYPES, "zero2_sync": ZERO2_SYNC,
-                "attention_kernel": ATTENTION_KERNELS, "moe_dispatcher": MOE_DISPATCHERS,
-                "moe_grouped_gemm": MOE_GROUPED_GEMMS}
+def _route(flat: dict[str, Any], where: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """(top-level fields and whole groups, {group: its flat keys}); an unknown key is a TypeError naming it."""
+    top: dict[str, Any] = {}
+    parts: dict[str, dict[str, Any]] = {}
+    for key, value in flat.items():
+        group = FLAT_GROUP.get(key)
+        if group is not None:
+            parts.setdefault(group, {})[key] = value
+        elif key in _TOP or key in GROUPS:
+            top[key] = value
+        else:
+            raise TypeError(f"{where}: unknown plan field {key!r}; the fields are {', '.join(FLAT_GROUP)} "
+                            f"(or a whole group: {', '.join(GROUPS)}; or {', '.join(_TOP)})")
+    return top, parts
 
 
-@dataclass
-class PlanBatch:
-    """Plans as a struct of numpy arrays (one entry per plan). Strings are stored as codes:
-    ``recompute`` indexes :data:`RECOMPUTE`, ``precision`` :data:`PRECISION`, ``schedule`` :data:`SCHEDULES`,
-    ``order`` :data:`ORDERS`."""
+def _flat_alias(group: str, name: str) -> property:
+    return property(attrgetter(f"{group}.{name}"), doc=f"``{group}.{name}`` (read-only; change with "
+                                                       f":meth:`Plan.replace`).")
 
-    tp: np.ndarray
-    pp: np.ndarray
-    cp: np.ndarray
-    dp: np.ndarray
-    ep: np.ndarray
-    etp: np.ndarray
-    vpp: np.ndarray
-    micro_batch_size: np.ndarray
-    global_batch_size: np.ndarray
-    seq_length: np.ndarray
-    zero_stage: np.ndarray
-    dp_shard: np.ndarray
-    first_stage_layers: np.ndarray
-    last_stage_layers: np.ndarray
-    middle_stage_layers: np.ndarray
-    sequence_parallel: np.ndarray
-    reshard_after_forward: np.ndarray
-    tp_comm_overlap: np.ndarray
-    ep_comm_overlap: np.ndarray
-    moe_force_balance: np.ndarray
-    pp_scatter_gather: np.ndarray
-    fused_elementwise: np.ndarray
-    fused_cross_entropy: np.ndarray
-    overlap_grad_reduce: np.ndarray
-    overlap_param_gather: np.ndarray
-    layout_explicit: np.ndarray
-    embedding_in_split: np.ndarray
-    loss_in_split: np.ndarray
-    recompute: np.ndarray
-    precision: np.ndarray
-    schedule: np.ndarray
-    order: np.ndarray
-    zero3_gather: np.ndarray
-    grad_reduce_dtype: np.ndarray
-    zero2_sync: np.ndarray
-    attention_kernel: np.ndarray
-    moe_dispatcher: np.ndarray
-    moe_grouped_gemm: np.ndarray
-    moe_node_limit: np.ndarray
-    activation_offload_layers: np.ndarray
+
+for _name, _group in FLAT_GROUP.items():
+    setattr(Plan, _name, _flat_alias(_group, _name))
+
+
+class _PlanBatchMethods:
+    """The methods of :class:`PlanBatch` (whose columns are generated from the plan groups)."""
 
     def __len__(self) -> int:
         return int(self.tp.shape[0])
@@ -295,12 +187,13 @@ class PlanBatch:
             raise PlanError(f"PlanBatch.from_plans: item {bad} is {describe_type(plans[bad])}, not a plan; make each "
                             "with tierwise.plan_from_mapping({...}, num_gpus=N)")
         cols: dict[str, np.ndarray] = {}
-        for name in _INT_FIELDS:
-            cols[name] = np.array([getattr(p, name) for p in plans], dtype=np.int64)
-        for name in _BOOL_FIELDS:
-            cols[name] = np.array([getattr(p, name) for p in plans], dtype=bool)
-        for name, choices in _CODE_FIELDS.items():
-            cols[name] = np.array([choices.index(getattr(p, name)) for p in plans], dtype=np.int8)
+        for group in GROUPS:
+            records = [getattr(p, group) for p in plans]
+            for f in fields(GROUPS[group]):
+                values = [getattr(r, f.name) for r in records]
+                choices = CODE_FIELDS.get(f.name)
+                cols[f.name] = (np.array([choices.index(v) for v in values], dtype=np.int8) if choices
+                                else np.array(values, dtype=_DTYPES[f.name]))
         return cls(**cols)
 
     @classmethod
@@ -310,32 +203,46 @@ class PlanBatch:
         Unlike :func:`~tierwise.specs.plan_mapping.plan_from_mapping` this applies no derived defaults: pass ``etp``, ``dp_shard`` and
         ``sequence_parallel`` explicitly when they should follow tp or dp.
         """
-        defaults = Plan()
         n = max((np.size(v) for v in arrays.values()), default=1)
         cols = {}
-        for f in fields(cls):
-            value = arrays.get(f.name, getattr(defaults, f.name) if f.name not in _CODE_FIELDS
-                               else _CODE_FIELDS[f.name].index(getattr(defaults, f.name)))
-            dtype = bool if f.name in _BOOL_FIELDS else (np.int8 if f.name in _CODE_FIELDS else np.int64)
-            cols[f.name] = np.broadcast_to(np.asarray(value, dtype=dtype), (n,)).copy()
-        unknown = set(arrays) - {f.name for f in fields(cls)}
+        for name, dtype in _DTYPES.items():
+            value = arrays.get(name, _DEFAULT_CODES[name])
+            cols[name] = np.broadcast_to(np.asarray(value, dtype=dtype), (n,)).copy()
+        unknown = set(arrays) - set(_DTYPES)
         if unknown:
             raise TypeError(f"unknown plan fields {sorted(unknown)}")
         return cls(**cols)
 
     def select(self, mask_or_index) -> PlanBatch:
-        return PlanBatch(**{f.name: getattr(self, f.name)[mask_or_index] for f in fields(self)})
+        return type(self)(**{name: getattr(self, name)[mask_or_index] for name in _DTYPES})
 
     def plan(self, i: int) -> Plan:
         """The i-th plan as a :class:`Plan`."""
-        kw: dict[str, Any] = {}
-        for name in _INT_FIELDS:
-            kw[name] = int(getattr(self, name)[i])
-        for name in _BOOL_FIELDS:
-            kw[name] = bool(getattr(self, name)[i])
-        for name, choices in _CODE_FIELDS.items():
-            kw[name] = choices[int(getattr(self, name)[i])]
-        return Plan(**kw)
+        groups = {}
+        for group, cls_ in GROUPS.items():
+            kw: dict[str, Any] = {}
+            for f in fields(cls_):
+                value = getattr(self, f.name)[i]
+                choices = CODE_FIELDS.get(f.name)
+                kw[f.name] = choices[int(value)] if choices else bool(value) if f.name in BOOL_FIELDS else int(value)
+            groups[group] = cls_(**kw)
+        return Plan(**groups)
+
+
+_DTYPES: dict[str, type] = {f.name: (np.int8 if f.name in CODE_FIELDS else bool if f.name in BOOL_FIELDS else np.int64)
+                            for cls_ in GROUPS.values() for f in fields(cls_)}
+"""Each column and its dtype, group by group (``int`` columns are int64, codes int8)."""
+_DEFAULT_CODES: dict[str, Any] = {name: CODE_FIELDS[name].index(value) if name in CODE_FIELDS else value
+                                  for name, value in
+                                  ((f.name, f.default) for cls_ in GROUPS.values() for f in fields(cls_))}
+
+PlanBatch = make_dataclass("PlanBatch", [(name, np.ndarray) for name in _DTYPES], bases=(_PlanBatchMethods,),
+                           namespace={"__module__": __name__, "__doc__": (
+                               "Plans as a struct of numpy arrays (one entry per plan), one column per plan field "
+                               "(:data:`~tierwise.specs.plan_groups.FLAT_GROUP`), generated from the groups. Strings "
+                               "are stored as codes: ``recompute`` indexes :data:`RECOMPUTE`, ``precision`` "
+                               ":data:`PRECISION`, ``schedule`` :data:`SCHEDULES`, ``order`` :data:`ORDERS`, each "
+                               "code field its choices (:data:`~tierwise.specs.plan_groups.CODE_FIELDS`).")})
 
 
 def _divisors(n: int) -> list[int]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from tierwise.errors import PlanError, SpecError
@@ -332,12 +332,12 @@ def plan_from_mapping(data: Mapping[str, Any], *, num_gpus: int, origin: str = "
     node_limit = get_int(r.data, "moe_node_limit", origin, default=0, minimum=0, maximum=MAX_GPUS)
     offload = get_int(r.data, "activation_offload_layers", origin, default=0, minimum=0, maximum=MAX_LAYERS)
     layout = _layout_fields(r.data, degrees["pp"], degrees["vpp"], num_layers, origin)
-    plan = Plan(**degrees, **batch, **sharding, schedule=schedule, moe_node_limit=node_limit,
-                activation_offload_layers=offload, framework=r.framework or "", **choices, **layout, **bools)
+    plan = Plan.of(**degrees, **batch, **sharding, schedule=schedule, moe_node_limit=node_limit,
+                   activation_offload_layers=offload, framework=r.framework or "", **choices, **layout, **bools)
     if num_layers is not None and degrees["pp"] > 1:
         r.assumed.append(layout_note(num_layers, plan))
     inferred = () if "recompute" in r.data else ("recompute",)
-    return replace(plan, assumed=tuple(r.assumed), inferred=inferred)
+    return plan.replace(assumed=tuple(r.assumed), inferred=inferred)
 
 
 _LAYOUT_SYMBOLS = {"E": "embedding", "t": "decoder", "L": "loss"}
