@@ -32,8 +32,8 @@ def plan_work(model, shape: ModelShape, rates: ComputeRates, plans: PlanBatch, P
     is_fp8 = plans.precision == PRECISION.index("fp8")
     eff, overlap = plan_attention_kernels(plans, rates)
     return LayerWork(
-        tokens=P.tokens, seq=P.s, seq_chunk=P.s / P.cp, tp=P.tp, etp=P.etp, ep=P.ep,
-        seq_shard=np.where(P.sp, P.tp, 1.0), expert_tokens=expert_tokens_per_rank(plans, P.tokens),
+        tokens=P.tokens, seq=P.s, seq_chunk=P.s / P.deg.cp, tp=P.deg.tp, etp=P.deg.etp, ep=P.deg.ep,
+        seq_shard=np.where(P.sp, P.deg.tp, 1.0), expert_tokens=expert_tokens_per_rank(plans, P.tokens),
         imbalance=moe_imbalance(model, plans, cparams, P.tokens), fp8=is_fp8, fp4=np.zeros(P.n, dtype=bool), cast_inputs=is_fp8,
         attention_eff=eff, attention_overlap=overlap, unfused=plan_unfused_attention(plans),
         fused_elementwise=np.asarray(plans.fused_elementwise, dtype=bool),
@@ -64,12 +64,12 @@ def layer_compute(model, shape: ModelShape, acc, plans: PlanBatch, P: Derived, c
                             [fwd_dense, F.attention, F.dense_gemm * upproj_share(shape, False)], 0.0),
         rec_moe=np.select([rc == Recompute.FULL, rc == Recompute.SELECTIVE, rc == Recompute.DEEPSEEK],
                           [fwd_moe, F.attention, F.moe_gemm * upproj_share(shape, True)], 0.0),
-        logits_t=lm_head_time(model, rates, tokens=P.tokens, tp=P.tp, peak=F.gemm_peak),
+        logits_t=lm_head_time(model, rates, tokens=P.tokens, tp=P.deg.tp, peak=F.gemm_peak),
         # the loss over the logits (bytes per logit element, forward + backward): a fused cross-entropy kernel
         # writes fp32 logits, reads them for the softmax and writes the gradient (12 B); unfused (plan
         # fused_cross_entropy false) the fp32 copy and the separate max / exp / sum / divide passes move
         # ``cross_entropy_unfused_extra_bytes`` more (counted in catalog/parameters.yaml)
-        logits_elem=P.tokens * model.vocab_size / P.tp
+        logits_elem=P.tokens * model.vocab_size / P.deg.tp
         * (4 * 3 + np.where(plans.fused_cross_entropy, 0.0, cparams["cross_entropy_unfused_extra_bytes"]))
         / rates.memory_bound,
     )

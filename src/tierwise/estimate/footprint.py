@@ -62,7 +62,7 @@ def _mtp_bytes(shape: ModelShape, vocab_size: int, P: Derived, stage, copies, he
     them less without, as :func:`memory_footprint` prices it."""
     mtp = float(shape.mtp_layers)
     moe = mtp * float(shape.mtp_moe)
-    tp, ep, etp = P.tp, P.ep, P.etp
+    tp, ep, etp = P.deg.tp, P.deg.ep, P.deg.etp
     dense = mtp * (shape.attention_params + shape.norm_params + shape.mtp_other_params) / tp + (
         (mtp - moe) * shape.dense_mlp_params + moe * shape.moe_other_params) / tp
     expert = moe * shape.expert_params * shape.num_experts / (ep * etp)

@@ -205,7 +205,7 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
     m, layers_slow, moe_slow = P.m, pipe.layers, pipe.moe_layers
     compute_useful = m * (3 * pipe.fwd + layers_slow * C.attn_bwd_extra + moe_slow * C.moe_host_extra)
     memory_bound_s = m * 3 * ((layers_slow - moe_slow) * C.elem_dense + moe_slow * C.elem_moe
-                              + np.where((pipe.slow == 1) | (P.pp == 1), C.logits_elem / 3, 0.0))
+                              + np.where((pipe.slow == 1) | (P.deg.pp == 1), C.logits_elem / 3, 0.0))
     memory = memory_footprint(model, shape, cluster, plans, P, S, D, cparams)
     axis_bytes, axis_time, axis_exposed, axis_tier = _per_axis(plans, X, D, pipe, m, ep_unpaired, P.dual > 0)
     return StepEstimates(

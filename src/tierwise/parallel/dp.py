@@ -17,12 +17,12 @@ def dp_groups(cluster, plans: PlanBatch, P: Derived, strides) -> DpGroups:
     """Where gradient reduction and parameter gathers run: the dp x cp group (one strided group in the default
     tp-cp-dp-pp order, a two-axis group when another axis sits between cp and dp), the expert-data-parallel
     group, and for HSDP the shard group and the replicas of each shard position."""
-    dp_group = P.dp * P.cp
-    edp = np.maximum(P.tp * P.cp * P.dp / (P.etp * P.ep), 1)
-    shard = plans.dp_shard.astype(float) * P.cp
+    dp_group = P.deg.dp * P.deg.cp
+    edp = np.maximum(P.deg.tp * P.deg.cp * P.deg.dp / (P.deg.etp * P.deg.ep), 1)
+    shard = plans.dp_shard.astype(float) * P.deg.cp
     return DpGroups(
         dp_group=dp_group, dp_span=two_axis_span(cluster, plans.cp, strides["cp"], plans.dp, strides["dp"]),
-        edp=edp, edp_span=placed_span(cluster, edp.astype(np.int64), (P.etp * P.ep).astype(np.int64)),
+        edp=edp, edp_span=placed_span(cluster, edp.astype(np.int64), (P.deg.etp * P.deg.ep).astype(np.int64)),
         shard=shard, hsdp=(plans.dp_shard < plans.dp) & (plans.zero_stage >= 1),
         shard_span=two_axis_span(cluster, plans.cp, strides["cp"], plans.dp_shard, strides["dp"]),
         # HSDP replicas: the same shard position in each of the dp / dp_shard shard groups (cp is not in it)
@@ -76,7 +76,7 @@ def _dp_exposed(plans: PlanBatch, P: Derived, pipe: Pipeline, grad_t, gather_t, 
     """
     m, z3 = P.m, plans.zero_stage == 3
     regather = np.where(plans.reshard_after_forward, 1.0, 0.0)
-    bucket = np.maximum(cparams["bucket_params_min"], cparams["bucket_params_per_dp"] * P.dp)
+    bucket = np.maximum(cparams["bucket_params_min"], cparams["bucket_params_per_dp"] * P.deg.dp)
     last_bucket = np.minimum(1.0, bucket / np.maximum(total_params_local, 1))
     bwd_last_mb = 2 * pipe.fwd + pipe.rec
     grad_exposed = np.where(plans.overlap_grad_reduce,
@@ -107,8 +107,8 @@ def _dp_exposed(plans: PlanBatch, P: Derived, pipe: Pipeline, grad_t, gather_t, 
 def data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, *, P: Derived, S: StageCompute,
                   pipe: Pipeline, strides, cparams, hbm) -> DataParallel:
     """Gradient reduction, parameter gathers (ZeRO 0-3, HSDP) and the optimizer step of the slowest stage."""
-    n, tp, ep, etp, m = P.n, P.tp, P.ep, P.etp, P.m
-    single = P.pp == 1
+    n, tp, ep, etp, m = P.n, P.deg.tp, P.deg.ep, P.deg.etp, P.m
+    single = P.deg.pp == 1
     stage_params = [stage_param_counts(shape, S.layers[0], S.moe[0], tp, ep, etp, np.ones(n, bool), single),
                     stage_param_counts(shape, S.layers[1], S.moe[1], tp, ep, etp, single, np.ones(n, bool)),
                     stage_param_counts(shape, S.layers[2], S.moe[2], tp, ep, etp, np.zeros(n, bool), np.zeros(n, bool))]
@@ -177,7 +177,7 @@ def _zero3_extras(model, shape: ModelShape, plans: PlanBatch, P: Derived, pipe: 
     # DeepSpeed 2021 prefetches the next sub-module's parameters only while the gathered (live) parameters are
     # under stage3_max_live_parameters (deepspeed_blocked_gather_fraction): a gather behind a matrix at least
     # that large is fetched when its module starts, so the part of it the prefetch model above hid is exposed
-    blocked = np.where(list_mode & (gather_group > 1), deepspeed_blocked_gather_fraction(shape, P.tp), 0.0)
+    blocked = np.where(list_mode & (gather_group > 1), deepspeed_blocked_gather_fraction(shape, P.deg.tp), 0.0)
     # (_dp_exposed already charged ``overlap_interference`` of that part as hidden: the rest is added)
     hidden_gather = np.minimum(hidden, pipe.fwd) * (1 + regather) * m
     exposed = exposed + blocked * hidden_gather * (1.0 - cparams.get("overlap_interference", 0.0))
@@ -200,7 +200,7 @@ def _dp_levers(model, shape: ModelShape, cluster, P: Derived, cparams, local_par
     rank = float(cparams.get("dp_powersgd_rank", 0.0))
     if rank > 0:
         gemms = shape.attention_gemms + (shape.dense_mlp_gemms or shape.moe_gemms)
-        factor = powersgd_factor(gemms, rank, P.tp)
+        factor = powersgd_factor(gemms, rank, P.deg.tp)
         peak = cluster.accelerator.peak_flops_per_s("bf16")
         # 6 a b r FLOPs per matrix; about 5 fp32 passes over the gradient with error feedback
         return factor, np.maximum(6 * rank * local_params / peak, 20.0 * local_params / hbm)

@@ -186,7 +186,7 @@ def moe_host_extra_s(plans: PlanBatch, P, shape, gpu_moe, op_overhead) -> np.nda
     """
     kf, kb = dispatcher_kernels(plans)
     ef, eb = moe_expert_launches()
-    local_experts = shape.num_experts / np.maximum(P.ep, 1)
+    local_experts = shape.num_experts / np.maximum(P.deg.ep, 1)
     per_expert = per_expert_gemms(plans)
     kf = kf + np.where(per_expert, ef * local_experts, 2.0)
     kb = kb + np.where(per_expert, eb * local_experts, 4.0)
@@ -207,7 +207,7 @@ def ep_layer_comm(model, cluster, plans: PlanBatch, P, C, traffic, strides, cpar
     (DeepSeek-V3 report sec. 3.2.1, Figure 4).
     """
     n = P.n
-    span = placed_span(cluster, plans.ep, P.etp.astype(np.int64))
+    span = placed_span(cluster, plans.ep, P.deg.etp.astype(np.int64))
     if not (traffic["ep"] and np.any(plans.ep > 1)):
         zero = np.zeros(n)
         return span, zero, zero, zero

@@ -70,11 +70,11 @@ def stage_compute(model, plans: PlanBatch, P: Derived, C: LayerCompute) -> Stage
         fwd = dense_layers * C.fwd_dense + moe_layers * C.fwd_moe + np.where(last, head, 0.0)
         return fwd, dense_layers * C.rec_dense + moe_layers * C.rec_moe
 
-    stages = (stage(l_first, e_first, P.pp == 1), stage(l_last, e_last, np.ones(n, bool)),
+    stages = (stage(l_first, e_first, P.deg.pp == 1), stage(l_last, e_last, np.ones(n, bool)),
               stage(l_mid, e_mid, np.zeros(n, bool)))
     return StageCompute(layers=(l_first, l_last, l_mid), moe=(e_first, e_last, e_mid),
                            fwd=tuple(st[0] for st in stages), rec=tuple(st[1] for st in stages),
-                           mid_exists=P.pp > 2)
+                           mid_exists=P.deg.pp > 2)
 
 
 def mtp_head_s(model, C: LayerCompute):
@@ -108,7 +108,7 @@ def pipeline_p2p(cluster, chain, hops: GroupHops, P):
     pipeline inside one tier both are the former uniform ``2 v c`` and ``2 (pp - 1) c``.
     """
     times = hop_times(cluster, chain.bytes, hops)
-    many = P.pp > 1
+    many = P.deg.pp > 1
     # the chain's calls per micro-batch are 2 v (a forward and a backward transfer per chunk)
     pp_t = np.where(many, chain.calls / 2 * (pick(hops.slowest, times) + pick(hops.fastest, times)), 0.0)
     fill = sum(hops.hops[k] * t for k, t in enumerate(times) if t is not None)
@@ -138,11 +138,11 @@ def pipeline(P: Derived, C: LayerCompute, S: StageCompute, X: LayerComm) -> Pipe
     fwd, layers, moe_layers = np.choose(slow, S.fwd), np.choose(slow, S.layers), np.choose(slow, S.moe)
     # the bubble: (pp - 1) / v micro-batch slots of the slowest stage without its steady-state send/recv, plus
     # the fill and drain's send/recv across every stage boundary on its own tier (pipeline_p2p)
-    bubble = (P.pp - 1) / P.vpp * (t_mb - X.pp_t) + X.pp_fill
+    bubble = (P.deg.pp - 1) / P.deg.vpp * (t_mb - X.pp_t) + X.pp_fill
     if np.any(dual):
         wgrad = np.maximum(fwd - layers * C.core_t - (layers - moe_layers) * C.elem_dense - moe_layers * C.elem_moe,
                            0.0)
-        bubble = np.where(dual, dualpipe_bubble(P.pp, P.dual, t_mb, fwd, wgrad) + X.pp_fill, bubble)
+        bubble = np.where(dual, dualpipe_bubble(P.deg.pp, P.dual, t_mb, fwd, wgrad) + X.pp_fill, bubble)
     return Pipeline(
         t_mb=t_mb, slow=slow, bubble=bubble, fwd=fwd, rec=np.choose(slow, S.rec), comm=np.choose(slow, comm_mb),
         layers=layers, moe_layers=moe_layers,
@@ -203,5 +203,5 @@ def pp_comm(model, cluster, plans: PlanBatch, P, traffic, strides, tp_span):
     if np.any(gather):
         t_ag = price_collective("all-gather", 2.0 * P.tokens * model.hidden_size, tp_span, cluster).time_s
         pp_t = pp_t + np.where(gather, chain.calls * t_ag, 0.0)
-        pp_fill = pp_fill + np.where(gather, 2.0 * (P.pp - 1) * t_ag, 0.0)
+        pp_fill = pp_fill + np.where(gather, 2.0 * (P.deg.pp - 1) * t_ag, 0.0)
     return hops.tier, pp_t, pp_fill, chain.calls * chain.bytes

@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
 from tierwise.hierarchy import GroupSpan
 from tierwise.specs.plan import DUAL_SCHEDULES, PlanBatch
+from tierwise.specs.plan_groups import Degrees
 
 
 @dataclass(frozen=True)
@@ -16,13 +17,8 @@ class Derived:
     """Plan arrays as floats and what follows from them directly (:func:`derive`)."""
 
     n: int
-    tp: np.ndarray
-    pp: np.ndarray
-    cp: np.ndarray
-    dp: np.ndarray
-    ep: np.ndarray
-    etp: np.ndarray
-    vpp: np.ndarray
+    deg: Degrees
+    """The plans' degrees (:class:`~tierwise.specs.plan_groups.Degrees`) as float arrays: ``P.deg.tp``."""
     b: np.ndarray
     """Micro-batch size (sequences)."""
     s: np.ndarray
@@ -157,17 +153,18 @@ class DpGroups:
 
 def derive(plans: PlanBatch) -> Derived:
     """The plan arrays the model reads, as floats, and what follows from them directly."""
-    tp, pp, cp, dp = (plans.tp.astype(float), plans.pp.astype(float), plans.cp.astype(float),
-                      plans.dp.astype(float))
+    deg = Degrees(**{name: getattr(plans, name).astype(float) for name in _DEGREES})
     b, s = plans.micro_batch_size.astype(float), plans.seq_length.astype(float)
     return Derived(
-        n=len(plans), tp=tp, pp=pp, cp=cp, dp=dp, ep=plans.ep.astype(float), etp=plans.etp.astype(float),
-        vpp=plans.vpp.astype(float), b=b, s=s, num_gpus=tp * pp * cp * dp,
-        m=plans.global_batch_size / (b * dp),  # micro-batches per pipeline per step
-        tokens=b * s / cp,  # tokens of one micro-batch on one rank
+        n=len(plans), deg=deg, b=b, s=s, num_gpus=deg.tp * deg.pp * deg.cp * deg.dp,
+        m=plans.global_batch_size / (b * deg.dp),  # micro-batches per pipeline per step
+        tokens=b * s / deg.cp,  # tokens of one micro-batch on one rank
         sp=plans.sequence_parallel & (plans.tp > 1), rc=plans.recompute.astype(int),
         dual=_dual_code(plans),
     )
+
+
+_DEGREES = tuple(f.name for f in fields(Degrees))
 
 
 def _dual_code(plans: PlanBatch) -> np.ndarray:
