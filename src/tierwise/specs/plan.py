@@ -2,7 +2,9 @@
 :func:`tierwise.specs.plan_mapping.plan_from_mapping`) and :class:`PlanBatch`, a struct of arrays.
 
 The estimator works on a :class:`PlanBatch` (ARCHITECTURE.md: "one model, vectorized"); a single plan is a
-batch of one. Plan keys and defaults (issue 2 "Contracts"):
+batch of one. A :class:`Plan` holds five groups (:mod:`tierwise.specs.plan_groups`: degrees, batch, memory,
+software, layout) and reads flat (``plan.tp``); :class:`PlanBatch`'s columns are generated from the groups.
+Plan keys and defaults (issue 2 "Contracts"):
 
 ``tp pp cp`` (1), ``dp`` (num_gpus / (tp pp cp)), ``ep`` (1), ``etp`` (tp), ``vpp`` (1),
 ``micro_batch_size`` (1), ``global_batch_size`` and ``seq_length`` (required), ``sequence_parallel``
@@ -219,12 +221,11 @@ class _PlanBatchMethods:
     def plan(self, i: int) -> Plan:
         """The i-th plan as a :class:`Plan`."""
         groups = {}
-        for group, cls_ in GROUPS.items():
+        for group, cls_, columns in _UNPACK:
             kw: dict[str, Any] = {}
-            for f in fields(cls_):
-                value = getattr(self, f.name)[i]
-                choices = CODE_FIELDS.get(f.name)
-                kw[f.name] = choices[int(value)] if choices else bool(value) if f.name in BOOL_FIELDS else int(value)
+            for name, convert in columns:
+                value = getattr(self, name)[i]
+                kw[name] = convert[int(value)] if isinstance(convert, tuple) else convert(value)
             groups[group] = cls_(**kw)
         return Plan(**groups)
 
@@ -235,6 +236,10 @@ _DTYPES: dict[str, type] = {f.name: (np.int8 if f.name in CODE_FIELDS else bool 
 _DEFAULT_CODES: dict[str, Any] = {name: CODE_FIELDS[name].index(value) if name in CODE_FIELDS else value
                                   for name, value in
                                   ((f.name, f.default) for cls_ in GROUPS.values() for f in fields(cls_))}
+
+_UNPACK = tuple((group, cls_, tuple((f.name, CODE_FIELDS.get(f.name) or (bool if f.name in BOOL_FIELDS else int))
+                                    for f in fields(cls_))) for group, cls_ in GROUPS.items())
+"""Per group: its record type and each field's converter from a column entry (a code field: its choices)."""
 
 PlanBatch = make_dataclass("PlanBatch", [(name, np.ndarray) for name in _DTYPES], bases=(_PlanBatchMethods,),
                            namespace={"__module__": __name__, "__doc__": (
