@@ -137,6 +137,11 @@ def test_refusals_are_one_line_before_anything_runs(tmp_path, monkeypatch):
     assert "cannot read it" in _refused("--hf-step", _tiny(tmp_path, model_type="warp-drive"))
     assert "has 2 layers" in _refused("--hf-step", _tiny(tmp_path), "--hf-layers", "3")
     assert "--hf-attention" in _refused("--hf-step", _tiny(tmp_path), "--hf-attention", "flash")
+    gpt2 = tmp_path / "gpt2" / "config.json"
+    gpt2.parent.mkdir()
+    gpt2.write_text(json.dumps({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 64,
+                                "n_layer": 2, "n_head": 4, "vocab_size": 256, "n_positions": 32}))
+    assert "learns 32 positions" in _refused("--hf-step", str(gpt2))  # --cpu's sequence is 64
     monkeypatch.setitem(sys.modules, "transformers", None)  # not installed
     assert "pip install 'tierwise[hf]'" in _refused("--hf-step", _tiny(tmp_path))
 

@@ -223,6 +223,9 @@ def _resolve(step: HFStep, layers: int | None, seq: int) -> tuple[ModelSpec, Any
     else:
         spec = load_model(step.model)
         config = hf_config_for(spec, positions=seq)
+    table = getattr(config, "n_positions", None) if config.model_type == "gpt2" else None
+    if table is not None and seq > table:  # learned positions: a longer sequence has no row to read
+        raise MeasureError(f"--hf-seq {seq}: {step.model} learns {table} positions; use --hf-seq {table} or less")
     if layers is not None:
         if layers > spec.num_layers:
             raise MeasureError(f"--hf-layers {layers}: {spec.name} has {spec.num_layers} layers; use at most that")
