@@ -277,6 +277,7 @@ def _render_compute(result, out: str | None):
 
 @measure_app.command("compute")
 def compute(
+    *,
     cpu: bool = typer.Option(False, "--cpu", help="measure on the CPU with small shapes (tests, CI)"),
     cluster: str | None = typer.Option(None, "--cluster", help="catalog cluster or file the profile is for "
                                        "(default: the catalog cluster of the GPU measured)"),
