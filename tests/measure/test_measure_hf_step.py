@@ -103,6 +103,8 @@ def test_the_prediction_uses_the_compute_block_measured(tmp_path):
     {"gated_mlp": True, "num_kv_heads": 2},  # Llama
     {"gated_mlp": True, "ffn_hidden_size": 96, "moe": {"num_experts": 4, "top_k": 2, "ffn_hidden_size": 96}},  # Mixtral
     {"gated_mlp": True, "sliding_window": 32, "sliding_window_layers": 2},  # Mistral
+    {"gated_mlp": True, "ffn_hidden_size": 96, "sliding_window": 32, "sliding_window_layers": 2,
+     "moe": {"num_experts": 4, "top_k": 2, "ffn_hidden_size": 96}},  # Mixtral with a window
     {"gated_mlp": False, "bias": True, "tied_embeddings": True},  # GPT-2
     {"gated_mlp": False, "bias": True, "rotary": True, "norm": "layernorm"},  # GPT-NeoX
     {"gated_mlp": False, "rotary": True, "norm": "layernorm"},  # Nemotron
@@ -186,3 +188,14 @@ def test_a_tierwise_model_file_runs_through_its_nearest_architecture(tmp_path):
     # 2 h f + f + h MLP, two LayerNorms (4 h); the final LayerNorm (2 h)
     h, f = 64, 256
     assert run.info["params"] == 512 * h + 32 * h + 2 * (4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h) + 2 * h
+
+
+def test_hf_layers_keeps_the_first_layers_of_both(tmp_path):
+    """--hf-layers 3 of a 4-layer config whose layer_types alternate: one sliding-window layer kept in the
+    transformers config and in the model the estimator prices."""
+    types = ["full_attention", "sliding_attention"] * 2
+    folder = _tiny(tmp_path, architectures=["Qwen2ForCausalLM"], model_type="qwen2", num_hidden_layers=4,
+                   layer_types=types, sliding_window=16, use_sliding_window=True, max_window_layers=0)
+    run = prepare_hf_step(HFStep(model=folder, layers=3), {"base": "dgx-h100"}, "dgx-h100", "cpu")
+    assert run.config.num_hidden_layers == 3 and run.config.layer_types == types[:3]
+    assert (run.spec.num_layers, run.spec.sliding_window, run.spec.sliding_window_layers) == (3, 16, 1)

@@ -117,6 +117,11 @@ def _attention_keys(spec: ModelSpec, positions: int) -> dict[str, Any]:
 def _llama_like(spec: ModelSpec, positions: int) -> tuple[str, str, dict[str, Any]]:
     keys = {**_attention_keys(spec, positions), "intermediate_size": spec.ffn_hidden_size, "head_dim": spec.head_dim}
     moe = spec.moe
+    if spec.sliding_window:
+        if spec.sliding_window_layers != spec.num_layers:
+            raise MeasureError(f"--hf-step {spec.name}: sliding windows on {spec.sliding_window_layers} of "
+                               f"{spec.num_layers} layers; pass its config.json instead")
+        keys["sliding_window"] = spec.sliding_window  # Mistral and Mixtral: a window on every layer
     if spec.mla is not None:
         keys.update(intermediate_size=spec.ffn_hidden_size, moe_intermediate_size=moe.ffn_hidden_size,
                     n_routed_experts=moe.num_experts, num_experts_per_tok=moe.top_k,
@@ -134,10 +139,7 @@ def _llama_like(spec: ModelSpec, positions: int) -> tuple[str, str, dict[str, An
                     num_experts_per_tok=moe.top_k)
         return "mixtral", "MixtralForCausalLM", keys
     if spec.sliding_window:
-        if spec.sliding_window_layers != spec.num_layers:
-            raise MeasureError(f"--hf-step {spec.name}: sliding windows on {spec.sliding_window_layers} of "
-                               f"{spec.num_layers} layers; pass its config.json instead")
-        return "mistral", "MistralForCausalLM", {**keys, "sliding_window": spec.sliding_window}
+        return "mistral", "MistralForCausalLM", keys
     return "llama", "LlamaForCausalLM", keys
 
 
@@ -192,20 +194,25 @@ def _is_config_json(ref: str) -> Path | None:
     return path if ref.endswith(".json") else None
 
 
-def _shrink_spec(spec: ModelSpec, layers: int) -> ModelSpec:
-    moe = spec.moe
-    if moe is not None and moe.first_dense_layers >= layers:
-        moe = None  # every layer kept is one of the leading dense layers
-    return replace(spec, num_layers=layers, moe=moe, params_b=None, mtp_layers=0,
-                   sliding_window_layers=min(spec.sliding_window_layers, layers) if spec.sliding_window else 0)
-
-
-def _shrink_config(config, layers: int) -> None:
+def _shrink(spec: ModelSpec, config, layers: int) -> ModelSpec:
+    """Keep the first ``layers`` layers of the transformers config (its per-layer lists cut to them) and of the
+    tierwise model: the sliding-window layers among them (counted in the config's ``layer_types`` where it has
+    one, else the window is on every layer), no MoE when every layer kept is a leading dense one."""
     config.num_hidden_layers = layers
-    if isinstance(getattr(config, "layer_types", None), list):
-        config.layer_types = config.layer_types[:layers]
+    types = getattr(config, "layer_types", None)
+    if isinstance(types, list):
+        config.layer_types = types[:layers]
     if isinstance(getattr(config, "mlp_only_layers", None), list):
         config.mlp_only_layers = [i for i in config.mlp_only_layers if i < layers]
+    sliding = 0
+    if spec.sliding_window:
+        sliding = (sum(1 for t in config.layer_types if t == "sliding_attention") if isinstance(types, list)
+                   else min(spec.sliding_window_layers, layers))
+    moe = spec.moe
+    if moe is not None and moe.first_dense_layers >= layers:
+        moe = None
+    return replace(spec, num_layers=layers, moe=moe, params_b=None, sliding_window_layers=sliding,
+                   sliding_window=spec.sliding_window if sliding else None)
 
 
 def _resolve(step: HFStep, layers: int | None, seq: int) -> tuple[ModelSpec, Any]:
@@ -229,8 +236,7 @@ def _resolve(step: HFStep, layers: int | None, seq: int) -> tuple[ModelSpec, Any
     if layers is not None:
         if layers > spec.num_layers:
             raise MeasureError(f"--hf-layers {layers}: {spec.name} has {spec.num_layers} layers; use at most that")
-        spec = _shrink_spec(spec, layers)
-        _shrink_config(config, layers)
+        spec = _shrink(spec, config, layers)
     return (replace(spec, mtp_layers=0) if spec.mtp_layers else spec), config  # transformers builds no MTP
 
 
