@@ -81,11 +81,11 @@ SLOW_RUNS = {
     "measure ddp": [("measure-ddp", ["measure", "ddp", "--ranks", "2", "--steps", "5", "--warmup", "1",
                                      "--width", "64", "--layers", "2", "--batch", "4"])],
     "measure compute": [("measure-compute", ["measure", "compute", "--cpu", "--cluster", "dgx-h100", "--iters",
-                                             "1", "--warmup", "1"]),
-                        # one Hugging Face training step beside its prediction (the hf extra: transformers)
-                        ("measure-compute", ["measure", "compute", "--cpu", "--cluster", "dgx-h100", "--iters",
-                                             "1", "--warmup", "1", "--hf-step", "{tmp}/tiny-llama", "--hf-steps",
-                                             "1"])],
+                                             "1", "--warmup", "1"])]
+    # one Hugging Face training step beside its prediction (the hf extra, in the test extra: transformers)
+    + ([("measure-compute", ["measure", "compute", "--cpu", "--cluster", "dgx-h100", "--iters", "1", "--warmup",
+                             "1", "--hf-step", "{tmp}/tiny-llama", "--hf-steps", "1"])]
+       if importlib.util.find_spec("transformers") else []),
 }
 # keys that other tools read (issue 32): document -> paths that its schema must require ([] = each item;
 # ?key: a key that appears only with some options, whose own keys are then required)
