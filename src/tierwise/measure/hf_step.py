@@ -352,7 +352,10 @@ def run_hf_step(run: HFStepRun, device: str) -> None:
     model = _build(torch, transformers, run, device)
     params = [p for p in model.parameters() if p.requires_grad]
     fused = device == "cuda"
-    opt = torch.optim.AdamW(params, lr=1e-4, fused=True) if fused else torch.optim.AdamW(params, lr=1e-4, foreach=True)
+    try:
+        opt = torch.optim.AdamW(params, lr=1e-4, fused=fused, foreach=not fused)
+    except (RuntimeError, TypeError):  # a GPU torch has no fused kernel for: the multi-tensor path
+        fused, opt = False, torch.optim.AdamW(params, lr=1e-4, foreach=True)
     ids = torch.randint(0, run.spec.vocab_size, (run.batch, run.seq), device=device)
     run.info = {"architecture": type(model).__name__, "transformers": str(transformers.__version__),
                 "attention": str(model.config._attn_implementation), "optimizer": "fused" if fused else "foreach",
