@@ -81,7 +81,11 @@ SLOW_RUNS = {
     "measure ddp": [("measure-ddp", ["measure", "ddp", "--ranks", "2", "--steps", "5", "--warmup", "1",
                                      "--width", "64", "--layers", "2", "--batch", "4"])],
     "measure compute": [("measure-compute", ["measure", "compute", "--cpu", "--cluster", "dgx-h100", "--iters",
-                                             "1", "--warmup", "1"])],
+                                             "1", "--warmup", "1"])]
+    # one Hugging Face training step beside its prediction (the hf extra, in the test extra: transformers)
+    + ([("measure-compute", ["measure", "compute", "--cpu", "--cluster", "dgx-h100", "--iters", "1", "--warmup",
+                             "1", "--hf-step", "{tmp}/tiny-llama", "--hf-steps", "1"])]
+       if importlib.util.find_spec("transformers") else []),
 }
 # keys that other tools read (issue 32): document -> paths that its schema must require ([] = each item;
 # ?key: a key that appears only with some options, whose own keys are then required)
@@ -183,6 +187,10 @@ def _validate(kind: str, doc) -> None:
 def _run_and_validate(runs, tmp_path, capsys):
     (tmp_path / "grid.yaml").write_text("kind: estimate\nmodel: llama3.1-8b\ncluster: dgx-h100\ngpus: [16, 32]\n"
                                         "plan: {tp: 8}\n")
+    (tmp_path / "tiny-llama").mkdir()
+    (tmp_path / "tiny-llama" / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 256, "max_position_embeddings": 4096}))
     for command, cases in runs.items():
         for kind, argv in cases:
             argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]

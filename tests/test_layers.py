@@ -7,7 +7,7 @@ order, lowest first::
     errors < limits < units; errors < files, atomic, units < report; all of them < specs < hierarchy < collectives
         < workload < pricing < parallel < estimate < serve, goodput, planner, validate < design < sweep < cli
     specs < topology < netsim (netsim also above collectives) < cli; topology < goodput, design, serve
-    collectives < pricing < measure < testbed (also above netsim) < cli
+    collectives < pricing < estimate < measure < testbed (also above netsim) < cli
 
 report renders HTML from a command's --json document, so it sits just above atomic and anything may use it.
 
@@ -49,7 +49,8 @@ ABOVE = {
     "design": ("planner", "goodput", "topology"),  # cluster designs, cost and power, the trend
     "topology": ("specs",),
     "netsim": ("topology", "collectives"),
-    "measure": ("pricing",),  # `measure compute` prices each measured kernel beside the measurement
+    "measure": ("estimate",),  # `measure compute` prices each measured kernel beside the measurement, and
+    # `--hf-step`'s training step with the estimator
     "testbed": ("measure", "netsim"),  # network namespaces + tc-shaped links on one machine
     "sweep": ("planner", "validate", "design", "serve", "netsim"),  # many scenarios, resumable, Parquet
     "cli": ("planner", "validate", "netsim", "measure", "serve", "goodput", "design", "testbed", "sweep",

@@ -156,6 +156,9 @@ _family("measure-ddp-", _MD, "--bucket-cap-mb", ("nan", "inf", "zero", "2p31"))
 for _i, _v in enumerate(("0B", "1e400GB", "2TiB", "0.5B")):
     CASES.append(Case(id=f"numbers/measure-hbm-size-{_i}", argv=["measure", "hbm", "--size", _v],
                       stderr_has=["--size"]))
+_HF = ["measure", "compute", "--cpu", "--cluster", "dgx-h100", "--hf-step", "llama3.1-8b"]  # refused before torch
+for _opt in ("--hf-layers", "--hf-seq", "--hf-batch", "--hf-steps"):
+    _family("measure-compute-", _HF, _opt, ("zero", "neg", "2p64"))
 _CAL = ["calibrate", "sweep.log", "--out", "cal.yaml"]
 _family("calibrate-", _CAL, "--ranks", ("zero", "2p64"))
 CASES.append(Case(id="numbers/calibrate-ranks-one", argv=[*_CAL, "--ranks", "1"], stderr_has=["--ranks"]))

@@ -233,6 +233,21 @@ def hbm(
     emit(rows, as_json, render_hbm(rows), document="measure-hbm")
 
 
+def _render_hf_step(console, hf: dict) -> None:
+    """The --hf-step lines: what ran, measured vs predicted, and the CPU caveat."""
+    console.print(f"training step of {hf['model']} in transformers {hf['transformers']} ({hf['architecture']}, "
+                  f"{hf['layers']} layers, {hf['params'] / 1e6:.4g} M parameters, batch {hf['batch']} x seq "
+                  f"{hf['seq']}, attention {hf['attention']}, AdamW {hf['optimizer']}, {hf['precision']})")
+    p = hf["predicted"]
+    console.print(f"  measured {hf['measured_s'] * 1e3:.4g} ms (median of {hf['steps_timed']}), predicted "
+                  f"{hf['predicted_s'] * 1e3:.4g} ms: predicted / measured {hf['ratio']:.3g}"
+                  + (" (interrupted: the steps timed so far)" if hf["interrupted"] else ""))
+    console.print(f"  predicted: compute {p['compute_s'] * 1e3:.4g} ms (attention {p['attention_s'] * 1e3:.4g}, "
+                  f"memory-bound {p['memory_bound_s'] * 1e3:.4g}), optimizer {p['optimizer_s'] * 1e3:.4g} ms")
+    if hf["note"]:
+        console.print(f"  note: {hf['note']}", style="yellow")
+
+
 def _render_compute(result, out: str | None):
     def render(console) -> None:
         info = result.info
@@ -250,6 +265,8 @@ def _render_compute(result, out: str | None):
                           f"{r['time_s'] * 1e3:8.4g} ms {rate:>14} {pred:>11} {err:>8}")
         for key, value in result.compute.items():
             console.print(f"  compute.{key}: {value:.4g}")
+        if result.hf_step is not None:
+            _render_hf_step(console, result.hf_step)
         for line in result.warnings:
             console.print(f"warning: {line}", style="yellow")
         if out:
@@ -260,6 +277,7 @@ def _render_compute(result, out: str | None):
 
 @measure_app.command("compute")
 def compute(
+    *,
     cpu: bool = typer.Option(False, "--cpu", help="measure on the CPU with small shapes (tests, CI)"),
     cluster: str | None = typer.Option(None, "--cluster", help="catalog cluster or file the profile is for "
                                        "(default: the catalog cluster of the GPU measured)"),
@@ -268,52 +286,88 @@ def compute(
     backend: list[str] = typer.Option([], "--backend", help="SDPA backend to measure (math, flash, efficient, "
                                       "cudnn); repeat for several; default every one that runs here"),
     iters: int = typer.Option(10, "--iters", help="timed calls per kernel and batch"),
-    warmup: int = typer.Option(3, "--warmup", help="untimed calls per kernel"),
+    warmup: int = typer.Option(3, "--warmup", help="untimed calls per kernel (and untimed --hf-step steps, at "
+                                                   "least one)"),
+    hf_step: str | None = typer.Option(None, "--hf-step", help="also time one training step of this model in "
+                                       "Hugging Face transformers (random weights, nothing downloaded) and print "
+                                       "the estimator's prediction beside it: a catalog model, a model YAML or a "
+                                       "local config.json (or its folder); needs pip install 'tierwise[hf]'"),
+    hf_layers: int | None = typer.Option(None, "--hf-layers", help="layers of the --hf-step model (default: all; "
+                                         "2 with --cpu)"),
+    hf_seq: int | None = typer.Option(None, "--hf-seq", help="sequence length of the step (default 2048; 64 with "
+                                      "--cpu)"),
+    hf_batch: int | None = typer.Option(None, "--hf-batch", help="sequences per step (default 1)"),
+    hf_attention: str = typer.Option("sdpa", "--hf-attention", help="transformers attn_implementation: sdpa or "
+                                     "eager"),
+    hf_steps: int = typer.Option(5, "--hf-steps", help="timed training steps (the median is reported)"),
     strict: bool = typer.Option(False, "--strict", help="refuse a device that is not the cluster's accelerator"),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
 ) -> None:
     """GEMMs, HBM copy, attention (every SDPA backend), RMSNorm and a fused AdamW step on one device; write the
-    cluster's compute: block."""
-    from tierwise.limits import MAX_ITERS, check_int
-    from tierwise.measure.compute import (
-        ComputeBench,
-        backend_name,
-        finish_profile,
-        profile_target,
-        run_compute,
-    )
+    cluster's compute: block. With --hf-step, one Hugging Face training step measured and predicted."""
+    from tierwise.limits import MAX_BATCH, MAX_ITERS, MAX_LAYERS, MAX_SEQ, check_int
+    from tierwise.measure.compute import ComputeBench, backend_name
 
     check_int(iters, "--iters", maximum=MAX_ITERS, error=MeasureError)
     check_int(warmup, "--warmup", minimum=0, maximum=MAX_ITERS, error=MeasureError)
+    step = None
+    if hf_step is not None:
+        from tierwise.measure.hf_step import HFStep
+
+        for value, what, top in ((hf_layers, "--hf-layers", MAX_LAYERS), (hf_seq, "--hf-seq", MAX_SEQ),
+                                 (hf_batch, "--hf-batch", MAX_BATCH), (hf_steps, "--hf-steps", MAX_ITERS)):
+            if value is not None:
+                check_int(value, what, maximum=top, error=MeasureError)
+        step = HFStep(model=hf_step, layers=hf_layers, seq=hf_seq, batch=hf_batch, attention=hf_attention.lower(),
+                      steps=hf_steps, warmup=warmup)
     if out is not None:
         from tierwise.atomic import check_writable
 
         check_writable(out, "--out")
     bench = ComputeBench(device="cpu" if cpu else "cuda", small=cpu, iters=iters, warmup=warmup,
                          backends=tuple(backend_name(b) for b in backend) or None)
-    target = profile_target(bench, cluster, strict=strict)
-    rows: list[dict] = []
+    result = _measure_compute(bench, cluster, strict, step, out)
+    for line in result.warnings if as_json else ():  # the table shows them; with --json, on stderr
+        print(f"warning: {line}", file=sys.stderr)
+    emit(result.as_dict(), as_json, _render_compute(result, out), document="measure-compute")
+
+
+def _measure_compute(bench, cluster: str | None, strict: bool, step, out: str | None):
+    """Check, measure the kernels (then the --hf-step step), write --out; Ctrl-C keeps what was measured."""
     from tierwise.cli._progress import progress
+    from tierwise.measure.calibrate import write_yaml
+    from tierwise.measure.compute import finish_profile, profile_target, run_compute
+
+    target = profile_target(bench, cluster, strict=strict)
+    hf = None
+    if step is not None:  # every refusal (transformers, the model, its memory) before anything runs
+        from tierwise.measure.hf_step import prepare_hf_step
+
+        hf = prepare_hf_step(step, target.keys, target.label, bench.device)
+    rows: list[dict] = []
+
+    def finish(interrupted: bool):
+        return finish_profile(bench, target, rows, interrupted=interrupted, hf=hf)
 
     try:
         with progress(f"measuring kernels on {target.info['device']}") as bar:
             run_compute(bench, rows, on_row=lambda r: bar.describe(f"measured {r['kernel']} {r['shape']}"))
+            if hf is not None:
+                from tierwise.measure.hf_step import run_hf_step
+
+                bar.describe(f"timing a training step of {hf.spec.name} in transformers")
+                run_hf_step(hf, bench.device)
     except KeyboardInterrupt:
         if out and rows:
-            from tierwise.measure.calibrate import write_yaml
-
-            write_yaml(finish_profile(bench, target, rows, interrupted=True).document, out)
+            write_yaml(finish(True).document, out)
         from tierwise.cli._interrupt import Interrupted
 
-        raise Interrupted(f"the {len(rows)} kernels measured are in {out}" if out and rows else None) from None
-    result = finish_profile(bench, target, rows)
+        steps = f" and {len(hf.samples)} timed --hf-step steps" if hf is not None and hf.samples else ""
+        raise Interrupted(f"the {len(rows)} kernels measured{steps} are in {out}" if out and rows else None) from None
+    result = finish(False)
     if out:
-        from tierwise.measure.calibrate import write_yaml
-
         write_yaml(result.document, out)
-    for line in result.warnings if as_json else ():  # the table shows them; with --json, on stderr
-        print(f"warning: {line}", file=sys.stderr)
-    emit(result.as_dict(), as_json, _render_compute(result, out), document="measure-compute")
+    return result
 
 
 def _render_calibrated(result, out: str):

@@ -34,9 +34,17 @@ MEASURE_GEMM = {"rows": [{"m": "int", "n": "int", "k": "int", "dtype": "str", "t
                           "flops_per_s": "num", "device": "str"}]}
 MEASURE_HBM = {"rows": [{"kernel": "str", "size_bytes": "int", "bytes_moved": "int", "time_s": "num",
                          "bytes_per_s": "num", "device": "str"}]}
+HF_STEP = {
+    "model": "str", "architecture": "str", "transformers": "str", "attention": "str", "attention_kernel": "str",
+    "optimizer": "str", "params": "int", "layers": "int", "seq": "int", "batch": "int", "precision": "str",
+    "steps_timed": "int", "samples_s": "list[num]", "measured_s": "num", "predicted_s": "num", "ratio": "num",
+    "predicted": {"compute_s": "num", "attention_s": "num", "memory_bound_s": "num", "optimizer_s": "num"},
+    "model_flops": "num", "memory_estimate": {"total_bytes": "num"}, "note": "str", "interrupted": "bool",
+}
 MEASURE_COMPUTE = {
     "device": "obj", "cluster": "str", "accelerator": "str", "compute": "obj", "rows": "list[obj]",
     "predictions": "list[obj]", "warnings": "list[str]", "interrupted": "bool",
+    "?hf_step": HF_STEP,  # with --hf-step: one Hugging Face training step, measured and predicted
 }
 MEASURE_DDP = {
     "num_ranks": "int", "config": "obj", "num_params": "int", "forward_s": "num", "backward_s": "num",

@@ -40,6 +40,7 @@ import numpy as np
 from tierwise.errors import MeasureError, SpecError
 from tierwise.measure.bench import require_torch
 from tierwise.measure.calibrate import _cluster_base, cluster_for_device
+from tierwise.measure.hf_step import HFStepRun, finish_hf_step
 from tierwise.pricing.kernels import (
     ATTENTION_BACKWARD_FLOPS,
     attention_time,
@@ -330,6 +331,8 @@ def compute_block(rows: list[dict], accelerator, *, small: bool = False) -> dict
 
 
 def _predicted_s(row: dict, rates) -> float | None:
+    if "predicted_s" in row:  # a row the whole estimator priced when it was measured (--hf-step)
+        return row["predicted_s"]
     p = rates.params
     if row["kernel"] == "gemm":
         peak = rates.fp8_peak * p.get("fp8_efficiency_ratio", 1.0) if row["dtype"] == "fp8" else rates.bf16_peak
@@ -397,11 +400,16 @@ class ComputeResult:
     document: dict
     warnings: list[str]
     interrupted: bool = False
+    hf_step: dict | None = None
+    """The ``--hf-step`` training step, measured and predicted (:func:`tierwise.measure.hf_step.finish_hf_step`)."""
 
     def as_dict(self) -> dict:
-        return {"device": self.info, "cluster": self.cluster, "accelerator": self.accelerator,
-                "compute": self.compute, "rows": self.rows, "predictions": self.predictions,
-                "warnings": self.warnings, "interrupted": self.interrupted}
+        out = {"device": self.info, "cluster": self.cluster, "accelerator": self.accelerator,
+               "compute": self.compute, "rows": self.rows, "predictions": self.predictions,
+               "warnings": self.warnings, "interrupted": self.interrupted}
+        if self.hf_step is not None:
+            out["hf_step"] = self.hf_step
+        return out
 
 
 def profile_cluster(cluster: str | None, device: str) -> tuple[str, dict]:
@@ -445,10 +453,17 @@ def profile_target(bench: ComputeBench, cluster: str | None, *, strict: bool = F
 
 
 def finish_profile(bench: ComputeBench, target: ProfileTarget, rows: list[dict], *,
-                   interrupted: bool = False) -> ComputeResult:
-    """The profile document and the predictions of the measured ``rows`` (module docstring)."""
+                   interrupted: bool = False, hf: HFStepRun | None = None) -> ComputeResult:
+    """The profile document and the predictions of the measured ``rows`` (module docstring); with ``hf`` (a
+    ``--hf-step`` run) its training step, predicted with the compute block just measured, as one more row."""
     compute = compute_block(rows, target.accelerator, small=bench.small)
+    step = None
+    done = None if hf is None else finish_hf_step(hf, target.keys, target.label, compute, target.info["device"],
+                                                  cpu=bench.device == "cpu", interrupted=interrupted)
+    if done is not None:
+        step, row = done
+        rows = [*rows, row]
     doc = profile_document(target.keys, target.label, compute, target.info, rows)
     return ComputeResult(info=target.info, rows=rows, cluster=target.label, accelerator=target.accelerator.name,
                          compute=compute, predictions=predictions(rows, target.accelerator), document=doc,
-                         warnings=target.warnings, interrupted=interrupted)
+                         warnings=target.warnings, interrupted=interrupted, hf_step=step)
