@@ -21,11 +21,14 @@ is at least as fast. With copies fully hidden (``x <= f`` and ``x <= b``) every 
 smallest moves the least host traffic. The planner therefore does not add ``k`` as an axis: ``recompute:
 none`` on ``pp = 1`` means "none, with the fewest offloaded layers that fit", resolved per plan.
 
-**Resolving ``k*`` from the estimator.** Both points of the line come from the estimator itself: ``mem(k0)``
-(the plan as given, ``k0`` 0 or a floor, below) and ``mem(L - 1)``; ``a = (mem(k0) - mem(L - 1)) / (L - 1 -
-k0)``. A plan where ``mem(L - 1)`` does not fit keeps ``k0`` (and does not fit); the others are estimated at
-``k*`` (and at ``k* + 1`` in the rare case rounding left ``mem(k*)`` a hair above the capacity), so every
-figure the planner ranks is the estimator's own for the plan it reports.
+**Resolving ``k*`` from the estimator.** Both ends of the line come from the estimator itself: ``(step,
+mem)(k0)`` (the plan as given, ``k0`` 0 or a floor, below) and ``(step, mem)(L - 1)``; ``a = (mem(k0) -
+mem(L - 1)) / (L - 1 - k0)``. A plan where ``mem(L - 1)`` does not fit keeps ``k0`` (and does not fit); the
+others take ``k*`` with their step and memory read off the same two points (both are linear in ``k``, above:
+exact to rounding, ~1e-15 relative), which costs one more estimate per plan instead of two. A plan whose
+interpolated memory lands within 1e-9 of the capacity is estimated at ``k*`` outright (and at ``k* + 1`` if
+rounding left it a hair above), so no fit is decided by rounding. The planner's documents re-estimate the plans
+they print, so every printed figure is the estimator's own.
 
 A given ``k0 > 0`` is a floor: level 3 of the search refines units whose ``k*`` was resolved at the default
 refinement, and the refinements only add memory (HSDP, EP overlap; :mod:`tierwise.planner.branch_and_bound`),
@@ -65,11 +68,11 @@ def offload_searched(model, cluster, recompute: tuple[str, ...], wanted: bool,
 
 
 def fewest_offload(score, num_layers: int, table: dict, res: dict) -> dict:
-    """``res`` (the evaluation of ``table``: ``score``, ``bound``, ``fits``, ``memory`` as a share of the
-    capacity) with each eligible plan that does not fit re-evaluated at its fewest offloaded layers that fit
+    """``res`` (the evaluation of ``table``: ``score``, ``bound``, ``raw_bound``, ``fits``, ``memory`` as a share
+    of the capacity) with each eligible plan that does not fit moved to its fewest offloaded layers that fit
     (module docstring); ``res["offload"]`` holds every row's layers. ``score(table)`` evaluates a table."""
     k0 = np.asarray(table.get(COLUMN, np.zeros(len(table["tp"]), dtype=np.int64)), dtype=np.int64)
-    out = {**res, "offload": k0.copy()}
+    out = {**{key: np.array(v) for key, v in res.items()}, "offload": k0.copy()}
     top = num_layers - 1
     idx = np.nonzero((table["recompute"] == _NONE) & (table["pp"] == 1) & ~res["fits"] & (k0 < top))[0]
     if not len(idx):
@@ -81,20 +84,33 @@ def fewest_offload(score, num_layers: int, table: dict, res: dict) -> dict:
     idx, sub, base = idx[can], {key: v[can] for key, v in sub.items()}, k0[idx][can]
     if not len(idx):
         return out
-    mem0, mem_top = res["memory"][idx], heaviest["memory"][can]
-    per_layer = (mem0 - mem_top) / np.maximum(top - base, 1)
+    end = {key: v[can] for key, v in heaviest.items()}
+    mem0 = res["memory"][idx]
+    per_layer = (mem0 - end["memory"]) / np.maximum(top - base, 1)
     k = base + np.ceil((mem0 - 1.0) / np.maximum(per_layer, 1e-300) - 1e-9).astype(np.int64)
     k = np.clip(k, base + 1, top)
-    keys = [key for key in res if key != "offload"]
-    out = {**out, **{key: np.array(out[key]) for key in keys}}
-    for _ in range(3):  # k*, then k* + 1 where rounding left mem(k*) a hair above the capacity
+    share = (k - base) / np.maximum(top - base, 1)  # where k* lies between the two estimated ends
+    for key in ("score", "raw_bound", "memory"):
+        out[key][idx] = res[key][idx] + share * (end[key] - res[key][idx])
+    out["bound"][idx] = np.minimum(out["raw_bound"][idx], out["score"][idx])
+    out["fits"][idx] = out["memory"][idx] <= 1.0
+    out["offload"][idx] = k
+    near = np.abs(out["memory"][idx] - 1.0) <= 1e-9
+    if near.any():
+        _exact(score, out, idx[near], {key: v[near] for key, v in sub.items()}, k[near], top)
+    return out
+
+
+def _exact(score, out: dict, idx: np.ndarray, sub: dict, k: np.ndarray, top: int) -> None:
+    """Estimate rows ``idx`` at ``k`` outright, and at ``k + 1`` where rounding left ``k`` a hair above the
+    capacity (module docstring); ``out`` updated in place."""
+    for _ in range(2):
         sub[COLUMN] = k
         got = score(sub)
-        for key in keys:
+        for key in got:
             out[key][idx] = got[key]
         out["offload"][idx] = k
         left = ~got["fits"] & (k < top)
         if not left.any():
-            break
+            return
         idx, k, sub = idx[left], k[left] + 1, {key: v[left] for key, v in sub.items()}
-    return out
