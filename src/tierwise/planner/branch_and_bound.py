@@ -23,7 +23,13 @@ sharded optimizer, each allowed precision).
 
 **The memory screen.** A structure whose lightest switches (the most recompute allowed, sequence
 parallelism on, bf16, every allowed ZeRO stage) do not fit fits with none; refinements other than HSDP
-do not touch memory, and HSDP only adds.
+do not touch memory, and HSDP only adds. Where the space searches activation offload
+(:mod:`tierwise.planner.offload`), the most recompute is not the lightest setting: offloading ``k`` layers
+takes their activations out of HBM, where full recompute keeps every layer's input. So pp-1 structures are
+also tried without recompute at the same lightest other switches, which the evaluator resolves to the fewest
+offloaded layers that fit (it fits exactly when ``L - 1`` offloaded layers, the lightest offload, fit), and a
+structure passes when either fits. Offload adds only its exposed copies (``>= 0``) to the step, so the bound
+below holds for offloaded plans unchanged.
 
 **The search.**
 

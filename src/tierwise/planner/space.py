@@ -5,7 +5,9 @@ A plan is split into three groups of axes, because the search bounds each group 
 
 1. **structure** ``tp pp cp dp ep etp vpp micro_batch_size`` (and the pipeline's stage split): decides the
    work per GPU and the size of every parallel group;
-2. **switches** ``recompute zero_stage sequence_parallel precision``: decide memory and compute;
+2. **switches** ``recompute zero_stage sequence_parallel precision``: decide memory and compute (where the
+   space searches activation offload, ``recompute: none`` on pp 1 means none with the fewest offloaded layers
+   that fit, resolved per plan by :mod:`tierwise.planner.offload`);
 3. **refinements** ``order tp_comm_overlap ep_comm_overlap dp_shard``: move traffic between tiers
    (placement order, HSDP shard size) or hide it (TP overlap, EP overlap); they change neither the compute
    of a stage nor, except ``dp_shard`` and ``ep_comm_overlap`` (which only add), the memory. TP overlap is
