@@ -30,6 +30,10 @@ ZeroOpt = Annotated[str | None, typer.Option("--zero", help="ZeRO stages allowed
 EpOverlapOpt = Annotated[bool, typer.Option(
     "--ep-overlap/--no-ep-overlap",
     help="search Megatron-Core's expert all-to-all overlap (combined 1F1B) where it applies")]
+OffloadOpt = Annotated[bool, typer.Option(
+    "--offload/--no-offload",
+    help="search activation offload to the host (Megatron-Core cpu_offloading_num_layers): a pp 1 plan without "
+         "recompute that does not fit takes the fewest offloaded layers that fit")]
 FrameworkOpt = Annotated[str | None, typer.Option(
     "--framework", help="megatron, nemo, torchtitan, llm-foundry or deepspeed: every plan takes its defaults "
                         "(attention kernel, gradient-reduce dtype, ZeRO-2 semantics, MoE dispatcher and expert "

@@ -109,7 +109,8 @@ def render_estimate(console, doc: dict, show_model: bool = False) -> None:
         if key != "shard_copy_s" or bd[key] > 0:
             table.add_row(label, format_time(bd[key]))
     if "offload_exposed_s" in bd:
-        table.add_row(f"activation offload ({plan['activation_offload_layers']} layers to host), exposed",
+        moved = f", {format_bytes(bd['offload_host_bytes'])} each way per step" if "offload_host_bytes" in bd else ""
+        table.add_row(f"activation offload ({plan['activation_offload_layers']} layers to host{moved}), exposed",
                       format_time(bd["offload_exposed_s"]))
     mem = doc["memory"]
     fit = Text("(fits)") if mem["fits"] else Text("(does NOT fit)", style="red")

@@ -35,6 +35,7 @@ from tierwise.cli._plan_options import (
     ListOpt,
     ModelOpt,
     ObjOpt,
+    OffloadOpt,
     SeqOpt,
     Zero3Opt,
     ZeroOpt,
@@ -86,16 +87,18 @@ def render_plans(console, doc: dict) -> None:
         zero = str(p["zero_stage"]) + ("h" if p["dp_shard"] < p["dp"] else "")
         table.add_row(str(rank), str(p["tp"]), str(p["pp"]), str(p["dp"]), str(p["cp"]),
                       str(p["ep"]) + (f"/{p['etp']}" if p["ep"] > 1 else ""), str(p["vpp"]),
-                      str(p["micro_batch_size"]), p["recompute"], zero, p["precision"], format_time(e["step_time_s"]),
+                      str(p["micro_batch_size"]), _memory_cell(p), zero, p["precision"], format_time(e["step_time_s"]),
                       f"{e['tokens_per_s']:,.0f}", f"{e['mfu']:.1%}", *(f"{e['mfu_bf16']:.1%}" for _ in bf16),
                       format_bytes(e["memory"]["per_gpu_bytes"]),
                       *(format_time(x) for x in exposed), format_time(e["breakdown"]["bubble_s"]))
     if doc["plans"]:
         print_table(console, table)
     console.print(doc["explanation"], markup=False)
+    offload = ("; recompute 'none, N off' = N layers' activations offloaded to the host"
+               if any(p.get("activation_offload_layers") for p in doc["plans"]) else "")
     console.print(f"evaluated {doc['num_evaluated']:,} plans of a space of {doc['space_size']:,} "
                   f"({doc['num_feasible']:,} fit memory); ep shown as ep/etp; ZeRO 'h' = HSDP; vpp > 1 = interleaved "
-                  "1F1B", style="dim")
+                  f"1F1B{offload}", style="dim")
     if doc.get("gpus"):
         console.print(f"GPUs: {doc['gpus']['summary']} (of {doc['gpus']['asked']:,} asked)")
         if doc["gpus"].get("note"):
@@ -226,6 +229,12 @@ InfeasibleOpt = Annotated[bool, typer.Option("--show-infeasible", help="list the
 ScaleGpusOpt = Annotated[str, typer.Option("--gpus", help="doubling range LO:HI, or a comma-separated list")]
 
 
+def _memory_cell(p: dict) -> str:
+    """The recompute column: the plan's recompute, with its offloaded layers where it offloads activations."""
+    k = p.get("activation_offload_layers")
+    return f"{p['recompute']}, {k} off" if k else p["recompute"]
+
+
 def register(app: typer.Typer) -> None:
     @app.command("plan")
     def plan_cmd(
@@ -239,7 +248,8 @@ def register(app: typer.Typer) -> None:
         max_vpp: MaxVppOpt = 8, max_mbs: MaxMbsOpt = 8,
         recompute: ListOpt = None, precision: ListOpt = None,
         zero: ZeroOpt = None, objective: ObjOpt = "step_time", ep_overlap: EpOverlapOpt = True,
-        eager: EagerOpt = None, zero3_gather: Zero3Opt = None, fused_ce: FusedCeOpt = False,
+        offload: OffloadOpt = True, eager: EagerOpt = None, zero3_gather: Zero3Opt = None,
+        fused_ce: FusedCeOpt = False,
         balanced_moe: BalancedMoeOpt = None,
         framework: FrameworkOpt = None, schedule: ScheduleOpt = None, show_infeasible: InfeasibleOpt = False,
         tokens: TokensOpt = None, prices: PricesOpt = None, reduce_dtype: ReduceDtypeOpt = None,
@@ -259,7 +269,8 @@ def register(app: typer.Typer) -> None:
         c = constraints(tp=tp, pp=pp, cp=cp, ep=ep, dp=dp, vpp=vpp, micro_batch_size=mbs, max_tp=max_tp,
                          max_pp=max_pp, max_cp=max_cp, max_ep=max_ep, max_vpp=max_vpp, max_micro_batch_size=max_mbs,
                          recompute=recompute, precision=precision, zero=zero, ep_comm_overlap=ep_overlap,
-                         fused_elementwise=None if eager is None else not eager, zero3_gather=zero3_gather,
+                         activation_offload=offload, fused_elementwise=None if eager is None else not eager,
+                         zero3_gather=zero3_gather,
                          fused_cross_entropy=fused_ce, moe_force_balance=balanced_moe, framework=framework,
                          schedule=schedule)
         if html is not None:  # issue 19: before the work
@@ -311,7 +322,8 @@ def scale_cmd(
     global_batch: BatchOpt = 1024, seq: SeqOpt = 8192, as_json: JsonOpt = False,
     recompute: ListOpt = None, precision: ListOpt = None,
     zero: ZeroOpt = None, objective: ObjOpt = "step_time", ep_overlap: EpOverlapOpt = True,
-    eager: EagerOpt = None, zero3_gather: Zero3Opt = None, fused_ce: FusedCeOpt = False,
+    offload: OffloadOpt = True, eager: EagerOpt = None, zero3_gather: Zero3Opt = None,
+    fused_ce: FusedCeOpt = False,
     balanced_moe: BalancedMoeOpt = None,
     framework: FrameworkOpt = None,
     goodput: GoodputFlag = False, failure_rates: GoodputRatesOpt = None, node_failure_rate: GoodputNodeOpt = None,
@@ -326,7 +338,8 @@ def scale_cmd(
     check_counts(global_batch=global_batch, seq=seq)
     counts = parse_gpu_range(gpus)
     c = constraints(recompute=recompute, precision=precision, zero=zero, ep_comm_overlap=ep_overlap,
-                     fused_elementwise=None if eager is None else not eager, zero3_gather=zero3_gather,
+                     activation_offload=offload, fused_elementwise=None if eager is None else not eager,
+                     zero3_gather=zero3_gather,
                      fused_cross_entropy=fused_ce, moe_force_balance=balanced_moe, framework=framework)
     if html is not None:  # issue 19: before the work
         from tierwise.report import check_html

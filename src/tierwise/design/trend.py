@@ -37,8 +37,10 @@ def _row(model, cluster, num_gpus, global_batch, seq) -> dict[str, Any]:
         return row
     e = entry["estimate"]
     bd = e["breakdown"]
-    row.update(fits=True, plan={k: entry[k] for k in ("tp", "pp", "cp", "dp", "vpp", "micro_batch_size",
-                                                      "recompute", "zero_stage")},
+    plan = {k: entry[k] for k in ("tp", "pp", "cp", "dp", "vpp", "micro_batch_size", "recompute", "zero_stage")}
+    if entry.get("activation_offload_layers"):  # only where the winner offloads activations (planner/offload.py)
+        plan["activation_offload_layers"] = entry["activation_offload_layers"]
+    row.update(fits=True, plan=plan,
                step_time_s=e["step_time_s"], compute_s=bd["compute_s"], exposed_comm_s=bd["exposed_comm_s"],
                comm_share=bd["exposed_comm_s"] / e["step_time_s"], tokens_per_s=e["tokens_per_s"], mfu=e["mfu"])
     return row

@@ -369,6 +369,8 @@ def result_dict(result, i: int, plan: Plan, scenario: Scenario | None = None) ->
     if plan.activation_offload_layers and result.offload_exposed_s is not None:
         # activation offload to the host (tierwise.parallel.offload): the copies' exposed part of the step
         doc["breakdown"]["offload_exposed_s"] = float(result.offload_exposed_s[i])
+        if result.offload_host_bytes is not None:  # each way per step, per GPU
+            doc["breakdown"]["offload_host_bytes"] = float(result.offload_host_bytes[i])
     if scenario is not None and scenario.cluster.compute:
         # measured on this cluster's accelerator (tierwise calibrate of `measure gemm`), in place of the global fit
         doc["cluster_compute"] = dict(scenario.cluster.compute)

@@ -65,7 +65,7 @@ from tierwise.hierarchy import TIER_ORDER
 from tierwise.parallel.cp import cp_layer_comm
 from tierwise.parallel.dp import data_parallel
 from tierwise.parallel.ep import ep_layer_comm
-from tierwise.parallel.offload import activation_offload
+from tierwise.parallel.offload import Offload, activation_offload
 from tierwise.parallel.pp import pipeline, pp_comm, stage_compute
 from tierwise.parallel.records import Derived, LayerComm, LayerCompute, derive
 from tierwise.parallel.tp import tp_layer_comm
@@ -126,6 +126,9 @@ class StepEstimates:
     layers, what a serving prefill of the same tokens costs (``serve`` ``phases.prefill_layers_s``)."""
     offload_exposed_s: np.ndarray | None = None
     """Exposed seconds of the activation offload to the host (plan ``activation_offload_layers``)."""
+    offload_host_bytes: np.ndarray | None = None
+    """Bytes the activation offload copies to the host per step (each way: the same bytes come back for the
+    backward), per GPU on the slowest stage."""
 
     def __len__(self) -> int:
         return int(self.step_time_s.shape[0])
@@ -196,7 +199,8 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
     # (DualPipe's first and last chunks are in its bubble formula instead)
     ep_unpaired = np.where(plans.ep_comm_overlap & (P.dual == 0),
                            pipe.moe_layers * (X.ep_layer_t - X.ep_layer_exposed), 0.0)
-    offload_exposed = P.m * _offload_exposed(model, shape, cluster, plans, P, C, pipe)
+    offload = _offload(model, shape, cluster, plans, P, C, pipe)
+    offload_exposed = P.m * offload.exposed_s
     step = P.m * pipe.t_mb + pipe.bubble + D.exposed + D.optimizer_s + D.shard_copy_s + ep_unpaired + offload_exposed
     model_flops, hw_flops = step_flops(model, shape, plans, P)
     tflops = model_flops / (step * P.num_gpus)
@@ -221,24 +225,23 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
         num_microbatches=m, peak_flops_per_s=C.plan_peak,
         attention_s=m * layers_slow * (3 * C.core_t + C.attn_bwd_extra), memory_bound_s=memory_bound_s,
         forward_layers_s=shape.num_dense_layers * C.fwd_dense + shape.num_moe_layers * C.fwd_moe,
-        offload_exposed_s=offload_exposed,
+        offload_exposed_s=offload_exposed, offload_host_bytes=P.m * offload.bytes_per_mb,
     )
 
 
-def _offload_exposed(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derived, C: LayerCompute,
-                     pipe) -> np.ndarray:
-    """Exposed seconds per micro-batch of the activation offload (plan ``activation_offload_layers``;
+def _offload(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derived, C: LayerCompute, pipe) -> Offload:
+    """Bytes and exposed seconds per micro-batch of the activation offload (plan ``activation_offload_layers``;
     :func:`tierwise.parallel.offload.activation_offload`) on the slowest stage: each offloaded layer's copy
     against one layer's forward and backward (twice the forward plus the attention backward's extra; offload
     runs without recompute), dense and MoE layers averaged."""
     if not np.any(plans.activation_offload_layers > 0):
-        return np.zeros(P.n)
+        return Offload(bytes_per_mb=np.zeros(P.n), time_s=np.zeros(P.n), exposed_s=np.zeros(P.n))
     layers = np.maximum(pipe.layers, 1)
     dense_act, moe_act = layer_activation_bytes(model, shape, plans, P)
     act = ((pipe.layers - pipe.moe_layers) * dense_act + pipe.moe_layers * moe_act) / layers * P.tokens
     fwd = ((pipe.layers - pipe.moe_layers) * C.fwd_dense + pipe.moe_layers * C.fwd_moe) / layers
     bwd = 2.0 * fwd + C.attn_bwd_extra
-    return activation_offload(cluster, plans, pipe.layers, fwd, bwd, act).exposed_s
+    return activation_offload(cluster, plans, pipe.layers, fwd, bwd, act)
 
 
 def _per_axis(plans: PlanBatch, X: LayerComm, D, pipe, m, ep_unpaired, dual):

@@ -19,6 +19,7 @@ from tierwise.planner.branch_and_bound import OBJECTIVES, SearchResult, search
 from tierwise.planner.capacity import min_gpus_to_fit
 from tierwise.planner.explain import AXIS_LABEL, compare, crossing_head, explain_lines, plan_entry, plan_label
 from tierwise.planner.space import Constraints, check_constraints, to_batch
+from tierwise.planner.why import memory_choice
 from tierwise.specs.plan import Plan, PlanBatch, valid_plan_mask
 
 __all__ = ["plan_document", "scale_document", "parse_gpu_range"]
@@ -145,8 +146,10 @@ def _nothing_fits(model, cluster, result: SearchResult, c: Constraints) -> str:
         return head + "; none fits up to 2,097,152 GPUs either"
     p = fit.plan
     sharding = f"ZeRO-{p.zero_stage}" if p.dp * p.cp > 1 else "no data parallelism"
+    memory = (f"{p.recompute} recompute" if not p.activation_offload_layers else
+              f"no recompute and {p.activation_offload_layers} layers' activations offloaded to the host")
     return (f"{head}; {name} needs at least {fit.num_gpus} GPUs of {cap:.0f} GiB ({acc.display_name}) with "
-            f"{sharding} and {p.recompute} recompute (e.g. {plan_label(p)}, {fit.memory_fraction:.0%} of memory)")
+            f"{sharding} and {memory} (e.g. {plan_label(p)}, {fit.memory_fraction:.0%} of memory)")
 
 
 def plan_document(model, cluster, num_gpus: int, global_batch_size: int, seq_length: int, *,
@@ -169,7 +172,9 @@ def plan_document(model, cluster, num_gpus: int, global_batch_size: int, seq_len
             plans = [p.replace(framework=result.space.framework) for p in plans]
         est = _estimate(model, cluster, batch)
         entries = [plan_entry(model, cluster, num_gpus, plans[i], est, i) for i in range(n)]
-        lines = explain_lines(model, cluster, est, plans,
+        why = memory_choice(model, cluster, plans[0], result.space)
+        entries[0]["recompute_why"] = why
+        lines = explain_lines(model, cluster, est, plans, memory=why,
                               neighbours=_neighbours(model, cluster, result, plans[0], c),
                               crossing=_crossing_lines(model, cluster, result, est, plans, c)
                               + _expert_line(model, cluster, result, plans, c) + _balance_line(model, cluster, plans))

@@ -23,7 +23,13 @@ sharded optimizer, each allowed precision).
 
 **The memory screen.** A structure whose lightest switches (the most recompute allowed, sequence
 parallelism on, bf16, every allowed ZeRO stage) do not fit fits with none; refinements other than HSDP
-do not touch memory, and HSDP only adds.
+do not touch memory, and HSDP only adds. Where the space searches activation offload
+(:mod:`tierwise.planner.offload`), the most recompute is not the lightest setting: offloading ``k`` layers
+takes their activations out of HBM, where full recompute keeps every layer's input. So pp-1 structures are
+also tried without recompute at the same lightest other switches, which the evaluator resolves to the fewest
+offloaded layers that fit (it fits exactly when ``L - 1`` offloaded layers, the lightest offload, fit), and a
+structure passes when either fits. Offload adds only its exposed copies (``>= 0``) to the step, so the bound
+below holds for offloaded plans unchanged.
 
 **The search.**
 
@@ -48,6 +54,8 @@ from tierwise.errors import PlanError
 from tierwise.estimate import estimate
 from tierwise.estimate.compute import compute_params
 from tierwise.files import short_repr
+from tierwise.planner.offload import COLUMN as OFFLOAD
+from tierwise.planner.offload import fewest_offload
 from tierwise.planner.space import (
     Constraints,
     Space,
@@ -59,7 +67,7 @@ from tierwise.planner.space import (
     space_size,
     to_batch,
 )
-from tierwise.specs.plan import ep_overlap_allowed, is_dualpipe
+from tierwise.specs.plan import RECOMPUTE, ep_overlap_allowed, is_dualpipe
 
 __all__ = ["search", "SearchResult", "OBJECTIVES", "light_variants", "Evaluator", "brute_force"]
 
@@ -103,13 +111,28 @@ class Evaluator:
         self._interference = float(compute_params().get("overlap_interference", 0.0))
 
     def __call__(self, table: Table) -> dict[str, np.ndarray]:
+        """Score, bound, fit and memory share of each row; where the space searches activation offload, each
+        ``recompute: none`` row with pp 1 is scored at its fewest offloaded layers that fit and the table's
+        ``activation_offload_layers`` column is set to them (:mod:`tierwise.planner.offload`)."""
         n = len(table["tp"])
         parts = [self._run(_take(table, slice(i, i + _CHUNK))) for i in range(0, n, _CHUNK)]
         if not parts:
             return {k: np.zeros(0) for k in ("score", "bound", "fits", "memory")}
-        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        out = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        if "offload" in out:
+            table[OFFLOAD] = out.pop("offload")
+        return out
 
     def _run(self, table: Table) -> dict[str, np.ndarray]:
+        res = self._score(table)
+        if self.space.offload:
+            res = fewest_offload(self._score, self.model.num_layers, table, res)
+        self.bound_violations += int(np.sum(res.pop("raw_bound") > res["score"] * (1 + 1e-9)))
+        self.num_evaluated += len(res["score"])
+        self.num_feasible += int(res["fits"].sum())
+        return res
+
+    def _score(self, table: Table) -> dict[str, np.ndarray]:
         s = self.space
         batch = to_batch(table, s.global_batch_size, s.seq_length)
         r = self._estimate(self.model, self.cluster, batch)
@@ -126,11 +149,8 @@ class Evaluator:
         lower = per_pipeline * (1 + bubble) + r.optimizer_s
         score = r.step_time_s * weight
         bound = lower * weight
-        self.bound_violations += int(np.sum(bound > score * (1 + 1e-9)))
         fits = np.asarray(r.memory["fits"], dtype=bool)
-        self.num_evaluated += len(score)
-        self.num_feasible += int(fits.sum())
-        return {"score": score, "bound": np.minimum(bound, score), "fits": fits,
+        return {"score": score, "bound": np.minimum(bound, score), "raw_bound": bound, "fits": fits,
                 "memory": r.memory["per_gpu_bytes"] / r.memory["capacity_bytes"]}
 
 
@@ -186,8 +206,20 @@ def light_variants(space: Space, model) -> Table:
     and 3 (which shards the weights but holds gathered layers, so it is not always lighter than 2)."""
     below = [z for z in space.zero_stages if z <= 2]
     stages = tuple(sorted({*below[-1:], *(z for z in space.zero_stages if z == 3)}))
-    return expand_switches(space, model, space.structure, recompute=(max(space.recompute),), zero_stages=stages,
-                           sequence_parallel="on-if-valid", precision=(min(space.precision),))
+    light = expand_switches(space, model, space.structure, recompute=(max(space.recompute),), zero_stages=stages,
+                            sequence_parallel="on-if-valid", precision=(min(space.precision),))
+    none = RECOMPUTE.index("none")
+    pp1 = space.structure["pp"] == 1
+    if not space.offload or max(space.recompute) == none or not pp1.any():
+        return light
+    # offload can be lighter than any recompute (it takes k layers' activations out of HBM, full recompute keeps
+    # every layer's input): pp-1 structures also try no recompute, which the evaluator resolves to its fewest
+    # offloaded layers that fit, so it fits whenever offloading up to L - 1 layers does (planner/offload.py)
+    idx = np.nonzero(pp1)[0]
+    offload = expand_switches(space, model, _take(space.structure, idx), recompute=(none,), zero_stages=stages,
+                              sequence_parallel="on-if-valid", precision=(min(space.precision),))
+    offload["_struct"] = idx[offload["_struct"]]
+    return _concat([light, offload])
 
 
 def _level1(space: Space, model, ev: Evaluator):

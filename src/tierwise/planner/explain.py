@@ -43,7 +43,9 @@ def plan_label(plan) -> str:
     if plan.vpp > 1:
         parts.append(f"vpp {plan.vpp}")
     parts.append(f"mbs {plan.micro_batch_size}")
-    extra = [f"{plan.recompute} recompute" if plan.recompute != "none" else "no recompute",
+    offload = getattr(plan, "activation_offload_layers", 0)
+    extra = [f"{plan.recompute} recompute" if plan.recompute != "none" else
+             (f"no recompute, {offload} layers offloaded" if offload else "no recompute"),
              f"ZeRO-{plan.zero_stage}" + (f" (HSDP shard {plan.dp_shard})" if plan.dp_shard < plan.dp else "")
              + (f" {plan.zero3_gather}" if plan.zero_stage == 3 and plan.zero3_gather != "flat" else ""),
              plan.precision]
@@ -72,6 +74,8 @@ def components(est, i: int) -> dict[str, float]:
         out[f"exposed {AXIS_LABEL[axis]}"] = float(est.axis_exposed_s[axis][i])
     out["optimizer"] = float(est.optimizer_s[i])
     out["ZeRO-3 copies"] = float(est.shard_copy_s[i])
+    if est.offload_exposed_s is not None:  # every plan of one estimate has the same keys (compare)
+        out["exposed activation offload"] = float(est.offload_exposed_s[i])
     return out
 
 
@@ -83,6 +87,8 @@ def plan_entry(model, cluster, num_gpus: int, plan, est, i: int) -> dict[str, An
             "fused_cross_entropy", "dp_shard",
             "first_stage_layers", "last_stage_layers")
     entry: dict[str, Any] = {k: getattr(plan, k) for k in keys}
+    if plan.activation_offload_layers:  # only where the plan offloads (Plan.to_dict's convention)
+        entry["activation_offload_layers"] = plan.activation_offload_layers
     entry["tiers"] = {axis: TIER_ORDER[int(est.axis_tier[axis][i])] for axis in _AXES}
     entry["estimate"] = result_dict(est, i, plan, Scenario(model=model, cluster=cluster, num_gpus=num_gpus,
                                                            plan=plan))
@@ -184,8 +190,9 @@ def _runner_up(est, plans) -> list[str]:
     return lines
 
 
-def explain_lines(model, cluster, est, plans, *, neighbours=None, crossing=None) -> list[str]:
-    """The explanation of the winner (plan 0) and what the runner-up (plan 1) trades."""
+def explain_lines(model, cluster, est, plans, *, neighbours=None, crossing=None, memory=None) -> list[str]:
+    """The explanation of the winner (plan 0) and what the runner-up (plan 1) trades; ``memory`` is the line on
+    its recompute / offload (:func:`tierwise.planner.why.memory_choice`), shown when it recomputes or offloads."""
     w = plans[0]
     vs_bf16 = f" ({float(est.mfu_bf16[0]):.1%} against the bf16 peak)" if w.precision != "bf16" else ""
     lines = [f"best: {plan_label(w)}: {float(est.step_time_s[0]):.3g} s per step, "
@@ -201,6 +208,8 @@ def explain_lines(model, cluster, est, plans, *, neighbours=None, crossing=None)
         lines.append("  note: " + interference_note(cluster))
     lines.append(_tier_rule(est, 0, w, crossing or []))
     lines.append(_limit(est, 0))
+    if memory and (w.recompute != "none" or w.activation_offload_layers):
+        lines.append(memory)
     binding = _memory_binding(neighbours or [], float(est.step_time_s[0]))
     if binding:
         lines.append(binding)

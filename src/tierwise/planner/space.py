@@ -5,7 +5,9 @@ A plan is split into three groups of axes, because the search bounds each group 
 
 1. **structure** ``tp pp cp dp ep etp vpp micro_batch_size`` (and the pipeline's stage split): decides the
    work per GPU and the size of every parallel group;
-2. **switches** ``recompute zero_stage sequence_parallel precision``: decide memory and compute;
+2. **switches** ``recompute zero_stage sequence_parallel precision``: decide memory and compute (where the
+   space searches activation offload, ``recompute: none`` on pp 1 means none with the fewest offloaded layers
+   that fit, resolved per plan by :mod:`tierwise.planner.offload`);
 3. **refinements** ``order tp_comm_overlap ep_comm_overlap dp_shard``: move traffic between tiers
    (placement order, HSDP shard size) or hide it (TP overlap, EP overlap); they change neither the compute
    of a stage nor, except ``dp_shard`` and ``ep_comm_overlap`` (which only add), the memory. TP overlap is
@@ -45,6 +47,7 @@ import numpy as np
 from tierwise.errors import PlanError
 from tierwise.files import short_repr
 from tierwise.hierarchy import group_span
+from tierwise.planner.offload import offload_searched
 from tierwise.specs.framework import (
     ATTENTION_KERNELS,
     EP_OVERLAP_FRAMEWORKS,
@@ -119,6 +122,11 @@ class Constraints:
     ep_comm_overlap: bool = True
     """Search EP all-to-all overlap (combined 1F1B) where it exists (off is always searched too)."""
     hsdp: bool = True
+    activation_offload: bool = True
+    """Search activation offload to the host (Megatron-Core ``cpu_offloading_num_layers``): a ``recompute: none``
+    plan with pp 1 that does not fit takes the fewest offloaded layers that fit (:mod:`tierwise.planner.offload`).
+    Searched only where the framework runs it (:data:`~tierwise.specs.framework.OFFLOAD_FRAMEWORKS`, or none
+    named) and the cluster gives a host-link bandwidth; false: never (the answer before offload was searched)."""
     fused_cross_entropy: bool = False
     """True: score every plan with a fused cross-entropy kernel (plan ``fused_cross_entropy``); a property of
     the user's software, not searched."""
@@ -177,6 +185,9 @@ class Space:
     """The framework defaults every plan of the space takes, each with its reason (``plan`` lists them)."""
     precision_note: str = ""
     """Which precision the search took when none was asked for (the model's training precision)."""
+    offload: bool = False
+    """Whether ``recompute: none`` rows with pp 1 resolve their fewest offloaded layers that fit
+    (:func:`tierwise.planner.offload.fewest_offload`)."""
 
     def __len__(self) -> int:
         return len(self.structure["tp"])
@@ -397,6 +408,7 @@ def build_space(model, cluster, num_gpus: int, global_batch_size: int, seq_lengt
     if len(table["tp"]) == 0:
         raise NoLayoutError(_empty_reason(model, num_gpus, global_batch_size, seq_length, c, before_batch))
     precisions, precision_note = _precisions(model, cluster, c)
+    offload, offload_note = offload_searched(model, cluster, c.recompute, c.activation_offload, sw.framework)
     return Space(
         num_gpus=num_gpus, global_batch_size=global_batch_size, seq_length=seq_length, structure=table,
         recompute=tuple(RECOMPUTE.index(r) for r in c.recompute), zero_stages=tuple(sorted(c.zero_stages)),
@@ -406,7 +418,8 @@ def build_space(model, cluster, num_gpus: int, global_batch_size: int, seq_lengt
         scale_up_domain=cluster.scale_up_domain,
         scale_out_domains=tuple(lv.domain_size for lv in cluster.scale_out_levels), cluster=cluster,
         zero3_gather=_zero3_code(sw.zero3_gather), grad_reduce_dtype=sw.grad_reduce_dtype,
-        framework=sw.framework, assumed=sw.assumed, precision_note=precision_note,
+        framework=sw.framework, assumed=(*sw.assumed, *([offload_note] if offload_note else [])),
+        precision_note=precision_note, offload=offload,
     )
 
 
@@ -546,6 +559,8 @@ def expand_switches(space: Space, model, structure: Table, *, recompute=None, ze
     sp_ok = ~table["sequence_parallel"] | ((space.seq_length // table["cp"]) % table["tp"] == 0)
     table = _take(table, sp_ok)
     table["order"] = np.full(len(table["tp"]), space.orders[0], dtype=np.int8)  # the default refinement
+    if space.offload:  # resolved per plan by the evaluator (planner/offload.py)
+        table["activation_offload_layers"] = np.zeros(len(table["tp"]), dtype=np.int64)
     table["zero3_gather"] = np.where(table["zero_stage"] == 3, space.zero3_gather, 0).astype(np.int8)
     if space.grad_reduce_dtype != (0, 0):
         b16, b8 = space.grad_reduce_dtype

@@ -62,7 +62,9 @@ def plan_page(doc: dict[str, Any]) -> str:
         rows = []
         for i, p in enumerate(plans, 1):
             e = p["estimate"]
-            rows.append([i, plan_label(p), p["recompute"], p["zero_stage"], p["precision"],
+            offload = p.get("activation_offload_layers")
+            recompute = f"{p['recompute']}, {offload} layers offloaded to host" if offload else p["recompute"]
+            rows.append([i, plan_label(p), recompute, p["zero_stage"], p["precision"],
                          f"{e['step_time_s']:.4g}", f"{e['tokens_per_s']:,.0f}", f"{e['mfu']:.1%}",
                          f"{e['mfu_bf16']:.1%}", f"{e['memory']['per_gpu_bytes'] / 2**30:.1f}",
                          ", ".join(f"{a}:{p['tiers'].get(a, '')}" for a in _AXES)])

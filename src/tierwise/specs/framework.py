@@ -49,7 +49,7 @@ from tierwise.errors import SpecError
 from tierwise.files import load_yaml, short_repr
 
 __all__ = ["FRAMEWORKS", "ATTENTION_KERNELS", "GRAD_REDUCE_DTYPES", "ZERO2_SYNC", "MOE_DISPATCHERS", "MOE_GROUPED_GEMMS",
-           "TP_OVERLAP_FRAMEWORKS", "EP_OVERLAP_FRAMEWORKS", "framework_defaults", "framework_table",
+           "TP_OVERLAP_FRAMEWORKS", "EP_OVERLAP_FRAMEWORKS", "OFFLOAD_FRAMEWORKS", "framework_defaults", "framework_table",
            "check_framework_table",
            "check_framework", "framework_for_text"]
 
@@ -98,6 +98,12 @@ does not offer it there."""
 EP_OVERLAP_FRAMEWORKS = ("megatron", "nemo")
 """Frameworks that run Megatron-Core's combined 1F1B expert all-to-all overlap (plan ``ep_comm_overlap``:
 ``--overlap-moe-expert-parallel-comm`` / ``--combined-1f1b``); the planner offers it only there."""
+OFFLOAD_FRAMEWORKS = ("megatron", "nemo")
+"""Frameworks that run Megatron-Core's activation CPU offloading (``cpu_offloading`` /
+``cpu_offloading_num_layers``, ``megatron/core/cpu_offload.py``; plan ``activation_offload_layers``); the planner
+searches it only there (or with no framework named). DeepSpeed's ``cpu_checkpointing`` offloads the activation
+checkpoints of a recomputing run, a different scheme, and torchtitan and llm-foundry have no counterpart that
+tierwise prices."""
 
 _HOPPER_OR_LATER = ("hopper", "blackwell", "rubin")
 
