@@ -17,6 +17,7 @@ BREAKDOWN = {
 MEMORY = {
     "per_gpu_bytes": "num", "capacity_bytes": "num", "fits": "bool", "weights_bytes": "num",
     "gradients_bytes": "num", "optimizer_bytes": "num", "activations_bytes": "num", "overhead_bytes": "num",
+    "?host_bytes": "num", "?host_capacity_bytes": "num",
 }
 ESTIMATE_RESULT = {
     "file": "str", "model": "str", "model_summary": "obj", "cluster": "str", "num_gpus": "int", "plan": "obj",

@@ -50,6 +50,7 @@ def memory_footprint(model, shape: ModelShape, cluster, plans: PlanBatch, P: Der
         take = S.mid_exists & (mid[0] > parts[0])
         parts = [np.where(take, a, b) for a, b in zip(mid, parts, strict=True)]
     out = _breakdown(parts, cluster.accelerator.hbm_capacity_bytes, overhead, len(plans))
+    _host_memory(out, cluster, _offloaded_bytes(model, shape, plans, P, S, in_flight + extra))
     if shape.mtp_layers:
         held = np.where(dual, 1.0, held_last)  # DualPipe's rank 0 holds one chunk of the last stage
         out["mtp_bytes"] = _mtp_bytes(shape, model.vocab_size, P, stage, copies * ~dual + dual, held) - overhead
@@ -109,6 +110,31 @@ def _stage_bytes(model, shape: ModelShape, plans: PlanBatch, P: Derived, D: Data
         return total, weights + gathered, grads, optimizer, activations
 
     return stage
+
+
+def _offloaded_bytes(model, shape: ModelShape, plans: PlanBatch, P: Derived, S: StageCompute, held):
+    """Bytes per GPU that activation offload parks in host memory at the peak: the offloaded layers' share of the
+    first stage's saved activations for the ``held`` micro-batches in flight (offload runs only with pp 1,
+    ``specs.plan._OFFLOAD_RULES``, so one micro-batch, two under combined 1F1B): what :func:`_stage_bytes` takes
+    out of HBM."""
+    if not np.any(plans.activation_offload_layers > 0):
+        return np.zeros(len(plans))
+    dense_act, moe_act = layer_activation_bytes(model, shape, plans, P)
+    layers, moe_layers = S.layers[0], S.moe[0]
+    layer_act = (layers - moe_layers) * dense_act + moe_layers * moe_act
+    share = offloaded_layers(plans, layers) / np.maximum(layers, 1)
+    return layer_act * share * P.tokens * held
+
+
+def _host_memory(out: dict, cluster, host_bytes) -> None:
+    """Adds ``host_bytes`` and ``host_capacity_bytes`` (the cluster's host DRAM per GPU) to the breakdown, and a
+    plan whose offloaded activations exceed a known host capacity does not fit. An unknown capacity (0: no
+    catalog figure, no cluster ``host_memory``) leaves the host side unchecked (``estimate`` warns)."""
+    cap = float(cluster.host_memory_bytes)
+    out["host_bytes"] = host_bytes
+    out["host_capacity_bytes"] = np.full(len(host_bytes), cap)
+    if cap > 0:
+        out["fits"] = out["fits"] & (host_bytes <= cap)
 
 
 def _dualpipe_ranks(plans: PlanBatch, P: Derived, S: StageCompute, D: DataParallel, stage, parts):

@@ -267,6 +267,24 @@ def _offload_candidates(model: ModelSpec, cluster: Cluster, plan: Plan) -> list[
     return list(range(1, model.num_layers))
 
 
+def _memory_warnings(mem: dict[str, Any], cluster: Cluster) -> list[str]:
+    """One line per memory the plan exceeds (HBM on the fullest stage; host DRAM under activation offload), and
+    one when offloaded activations cannot be checked against the host's memory."""
+    out = []
+    if mem["per_gpu_bytes"] > mem["capacity_bytes"]:
+        out.append(f"memory: {format_bytes(mem['per_gpu_bytes'])} per GPU on the fullest stage exceeds "
+                   f"{format_bytes(mem['capacity_bytes'])}; the plan is estimated as given (fits: false)")
+    host, cap = mem.get("host_bytes", 0.0), mem.get("host_capacity_bytes", 0.0)
+    if host > 0 and cap > 0 and host > cap:
+        out.append(f"host memory: the offloaded activations take {format_bytes(host)} per GPU, over the "
+                   f"{format_bytes(cap)} of host DRAM per GPU; the plan is estimated as given (fits: false); "
+                   "offload fewer layers or set host_memory in the cluster file")
+    elif host > 0 and cap <= 0:
+        out.append(f"host memory: the offloaded activations take {format_bytes(host)} per GPU; cluster "
+                   f"{cluster.name} gives no host memory to check them against (set host_memory in the cluster file)")
+    return out
+
+
 def estimate_scenario(scenario: Scenario) -> dict[str, Any]:
     """Estimate one scenario and return the ``estimate --json`` document.
 
@@ -282,10 +300,7 @@ def estimate_scenario(scenario: Scenario) -> dict[str, Any]:
     doc = result_dict(result, 0, scenario.plan, scenario)
     if scenario.model.mtp_layers:
         doc["breakdown"]["mtp"] = mtp_share(scenario, result)
-    mem = doc["memory"]
-    doc["warnings"] = [] if mem["fits"] else [
-        f"memory: {format_bytes(mem['per_gpu_bytes'])} per GPU on the fullest stage exceeds "
-        f"{format_bytes(mem['capacity_bytes'])}; the plan is estimated as given (fits: false)"]
+    doc["warnings"] = _memory_warnings(doc["memory"], scenario.cluster)
     step, bubble = float(result.step_time_s[0]), float(result.bubble_s[0])
     block = interleaving_options(scenario.model, scenario.cluster, scenario.plan, step, bubble)
     if block is not None:  # a bubble over 15% of the step: what interleaving would give (issue 32)
@@ -317,7 +332,8 @@ def mtp_share(scenario: Scenario, result) -> dict[str, Any]:
 def result_dict(result, i: int, plan: Plan, scenario: Scenario | None = None) -> dict[str, Any]:
     """The stable JSON document of plan ``i`` of a :class:`~tierwise.estimate.step.StepEstimates`."""
 
-    mem = {k: (bool(v[i]) if k == "fits" else float(v[i])) for k, v in result.memory.items()}
+    mem = {k: (bool(v[i]) if k == "fits" else float(v[i])) for k, v in result.memory.items()
+           if plan.activation_offload_layers or not k.startswith("host_")}  # host memory: only when offloading
     per_axis = {}
     tiers = {}
     ranks = axis_group_ranks(plan)

@@ -117,7 +117,7 @@ class Evaluator:
         n = len(table["tp"])
         parts = [self._run(_take(table, slice(i, i + _CHUNK))) for i in range(0, n, _CHUNK)]
         if not parts:
-            return {k: np.zeros(0) for k in ("score", "bound", "fits", "memory")}
+            return {k: np.zeros(0) for k in ("score", "bound", "fits", "memory", "host")}
         out = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
         if "offload" in out:
             table[OFFLOAD] = out.pop("offload")
@@ -150,8 +150,10 @@ class Evaluator:
         score = r.step_time_s * weight
         bound = lower * weight
         fits = np.asarray(r.memory["fits"], dtype=bool)
+        cap = r.memory["host_capacity_bytes"]
+        host = np.where(cap > 0, r.memory["host_bytes"] / np.where(cap > 0, cap, 1.0), 0.0)
         return {"score": score, "bound": np.minimum(bound, score), "raw_bound": bound, "fits": fits,
-                "memory": r.memory["per_gpu_bytes"] / r.memory["capacity_bytes"]}
+                "memory": r.memory["per_gpu_bytes"] / r.memory["capacity_bytes"], "host": host}
 
 
 def _kth(scores: np.ndarray, k: int, ties: np.ndarray | None = None) -> float:

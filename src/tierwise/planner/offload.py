@@ -17,7 +17,10 @@ PCIe 5 part with large activations). Memory on the one stage (``pp = 1``) is
 decreasing and linear in ``k`` (``1 <= k <= L - 1``, Megatron-Core keeps the last layer). The plan's best
 offload is therefore the smallest ``k`` with ``mem(k) <= capacity``, ``k* = ceil((mem(0) - capacity) / a)``,
 and no ``k`` at all when ``mem(L - 1)`` exceeds the capacity; when ``mem(0)`` fits, ``k = 0`` (no offload)
-is at least as fast. With copies fully hidden (``x <= f`` and ``x <= b``) every fitting ``k`` ties and the
+is at least as fast. The offloaded bytes, ``host(k) = k a``, must also fit the host DRAM per GPU
+(``cluster.host_memory_bytes``, ``estimate/footprint.py``); they grow with ``k``, so ``k*`` uses the least host
+memory of any ``k`` that fits HBM and the plan fits when ``host(k*)`` does: HBM alone decides ``k*``, the host
+check comes after. With copies fully hidden (``x <= f`` and ``x <= b``) every fitting ``k`` ties and the
 smallest moves the least host traffic. The planner therefore does not add ``k`` as an axis: ``recompute:
 none`` on ``pp = 1`` means "none, with the fewest offloaded layers that fit", resolved per plan.
 
@@ -80,7 +83,7 @@ def fewest_offload(score, num_layers: int, table: dict, res: dict) -> dict:
     sub = {key: v[idx] for key, v in table.items()}
     sub[COLUMN] = np.full(len(idx), top, dtype=np.int64)
     heaviest = score(sub)
-    can = heaviest["fits"]
+    can = heaviest["memory"] <= 1.0  # HBM alone: host memory is checked at k* below (it grows with k)
     idx, sub, base = idx[can], {key: v[can] for key, v in sub.items()}, k0[idx][can]
     if not len(idx):
         return out
@@ -90,10 +93,10 @@ def fewest_offload(score, num_layers: int, table: dict, res: dict) -> dict:
     k = base + np.ceil((mem0 - 1.0) / np.maximum(per_layer, 1e-300) - 1e-9).astype(np.int64)
     k = np.clip(k, base + 1, top)
     share = (k - base) / np.maximum(top - base, 1)  # where k* lies between the two estimated ends
-    for key in ("score", "raw_bound", "memory"):
+    for key in ("score", "raw_bound", "memory", "host"):
         out[key][idx] = res[key][idx] + share * (end[key] - res[key][idx])
     out["bound"][idx] = np.minimum(out["raw_bound"][idx], out["score"][idx])
-    out["fits"][idx] = out["memory"][idx] <= 1.0
+    out["fits"][idx] = (out["memory"][idx] <= 1.0) & (out["host"][idx] <= 1.0)
     out["offload"][idx] = k
     near = np.abs(out["memory"][idx] - 1.0) <= 1e-9
     if near.any():

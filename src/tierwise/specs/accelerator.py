@@ -26,6 +26,7 @@ _KEYS = (
     "display_name", "vendor", "peak_dense_tflops", "hbm_capacity", "hbm_type", "hbm_bandwidth", "scale_up",
     "host_link", "scale_out", "power_w", "power_term", "confidence", "source", "notes", "base", "generation",
 )
+_HOST_LINK_KEYS = ("name", "bandwidth_one_way", "memory_per_accelerator", "memory_source")
 _SCALE_UP_KEYS = ("fabric", "bandwidth_bidirectional", "bandwidth_one_way", "p2p_one_way", "topology",
                   "domain_size", "domain_max")
 
@@ -52,6 +53,10 @@ class Accelerator:
     host_bytes_per_s: float = 0.0
     """One-way host link (PCIe) bandwidth."""
     host_link_name: str = ""
+    host_memory_bytes: float = 0.0
+    """Host (CPU) DRAM per accelerator in the reference server (catalog ``host_link.memory_per_accelerator``: the
+    server's system memory over its accelerators); 0 = not known. Bounds what activation offload may park there
+    (:mod:`tierwise.parallel.offload`)."""
     scale_out_bytes_per_s: float = 0.0
     """One-way NIC bandwidth per accelerator in a typical deployment."""
     power_w: float | None = None
@@ -102,6 +107,7 @@ def accelerator_from_mapping(data: Mapping[str, Any], *, name: str, origin: str)
         raise SpecError(f"scale_up.topology={short_repr(topology)} in {origin}; use switched, mesh or torus")
     p2p = parse_bandwidth(up["p2p_one_way"], what=f"{origin}: scale_up.p2p_one_way") if "p2p_one_way" in up else one_way
     host = require_mapping(data.get("host_link", {}), f"{origin}: host_link")
+    check_keys(host, _HOST_LINK_KEYS, f"{origin}: host_link")
     out = require_mapping(data.get("scale_out", {}), f"{origin}: scale_out")
     return Accelerator(
         name=name,
@@ -118,6 +124,8 @@ def accelerator_from_mapping(data: Mapping[str, Any], *, name: str, origin: str)
         host_bytes_per_s=(parse_bandwidth(host["bandwidth_one_way"], what=f"{origin}: host_link.bandwidth_one_way")
                           if "bandwidth_one_way" in host else 0.0),
         host_link_name=str(host.get("name", "")),
+        host_memory_bytes=(parse_bytes(host["memory_per_accelerator"], what=f"{origin}: host_link.memory_per_accelerator")
+                           if "memory_per_accelerator" in host else 0.0),
         scale_out_bytes_per_s=(parse_bandwidth(out["bandwidth_per_accelerator"],
                                                what=f"{origin}: scale_out.bandwidth_per_accelerator")
                                if "bandwidth_per_accelerator" in out else 0.0),

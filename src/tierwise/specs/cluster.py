@@ -42,7 +42,7 @@ __all__ = ["Cluster", "ScaleOutLevel", "FittedRegime", "FittedTier", "cluster_fr
 _KEYS = (
     "base", "name", "display_name", "accelerator", "gpus_per_node", "scale_up_domain", "nics_per_node",
     "nic_bandwidth", "scale_up_bandwidth", "scale_up_p2p_bandwidth", "scale_up_topology", "in_network_reduction",
-    "host_bandwidth", "scale_up_latency", "host_latency", "scale_out_latency", "scale_out_levels", "efficiency",
+    "host_bandwidth", "host_memory", "scale_up_latency", "host_latency", "scale_out_latency", "scale_out_levels", "efficiency",
     "fitted", "compute", "source", "notes", "num_gpus_max", "fabric", "compute_measured_on", "compute_rows",
 )
 FABRIC_KEYS = ("topology", "fabric", "radix", "tiers", "oversubscription", "sharp")
@@ -124,6 +124,9 @@ class Cluster:
     """Global compute parameters overridden by measurements on this accelerator (see :data:`COMPUTE_KEYS`)."""
     fabric: Mapping[str, Any] = field(default_factory=dict)
     """The scale-out fabric the cluster file fixes (:data:`FABRIC_KEYS`); empty: chosen for the GPU count."""
+    host_memory_bytes: float = 0.0
+    """Host DRAM per GPU (cluster file ``host_memory``, else the accelerator's reference server:
+    :attr:`~tierwise.specs.accelerator.Accelerator.host_memory_bytes`); 0 = not known, offload unchecked."""
     scale_out_extra_per_switch_s: float = 0.0
     """Latency a scale-out step adds per switch it crosses over the IB baseline ``scale_out_latency_s``:
     the RoCE extra (parameters.yaml ``latency.roce_extra_per_switch``) on an Ethernet fabric whose latency the
@@ -424,6 +427,8 @@ def cluster_from_mapping(data: Mapping[str, Any], *, name: str | None = None, or
         in_network_reduction=get_bool(data, "in_network_reduction", origin, default=False),
         host_bytes_per_s=(parse_bandwidth(data["host_bandwidth"], what=f"{origin}: host_bandwidth")
                           if "host_bandwidth" in data else acc.host_bytes_per_s),
+        host_memory_bytes=(parse_bytes(data["host_memory"], what=f"{origin}: host_memory")
+                           if "host_memory" in data else acc.host_memory_bytes),
         scale_up_latency_s=_latency(data, "scale_up_latency", lat["nvlink"] + scale_up_extra_s(acc, gpn, domain),
                                     origin),
         host_latency_s=_latency(data, "host_latency", lat["pci"], origin),
