@@ -155,8 +155,9 @@ def serve_plan(workload, num_gpus: int, *, max_tp: int = 8, kv_link: str = "auto
 def _ranked(workload, d: Deployments, top: int) -> tuple[list[dict], int]:
     """The ``top`` feasible deployments of ``d`` for ``workload``, best first, and how many are feasible."""
     r = evaluate(workload, d)
-    ok = r["fits"] & r["meets_slo"] & (r["output_tokens_per_s"] > 0)
-    score = np.where(ok, r["output_tokens_per_s_per_gpu"], -1.0)
+    ok = r.fits & r.meets_slo & (r.output_tokens_per_s > 0)
+    score = np.where(ok, r.output_tokens_per_s_per_gpu, -1.0)
+    columns = r.columns()
     order = np.argsort(-score, kind="stable")[:top]
     best = []
     for i in order:
@@ -170,7 +171,7 @@ def _ranked(workload, d: Deployments, top: int) -> tuple[list[dict], int]:
             "decode_gpus": int(d.decode_gpus[i]), "decode_tp": int(d.decode_tp[i]), "decode_ep": int(d.decode_ep[i]),
             "decode_attention_dp": int(attention_dp(d.decode_tp[i], d.decode_ep[i])),
             "decode_ep_tier": ep_tier_name(workload.cluster, int(d.decode_ep[i])),
-            **{k: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in r.items()},
+            **{k: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in columns.items()},
         })
     return best, int(ok.sum())
 
@@ -206,9 +207,8 @@ def explain_ep(workload, tp: int, ep: int, batch: float) -> str | None:
     redundant = workload.params.redundant_experts
     read = float(weight_bytes_read_per_step(model, workload.precision, tp, ep, rows, redundant))
     base = float(weight_bytes_read_per_step(model, workload.precision, tp, 1, rows, redundant))
-    step = decode_step_time(model, workload.cluster, workload.precision, workload.kv_bytes_per_token, tp, ep, rows,
-                            workload.mean_context, workload.params)
-    total, comm = float(step["total_s"]), float(step["comm_s"])
+    step = decode_step_time(workload.setup, tp, ep, rows, workload.mean_context)
+    total, comm = float(step.total_s), float(step.comm_s)
     tier = ep_tier_name(workload.cluster, ep) or "none"
     return (f"decode EP {ep} (tier {tier}): each GPU reads {read / 1e9:.2f} GB of weights per step against "
             f"{base / 1e9:.2f} GB with the experts unsplit at tp {tp}; the communication takes {comm * 1e3:.2f} ms of "
