@@ -565,7 +565,9 @@ def _plan_pairs(w, cfg: ServeConfig, *, max_tp: int, top: int, modes: str, assum
         best += [{**b, "decode_cluster": dcl.name, **_pair_cost(b, usd_p, usd_d)} for b in r["best"]]
     best.sort(key=lambda b: -b["output_tokens_per_s_per_gpu"])
     assumed += [f"GPU cost (serve/cost.py) {basis}" for basis in prices.values()]
-    return {"candidates": total, "feasible": feasible, "best": best[:top]}
+    # the serve-plan document's why_ep (null: the EP line of serve_plan prices the decode step on the prefill
+    # pool's cluster, so it is not given for pairs on two clusters)
+    return {"candidates": total, "feasible": feasible, "best": best[:top], "why_ep": None}
 
 
 def _pair_cost(b: dict, usd_prefill: float, usd_decode: float) -> dict:
