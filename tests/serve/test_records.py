@@ -11,11 +11,18 @@ import numpy as np
 import pytest
 
 from tierwise.documents import finish, schema
-from tierwise.documents.serving import COMPARED, compare_block, serve_document
+from tierwise.documents.serving import COMPARED, compare_block, plan_document, serve_document
 from tierwise.serve import ServeConfig, ServeEstimate, estimate_serving, serve_estimate
-from tierwise.serve.api import attention_variants, compare_attention, workload_of
+from tierwise.serve.api import (
+    attention_variants,
+    compare_attention,
+    plan_serving,
+    serve_plan_document,
+    workload_of,
+)
 from tierwise.serve.phases import accepted_per_step, decode_step_time, decode_token_time
 from tierwise.serve.records import DecodeStep, PrefillCost, ServeResults
+from tierwise.serve.result import PlanChoice, ServePlan
 
 _8B = dict(model="llama3.1-8b", cluster="dgx-h100", input_len=1024, output_len=128)
 CASES = {
@@ -109,3 +116,27 @@ def test_results_select_by_deployment():
     mixed = a.where(np.array([True, False]), b)
     assert all(list(v) == [1.0, 4.0] for v in mixed.columns().values())
     assert mixed.at(1).ttft_s == 4.0 and list(mixed.columns()) == [f.name for f in dataclasses.fields(ServeResults)]
+
+
+@pytest.mark.parametrize("kw", [dict(model="llama3.1-8b", cluster="dgx-h100", num_gpus=8),
+                                dict(model="mixtral-8x7b", cluster="dgx-h100", num_gpus=8, scenario="interactive"),
+                                dict(model="llama3.1-8b", cluster="dgx-h100", num_gpus=4, decode_cluster="hgx-h200")])
+def test_plan_record_round_trips_to_the_same_document(kw):
+    cfg = ServeConfig(input_len=1024, output_len=128, **kw)
+    plan = plan_serving(cfg)
+    assert isinstance(plan, ServePlan) and all(isinstance(c, PlanChoice) for c in plan.search.best)
+    doc = plan_document(plan)
+    again = serve_plan_document(cfg)
+    assert {k: v for k, v in doc.items() if k != "search_s"} == {k: v for k, v in again.items() if k != "search_s"}
+    assert json.loads(json.dumps(doc)) == doc
+    errors = list(jsonschema.Draft202012Validator(schema("serve-plan")).iter_errors(finish("serve-plan", doc)))
+    assert not errors, errors
+    assert plan.search.best and doc["feasible"] == plan.search.feasible > 0
+    for choice, row in zip(plan.search.best, doc["best"], strict=True):
+        assert {k: row[k] for k in choice.results.columns()} == choice.results.columns()
+        assert row["decode_tp"] == choice.decode_tp and row["redundant_experts"] == choice.redundant_experts
+        assert ("decode_cluster" in row) == (choice.decode_cluster is not None)
+    scores = [c.results.output_tokens_per_s_per_gpu for c in plan.search.best]
+    assert scores == sorted(scores, reverse=True)
+    # the EPLB line only where several redundant-expert counts were searched (a MoE model, none given)
+    assert ("why_redundant" in doc) == (plan.search.why_redundant is not None) == (kw["model"] == "mixtral-8x7b")

@@ -4,8 +4,9 @@ Shapes are written in the notation of :mod:`tierwise.documents._spec`. Keys othe
 names (issue 32): ``serve``'s ``output_tokens_per_s``, ``ttft_s``, ``tpot_s`` and ``phases.*``.
 
 :func:`serve_document` turns the typed record of one deployment (:class:`tierwise.serve.result.ServeEstimate`)
-into the ``serve`` document, and :func:`compare_block` a list of them into ``serve --compare-attention``'s block
-(issue 27: typed results, finished into JSON here). This layer sits below ``serve`` (it imports nothing of it):
+into the ``serve`` document, :func:`compare_block` a list of them into ``serve --compare-attention``'s block and
+:func:`plan_document` a :class:`tierwise.serve.result.ServePlan` into the ``serve-plan`` document (issue 27:
+typed results, finished into JSON here). This layer sits below ``serve`` (it imports nothing of it):
 the records are read by their attributes.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DOCUMENTS", "serve_document", "compare_block"]
+__all__ = ["DOCUMENTS", "serve_document", "compare_block", "plan_document", "plan_row"]
 
 PHASES = {
     "prefill_s": "num", "prefill_compute_s": "num", "prefill_layers_s": "num", "prefill_head_s": "num",
@@ -180,3 +181,35 @@ def compare_block(estimates: list) -> dict:
         rows.append({"model": m.name, "attention": est.attention, "kv_heads": m.num_kv_heads,
                      **{k: doc[k] for k in COMPARED}})
     return {"compare_attention": rows}
+
+
+def plan_document(plan: Any) -> dict:
+    """The ``serve-plan`` document (:data:`SERVE_PLAN`) of a :class:`tierwise.serve.result.ServePlan`: the
+    workload, the search's counts, the ranked deployments (:func:`plan_row`), the EP line and, when several
+    redundant-expert counts were searched, the EPLB line."""
+    w, search = plan.workload, plan.search
+    doc = {"model": w.model.name, "cluster": w.cluster.name, "num_gpus": plan.num_gpus, "scenario": w.scenario,
+           "precision": w.precision, "kv_precision": w.kv_precision, "input_len": w.input_len,
+           "output_len": w.output_len, "slo": {"ttft_s": w.ttft_slo_s, "tpot_s": w.tpot_slo_s},
+           "search_s": plan.search_s, "candidates": search.candidates, "feasible": search.feasible,
+           "best": [plan_row(c) for c in search.best], "why_ep": search.why_ep}
+    if search.why_redundant is not None:
+        doc["why_redundant"] = search.why_redundant
+    doc["assumed"] = list(plan.assumed)
+    return doc
+
+
+def plan_row(choice: Any) -> dict:
+    """One ``serve-plan`` row of a :class:`tierwise.serve.result.PlanChoice`: the degrees, the figures (the
+    ``serve`` document's keys), the redundant experts and, for a pair of pools on two clusters, the decode
+    pool's cluster and the cost."""
+    row = {"mode": "disaggregated" if choice.disaggregated else "aggregated",
+           "prefill_gpus": choice.prefill_gpus, "prefill_tp": choice.prefill_tp, "prefill_ep": choice.prefill_ep,
+           "decode_gpus": choice.decode_gpus, "decode_tp": choice.decode_tp, "decode_ep": choice.decode_ep,
+           "decode_attention_dp": choice.decode_attention_dp, "decode_ep_tier": choice.decode_ep_tier,
+           **choice.results.columns(), "redundant_experts": choice.redundant_experts}
+    if choice.decode_cluster is not None:
+        row.update(decode_cluster=choice.decode_cluster,
+                   gpu_usd_per_hour={"prefill": choice.prefill_usd_per_hour, "decode": choice.decode_usd_per_hour},
+                   usd_per_million_output_tokens=choice.usd_per_million_output_tokens)
+    return row

@@ -8,13 +8,14 @@ Stable JSON keys: ``output_tokens_per_s``, ``output_tokens_per_s_per_gpu``, ``tt
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from tierwise.documents.serving import compare_block, serve_document
+from tierwise.documents.serving import compare_block, plan_document, serve_document
 from tierwise.errors import ScenarioError, did_you_mean
 from tierwise.limits import check_float, check_int
 from tierwise.serve.cost import gpu_usd_per_s
@@ -39,14 +40,22 @@ from tierwise.serve.prefix import (
     PrefixCache,
     host_prefix_tokens,
 )
-from tierwise.serve.result import MtpSummary, PrefixSummary, ServeDeployment, ServeEstimate
+from tierwise.serve.result import (
+    MtpSummary,
+    PlanChoice,
+    PlanSearch,
+    PrefixSummary,
+    ServeDeployment,
+    ServeEstimate,
+    ServePlan,
+)
 from tierwise.serve.transfer import KV_LINKS, pick_kv_link
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.engine import DEFAULT_ENGINE, engine_spec
 from tierwise.specs.framework import ATTENTION_KERNELS
 from tierwise.specs.model import load_model
 
-__all__ = ["ServeConfig", "estimate_serving", "serve_estimate", "workload_of", "attention_variants", "config_from_mapping", "compare_attention", "PRECISIONS",
+__all__ = ["ServeConfig", "estimate_serving", "serve_estimate", "workload_of", "attention_variants", "plan_serving", "config_from_mapping", "compare_attention", "PRECISIONS",
            "KV_PRECISIONS"]
 
 PRECISIONS = ("bf16", "fp8", "fp4")
@@ -538,10 +547,11 @@ def compare_attention(cfg: ServeConfig) -> dict:
     return compare_block(attention_variants(cfg))
 
 
-def _plan_pairs(w, cfg: ServeConfig, *, max_tp: int, top: int, modes: str, assumed: list[str]) -> dict:
+def _plan_pairs(w, cfg: ServeConfig, *, max_tp: int, top: int, modes: str, assumed: list[str]) -> PlanSearch:
     """serve-plan over heterogeneous P/D pairs: the prefill pool on ``cfg.cluster``, the decode pool on each
     cluster of ``cfg.decode_cluster`` (a name or comma-separated names), every split searched for each, the
-    best of all pairs ranked together (each row names its ``decode_cluster``)."""
+    best of all pairs ranked together (each choice names its ``decode_cluster``). No ``why_ep``: the EP line of
+    :func:`tierwise.serve.plan.serve_plan` prices the decode step on the prefill pool's cluster."""
 
     if modes == "aggregated":
         raise ScenarioError("--decode-cluster plans disaggregated pools; drop --modes aggregated")
@@ -560,28 +570,34 @@ def _plan_pairs(w, cfg: ServeConfig, *, max_tp: int, top: int, modes: str, assum
         dcl = load_cluster(name)
         r = serve_plan(dataclasses.replace(w, decode_cluster=dcl), cfg.num_gpus, max_tp=max_tp, kv_link=link,
                        top=top, modes="disaggregated")
-        total, feasible = total + r["candidates"], feasible + r["feasible"]
+        total, feasible = total + r.candidates, feasible + r.feasible
         usd_d, prices[dcl.name] = gpu_usd_per_s(dcl)
-        best += [{**b, "decode_cluster": dcl.name, **_pair_cost(b, usd_p, usd_d)} for b in r["best"]]
-    best.sort(key=lambda b: -b["output_tokens_per_s_per_gpu"])
+        best += [_pair_cost(b, dcl.name, usd_p, usd_d) for b in r.best]
+    best.sort(key=lambda b: -b.results.output_tokens_per_s_per_gpu)
     assumed += [f"GPU cost (serve/cost.py) {basis}" for basis in prices.values()]
-    # the serve-plan document's why_ep (null: the EP line of serve_plan prices the decode step on the prefill
-    # pool's cluster, so it is not given for pairs on two clusters)
-    return {"candidates": total, "feasible": feasible, "best": best[:top], "why_ep": None}
+    return PlanSearch(candidates=total, feasible=feasible, best=tuple(best[:top]), why_ep=None)
 
 
-def _pair_cost(b: dict, usd_prefill: float, usd_decode: float) -> dict:
-    """A P/D pair's cost: each pool's GPUs at its own cluster's price per GPU-second (:mod:`tierwise.serve.cost`),
-    per million output tokens."""
-    usd_s = b["prefill_gpus"] * usd_prefill + b["decode_gpus"] * usd_decode
-    tok = b["output_tokens_per_s"]
-    return {"gpu_usd_per_hour": {"prefill": usd_prefill * 3600, "decode": usd_decode * 3600},
-            "usd_per_million_output_tokens": usd_s / tok * 1e6 if tok > 0 else None}
+def _pair_cost(b: PlanChoice, decode_cluster: str, usd_prefill: float, usd_decode: float) -> PlanChoice:
+    """A P/D pair with its decode pool on ``decode_cluster`` and its cost: each pool's GPUs at its own cluster's
+    price per GPU-second (:mod:`tierwise.serve.cost`), per million output tokens."""
+    usd_s = b.prefill_gpus * usd_prefill + b.decode_gpus * usd_decode
+    tok = b.results.output_tokens_per_s
+    return dataclasses.replace(b, decode_cluster=decode_cluster, prefill_usd_per_hour=usd_prefill * 3600,
+                               decode_usd_per_hour=usd_decode * 3600,
+                               usd_per_million_output_tokens=usd_s / tok * 1e6 if tok > 0 else None)
 
 
 def serve_plan_document(cfg: ServeConfig, *, max_tp: int = 8, modes: str = "both", top: int = 10) -> dict:
-    """The ``serve-plan --json`` document: the best deployments of ``cfg.num_gpus`` GPUs under the SLOs."""
-    import time
+    """The ``serve-plan --json`` document: :func:`plan_serving`'s record through
+    :func:`tierwise.documents.serving.plan_document`."""
+    return plan_document(plan_serving(cfg, max_tp=max_tp, modes=modes, top=top))
+
+
+def plan_serving(cfg: ServeConfig, *, max_tp: int = 8, modes: str = "both", top: int = 10) -> ServePlan:
+    """The best deployments of ``cfg.num_gpus`` GPUs under the SLOs (:class:`~tierwise.serve.result.ServePlan`):
+    every prefill/decode split, TP and EP per pool and batch searched (:func:`tierwise.serve.plan.serve_plan`),
+    or with ``cfg.decode_cluster`` the pairs of pools on two clusters."""
 
     if cfg.num_gpus is None:
         raise ScenarioError("serve-plan needs --gpus N (the GPUs to split between prefill and decode)")
@@ -601,12 +617,9 @@ def serve_plan_document(cfg: ServeConfig, *, max_tp: int = 8, modes: str = "both
         assumed.append(f"mtp {w.params.mtp} as given (--mtp; not searched)")
     start = time.perf_counter()
     if cfg.decode_cluster is None:
-        result = serve_plan(w, cfg.num_gpus, max_tp=max_tp, kv_link=cfg.kv_link, top=top, modes=modes,
+        search = serve_plan(w, cfg.num_gpus, max_tp=max_tp, kv_link=cfg.kv_link, top=top, modes=modes,
                             redundant=REDUNDANT_CHOICES if cfg.redundant_experts is None else None)
     else:
-        result = _plan_pairs(w, cfg, max_tp=max_tp, top=top, modes=modes, assumed=assumed)
-    elapsed = time.perf_counter() - start
-    return {"model": w.model.name, "cluster": w.cluster.name, "num_gpus": cfg.num_gpus, "scenario": w.scenario,
-            "precision": w.precision, "kv_precision": w.kv_precision, "input_len": w.input_len,
-            "output_len": w.output_len, "slo": {"ttft_s": w.ttft_slo_s, "tpot_s": w.tpot_slo_s},
-            "search_s": elapsed, **result, "assumed": assumed}
+        search = _plan_pairs(w, cfg, max_tp=max_tp, top=top, modes=modes, assumed=assumed)
+    return ServePlan(workload=w, num_gpus=cfg.num_gpus, search=search, search_s=time.perf_counter() - start,
+                     assumed=tuple(assumed))

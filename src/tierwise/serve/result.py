@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from tierwise.serve.engine import Workload
 from tierwise.serve.records import DecodeStep, PrefillCost, ServeResults
 
-__all__ = ["ServeDeployment", "MtpSummary", "PrefixSummary", "ServeEstimate"]
+__all__ = ["ServeDeployment", "MtpSummary", "PrefixSummary", "ServeEstimate", "PlanChoice", "PlanSearch", "ServePlan"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,4 +84,54 @@ class ServeEstimate:
     weight_bytes_per_gpu: float
     mtp: MtpSummary | None
     prefix: PrefixSummary | None
+    assumed: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class PlanChoice:
+    """One deployment ``serve-plan`` ranks: its pools' degrees (the prefill pool's None when aggregated), the
+    decode instance's attention data-parallel groups and the tier its EP group spans, its figures (``results``,
+    plain Python scalars of :class:`~tierwise.serve.records.ServeResults`), the EPLB redundant experts it was
+    searched with and, for a pair of pools on two clusters, the decode pool's cluster, each pool's GPU price per
+    hour and the cost per million output tokens (:mod:`tierwise.serve.cost`)."""
+
+    disaggregated: bool
+    prefill_gpus: int | None
+    prefill_tp: int | None
+    prefill_ep: int | None
+    decode_gpus: int
+    decode_tp: int
+    decode_ep: int
+    decode_attention_dp: int
+    decode_ep_tier: str | None
+    results: ServeResults
+    redundant_experts: int
+    decode_cluster: str | None = None
+    prefill_usd_per_hour: float | None = None
+    decode_usd_per_hour: float | None = None
+    usd_per_million_output_tokens: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class PlanSearch:
+    """What the search found (:func:`tierwise.serve.plan.serve_plan`): the candidates priced, how many are
+    feasible, the ``best`` first, and one line each on the winner's EP (None for a dense model or none feasible)
+    and on its EPLB choice (None unless several redundant-expert counts were searched)."""
+
+    candidates: int
+    feasible: int
+    best: tuple[PlanChoice, ...]
+    why_ep: str | None
+    why_redundant: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class ServePlan:
+    """``serve-plan``'s answer (:func:`tierwise.serve.api.plan_serving`): the ``workload`` searched for, the GPUs
+    split, the search (``search``) and its wall time (``search_s``), and every default the tool chose."""
+
+    workload: Workload
+    num_gpus: int
+    search: PlanSearch
+    search_s: float
     assumed: tuple[str, ...]
