@@ -15,11 +15,12 @@ from tierwise.serve.api import (
     ServeConfig,
     compare_attention,
     estimate_serving,
+    plan_serving,
     serve_estimate,
     serve_plan_document,
 )
 from tierwise.serve.kv import kv_bytes_per_token
-from tierwise.serve.result import ServeEstimate
+from tierwise.serve.result import ServeEstimate, ServePlan
 
-__all__ = ["ServeConfig", "ServeEstimate", "estimate_serving", "serve_estimate", "serve_plan_document",
-           "compare_attention", "kv_bytes_per_token"]
+__all__ = ["ServeConfig", "ServeEstimate", "ServePlan", "estimate_serving", "plan_serving", "serve_estimate",
+           "serve_plan_document", "compare_attention", "kv_bytes_per_token"]
