@@ -7,6 +7,7 @@ order, lowest first::
     errors < limits < units; errors < files, atomic, units < report; all of them < specs < hierarchy < collectives
         < workload < pricing < parallel < estimate < serve, goodput, planner, validate < design < sweep < cli
     specs < topology < netsim (netsim also above collectives) < cli; topology < goodput, design, serve
+    documents < serve (serve's typed records finished into its JSON document)
     collectives < pricing < estimate < measure < testbed (also above netsim) < cli
 
 report renders HTML from a command's --json document, so it sits just above atomic and anything may use it.
@@ -43,8 +44,9 @@ ABOVE = {
     "estimate": ("parallel",),
     "planner": ("estimate",),
     "validate": ("estimate", "report"),
-    "serve": ("estimate", "topology"),  # prefill / decode / KV transfer on the same tiers and efficiencies;
-    # topology: the server prices a P/D pair of pools is costed by (serve/cost.py)
+    "serve": ("estimate", "topology", "documents"),  # prefill / decode / KV transfer on the same tiers and
+    # efficiencies; topology: the server prices a P/D pair of pools is costed by (serve/cost.py); documents: its
+    # typed records finished into the serve document (documents/serving.py reads them by attribute)
     "goodput": ("estimate", "topology"),  # failures x fault domains x checkpoints (topology: component counts)
     "design": ("planner", "goodput", "topology"),  # cluster designs, cost and power, the trend
     "topology": ("specs",),

@@ -45,27 +45,26 @@ def decode_parts(w, d, batch: float) -> dict[str, float]:
     eb = elementwise_bytes(m, shape, rates.params, tokens=work.tokens, tp=work.tp, etp=work.etp,
                            seq_shard=work.seq_shard, expert_tokens=work.expert_tokens, fp8=work.cast_inputs,
                            fused=work.fused_elementwise)
-    step = P.decode_step_time(m, w.cluster, w.precision, w.kv_bytes_per_token, tp, ep, batch, ctx, p)
+    step = P.decode_step_time(w.setup, tp, ep, batch, ctx)
     gaps = L * (DENSE_LAYER_KERNELS + 2 * (tp > 1)) * p.kernel_gap_s
     parts = {"Wroof": weight_bytes_read_per_step(m, w.precision, work.tp, work.ep, batch, 0) / rates.hbm,
              "gemm": layer_gemms(m, shape, rates, work, False)[0] * L, "attn": att * L,
              "elem": elementwise_time(eb.dense, rates) * L,
              "head": lm_head_time(m, rates, tokens=batch, tp=work.tp, peak=gemm_peak(rates, work.fp8, work.fp4)[0]),
-             "comm": step["comm_s"], "gaps": gaps, "host": step["overhead_s"] - gaps, "total": step["total_s"]}
+             "comm": step.comm_s, "gaps": gaps, "host": step.overhead_s - gaps, "total": step.total_s}
     return {k: float(np.asarray(v)) * 1e3 for k, v in parts.items()}
 
 
 def row_line(row: dict, engine: str | None) -> str:
     kw, _ = V._case(row, engine)
     w, d, _ = _resolve(ServeConfig(**{k: kw[k] for k in KEYS if k in kw}))
-    r = {k: v[0] for k, v in evaluate(w, d).items()}
+    r = evaluate(w, d).at(0).columns()
     meas = float(row["value"])
     if row["metric"] == "prefill_time_ms":
-        pf = P.prefill_time(w.model, w.cluster, w.precision, int(d.prefill_tp[0]), int(d.prefill_ep[0]),
-                            w.input_len, w.params)
-        tot, host = float(pf["total_s"]) * 1e3, float(pf["host_s"]) * 1e3
-        return (f"{row['row_id']:>4} {'prefill':10} {1:3d} {meas:7.1f} | {'':>6} {float(pf['layers_s']) * 1e3:6.1f} "
-                f"{'':>5} {'':>4} {float(pf['head_s']) * 1e3:4.1f} {float(pf['comm_s']) * 1e3:5.1f} {'(in host)':>11}"
+        pf = P.prefill_time(w.setup, int(d.prefill_tp[0]), int(d.prefill_ep[0]), w.input_len)
+        tot, host = float(pf.total_s) * 1e3, float(pf.host_s) * 1e3
+        return (f"{row['row_id']:>4} {'prefill':10} {1:3d} {meas:7.1f} | {'':>6} {float(pf.layers_s) * 1e3:6.1f} "
+                f"{'':>5} {'':>4} {float(pf.head_s) * 1e3:4.1f} {float(pf.comm_s) * 1e3:5.1f} {'(in host)':>11}"
                 f" {host:5.2f}... | {tot:6.1f} {(tot - meas) / meas * 100:+6.1f} {(tot - host - meas) / meas * 100:+9.1f}"
                 f"  {w.params.engine.label}")
     batch = float(r["batch"]) * w.beams

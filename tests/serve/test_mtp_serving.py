@@ -42,8 +42,7 @@ def _steps(n: int, batch: float):
     out = []
     for m in (n, 0):
         p = dataclasses.replace(w.params, mtp=m)
-        out.append(decode_step_time(w.model, w.cluster, w.precision, w.kv_bytes_per_token, tp, ep, batch,
-                                    w.mean_context, p))
+        out.append(decode_step_time(dataclasses.replace(w.setup, params=p), tp, ep, batch, w.mean_context))
     return out, w, tp, ep
 
 
@@ -54,10 +53,10 @@ def test_tpot_at_batch_one_falls_by_e_over_the_step_ratio(n):
     step grows far less than the (1 + N) positions it verifies (the weights are read once)."""
     (on, off), w, tp, ep = _steps(n, 1.0)
     e = accepted_per_step(ServingParameters(mtp=n))
-    step_on, step_off = float(on["total_s"]), float(off["total_s"])
-    draft = mtp_draft_time(w.model, w.cluster, w.precision, w.kv_bytes_per_token, tp, ep, 1.0, w.mean_context,
-                           dataclasses.replace(w.params, mtp=n))["gpu_s"]
-    assert float(on["mtp_s"]) == pytest.approx(float(draft)) and float(draft) > 0
+    step_on, step_off = float(on.total_s), float(off.total_s)
+    draft = mtp_draft_time(dataclasses.replace(w.setup, params=dataclasses.replace(w.params, mtp=n)), tp, ep, 1.0,
+                           w.mean_context).gpu_s
+    assert float(on.mtp_s) == pytest.approx(float(draft)) and float(draft) > 0
     assert step_off + float(draft) <= step_on < 1.25 * step_off
     docs = [serve_estimate(ServeConfig(**_V3, batch=1, batching="static", mtp=m)) for m in (n, 0)]
     ratio = docs[1]["tpot_s"] / docs[0]["tpot_s"]
@@ -74,7 +73,7 @@ def test_large_batch_gains_less_than_small():
     """The verify positions are (1 + N)x the GEMM rows: once the step is compute-bound, MTP's gain shrinks."""
     (on1, off1), _, _, _ = _steps(1, 1.0)
     (on2, off2), _, _, _ = _steps(1, 512.0)
-    assert float(on2["total_s"]) / float(off2["total_s"]) > float(on1["total_s"]) / float(off1["total_s"])
+    assert float(on2.total_s) / float(off2.total_s) > float(on1.total_s) / float(off1.total_s)
 
 
 def test_memory_grows_by_the_mtp_weights_and_kv():

@@ -11,6 +11,7 @@ from tierwise.serve.kv import kv_bytes_per_token
 from tierwise.serve.params import serving_parameters
 from tierwise.serve.phases import prefill_time
 from tierwise.serve.prefix import PrefixCache, prefix_prefill
+from tierwise.serve.records import ServingSetup
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.model import load_model
 
@@ -20,9 +21,9 @@ PROMPTS = 2.0 ** np.arange(4, 16)  # 16 .. 32,768 tokens
 def _ratio(cluster, prefix, model="llama3.1-8b", tp=1):
     """Prefill with half of each prompt cached, over prefill with none (recompute), at each prompt length."""
     m, p = load_model(model), serving_parameters()
-    kvb = kv_bytes_per_token(m, "bf16")
-    none = prefix_prefill(m, cluster, "bf16", tp, 1, PROMPTS, p, None, kvb)["total_s"]
-    return prefix_prefill(m, cluster, "bf16", tp, 1, PROMPTS, p, prefix, kvb)["total_s"] / none
+    setup = ServingSetup(m, cluster, "bf16", p, kv_bytes_per_token(m, "bf16"))
+    none = prefix_prefill(setup, tp, 1, PROMPTS, None).total_s
+    return prefix_prefill(setup, tp, 1, PROMPTS, prefix).total_s / none
 
 
 def test_no_hit_is_the_closed_form_unchanged():
@@ -30,9 +31,10 @@ def test_no_hit_is_the_closed_form_unchanged():
     base = serve_estimate(ServeConfig(**kw))
     assert "prefix_cache" not in base
     m, cl, p = load_model("llama3.1-8b"), load_cluster("dgx-h100"), serving_parameters()
-    full = prefill_time(m, cl, "bf16", 1, 1, 4096, p)
-    got = prefix_prefill(m, cl, "bf16", 1, 1, 4096, p, PrefixCache(0.0), 131072.0)
-    assert float(got["total_s"]) == float(full["total_s"])
+    setup = ServingSetup(m, cl, "bf16", p, 131072.0)
+    full = prefill_time(setup, 1, 1, 4096)
+    got = prefix_prefill(setup, 1, 1, 4096, PrefixCache(0.0))
+    assert float(got.total_s) == float(full.total_s)
     hit = serve_estimate(ServeConfig(**kw, prefix_hit_rate=0.75))
     # 3,072 of 4,096 tokens cached: the suffix's prefill is cheaper, and the chunked suffixes free the steps
     assert hit["ttft_s"] < 0.5 * base["ttft_s"] and hit["output_tokens_per_s"] > 2 * base["output_tokens_per_s"]
@@ -60,8 +62,8 @@ def test_host_hit_cheaper_than_recompute_for_long_prefixes_dearer_for_short():
     assert np.all(layered >= hbm) and np.all(layered < hbm * 1.01) and np.all(layered < 1.0)
     # the suffix never prices below a fresh prompt of its own length
     m, p = load_model("llama3.1-8b"), serving_parameters()
-    fresh = prefill_time(m, native, "bf16", 1, 1, PROMPTS / 2, p)["total_s"]
-    none = prefill_time(m, native, "bf16", 1, 1, PROMPTS, p)["total_s"]
+    fresh = prefill_time(ServingSetup(m, native, "bf16", p), 1, 1, PROMPTS / 2).total_s
+    none = prefill_time(ServingSetup(m, native, "bf16", p), 1, 1, PROMPTS).total_s
     assert np.all(hbm * none >= fresh * (1 - 1e-9))
 
 

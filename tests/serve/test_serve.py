@@ -82,11 +82,12 @@ def test_auto_link_follows_placement():
 def test_decode_step_grows_with_batch_and_weights_shared():
     from tierwise.serve.params import serving_parameters
     from tierwise.serve.phases import decode_step_time
+    from tierwise.serve.records import ServingSetup
     from tierwise.specs.cluster import load_cluster
 
     m, c = load_model("llama3.1-70b"), load_cluster("dgx-h100")
-    r = decode_step_time(m, c, "fp8", 163840.0, 8, 1, np.array([1, 16, 256]), 1000.0, serving_parameters())
-    t = r["total_s"]
+    setup = ServingSetup(m, c, "fp8", serving_parameters(), 163840.0)
+    t = decode_step_time(setup, 8, 1, np.array([1, 16, 256]), 1000.0).total_s
     assert t[0] < t[1] < t[2]
     assert t[1] < 16 * t[0] / 4  # the weights are read once for the batch, not per sequence
 

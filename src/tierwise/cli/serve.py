@@ -2,18 +2,69 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
 from tierwise.cli._compute import ComputeOpt, StrictOpt, use_compute_profile
 from tierwise.cli._output import emit, kv_table, print_table
-
-MtpOpt = Annotated[int | None, typer.Option(
-    "--mtp", help="speculative tokens per decode step from the model's MTP module(s) (default 0: off)")]
-MtpAcceptanceOpt = Annotated[float | None, typer.Option(
-    "--mtp-acceptance", help="--mtp: probability a drafted token is accepted (default 0.85, DeepSeek-V3 report "
-                             "sec. 5.4.3)")]
+from tierwise.cli._serve_options import (
+    SIM_OPTIONS,
+    ArrivalsOpt,
+    AttentionKernelOpt,
+    BatchingOpt,
+    BatchOpt,
+    BeamsOpt,
+    ClusterOpt,
+    CompareAttentionOpt,
+    CvOpt,
+    DecodeClusterOpt,
+    DecodeEpOpt,
+    DecodeGpusOpt,
+    DecodeTpOpt,
+    EngineOpt,
+    EpOpt,
+    GpusOpt,
+    HostKvGbOpt,
+    HtmlOpt,
+    InputLenOpt,
+    JsonOpt,
+    KvCacheFractionOpt,
+    KvCacheOfOpt,
+    KvLinkOpt,
+    KvPrecisionOpt,
+    KvReservationOpt,
+    KvWholeOpt,
+    MaxBatchOpt,
+    MaxTpOpt,
+    ModelOpt,
+    ModesOpt,
+    MtpAcceptanceOpt,
+    MtpOpt,
+    OutputLenOpt,
+    PlanDecodeClusterOpt,
+    PlanGpusOpt,
+    PrecisionOpt,
+    PreemptionOpt,
+    PrefillEpOpt,
+    PrefillGpusOpt,
+    PrefillTpOpt,
+    PrefixHitRateOpt,
+    PrefixLoadOpt,
+    PrefixTierOpt,
+    RateOpt,
+    RedundantOpt,
+    RequestsOpt,
+    ScenarioFileArg,
+    ScenarioOpt,
+    SeedOpt,
+    SimulateOpt,
+    TokenBudgetOpt,
+    TopOpt,
+    TpOpt,
+    TpotSloOpt,
+    TraceOpt,
+    TtftSloOpt,
+    TwoBatchOpt,
+)
 
 
 def _config(scenario_file, flags: dict, *, pools: bool = True):
@@ -38,34 +89,41 @@ def _config(scenario_file, flags: dict, *, pools: bool = True):
     return ServeConfig(**given)
 
 
-def _flags(*, model, cluster, gpus, tp, ep, precision, kv_precision, input_len, output_len, scenario, rate, ttft_slo,
-           tpot_slo, batch, batching, kv_reservation, prefill_gpus, decode_gpus, prefill_tp, decode_tp, decode_ep,
-           kv_link, kv_whole, max_batch=None, beams=None, kv_cache_fraction=None, kv_cache_of=None,
-           attention_kernel=None, engine=None, decode_cluster=None, prefill_ep=None, redundant_experts=None,
-           two_batch_overlap=None) -> dict:
+_CONFIG_FLAGS = ("model", "cluster", "tp", "ep", "precision", "kv_precision", "input_len", "output_len", "scenario",
+                 "rate", "ttft_slo", "tpot_slo", "batching", "kv_reservation", "prefill_gpus", "decode_gpus",
+                 "prefill_tp", "decode_tp", "decode_ep", "kv_link", "max_batch", "beams", "kv_cache_fraction",
+                 "kv_cache_of", "attention_kernel", "engine", "decode_cluster", "prefill_ep", "redundant_experts",
+                 "prefix_hit_rate", "prefix_tier", "prefix_load", "host_kv_gb", "mtp", "mtp_acceptance")
+"""The options whose names are :class:`~tierwise.serve.api.ServeConfig` fields."""
+
+
+def _flags(options: dict) -> dict:
+    """The :class:`~tierwise.serve.api.ServeConfig` fields a command's ``options`` give (None: not given; an
+    option the command lacks is not given): ``--gpus`` is ``num_gpus``, ``--batch`` a whole number or ``auto``
+    (0), ``--kv-whole`` ``kv_streamed`` False, ``--two-batch-overlap`` True or not given."""
+    flags = {k: options.get(k) for k in _CONFIG_FLAGS}
+    flags.update(num_gpus=options.get("gpus"), batch=_batch(options.get("batch")),
+                 kv_streamed=False if options.get("kv_whole") else None,
+                 two_batch_overlap=options.get("two_batch_overlap") or None)
+    return flags
+
+
+def _batch(batch: str | None) -> int | None:
+    """``--batch``: a whole number of at least 1, or ``auto`` (0); None when not given."""
     from tierwise.errors import ScenarioError
 
-    b = None
-    if batch is not None:
-        if batch == "auto":
-            b = 0
-        else:
-            try:
-                b = int(batch)
-            except ValueError:
-                raise ScenarioError(f"--batch {batch[:40]!r} is not a whole number or 'auto'; use --batch 256 or "
-                                    "--batch auto") from None
-            if b < 1:
-                raise ScenarioError(f"--batch {batch[:40]} must be at least 1 (or 'auto')")
-    return {"model": model, "cluster": cluster, "num_gpus": gpus, "tp": tp, "ep": ep, "precision": precision,
-            "kv_precision": kv_precision, "input_len": input_len, "output_len": output_len, "scenario": scenario,
-            "rate": rate, "ttft_slo": ttft_slo, "tpot_slo": tpot_slo, "batch": b, "batching": batching,
-            "kv_reservation": kv_reservation, "prefill_gpus": prefill_gpus, "decode_gpus": decode_gpus,
-            "prefill_tp": prefill_tp, "decode_tp": decode_tp, "decode_ep": decode_ep, "kv_link": kv_link,
-            "kv_streamed": False if kv_whole else None, "max_batch": max_batch, "beams": beams,
-            "kv_cache_fraction": kv_cache_fraction, "kv_cache_of": kv_cache_of, "attention_kernel": attention_kernel,
-            "engine": engine, "decode_cluster": decode_cluster, "prefill_ep": prefill_ep,
-            "redundant_experts": redundant_experts, "two_batch_overlap": two_batch_overlap}
+    if batch is None:
+        return None
+    if batch == "auto":
+        return 0
+    try:
+        b = int(batch)
+    except ValueError:
+        raise ScenarioError(f"--batch {batch[:40]!r} is not a whole number or 'auto'; use --batch 256 or "
+                            "--batch auto") from None
+    if b < 1:
+        raise ScenarioError(f"--batch {batch[:40]} must be at least 1 (or 'auto')")
+    return b
 
 
 def render_serve(console, doc: dict) -> None:
@@ -195,194 +253,92 @@ def render_plan(console, doc: dict) -> None:
         console.print(f"assumed: {a}", style="dim")
 
 
-# options serve and serve-plan share
-ScenarioFileArg = Annotated[str | None, typer.Argument(help="scenario YAML (keys as the flags)")]
-ModelOpt = Annotated[str | None, typer.Option("--model", help="catalog model name")]
-ClusterOpt = Annotated[str | None, typer.Option("--cluster", help="catalog cluster name")]
-PrecisionOpt = Annotated[str | None, typer.Option("--precision", help="bf16, fp8 or fp4 weights")]
-KvPrecisionOpt = Annotated[str | None, typer.Option("--kv-precision", help="bf16 or fp8 KV cache")]
-InputLenOpt = Annotated[int | None, typer.Option("--input-len", help="prompt tokens")]
-OutputLenOpt = Annotated[int | None, typer.Option("--output-len", help="generated tokens")]
-ScenarioOpt = Annotated[str | None, typer.Option("--scenario", help="offline, server or interactive")]
-RateOpt = Annotated[float | None, typer.Option("--rate", help="server arrivals, requests/s")]
-TtftSloOpt = Annotated[float | None, typer.Option("--ttft-slo", help="p99 TTFT bound, seconds")]
-TpotSloOpt = Annotated[float | None, typer.Option("--tpot-slo", help="p99 TPOT bound, seconds")]
-KvLinkOpt = Annotated[str | None, typer.Option("--kv-link", help="auto, scale_up, scale_out, host or tcp")]
-EngineOpt = Annotated[str | None, typer.Option("--engine", help="serving engine NAME[@VERSION]: vllm, sglang, trtllm, "
-                                                                "lmdeploy (default vllm@0.8)")]
-
-
 def register(app: typer.Typer) -> None:
-    @app.command("serve")
-    def serve_cmd(
-        *,
-        ctx: typer.Context,
-        scenario_file: ScenarioFileArg = None,
-        model: ModelOpt = None,
-        cluster: ClusterOpt = None,
-        gpus: Annotated[int | None, typer.Option("--gpus", help="GPUs (aggregated)")] = None,
-        tp: Annotated[int | None, typer.Option("--tp", help="tensor-parallel degree")] = None,
-        ep: Annotated[int | None, typer.Option("--ep", help="expert-parallel degree: divides tp, or wider (up to "
-                                                            "the instance, attention data-parallel)")] = None,
-        precision: PrecisionOpt = None,
-        kv_precision: KvPrecisionOpt = None,
-        input_len: InputLenOpt = None,
-        output_len: OutputLenOpt = None,
-        scenario: ScenarioOpt = None,
-        rate: RateOpt = None,
-        ttft_slo: TtftSloOpt = None,
-        tpot_slo: TpotSloOpt = None,
-        batch: Annotated[str | None, typer.Option("--batch", help="sequences per instance, or auto")] = None,
-        batching: Annotated[str | None, typer.Option("--batching", help="inflight or static")] = None,
-        beams: Annotated[int | None, typer.Option("--beams", help="beam-search width (default 1)")] = None,
-        max_batch: Annotated[int | None, typer.Option("--max-batch", help="scheduler cap for --batch auto "
-                                                                          "(default 2048)")] = None,
-        kv_reservation: Annotated[str | None, typer.Option("--kv-reservation", help="paged or full")] = None,
-        kv_cache_fraction: Annotated[float | None, typer.Option(
-            "--kv-cache-fraction", help="memory fraction for the KV cache (default 0.9)")] = None,
-        kv_cache_of: Annotated[str | None, typer.Option(
-            "--kv-cache-of", help="total (vLLM gpu_memory_utilization) or free (TensorRT-LLM "
-                                  "kv_cache_free_gpu_mem_fraction)")] = None,
-        attention_kernel: Annotated[str | None, typer.Option(
-            "--attention-kernel", help="attention kernel family the engine runs: auto (the part's default), "
-                                       "flash2, sdpa, cudnn, flash3, triton")] = None,
-        prefill_gpus: Annotated[int | None, typer.Option("--prefill-gpus", help="disaggregated: prefill pool")] = None,
-        decode_gpus: Annotated[int | None, typer.Option("--decode-gpus", help="disaggregated: decode pool")] = None,
-        prefill_tp: Annotated[int | None, typer.Option("--prefill-tp", help="TP of a prefill instance")] = None,
-        decode_tp: Annotated[int | None, typer.Option("--decode-tp", help="TP of a decode instance")] = None,
-        decode_ep: Annotated[int | None, typer.Option("--decode-ep", help="EP of a decode instance (wider than "
-                                                                          "--decode-tp: attention data-parallel)")] = None,
-        decode_cluster: Annotated[str | None, typer.Option(
-            "--decode-cluster", help="disaggregated: the decode pool's cluster when it differs (its own "
-                                     "accelerator)")] = None,
-        prefill_ep: Annotated[int | None, typer.Option("--prefill-ep", help="EP of a prefill instance")] = None,
-        redundant_experts: Annotated[int | None, typer.Option(
-            "--redundant-experts", help="EPLB redundant expert copies per MoE layer (their weights; EP up to "
-                                        "routed + redundant)")] = None,
-        two_batch_overlap: Annotated[bool, typer.Option(
-            "--two-batch-overlap", help="two micro-batches per step: the all-to-all behind the other's "
-                                        "compute")] = False,
-        mtp: MtpOpt = None,
-        mtp_acceptance: MtpAcceptanceOpt = None,
-        kv_link: KvLinkOpt = None,
-        engine: EngineOpt = None,
-        kv_whole: Annotated[bool, typer.Option("--kv-whole", help="send the KV cache after prefill, not layer by "
-                                                                  "layer")] = False,
-        simulate: Annotated[bool, typer.Option("--simulate", help="run requests through an iteration-level "
-                                               "event loop (tails, goodput, queue over time)")] = False,
-        arrivals: Annotated[str | None, typer.Option("--arrivals", help="--simulate: poisson (default) or gamma "
-                                                     "(bursty)")] = None,
-        cv: Annotated[float | None, typer.Option("--cv", help="--simulate --arrivals gamma: inter-arrival "
-                                                 "coefficient of variation (default 4)")] = None,
-        trace: Annotated[str | None, typer.Option("--trace", help="--simulate: CSV/JSONL trace (arrival time, "
-                                                  "prompt and output lengths)")] = None,
-        requests: Annotated[int | None, typer.Option("--requests", help="--simulate: requests generated "
-                                                     "(default 10,000)")] = None,
-        seed: Annotated[int | None, typer.Option("--seed", help="--simulate: random seed (default 0)")] = None,
-        token_budget: Annotated[int | None, typer.Option("--token-budget", help="--simulate: tokens per "
-                                                         "iteration (default 8192)")] = None,
-        preemption: Annotated[str | None, typer.Option("--preemption", help="--simulate: recompute (default) or "
-                                                       "swap (KV to host memory)")] = None,
-        prefix_hit_rate: Annotated[float | None, typer.Option("--prefix-hit-rate", help="share of each prompt "
-                                                              "in the prefix cache")] = None,
-        prefix_tier: Annotated[str | None, typer.Option("--prefix-tier", help="where prefix-cache hits live: hbm "
-                                                        "(default) or host (KV offload)")] = None,
-        prefix_load: Annotated[str | None, typer.Option("--prefix-load", help="host hits load layerwise "
-                                                        "(default, behind the prefill) or whole")] = None,
-        host_kv_gb: Annotated[float | None, typer.Option("--host-kv-gb", help="host memory per GPU for "
-                                                         "offloaded KV, GB (default 5)")] = None,
-        compare_attention: Annotated[bool, typer.Option("--compare-attention",
-                                                        help="the model's attention beside its MHA equivalent")] = False,
-        as_json: Annotated[bool, typer.Option("--json", help="print the JSON document")] = False,
-        html: Annotated[str | None, typer.Option("--html", help="write a self-contained HTML page here")] = None,
-        compute: ComputeOpt = None, strict: StrictOpt = False,
-    ) -> None:
-        """Serve a model: TTFT, TPOT, tokens/s, KV cache and the KV transfer between prefill and decode pools."""
-        from tierwise.atomic import check_writable
-        from tierwise.serve.api import compare_attention as compare
-        from tierwise.serve.api import serve_estimate
+    app.command("serve")(serve_cmd)
+    app.command("serve-plan")(serve_plan_cmd)
 
-        if html is not None:
-            from tierwise.report import require_plotly
 
-            require_plotly()
-            check_writable(html, "--html")
-        flags = _flags(model=model, cluster=cluster, gpus=gpus, tp=tp, ep=ep, precision=precision,
-                       kv_precision=kv_precision, input_len=input_len, output_len=output_len, scenario=scenario,
-                       rate=rate, ttft_slo=ttft_slo, tpot_slo=tpot_slo, batch=batch, batching=batching,
-                       kv_reservation=kv_reservation, prefill_gpus=prefill_gpus, decode_gpus=decode_gpus,
-                       prefill_tp=prefill_tp, decode_tp=decode_tp, decode_ep=decode_ep, kv_link=kv_link,
-                       kv_whole=kv_whole, max_batch=max_batch, beams=beams, kv_cache_fraction=kv_cache_fraction,
-                       kv_cache_of=kv_cache_of, attention_kernel=attention_kernel, engine=engine,
-                       decode_cluster=decode_cluster, prefill_ep=prefill_ep,
-                       redundant_experts=redundant_experts, two_batch_overlap=two_batch_overlap or None)
-        flags.update(prefix_hit_rate=prefix_hit_rate, prefix_tier=prefix_tier, prefix_load=prefix_load,
-                     host_kv_gb=host_kv_gb, mtp=mtp, mtp_acceptance=mtp_acceptance)
-        cfg = _config(scenario_file, flags)
-        use_compute_profile(ctx, compute, strict)
-        sim = {"arrivals": arrivals, "cv": cv, "trace": trace, "requests": requests, "seed": seed,
-               "token_budget": token_budget, "preemption": preemption}
-        if simulate:  # the simulator runs the prefix cache the closed form prices
-            sim.update(prefix_hit_rate=cfg.prefix_hit_rate, prefix_tier=cfg.prefix_tier)
-        doc = _simulate(cfg, sim) if simulate else _no_sim_flags(sim) or serve_estimate(cfg)
-        if compare_attention:
-            doc.update(compare(cfg))
-        if html is not None:
-            from tierwise.report.serve import serve_page
+def serve_cmd(
+    *, ctx: typer.Context, scenario_file: ScenarioFileArg = None, model: ModelOpt = None, cluster: ClusterOpt = None,
+    gpus: GpusOpt = None, tp: TpOpt = None, ep: EpOpt = None, precision: PrecisionOpt = None,
+    kv_precision: KvPrecisionOpt = None, input_len: InputLenOpt = None, output_len: OutputLenOpt = None,
+    scenario: ScenarioOpt = None, rate: RateOpt = None, ttft_slo: TtftSloOpt = None, tpot_slo: TpotSloOpt = None,
+    batch: BatchOpt = None, batching: BatchingOpt = None, beams: BeamsOpt = None, max_batch: MaxBatchOpt = None,
+    kv_reservation: KvReservationOpt = None, kv_cache_fraction: KvCacheFractionOpt = None,
+    kv_cache_of: KvCacheOfOpt = None, attention_kernel: AttentionKernelOpt = None,
+    prefill_gpus: PrefillGpusOpt = None, decode_gpus: DecodeGpusOpt = None, prefill_tp: PrefillTpOpt = None,
+    decode_tp: DecodeTpOpt = None, decode_ep: DecodeEpOpt = None, decode_cluster: DecodeClusterOpt = None,
+    prefill_ep: PrefillEpOpt = None, redundant_experts: RedundantOpt = None, two_batch_overlap: TwoBatchOpt = False,
+    mtp: MtpOpt = None, mtp_acceptance: MtpAcceptanceOpt = None, kv_link: KvLinkOpt = None,
+    engine: EngineOpt = None, kv_whole: KvWholeOpt = False,
+    simulate: SimulateOpt = False, arrivals: ArrivalsOpt = None, cv: CvOpt = None, trace: TraceOpt = None,
+    requests: RequestsOpt = None, seed: SeedOpt = None, token_budget: TokenBudgetOpt = None,
+    preemption: PreemptionOpt = None,
+    prefix_hit_rate: PrefixHitRateOpt = None, prefix_tier: PrefixTierOpt = None, prefix_load: PrefixLoadOpt = None,
+    host_kv_gb: HostKvGbOpt = None, compare_attention: CompareAttentionOpt = False,
+    as_json: JsonOpt = False, html: HtmlOpt = None, compute: ComputeOpt = None, strict: StrictOpt = False,
+) -> None:
+    """Serve a model: TTFT, TPOT, tokens/s, KV cache and the KV transfer between prefill and decode pools."""
+    options = dict(locals())  # every option by name: parsed and run by _serve_document
+    doc = _serve_document(options)
+    emit(doc, as_json, lambda console: _render_serve_all(console, doc), document="serve")
 
-            doc["html"] = serve_page(doc, html)
 
-        def render(console):
-            render_serve(console, doc)
-            if "simulation" in doc:
-                render_simulation(console, doc)
-            if compare_attention:
-                render_compare(console, doc)
+def _serve_document(options: dict) -> dict:
+    """The ``serve`` document of the command's ``options``: the ``--html`` target checked before the work, the
+    options read into a :class:`~tierwise.serve.api.ServeConfig`, the closed form (or ``--simulate``) run, the
+    ``--compare-attention`` block and the HTML page added."""
+    from tierwise.atomic import check_writable
+    from tierwise.serve.api import compare_attention, serve_estimate
 
-        emit(doc, as_json, render, document="serve")
+    html = options["html"]
+    if html is not None:
+        from tierwise.report import require_plotly
 
-    @app.command("serve-plan")
-    def serve_plan_cmd(
-        *,
-        ctx: typer.Context,
-        scenario_file: ScenarioFileArg = None,
-        model: ModelOpt = None,
-        cluster: ClusterOpt = None,
-        gpus: Annotated[int | None, typer.Option("--gpus", help="GPUs to split")] = None,
-        precision: PrecisionOpt = None,
-        kv_precision: KvPrecisionOpt = None,
-        input_len: InputLenOpt = None,
-        output_len: OutputLenOpt = None,
-        scenario: ScenarioOpt = None,
-        rate: RateOpt = None,
-        ttft_slo: TtftSloOpt = None,
-        tpot_slo: TpotSloOpt = None,
-        kv_link: KvLinkOpt = None,
-        engine: EngineOpt = None,
-        decode_cluster: Annotated[str | None, typer.Option(
-            "--decode-cluster", help="plan the decode pool on this cluster (or on each of a comma-separated list) "
-                                     "and the prefill pool on --cluster")] = None,
-        mtp: MtpOpt = None,
-        mtp_acceptance: MtpAcceptanceOpt = None,
-        max_tp: Annotated[int, typer.Option("--max-tp", help="largest TP degree searched")] = 8,
-        modes: Annotated[str, typer.Option("--modes", help="both, aggregated or disaggregated")] = "both",
-        top: Annotated[int, typer.Option("--top", help="deployments listed")] = 10,
-        as_json: Annotated[bool, typer.Option("--json", help="print the JSON document")] = False,
-        compute: ComputeOpt = None, strict: StrictOpt = False,
-    ) -> None:
-        """Search the prefill/decode split, TP/EP per pool and batch for the most output tokens/s per GPU."""
-        from tierwise.serve.api import serve_plan_document
+        require_plotly()
+        check_writable(html, "--html")
+    cfg = _config(options["scenario_file"], _flags(options))
+    use_compute_profile(options["ctx"], options["compute"], options["strict"])
+    sim = {k: options[k] for k in SIM_OPTIONS}
+    if options["simulate"]:  # the simulator runs the prefix cache the closed form prices
+        sim.update(prefix_hit_rate=cfg.prefix_hit_rate, prefix_tier=cfg.prefix_tier)
+    doc = _simulate(cfg, sim) if options["simulate"] else _no_sim_flags(sim) or serve_estimate(cfg)
+    if options["compare_attention"]:
+        doc.update(compare_attention(cfg))
+    if html is not None:
+        from tierwise.report.serve import serve_page
 
-        flags = _flags(model=model, cluster=cluster, gpus=gpus, tp=None, ep=None, precision=precision,
-                       kv_precision=kv_precision, input_len=input_len, output_len=output_len, scenario=scenario,
-                       rate=rate, ttft_slo=ttft_slo, tpot_slo=tpot_slo, batch=None, batching=None,
-                       kv_reservation=None, prefill_gpus=None, decode_gpus=None, prefill_tp=None, decode_tp=None,
-                       decode_ep=None, kv_link=kv_link, kv_whole=False, engine=engine, decode_cluster=decode_cluster)
-        flags.update(mtp=mtp, mtp_acceptance=mtp_acceptance)  # taken as given, not searched
-        cfg = _config(scenario_file, flags, pools=False)
-        use_compute_profile(ctx, compute, strict)
-        doc = serve_plan_document(cfg, max_tp=max_tp, modes=modes, top=top)
-        emit(doc, as_json, lambda console: render_plan(console, doc), document="serve-plan")
+        doc["html"] = serve_page(doc, html)
+    return doc
+
+
+def _render_serve_all(console, doc: dict) -> None:
+    """The terminal view of a ``serve`` document: the deployment, then the simulation and the attention
+    comparison when present."""
+    render_serve(console, doc)
+    if "simulation" in doc:
+        render_simulation(console, doc)
+    if "compare_attention" in doc:
+        render_compare(console, doc)
+
+
+def serve_plan_cmd(
+    *, ctx: typer.Context, scenario_file: ScenarioFileArg = None, model: ModelOpt = None, cluster: ClusterOpt = None,
+    gpus: PlanGpusOpt = None, precision: PrecisionOpt = None, kv_precision: KvPrecisionOpt = None,
+    input_len: InputLenOpt = None, output_len: OutputLenOpt = None, scenario: ScenarioOpt = None,
+    rate: RateOpt = None, ttft_slo: TtftSloOpt = None, tpot_slo: TpotSloOpt = None, kv_link: KvLinkOpt = None,
+    engine: EngineOpt = None, decode_cluster: PlanDecodeClusterOpt = None, mtp: MtpOpt = None,
+    mtp_acceptance: MtpAcceptanceOpt = None, max_tp: MaxTpOpt = 8, modes: ModesOpt = "both", top: TopOpt = 10,
+    as_json: JsonOpt = False, compute: ComputeOpt = None, strict: StrictOpt = False,
+) -> None:
+    """Search the prefill/decode split, TP/EP per pool and batch for the most output tokens/s per GPU."""
+    from tierwise.serve.api import serve_plan_document
+
+    # mtp taken as given, not searched; the pools' degrees are what serve-plan searches
+    cfg = _config(scenario_file, _flags(dict(locals())), pools=False)
+    use_compute_profile(ctx, compute, strict)
+    doc = serve_plan_document(cfg, max_tp=max_tp, modes=modes, top=top)
+    emit(doc, as_json, lambda console: render_plan(console, doc), document="serve-plan")
 
 
 def render_serving_validation(console, doc: dict) -> None:

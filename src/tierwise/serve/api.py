@@ -8,12 +8,14 @@ Stable JSON keys: ``output_tokens_per_s``, ``output_tokens_per_s_per_gpu``, ``tt
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from tierwise.documents.serving import compare_block, plan_document, serve_document
 from tierwise.errors import ScenarioError, did_you_mean
 from tierwise.limits import check_float, check_int
 from tierwise.serve.cost import gpu_usd_per_s
@@ -38,13 +40,22 @@ from tierwise.serve.prefix import (
     PrefixCache,
     host_prefix_tokens,
 )
+from tierwise.serve.result import (
+    MtpSummary,
+    PlanChoice,
+    PlanSearch,
+    PrefixSummary,
+    ServeDeployment,
+    ServeEstimate,
+    ServePlan,
+)
 from tierwise.serve.transfer import KV_LINKS, pick_kv_link
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.engine import DEFAULT_ENGINE, engine_spec
 from tierwise.specs.framework import ATTENTION_KERNELS
 from tierwise.specs.model import load_model
 
-__all__ = ["ServeConfig", "serve_estimate", "workload_of", "config_from_mapping", "compare_attention", "PRECISIONS",
+__all__ = ["ServeConfig", "estimate_serving", "serve_estimate", "workload_of", "attention_variants", "plan_serving", "config_from_mapping", "compare_attention", "PRECISIONS",
            "KV_PRECISIONS"]
 
 PRECISIONS = ("bf16", "fp8", "fp4")
@@ -440,107 +451,75 @@ def _smallest_tp(model, cluster, precision: str, gpus: int) -> int:
     return max(t for t in range(1, gpus + 1) if gpus % t == 0 and (t & (t - 1)) == 0)
 
 
-def serve_estimate(cfg: ServeConfig) -> dict:
-    """The ``serve --json`` document for one deployment (module docstring for the stable keys)."""
+def estimate_serving(cfg: ServeConfig) -> ServeEstimate:
+    """One deployment served (:class:`~tierwise.serve.result.ServeEstimate`): ``cfg`` resolved, its scenario
+    evaluated (:func:`tierwise.serve.engine.evaluate`), the single prefill and the decode step at the batch served
+    priced (:mod:`tierwise.serve.phases`)."""
 
     w, d, assumed = _resolve(cfg)
-    r = {k: v[0] for k, v in evaluate(w, d).items()}
-    disagg = bool(d.disagg[0])
-    ptp, dtp, dep, pep = int(d.prefill_tp[0]), int(d.decode_tp[0]), int(d.decode_ep[0]), int(d.prefill_ep[0])
-    pf = w.prefill(ptp, pep)
-    step = decode_step_time(w.model, w.decode_side().cluster, w.precision, w.kv_bytes_per_token, dtp, dep,
-                            r["batch"] * w.beams, w.mean_context, w.params)
-    kvb = w.kv_bytes_per_token
-    doc = {
-        "model": w.model.name, "cluster": w.cluster.name,
-        "decode_cluster": None if w.decode_cluster is None else w.decode_cluster.name, "mode": "disaggregated" if disagg else "aggregated",
-        "scenario": w.scenario, "precision": w.precision, "kv_precision": w.kv_precision,
-        "input_len": w.input_len, "output_len": w.output_len, "num_gpus": int(r["num_gpus"]),
-        "deployment": _deployment(d, disagg),
-        "ep_tier": _ep_tier(w, dep),
-        "output_tokens_per_s": float(r["output_tokens_per_s"]),
-        "output_tokens_per_s_per_gpu": float(r["output_tokens_per_s_per_gpu"]),
-        "ttft_s": float(r["ttft_s"]), "tpot_s": float(r["tpot_s"]),
-        "ttft_p99_s": float(r["ttft_p99_s"]), "tpot_p99_s": float(r["tpot_p99_s"]),
-        "batch": float(r["batch"]),
-        "kv_bytes_per_token": kvb, "kv_bytes_per_request": kvb * w.input_len,
-        "kv_bytes_per_token_per_gpu": float(kvb * kv_fraction_per_gpu(w.model, dtp)),
-        "attention": attention_kind(w.model),
-        "kv_cache_bytes_per_gpu": float(r["kv_cache_bytes_per_gpu"]),
-        "weight_bytes_per_gpu": float(weight_bytes_per_gpu(w.model, w.precision, dtp, dep, w.params.redundant_experts,
-                                                           mtp=w.params.mtp)),
-        "redundant_experts": w.params.redundant_experts, "two_batch_overlap": w.params.two_batch_overlap,
-        "max_concurrency": int(r["max_concurrency"]),
-        "fits": bool(r["fits"]), "meets_slo": bool(r["meets_slo"]),
-        "slo": {"ttft_s": w.ttft_slo_s, "tpot_s": w.tpot_slo_s},
-        "rate": w.rate,
-        "prefill_bound": str(r["prefill_bound"]), "decode_bound": str(r["decode_bound"]),
-        "kv_transfer_s": float(r["kv_transfer_s"]),
-        "kv_transfer_exposed_s": float(r["kv_transfer_exposed_s"]),
-        "kv_transfer_tier": None if not disagg else str(r["kv_transfer_tier"]),
-        "kv_transfer_streamed": w.kv_streamed if disagg else None,
-        "kv_bandwidth_needed_per_prefill_node_bytes_per_s": float(r["kv_bandwidth_needed_per_prefill_node_bytes_per_s"]),
-        "kv_link_bytes_per_s_per_gpu": float(r["kv_link_bytes_per_s_per_gpu"]) if disagg else None,
-        "phases": {
-            "prefill_s": float(pf["total_s"]), "prefill_compute_s": float(pf["compute_s"]),
-            "prefill_layers_s": float(pf["layers_s"]), "prefill_head_s": float(pf["head_s"]),
-            "prefill_comm_s": float(pf["comm_s"]), "prefill_host_s": float(pf["host_s"]),
-            "decode_step_s": float(step["total_s"]), "decode_memory_s": float(step["memory_s"]),
-            "decode_compute_s": float(step["compute_s"]), "decode_comm_s": float(step["comm_s"]),
-            "decode_overhead_s": float(step["overhead_s"]),
-        },
-        "engine": w.params.engine.label,
-        "assumed": assumed,
-    }
-    if w.params.mtp:
-        doc["mtp"] = _mtp_block(w, step, dtp, dep)
-    if w.prefix is not None:
-        doc["prefix_cache"] = _prefix_block(w, pf, ptp, dtp, float(r["kv_cache_bytes_per_gpu"]),
-                                            float(r["output_tokens_per_s"]) / float(r["num_gpus"]))
-    return doc
+    r = evaluate(w, d).at(0)
+    dep = _deployment(d)
+    pf = w.prefill(dep.prefill_tp, dep.prefill_ep)
+    step = decode_step_time(w.decode_side().setup, dep.decode_tp, dep.decode_ep, r.batch * w.beams, w.mean_context)
+    return ServeEstimate(
+        workload=w, deployment=dep, results=r, prefill=pf, decode=step, ep_tier=_ep_tier(w, dep.decode_ep),
+        attention=attention_kind(w.model),
+        kv_bytes_per_token_per_gpu=float(w.kv_bytes_per_token * kv_fraction_per_gpu(w.model, dep.decode_tp)),
+        weight_bytes_per_gpu=float(weight_bytes_per_gpu(w.model, w.precision, dep.decode_tp, dep.decode_ep,
+                                                        w.params.redundant_experts, mtp=w.params.mtp)),
+        mtp=_mtp_summary(w, dep.decode_tp, dep.decode_ep) if w.params.mtp else None,
+        prefix=(None if w.prefix is None else
+                _prefix_summary(w, dep.prefill_tp, dep.decode_tp, float(r.kv_cache_bytes_per_gpu),
+                                float(r.output_tokens_per_s) / float(r.num_gpus))),
+        assumed=tuple(assumed))
 
 
-def _mtp_block(w, step: dict, dtp: int, dep: int) -> dict:
-    """The ``mtp`` block of ``serve --json`` (present with ``--mtp``): speculative tokens, modules held,
-    acceptance, expected tokens per step (:func:`tierwise.serve.phases.accepted_per_step`), the decode step
-    (``phases.decode_step_s``), the draft forwards' share of it and the MTP weights per GPU."""
+def serve_estimate(cfg: ServeConfig) -> dict:
+    """The ``serve --json`` document for one deployment (module docstring for the stable keys):
+    :func:`estimate_serving`'s record through :func:`tierwise.documents.serving.serve_document`."""
+    return serve_document(estimate_serving(cfg))
+
+
+def _mtp_summary(w, dtp: int, dep: int) -> MtpSummary:
+    """MTP as served (``serve --json`` ``mtp``, present with ``--mtp``): speculative tokens, modules held,
+    acceptance, expected tokens per step (:func:`tierwise.serve.phases.accepted_per_step`) and the MTP weights
+    per GPU."""
     p = w.params
-    return {"tokens": p.mtp, "modules": mtp_modules(w.model, p.mtp), "acceptance": p.mtp_acceptance,
-            "accepted_per_step": accepted_per_step(p), "step_s": float(step["total_s"]),
-            "draft_s": float(step["mtp_s"]),
-            "weight_bytes_per_gpu": float(mtp_weight_bytes_per_gpu(w.model, w.precision, dtp, dep, p.redundant_experts,
-                                                                   modules=mtp_modules(w.model, p.mtp)))}
+    modules = mtp_modules(w.model, p.mtp)
+    return MtpSummary(tokens=p.mtp, modules=modules, acceptance=p.mtp_acceptance,
+                      accepted_per_step=accepted_per_step(p),
+                      weight_bytes_per_gpu=float(mtp_weight_bytes_per_gpu(w.model, w.precision, dtp, dep,
+                                                                          p.redundant_experts, modules=modules)))
 
 
-def _prefix_block(w, pf: dict, ptp: int, dtp: int, cache_bytes: float, tokens_per_s_per_gpu: float) -> dict:
-    """The ``prefix_cache`` block of ``serve --json`` (:mod:`tierwise.serve.prefix`)."""
+def _prefix_summary(w, ptp: int, dtp: int, cache_bytes: float, tokens_per_s_per_gpu: float) -> PrefixSummary:
+    """The prefix cache as served (``serve --json`` ``prefix_cache``; :mod:`tierwise.serve.prefix`)."""
     p = w.prefix
     per_tok = w.kv_bytes_per_token * float(kv_fraction_per_gpu(w.model, dtp))
     host = p.tier == "host"
     hbm_tokens = cache_bytes / per_tok if per_tok else 0.0
     store = float(host_prefix_tokens(w.model, w.kv_bytes_per_token, ptp, p.host_kv_gb)) if host else None
     requests = tokens_per_s_per_gpu / w.output_len  # requests/s per GPU of the deployment
-    return {"hit_rate": p.hit_rate, "tier": p.tier, "load": p.load if host else None,
-            "cached_tokens_per_request": float(np.floor(p.hit_rate * w.input_len)),
-            "saved_prefill_s": float(pf["saved_s"]), "load_s": float(pf["load_s"]),
-            "load_exposed_s": float(pf["load_exposed_s"]),
-            "host_kv_gb_per_gpu": p.host_kv_gb if host else None,
-            "host_prefix_tokens_per_gpu": store, "hbm_cache_tokens_per_gpu": hbm_tokens,
-            "host_capacity_gain": (store / hbm_tokens if host and hbm_tokens > 0 else None),
-            # each prompt's new KV saved to host (device-to-host), behind the decode steps on a copy engine
-            "offload_bytes_per_s_per_gpu": (requests * (w.input_len - np.floor(p.hit_rate * w.input_len))
-                                            * w.kv_bytes_per_token if host else None)}
+    return PrefixSummary(
+        hit_rate=p.hit_rate, tier=p.tier, load=p.load if host else None,
+        cached_tokens_per_request=float(np.floor(p.hit_rate * w.input_len)),
+        host_kv_gb_per_gpu=p.host_kv_gb if host else None, host_prefix_tokens_per_gpu=store,
+        hbm_cache_tokens_per_gpu=hbm_tokens,
+        host_capacity_gain=(store / hbm_tokens if host and hbm_tokens > 0 else None),
+        # each prompt's new KV saved to host (device-to-host), behind the decode steps on a copy engine
+        offload_bytes_per_s_per_gpu=(requests * (w.input_len - np.floor(p.hit_rate * w.input_len))
+                                     * w.kv_bytes_per_token if host else None))
 
 
-def _deployment(d, disagg: bool) -> dict:
-    """The ``deployment`` block of the ``serve`` document: degrees per pool (and attention DP, instances)."""
+def _deployment(d) -> ServeDeployment:
+    """The degrees of the one deployment of ``d`` (:class:`~tierwise.serve.result.ServeDeployment`)."""
 
-    ptp, dtp, dep, pep = int(d.prefill_tp[0]), int(d.decode_tp[0]), int(d.decode_ep[0]), int(d.prefill_ep[0])
-    if disagg:
-        return {"prefill_gpus": int(d.prefill_gpus[0]), "prefill_tp": ptp, "prefill_ep": pep,
-                "decode_gpus": int(d.decode_gpus[0]), "decode_tp": dtp, "decode_ep": dep}
-    return {"tp": dtp, "ep": dep, "attention_dp": int(attention_dp(dtp, dep)),
-            "instances": int(d.decode_gpus[0]) // int(instance_gpus(dtp, dep))}
+    dtp, dep = int(d.decode_tp[0]), int(d.decode_ep[0])
+    return ServeDeployment(disaggregated=bool(d.disagg[0]), prefill_gpus=int(d.prefill_gpus[0]),
+                           prefill_tp=int(d.prefill_tp[0]), prefill_ep=int(d.prefill_ep[0]),
+                           decode_gpus=int(d.decode_gpus[0]), decode_tp=dtp, decode_ep=dep,
+                           attention_dp=int(attention_dp(dtp, dep)),
+                           instances=int(d.decode_gpus[0]) // int(instance_gpus(dtp, dep)))
 
 
 def _ep_tier(w, ep: int) -> str | None:
@@ -549,9 +528,9 @@ def _ep_tier(w, ep: int) -> str | None:
     return ep_tier_name(w.cluster, ep)
 
 
-def compare_attention(cfg: ServeConfig) -> dict:
+def attention_variants(cfg: ServeConfig) -> list[ServeEstimate]:
     """The same deployment with the model's own attention and with its MHA equivalent (and, for an MLA model,
-    with GQA of 8 KV heads): KV bytes per token, per request, max concurrency and throughput side by side."""
+    with GQA of 8 KV heads), one :class:`~tierwise.serve.result.ServeEstimate` each (an MHA model: itself only)."""
 
     model = load_model(cfg.model)
     variants = [model, mha_equivalent(model)]
@@ -559,21 +538,20 @@ def compare_attention(cfg: ServeConfig) -> dict:
         variants.insert(1, dataclasses.replace(mha_equivalent(model), name=model.name + "-gqa8", num_kv_heads=8))
     elif attention_kind(model) == "mha":
         variants = [model]
-    rows = []
-    for m in variants:
-        doc = serve_estimate(dataclasses.replace(cfg, model=m))
-        rows.append({"model": m.name, "attention": attention_kind(m), "kv_heads": m.num_kv_heads,
-                     **{k: doc[k] for k in ("kv_bytes_per_token", "kv_bytes_per_request", "kv_bytes_per_token_per_gpu",
-                                            "kv_cache_bytes_per_gpu", "max_concurrency", "batch",
-                                            "output_tokens_per_s_per_gpu", "tpot_s", "kv_transfer_s",
-                                            "kv_transfer_tier")}})
-    return {"compare_attention": rows}
+    return [estimate_serving(dataclasses.replace(cfg, model=m)) for m in variants]
 
 
-def _plan_pairs(w, cfg: ServeConfig, *, max_tp: int, top: int, modes: str, assumed: list[str]) -> dict:
+def compare_attention(cfg: ServeConfig) -> dict:
+    """:func:`attention_variants` side by side (KV bytes per token, per request, max concurrency, throughput):
+    the ``compare_attention`` block of ``serve --compare-attention`` (:func:`tierwise.documents.serving.compare_block`)."""
+    return compare_block(attention_variants(cfg))
+
+
+def _plan_pairs(w, cfg: ServeConfig, *, max_tp: int, top: int, modes: str, assumed: list[str]) -> PlanSearch:
     """serve-plan over heterogeneous P/D pairs: the prefill pool on ``cfg.cluster``, the decode pool on each
     cluster of ``cfg.decode_cluster`` (a name or comma-separated names), every split searched for each, the
-    best of all pairs ranked together (each row names its ``decode_cluster``)."""
+    best of all pairs ranked together (each choice names its ``decode_cluster``). No ``why_ep``: the EP line of
+    :func:`tierwise.serve.plan.serve_plan` prices the decode step on the prefill pool's cluster."""
 
     if modes == "aggregated":
         raise ScenarioError("--decode-cluster plans disaggregated pools; drop --modes aggregated")
@@ -592,26 +570,34 @@ def _plan_pairs(w, cfg: ServeConfig, *, max_tp: int, top: int, modes: str, assum
         dcl = load_cluster(name)
         r = serve_plan(dataclasses.replace(w, decode_cluster=dcl), cfg.num_gpus, max_tp=max_tp, kv_link=link,
                        top=top, modes="disaggregated")
-        total, feasible = total + r["candidates"], feasible + r["feasible"]
+        total, feasible = total + r.candidates, feasible + r.feasible
         usd_d, prices[dcl.name] = gpu_usd_per_s(dcl)
-        best += [{**b, "decode_cluster": dcl.name, **_pair_cost(b, usd_p, usd_d)} for b in r["best"]]
-    best.sort(key=lambda b: -b["output_tokens_per_s_per_gpu"])
+        best += [_pair_cost(b, dcl.name, usd_p, usd_d) for b in r.best]
+    best.sort(key=lambda b: -b.results.output_tokens_per_s_per_gpu)
     assumed += [f"GPU cost (serve/cost.py) {basis}" for basis in prices.values()]
-    return {"candidates": total, "feasible": feasible, "best": best[:top]}
+    return PlanSearch(candidates=total, feasible=feasible, best=tuple(best[:top]), why_ep=None)
 
 
-def _pair_cost(b: dict, usd_prefill: float, usd_decode: float) -> dict:
-    """A P/D pair's cost: each pool's GPUs at its own cluster's price per GPU-second (:mod:`tierwise.serve.cost`),
-    per million output tokens."""
-    usd_s = b["prefill_gpus"] * usd_prefill + b["decode_gpus"] * usd_decode
-    tok = b["output_tokens_per_s"]
-    return {"gpu_usd_per_hour": {"prefill": usd_prefill * 3600, "decode": usd_decode * 3600},
-            "usd_per_million_output_tokens": usd_s / tok * 1e6 if tok > 0 else None}
+def _pair_cost(b: PlanChoice, decode_cluster: str, usd_prefill: float, usd_decode: float) -> PlanChoice:
+    """A P/D pair with its decode pool on ``decode_cluster`` and its cost: each pool's GPUs at its own cluster's
+    price per GPU-second (:mod:`tierwise.serve.cost`), per million output tokens."""
+    usd_s = b.prefill_gpus * usd_prefill + b.decode_gpus * usd_decode
+    tok = b.results.output_tokens_per_s
+    return dataclasses.replace(b, decode_cluster=decode_cluster, prefill_usd_per_hour=usd_prefill * 3600,
+                               decode_usd_per_hour=usd_decode * 3600,
+                               usd_per_million_output_tokens=usd_s / tok * 1e6 if tok > 0 else None)
 
 
 def serve_plan_document(cfg: ServeConfig, *, max_tp: int = 8, modes: str = "both", top: int = 10) -> dict:
-    """The ``serve-plan --json`` document: the best deployments of ``cfg.num_gpus`` GPUs under the SLOs."""
-    import time
+    """The ``serve-plan --json`` document: :func:`plan_serving`'s record through
+    :func:`tierwise.documents.serving.plan_document`."""
+    return plan_document(plan_serving(cfg, max_tp=max_tp, modes=modes, top=top))
+
+
+def plan_serving(cfg: ServeConfig, *, max_tp: int = 8, modes: str = "both", top: int = 10) -> ServePlan:
+    """The best deployments of ``cfg.num_gpus`` GPUs under the SLOs (:class:`~tierwise.serve.result.ServePlan`):
+    every prefill/decode split, TP and EP per pool and batch searched (:func:`tierwise.serve.plan.serve_plan`),
+    or with ``cfg.decode_cluster`` the pairs of pools on two clusters."""
 
     if cfg.num_gpus is None:
         raise ScenarioError("serve-plan needs --gpus N (the GPUs to split between prefill and decode)")
@@ -631,12 +617,9 @@ def serve_plan_document(cfg: ServeConfig, *, max_tp: int = 8, modes: str = "both
         assumed.append(f"mtp {w.params.mtp} as given (--mtp; not searched)")
     start = time.perf_counter()
     if cfg.decode_cluster is None:
-        result = serve_plan(w, cfg.num_gpus, max_tp=max_tp, kv_link=cfg.kv_link, top=top, modes=modes,
+        search = serve_plan(w, cfg.num_gpus, max_tp=max_tp, kv_link=cfg.kv_link, top=top, modes=modes,
                             redundant=REDUNDANT_CHOICES if cfg.redundant_experts is None else None)
     else:
-        result = _plan_pairs(w, cfg, max_tp=max_tp, top=top, modes=modes, assumed=assumed)
-    elapsed = time.perf_counter() - start
-    return {"model": w.model.name, "cluster": w.cluster.name, "num_gpus": cfg.num_gpus, "scenario": w.scenario,
-            "precision": w.precision, "kv_precision": w.kv_precision, "input_len": w.input_len,
-            "output_len": w.output_len, "slo": {"ttft_s": w.ttft_slo_s, "tpot_s": w.tpot_slo_s},
-            "search_s": elapsed, **result, "assumed": assumed}
+        search = _plan_pairs(w, cfg, max_tp=max_tp, top=top, modes=modes, assumed=assumed)
+    return ServePlan(workload=w, num_gpus=cfg.num_gpus, search=search, search_s=time.perf_counter() - start,
+                     assumed=tuple(assumed))

@@ -49,6 +49,7 @@ from tierwise.serve.kv import (
 from tierwise.serve.params import ServingParameters
 from tierwise.serve.phases import decode_token_time
 from tierwise.serve.prefix import PrefixCache, prefix_prefill
+from tierwise.serve.records import PrefillCost, ServeResults, ServingSetup
 from tierwise.serve.transfer import exposed_transfer, kv_transfer_time
 from tierwise.specs.cluster import Cluster
 from tierwise.specs.model import ModelSpec
@@ -116,11 +117,16 @@ class Workload:
     def hit_rate(self) -> float:
         return 0.0 if self.prefix is None else self.prefix.hit_rate
 
-    def prefill(self, tp, ep, num_requests=1.0) -> dict:
+    @property
+    def setup(self) -> ServingSetup:
+        """What this workload's steps are priced for (:class:`~tierwise.serve.records.ServingSetup`): the model on
+        ``cluster`` (the prefill pool's, or the one pool's; :meth:`decode_side` for the decode pool's)."""
+        return ServingSetup(self.model, self.cluster, self.precision, self.params, self.kv_bytes_per_token)
+
+    def prefill(self, tp, ep, num_requests=1.0) -> PrefillCost:
         """One prefill step of ``num_requests`` prompts on this workload's cluster, less what prefix hits spare
         (:func:`tierwise.serve.prefix.prefix_prefill`)."""
-        return prefix_prefill(self.model, self.cluster, self.precision, tp, ep, self.input_len, self.params,
-                              self.prefix, self.kv_bytes_per_token, num_requests)
+        return prefix_prefill(self.setup, tp, ep, self.input_len, self.prefix, num_requests)
 
     @property
     def mean_context(self) -> float:
@@ -190,14 +196,12 @@ def _mixed_step(w: Workload, tp, ep, batch):
     # prefix (h I) to the prompt's end (I), so its mean is (1 + h) I / 2: prefill_context (1 + h) I
     h = w.hit_rate
     # (per output token: with MTP a step yields E tokens, :func:`tierwise.serve.phases.decode_token_time`)
-    return decode_token_time(w.model, w.cluster, w.precision, w.kv_bytes_per_token, tp, ep, batch * w.beams,
-                             w.mean_context, w.params, prefill_tokens=batch * (1.0 - h) * w.input_len / o,
-                             prefill_context=(1.0 + h) * w.input_len)
+    return decode_token_time(w.setup, tp, ep, batch * w.beams, w.mean_context,
+                             prefill_tokens=batch * (1.0 - h) * w.input_len / o, prefill_context=(1.0 + h) * w.input_len)
 
 
 def _pure_step(w: Workload, tp, ep, batch):
-    return decode_token_time(w.model, w.cluster, w.precision, w.kv_bytes_per_token, tp, ep, batch * w.beams,
-                             w.mean_context, w.params)
+    return decode_token_time(w.setup, tp, ep, batch * w.beams, w.mean_context)
 
 
 def _queue_wait(lam, service):
@@ -210,15 +214,16 @@ def _queue_wait(lam, service):
     return np.where(sat, np.inf, mean), np.where(sat, np.inf, p99)
 
 
-def evaluate(w: Workload, d: Deployments) -> dict[str, np.ndarray]:
-    """Every deployment of ``d`` under workload ``w`` (module docstring); arrays keyed like the JSON document."""
+def evaluate(w: Workload, d: Deployments) -> ServeResults:
+    """Every deployment of ``d`` under workload ``w`` (module docstring): a
+    :class:`~tierwise.serve.records.ServeResults` of arrays, its fields named like the JSON document's keys."""
     out_a = _aggregated(w, d) if np.any(~d.disagg) else None
     out_d = _disaggregated(w, d) if np.any(d.disagg) else None
     if out_d is None:
         return out_a
     if out_a is None:
         return out_d
-    return {k: np.where(d.disagg, out_d[k], out_a[k]) for k in out_a}
+    return out_d.where(d.disagg, out_a)
 
 
 def _batch_limit(w: Workload, d: Deployments, max_conc, dp=1.0):
@@ -228,7 +233,7 @@ def _batch_limit(w: Workload, d: Deployments, max_conc, dp=1.0):
     return np.where(d.batch > 0, d.batch, np.maximum(cap, 1))
 
 
-def _aggregated(w: Workload, d: Deployments) -> dict[str, np.ndarray]:
+def _aggregated(w: Workload, d: Deployments) -> ServeResults:
     tp, ep, gpus = d.decode_tp, d.decode_ep, d.decode_gpus
     inst = gpus // instance_gpus(tp, ep)
     cache, max_conc, fits = _capacity(w, tp, ep)
@@ -239,38 +244,42 @@ def _aggregated(w: Workload, d: Deployments) -> dict[str, np.ndarray]:
         batch = limit
         step = _pure_step(w, tp, ep, batch)
         pfb = w.prefill(tp, ep, num_requests=batch)
-        total = pfb["total_s"] + o * step["total_s"]
+        total = pfb.total_s + o * step.total_s
         tps = inst * batch * o / total
-        ttft, tpot = pfb["total_s"], step["total_s"]
+        ttft, tpot = pfb.total_s, step.total_s
         ttft99, tpot99 = ttft, tpot
-        dbound = step["bound"]
+        dbound = step.bound
     elif w.scenario == "server":
         batch, tps, ttft, tpot, ttft99, tpot99, step = _server_agg(w, d, tp, ep, inst, limit, pf)
-        dbound = step["bound"]
+        dbound = step.bound
     else:
         def tpot_ok(b):
-            s = _mixed_step(w, tp, ep, b)["total_s"]
+            s = _mixed_step(w, tp, ep, b).total_s
             ok = np.ones(s.shape, dtype=bool)
             if w.tpot_slo_s is not None:
                 ok &= s <= w.tpot_slo_s
             if w.ttft_slo_s is not None:
-                ok &= pf["total_s"] + s <= w.ttft_slo_s
+                ok &= pf.total_s + s <= w.ttft_slo_s
             return ok
 
         auto = d.batch <= 0
         batch = np.where(auto, _largest(tpot_ok, np.ones(len(d)), limit) if np.any(auto) else limit, limit)
         step = _mixed_step(w, tp, ep, batch)
-        tpot = step["total_s"]
+        tpot = step.total_s
         tps = inst * batch / tpot
-        ttft = pf["total_s"] + tpot
+        ttft = pf.total_s + tpot
         ttft99, tpot99 = ttft, tpot
         dbound = np.where(auto & (batch >= max_conc) & (max_conc < w.params.max_batch), "kv_capacity",
-                          step["bound"])
+                          step.bound)
     meets = _meets(w, ttft99, tpot99) & fits & (batch <= np.maximum(max_conc, 0))
     zeros = np.zeros(len(d))
-    return _result(w, d, tps, gpus, ttft, tpot, ttft99, tpot99, batch, cache, max_conc * inst, fits, meets,
-                   np.where(pf["compute_s"] >= pf["memory_s"], "compute", "memory"), dbound, zeros, zeros,
-                   np.full(len(d), None, dtype=object), zeros, zeros)
+    return _result(len(d), output_tokens_per_s=tps, output_tokens_per_s_per_gpu=tps / gpus, ttft_s=ttft,
+                   tpot_s=tpot, ttft_p99_s=ttft99, tpot_p99_s=tpot99, batch=batch, kv_cache_bytes_per_gpu=cache,
+                   max_concurrency=max_conc * inst, fits=fits, meets_slo=meets,
+                   prefill_bound=np.where(pf.compute_s >= pf.memory_s, "compute", "memory"), decode_bound=dbound,
+                   kv_transfer_s=zeros, kv_transfer_exposed_s=zeros, kv_transfer_tier=np.full(len(d), None, dtype=object),
+                   kv_bandwidth_needed_per_prefill_node_bytes_per_s=zeros, kv_link_bytes_per_s_per_gpu=zeros,
+                   num_gpus=gpus)
 
 
 def _server_agg(w: Workload, d: Deployments, tp, ep, inst, limit, pf):
@@ -280,18 +289,18 @@ def _server_agg(w: Workload, d: Deployments, tp, ep, inst, limit, pf):
         """Steady state with ``b`` sequences in flight per instance (module docstring): the arrival rate that
         holds them (Little's law), the step, the p99 step and the TTFT with its prefill queue."""
         step = _mixed_step(w, tp, ep, b)
-        lam = b / (pf["total_s"] + o * step["total_s"])
-        tpot99 = _mixed_step(w, tp, ep, b + Z99 * np.sqrt(b))["total_s"]
-        wait, wait99 = _queue_wait(lam, pf["compute_s"] + pf["comm_s"])
-        ttft = pf["total_s"] + step["total_s"] + wait
-        ttft99 = pf["total_s"] + tpot99 + wait99
+        lam = b / (pf.total_s + o * step.total_s)
+        tpot99 = _mixed_step(w, tp, ep, b + Z99 * np.sqrt(b)).total_s
+        wait, wait99 = _queue_wait(lam, pf.compute_s + pf.comm_s)
+        ttft = pf.total_s + step.total_s + wait
+        ttft99 = pf.total_s + tpot99 + wait99
         return lam, step, ttft, ttft99, tpot99
 
     b, ok = _server_batch(w, len(d), inst, limit, lambda b: at_batch(b)[0],
                           lambda b: _meets(w, *at_batch(b)[3:]))
     lam, step, ttft, ttft99, tpot99 = at_batch(b)
     tps = np.where(ok, (inst * lam if w.rate is None else w.rate) * o, 0.0)
-    return b, tps, ttft, step["total_s"], ttft99, tpot99, step
+    return b, tps, ttft, step.total_s, ttft99, tpot99, step
 
 
 def _server_batch(w: Workload, n: int, instances, limit, rate_at, meets_at):
@@ -330,7 +339,7 @@ def _meets(w: Workload, ttft99, tpot99):
     return ok
 
 
-def _disaggregated(w: Workload, d: Deployments) -> dict[str, np.ndarray]:
+def _disaggregated(w: Workload, d: Deployments) -> ServeResults:
     i, o, L = w.input_len, w.output_len, w.model.num_layers
     tpp, tpd, epd = d.prefill_tp, d.decode_tp, d.decode_ep
     epp = np.minimum(epd, tpp) if d.prefill_ep is None else d.prefill_ep
@@ -352,9 +361,9 @@ def _disaggregated(w: Workload, d: Deployments) -> dict[str, np.ndarray]:
         if wd is not w:  # two clusters: the slower end of the link (each decode rank receives its share)
             t = np.maximum(t, kv_transfer_time(wd.cluster, link, bytes_req / tpd, w.params))
         xfer = np.where(sel, t, xfer)
-    exposed = exposed_transfer(xfer, single["total_s"], L, w.kv_streamed)
-    prefill_rate = n_p * np.minimum(nreq / batched["total_s"], 1.0 / np.maximum(xfer, 1e-12))  # requests/s
-    link_bound = xfer > single["total_s"]
+    exposed = exposed_transfer(xfer, single.total_s, L, w.kv_streamed)
+    prefill_rate = n_p * np.minimum(nreq / batched.total_s, 1.0 / np.maximum(xfer, 1e-12))  # requests/s
+    link_bound = xfer > single.total_s
     # decode pool (on its own cluster when it has one)
     cache, max_conc, fits_d = _capacity(wd, tpd, epd)
     limit = _batch_limit(w, d, max_conc, attention_dp(tpd, epd))
@@ -364,25 +373,29 @@ def _disaggregated(w: Workload, d: Deployments) -> dict[str, np.ndarray]:
         step = _pure_step(wd, tpd, epd, batch)
     else:
         def ok_fn(b):
-            s = _pure_step(wd, tpd, epd, b)["total_s"]
+            s = _pure_step(wd, tpd, epd, b).total_s
             return s <= w.tpot_slo_s if w.tpot_slo_s is not None else np.ones(s.shape, dtype=bool)
 
         auto = d.batch <= 0
         batch = np.where(auto, _largest(ok_fn, np.ones(len(d)), limit) if np.any(auto) else limit, limit)
         step = _pure_step(wd, tpd, epd, batch)
-        tpot = step["total_s"]
+        tpot = step.total_s
         decode_tps = n_d * batch / tpot
         tps = np.minimum(prefill_rate * o, decode_tps)
-        ttft = single["total_s"] + exposed
+        ttft = single.total_s + exposed
         ttft99, tpot99 = ttft, tpot
     fits = fits_p & fits_d
     meets = _meets(w, ttft99, tpot99) & fits & (batch <= np.maximum(max_conc, 0))
-    pbound = np.where(link_bound, "link", np.where(single["compute_s"] >= single["memory_s"], "compute", "memory"))
-    dbound = np.where(prefill_rate * o < n_d * batch / step["total_s"], "prefill_pool", step["bound"])
+    pbound = np.where(link_bound, "link", np.where(single.compute_s >= single.memory_s, "compute", "memory"))
+    dbound = np.where(prefill_rate * o < n_d * batch / step.total_s, "prefill_pool", step.bound)
     need = prefill_rate / np.maximum(n_p, 1) * bytes_req / tpp * w.cluster.gpus_per_node
-    return _result(w, d, tps, d.prefill_gpus + d.decode_gpus, ttft, tpot, ttft99, tpot99, batch, cache,
-                   max_conc * n_d, fits, meets, pbound, dbound, xfer, exposed, links, need,
-                   (bytes_req / tpp) / np.maximum(xfer, 1e-12))
+    gpus = d.prefill_gpus + d.decode_gpus
+    return _result(len(d), output_tokens_per_s=tps, output_tokens_per_s_per_gpu=tps / gpus, ttft_s=ttft,
+                   tpot_s=tpot, ttft_p99_s=ttft99, tpot_p99_s=tpot99, batch=batch, kv_cache_bytes_per_gpu=cache,
+                   max_concurrency=max_conc * n_d, fits=fits, meets_slo=meets, prefill_bound=pbound,
+                   decode_bound=dbound, kv_transfer_s=xfer, kv_transfer_exposed_s=exposed, kv_transfer_tier=links,
+                   kv_bandwidth_needed_per_prefill_node_bytes_per_s=need,
+                   kv_link_bytes_per_s_per_gpu=(bytes_req / tpp) / np.maximum(xfer, 1e-12), num_gpus=gpus)
 
 
 def _server_disagg(w, d, n_p, n_d, single, exposed, prefill_rate, limit):
@@ -392,11 +405,11 @@ def _server_disagg(w, d, n_p, n_d, single, exposed, prefill_rate, limit):
     service = n_p / np.maximum(prefill_rate, 1e-12)
 
     def at_batch(b):
-        s = _pure_step(w, tpd, epd, b)["total_s"]
+        s = _pure_step(w, tpd, epd, b).total_s
         lam = n_d * b / (o * s)  # requests/s of the deployment (Little's law on the decode pool)
-        tpot99 = _pure_step(w, tpd, epd, b + Z99 * np.sqrt(b))["total_s"]
+        tpot99 = _pure_step(w, tpd, epd, b + Z99 * np.sqrt(b)).total_s
         wait, wait99 = _queue_wait(lam / n_p, service)
-        return lam, s, single["total_s"] + exposed + wait, single["total_s"] + exposed + wait99, tpot99
+        return lam, s, single.total_s + exposed + wait, single.total_s + exposed + wait99, tpot99
 
     b, ok = _server_batch(w, len(d), n_d, limit, lambda b: at_batch(b)[0] / n_d,
                           lambda b: _meets(w, *at_batch(b)[3:]))
@@ -405,19 +418,14 @@ def _server_disagg(w, d, n_p, n_d, single, exposed, prefill_rate, limit):
     return b, np.where(ok, (lam if w.rate is None else w.rate) * o, 0.0), ttft, s, ttft99, tpot99
 
 
-def _result(w, d, tps, gpus, ttft, tpot, ttft99, tpot99, batch, cache, max_conc, fits, meets, pbound, dbound, xfer,
-            exposed, link, need, link_rate):
-    n = len(d)
+_COLUMN_TYPES = {"fits": bool, "meets_slo": bool, "prefill_bound": object, "decode_bound": object,
+                 "kv_transfer_tier": object}
+"""The :class:`~tierwise.serve.records.ServeResults` columns that are not floats."""
 
-    def arr(x, dtype=float):
-        return np.broadcast_to(np.asarray(x, dtype=dtype), (n,)).copy()
 
-    return {
-        "output_tokens_per_s": arr(tps), "output_tokens_per_s_per_gpu": arr(tps / gpus), "ttft_s": arr(ttft),
-        "tpot_s": arr(tpot), "ttft_p99_s": arr(ttft99), "tpot_p99_s": arr(tpot99), "batch": arr(batch),
-        "kv_cache_bytes_per_gpu": arr(cache), "max_concurrency": arr(max_conc), "fits": arr(fits, bool),
-        "meets_slo": arr(meets, bool), "prefill_bound": arr(pbound, object), "decode_bound": arr(dbound, object),
-        "kv_transfer_s": arr(xfer), "kv_transfer_exposed_s": arr(exposed), "kv_transfer_tier": arr(link, object),
-        "kv_bandwidth_needed_per_prefill_node_bytes_per_s": arr(need),
-        "kv_link_bytes_per_s_per_gpu": arr(link_rate), "num_gpus": arr(gpus),
-    }
+def _result(n: int, **columns) -> ServeResults:
+    """The :class:`~tierwise.serve.records.ServeResults` of ``n`` deployments from its ``columns`` (each a
+    scalar or an array of ``n``), each broadcast to ``n`` entries of its type (float unless
+    :data:`_COLUMN_TYPES` says otherwise)."""
+    return ServeResults(**{k: np.broadcast_to(np.asarray(v, dtype=_COLUMN_TYPES.get(k, float)), (n,)).copy()
+                           for k, v in columns.items()})

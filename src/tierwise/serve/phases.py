@@ -65,6 +65,7 @@ from tierwise.serve.kv import (
     weight_bytes_read_per_step,
 )
 from tierwise.serve.params import ServingParameters
+from tierwise.serve.records import DecodeStep, DecodeToken, MtpDraft, PrefillCost, ServingSetup
 from tierwise.specs.cluster import Cluster
 from tierwise.specs.model import ModelSpec
 from tierwise.specs.parameters import load_parameters
@@ -198,11 +199,10 @@ def host_time(model: ModelSpec, params: ServingParameters, *, gpu_s, batch, tp, 
                             kernel_gap_s=params.kernel_gap_s)
 
 
-def prefill_time(model: ModelSpec, cluster: Cluster, precision: str, tp, ep, input_len,
-                 params: ServingParameters, num_requests=1.0) -> dict[str, np.ndarray]:
-    """Prefill of ``num_requests`` prompts of ``input_len`` tokens on one instance (module docstring).
+def prefill_time(setup: ServingSetup, tp, ep, input_len, num_requests=1.0) -> PrefillCost:
+    """Prefill of ``num_requests`` prompts of ``input_len`` tokens on one instance of ``setup`` (module docstring).
 
-    Returns ``layers_s`` (the transformer layers alone: :func:`tierwise.pricing.kernels.layer_forward` times the
+    Returns a :class:`~tierwise.serve.records.PrefillCost`: ``layers_s`` (the transformer layers alone: :func:`tierwise.pricing.kernels.layer_forward` times the
     layers, what a training micro-batch's forward of the same tokens costs), ``head_s`` (the LM head at each
     prompt's last position), ``compute_s`` (their sum), ``memory_s`` (the weights read once, for reference:
     every GEMM's roofline already counts its own read), ``comm_s``, ``host_s`` (the engine's host time of the
@@ -211,6 +211,7 @@ def prefill_time(model: ModelSpec, cluster: Cluster, precision: str, tp, ep, inp
     the first tokens): one more block of the last layer's kind per module, its collectives, and the projection
     and head at each prompt's last position.
     """
+    model, cluster, precision, params = setup.model, setup.cluster, setup.precision, setup.params
     rates = serving_rates(cluster, params)
     n = np.asarray(num_requests, dtype=float)
     s = np.asarray(input_len, dtype=float)
@@ -233,8 +234,8 @@ def prefill_time(model: ModelSpec, cluster: Cluster, precision: str, tp, ep, inp
     compute = layers + head
     gpu, host = finish_step(model, params, layers=layers, comm=comm, head=head, batch=n, tp=work.tp)
     total = gpu + host
-    return {"layers_s": layers, "head_s": head + 0 * total, "compute_s": compute, "memory_s": memory + 0 * total,
-            "comm_s": comm + 0 * total, "host_s": host + 0 * total, "total_s": total}
+    return PrefillCost(layers_s=layers, head_s=head + 0 * total, compute_s=compute, memory_s=memory + 0 * total,
+                       comm_s=comm + 0 * total, host_s=host + 0 * total, total_s=total)
 
 
 def accepted_per_step(params: ServingParameters) -> float:
@@ -280,9 +281,9 @@ def _decode_layer(model: ModelSpec, rates: ComputeRates, work: LayerWork, *, seq
             (dense_f, moe_f, dec_f, pre_f), kv_layer)
 
 
-def mtp_draft_time(model: ModelSpec, cluster: Cluster, precision: str, kv_bytes_token: float, tp, ep, batch,
-                   context, params: ServingParameters) -> dict[str, np.ndarray]:
-    """GPU seconds, FLOPs and bytes read of the ``params.mtp`` draft forwards of one decode step (0 without MTP).
+def mtp_draft_time(setup: ServingSetup, tp, ep, batch, context) -> MtpDraft:
+    """GPU seconds, FLOPs and bytes read of the ``params.mtp`` draft forwards of one decode step (0 without MTP):
+    a :class:`~tierwise.serve.records.MtpDraft`.
 
     Each speculative token is one forward of an MTP module (DeepSeek-V3 report, arXiv:2412.19437 sec. 2.2) over
     the step's ``batch`` sequences, one position each: the projection ``M_k`` (``2h -> h``, priced as ``2h / V``
@@ -291,6 +292,7 @@ def mtp_draft_time(model: ModelSpec, cluster: Cluster, precision: str, kv_bytes_
     ``context`` keys, its elementwise kernels, its TP all-reduces and EP all-to-alls: the same
     :func:`_decode_layer` and :func:`comm_time` as the target's layers) and the shared LM head. More tokens than the
     model has modules chain them (the engines' rule: :func:`tierwise.serve.params.ServingParameters.mtp`)."""
+    model, cluster, precision, params = setup.model, setup.cluster, setup.precision, setup.params
     n = int(params.mtp)
     rates = serving_rates(cluster, params)
     batch = np.asarray(batch, dtype=float)
@@ -298,7 +300,7 @@ def mtp_draft_time(model: ModelSpec, cluster: Cluster, precision: str, kv_bytes_
     work = layer_work(model, rates, precision, params, tp=tp, ep=ep, tokens=batch, seq=1.0)
     seqs = batch / attention_dp(tp, ep)
     (dense, moe), (dense_f, moe_f, dec_f, _), kv_layer = _decode_layer(
-        model, rates, work, seqs=seqs, queries=seqs, ctx=ctx, pt=0.0, pc=1.0, kv_bytes_token=kv_bytes_token, rows=batch)
+        model, rates, work, seqs=seqs, queries=seqs, ctx=ctx, pt=0.0, pc=1.0, kv_bytes_token=setup.kv_bytes_token, rows=batch)
     moe_block = bool(model.moe_layer_mask[-1]) and model.moe is not None
     block, block_f = (moe, moe_f) if moe_block else (dense, dense_f)
     peak = gemm_peak(rates, work.fp8, work.fp4)[0]
@@ -309,14 +311,14 @@ def mtp_draft_time(model: ModelSpec, cluster: Cluster, precision: str, kv_bytes_
     h = model.hidden_size
     flops = block_f + dec_f + (4.0 * h * h + 2.0 * h * model.vocab_size) / work.tp * seqs
     weights = mtp_weight_bytes_per_gpu(model, precision, work.tp, work.ep, params.redundant_experts, modules=1)
-    return {"gpu_s": n * (block + comm + proj + head), "flops": n * flops,
-            "bytes": n * (weights + kv_layer), "launches": n * (_layer_launches(moe_block, work.tp) + 2.0)}
+    return MtpDraft(gpu_s=n * (block + comm + proj + head), flops=n * flops, bytes=n * (weights + kv_layer),
+                    launches=n * (_layer_launches(moe_block, work.tp) + 2.0))
 
 
-def decode_step_time(model: ModelSpec, cluster: Cluster, precision: str, kv_bytes_token: float, tp, ep, batch,
-                     context, params: ServingParameters, prefill_tokens=0.0, prefill_context=0.0
-                     ) -> dict[str, np.ndarray]:
-    """One decode step of ``batch`` sequences at mean context ``context`` on one instance (module docstring).
+def decode_step_time(setup: ServingSetup, tp, ep, batch, context, *, prefill_tokens=0.0,
+                     prefill_context=0.0) -> DecodeStep:
+    """One decode step of ``batch`` sequences at mean context ``context`` on one instance of ``setup`` (module
+    docstring).
 
     ``prefill_tokens`` (with their mean context ``prefill_context``) are prompt tokens mixed into the same step
     (chunked prefill): they add GEMM rows, their own causal attention and communication, and share the step's
@@ -324,10 +326,12 @@ def decode_step_time(model: ModelSpec, cluster: Cluster, precision: str, kv_byte
     per sequence in the one target forward (its GEMMs see ``(1 + N) B`` rows, its attention ``1 + N`` queries per
     sequence over one read of the cache, its LM head ``1 + N`` rows per sequence: Leviathan et al. 2023 sec. 3,
     the target model scores the draft's guesses in parallel) and runs the draft forwards
-    (:func:`mtp_draft_time`). Returns ``memory_s`` (weights and KV cache read once at the datasheet rate),
-    ``compute_s`` (the math alone), ``comm_s``, ``overhead_s``, ``total_s`` (the step), ``mtp_s`` (the draft
-    forwards' GPU seconds, in ``total_s``) and ``bound`` (``memory`` or ``compute``).
+    (:func:`mtp_draft_time`). Returns a :class:`~tierwise.serve.records.DecodeStep`: ``memory_s`` (weights and
+    KV cache read once at the datasheet rate), ``compute_s`` (the math alone), ``comm_s``, ``overhead_s``,
+    ``total_s`` (the step), ``mtp_s`` (the draft forwards' GPU seconds, in ``total_s``) and ``bound``
+    (``memory`` or ``compute``).
     """
+    model, cluster, precision, params = setup.model, setup.cluster, setup.precision, setup.params
     rates = serving_rates(cluster, params)
     batch = np.asarray(batch, dtype=float)
     ctx = np.maximum(np.asarray(context, dtype=float), 1.0)
@@ -342,41 +346,37 @@ def decode_step_time(model: ModelSpec, cluster: Cluster, precision: str, kv_byte
     seqs = batch / dp
     (per_dense, per_moe), (dense_f, moe_f, dec_f, pre_f), kv_layer = _decode_layer(
         model, rates, work, seqs=seqs, queries=seqs * q, ctx=ctx, pt=pt / dp, pc=pc,
-        kv_bytes_token=kv_bytes_token, rows=rows)
+        kv_bytes_token=setup.kv_bytes_token, rows=rows)
     gemm_rate = gemm_peak(rates, work.fp8, work.fp4)[0]
     head = lm_head_time(model, rates, tokens=seqs * q, tp=tp_, peak=gemm_rate)
     layers = _layers(model, per_dense, per_moe)
-    draft = (mtp_draft_time(model, cluster, precision, kv_bytes_token, tp, ep, batch, ctx, params)
-             if params.mtp else {"gpu_s": 0.0, "flops": 0.0, "bytes": 0.0, "launches": 0.0})
+    draft = mtp_draft_time(setup, tp, ep, batch, ctx) if params.mtp else MtpDraft()
     w_read = weight_bytes_read_per_step(model, precision, tp_, work.ep, rows, params.redundant_experts)
-    memory = (w_read + model.num_layers * kv_layer + draft["bytes"]) / rates.hbm
+    memory = (w_read + model.num_layers * kv_layer + draft.bytes) / rates.hbm
     flops = (_layers(model, dense_f, moe_f) + model.num_layers * (dec_f + pre_f)
-             + 2.0 * model.hidden_size * model.vocab_size / tp_ * (seqs * q) + draft["flops"])
+             + 2.0 * model.hidden_size * model.vocab_size / tp_ * (seqs * q) + draft.flops)
     compute = flops / gemm_rate
     comm = comm_time(model, cluster, tp_.astype(np.int64), work.ep.astype(np.int64), work.tokens, precision,
                      low_latency=True)
-    gpu, overhead = finish_step(model, params, layers=layers, comm=comm, head=head + draft["gpu_s"],
-                                batch=seqs + pt / dp / pc, tp=tp_, extra_launches=draft["launches"])
+    gpu, overhead = finish_step(model, params, layers=layers, comm=comm, head=head + draft.gpu_s,
+                                batch=seqs + pt / dp / pc, tp=tp_, extra_launches=draft.launches)
     total = gpu + overhead
     bound = np.where(memory >= compute, "memory", "compute")
-    return {"memory_s": memory + 0 * total, "compute_s": compute + 0 * total, "comm_s": comm + 0 * total,
-            "overhead_s": overhead + 0 * total, "total_s": total, "mtp_s": draft["gpu_s"] + 0 * total,
-            "bound": bound}
+    return DecodeStep(memory_s=memory + 0 * total, compute_s=compute + 0 * total, comm_s=comm + 0 * total,
+                      overhead_s=overhead + 0 * total, total_s=total, mtp_s=draft.gpu_s + 0 * total, bound=bound)
 
 
-def decode_token_time(model: ModelSpec, cluster: Cluster, precision: str, kv_bytes_token: float, tp, ep, batch,
-                      context, params: ServingParameters, prefill_tokens=0.0, prefill_context=0.0
-                      ) -> dict[str, np.ndarray]:
+def decode_token_time(setup: ServingSetup, tp, ep, batch, context, *, prefill_tokens=0.0,
+                      prefill_context=0.0) -> DecodeToken:
     """:func:`decode_step_time` per output token of each sequence: what TPOT and the scenarios' step loops use.
 
     Without MTP a step is a token. With ``params.mtp`` a step yields ``E`` tokens per sequence on average
     (:func:`accepted_per_step`), so a token costs ``step / E`` (TPOT = step time / E; output tokens/s scale by E)
     and, as requests finish E times as fast, the prompt tokens chunked in per token (``prefill_tokens``) are
-    ``E`` times as many per step. Returns :func:`decode_step_time`'s keys with ``total_s`` per token, plus
-    ``step_s`` (the step) and ``tokens_per_step`` (``E``)."""
-    e = accepted_per_step(params)
-    step = decode_step_time(model, cluster, precision, kv_bytes_token, tp, ep, batch, context, params,
+    ``E`` times as many per step. Returns a :class:`~tierwise.serve.records.DecodeToken`: the ``step``,
+    ``total_s`` per token and ``tokens_per_step`` (``E``)."""
+    e = accepted_per_step(setup.params)
+    step = decode_step_time(setup, tp, ep, batch, context,
                             prefill_tokens=np.asarray(prefill_tokens, dtype=float) * e,
                             prefill_context=prefill_context)
-    return {**step, "step_s": step["total_s"], "total_s": step["total_s"] / e,
-            "tokens_per_step": e + 0 * step["total_s"]}
+    return DecodeToken(step=step, total_s=step.total_s / e, tokens_per_step=e + 0 * step.total_s)

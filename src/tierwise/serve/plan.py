@@ -31,6 +31,8 @@ from tierwise.parallel.eplb import serving_imbalance
 from tierwise.serve.engine import Deployments, evaluate
 from tierwise.serve.kv import attention_dp, weight_bytes_per_gpu, weight_bytes_read_per_step
 from tierwise.serve.phases import decode_step_time
+from tierwise.serve.records import ServeResults
+from tierwise.serve.result import PlanChoice, PlanSearch
 from tierwise.serve.transfer import pick_kv_link
 
 __all__ = ["candidates", "serve_plan", "layouts", "ep_tier_name", "explain_ep", "explain_redundant", "MAX_EP",
@@ -118,9 +120,10 @@ experts for the prefilling stage")."""
 
 
 def serve_plan(workload, num_gpus: int, *, max_tp: int = 8, kv_link: str = "auto", top: int = 10,
-               modes: str = "both", redundant: tuple[int, ...] | None = None) -> dict:
-    """The best deployments of ``num_gpus`` GPUs for ``workload`` (:class:`~tierwise.serve.engine.Workload`);
-    ``redundant``: the EPLB redundant-expert counts to search (each row names its own), default the workload's."""
+               modes: str = "both", redundant: tuple[int, ...] | None = None) -> PlanSearch:
+    """The best deployments of ``num_gpus`` GPUs for ``workload`` (:class:`~tierwise.serve.engine.Workload`), a
+    :class:`~tierwise.serve.result.PlanSearch`; ``redundant``: the EPLB redundant-expert counts to search (each
+    choice names its own), default the workload's."""
     model = workload.model
     if modes in ("both", "disaggregated") and num_gpus > MAX_DISAGGREGATED_GPUS:
         raise ScenarioError(f"--gpus {num_gpus:,} with --modes {modes}: the prefill/decode split of more than "
@@ -134,60 +137,60 @@ def serve_plan(workload, num_gpus: int, *, max_tp: int = 8, kv_link: str = "auto
     best, feasible, per_choice = [], 0, {}
     for count in choices:
         w = dataclasses.replace(workload, params=dataclasses.replace(workload.params, redundant_experts=count))
-        rows, ok = _ranked(w, d, top)
+        rows, ok = _ranked(w, d, top, count)
         feasible += ok
         per_choice[count] = rows[0] if rows else None
-        best += [{**b, "redundant_experts": count} for b in rows]
-    best.sort(key=lambda b: -b["output_tokens_per_s_per_gpu"])  # stable: fewer redundant experts win ties
-    best = best[:top]
-    out = {"candidates": len(d) * len(choices), "feasible": feasible, "best": best}
-    if best:
-        w = dataclasses.replace(workload, params=dataclasses.replace(
-            workload.params, redundant_experts=best[0]["redundant_experts"]))
-        out["why_ep"] = explain_ep(w, best[0]["decode_tp"], best[0]["decode_ep"], best[0]["batch"])
-        if len(choices) > 1:
-            out["why_redundant"] = explain_redundant(workload, best[0], per_choice)
-    else:
-        out["why_ep"] = None
-    return out
+        best += rows
+    # stable: fewer redundant experts win ties
+    best = sorted(best, key=lambda b: -b.results.output_tokens_per_s_per_gpu)[:top]
+    if not best:
+        return PlanSearch(candidates=len(d) * len(choices), feasible=feasible, best=(), why_ep=None)
+    top_choice = best[0]
+    w = dataclasses.replace(workload, params=dataclasses.replace(
+        workload.params, redundant_experts=top_choice.redundant_experts))
+    return PlanSearch(candidates=len(d) * len(choices), feasible=feasible, best=tuple(best),
+                      why_ep=explain_ep(w, top_choice.decode_tp, top_choice.decode_ep, top_choice.results.batch),
+                      why_redundant=(explain_redundant(workload, top_choice, per_choice) if len(choices) > 1
+                                     else None))
 
 
-def _ranked(workload, d: Deployments, top: int) -> tuple[list[dict], int]:
-    """The ``top`` feasible deployments of ``d`` for ``workload``, best first, and how many are feasible."""
+def _ranked(workload, d: Deployments, top: int, redundant: int) -> tuple[list[PlanChoice], int]:
+    """The ``top`` feasible deployments of ``d`` for ``workload`` (with ``redundant`` EPLB experts), best first,
+    and how many are feasible."""
     r = evaluate(workload, d)
-    ok = r["fits"] & r["meets_slo"] & (r["output_tokens_per_s"] > 0)
-    score = np.where(ok, r["output_tokens_per_s_per_gpu"], -1.0)
+    ok = r.fits & r.meets_slo & (r.output_tokens_per_s > 0)
+    score = np.where(ok, r.output_tokens_per_s_per_gpu, -1.0)
+    columns = r.columns()
     order = np.argsort(-score, kind="stable")[:top]
     best = []
     for i in order:
         if score[i] < 0:
             break
         dis = bool(d.disagg[i])
-        best.append({
-            "mode": "disaggregated" if dis else "aggregated",
-            "prefill_gpus": int(d.prefill_gpus[i]) if dis else None, "prefill_tp": int(d.prefill_tp[i]) if dis else None,
-            "prefill_ep": int(d.prefill_ep[i]) if dis else None,
-            "decode_gpus": int(d.decode_gpus[i]), "decode_tp": int(d.decode_tp[i]), "decode_ep": int(d.decode_ep[i]),
-            "decode_attention_dp": int(attention_dp(d.decode_tp[i], d.decode_ep[i])),
-            "decode_ep_tier": ep_tier_name(workload.cluster, int(d.decode_ep[i])),
-            **{k: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in r.items()},
-        })
+        best.append(PlanChoice(
+            disaggregated=dis, prefill_gpus=int(d.prefill_gpus[i]) if dis else None,
+            prefill_tp=int(d.prefill_tp[i]) if dis else None, prefill_ep=int(d.prefill_ep[i]) if dis else None,
+            decode_gpus=int(d.decode_gpus[i]), decode_tp=int(d.decode_tp[i]), decode_ep=int(d.decode_ep[i]),
+            decode_attention_dp=int(attention_dp(d.decode_tp[i], d.decode_ep[i])),
+            decode_ep_tier=ep_tier_name(workload.cluster, int(d.decode_ep[i])),
+            results=ServeResults(**{k: (v[i].item() if hasattr(v[i], "item") else v[i]) for k, v in columns.items()}),
+            redundant_experts=redundant))
     return best, int(ok.sum())
 
 
-def explain_redundant(workload, chosen: dict, per_choice: dict) -> str:
+def explain_redundant(workload, chosen: PlanChoice, per_choice: dict[int, PlanChoice | None]) -> str:
     """One line on the EPLB choice: the busiest decode EP rank's load over the mean at the chosen layout with and
     without the redundant experts (:func:`tierwise.parallel.eplb.serving_imbalance`), what their copies cost
     each GPU, and the best throughput each count reached."""
     model = workload.model
-    ep, tp = chosen["decode_ep"], chosen["decode_tp"]
-    rows = chosen["batch"] * workload.beams
+    ep, tp = chosen.decode_ep, chosen.decode_tp
+    rows = chosen.results.batch * workload.beams
     cparams = {**compute_params(), **workload.cluster.compute}
     load = {c: float(serving_imbalance(model, cparams, ep, rows, c)) for c in per_choice}
     cost = {c: float(weight_bytes_per_gpu(model, workload.precision, tp, ep, c)
                      - weight_bytes_per_gpu(model, workload.precision, tp, ep, 0)) for c in per_choice}
-    best = {c: (b["output_tokens_per_s_per_gpu"] if b else 0.0) for c, b in per_choice.items()}
-    pick = chosen["redundant_experts"]
+    best = {c: (b.results.output_tokens_per_s_per_gpu if b else 0.0) for c, b in per_choice.items()}
+    pick = chosen.redundant_experts
     parts = [f"{c} redundant: busiest EP rank {load[c]:.2f}x the mean, +{cost[c] / 1e9:.2f} GB weights per GPU, "
              f"best {best[c]:,.1f} tok/s/GPU" for c in sorted(per_choice)]
     router = "auxiliary-loss-free" if model.moe.balance == "aux-free" else "auxiliary-loss"
@@ -206,9 +209,8 @@ def explain_ep(workload, tp: int, ep: int, batch: float) -> str | None:
     redundant = workload.params.redundant_experts
     read = float(weight_bytes_read_per_step(model, workload.precision, tp, ep, rows, redundant))
     base = float(weight_bytes_read_per_step(model, workload.precision, tp, 1, rows, redundant))
-    step = decode_step_time(model, workload.cluster, workload.precision, workload.kv_bytes_per_token, tp, ep, rows,
-                            workload.mean_context, workload.params)
-    total, comm = float(step["total_s"]), float(step["comm_s"])
+    step = decode_step_time(workload.setup, tp, ep, rows, workload.mean_context)
+    total, comm = float(step.total_s), float(step.comm_s)
     tier = ep_tier_name(workload.cluster, ep) or "none"
     return (f"decode EP {ep} (tier {tier}): each GPU reads {read / 1e9:.2f} GB of weights per step against "
             f"{base / 1e9:.2f} GB with the experts unsplit at tp {tp}; the communication takes {comm * 1e3:.2f} ms of "

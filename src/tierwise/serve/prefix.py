@@ -36,10 +36,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from tierwise.serve.kv import kv_fraction_per_gpu
-from tierwise.serve.params import ServingParameters
 from tierwise.serve.phases import prefill_time
+from tierwise.serve.records import PrefillCost, ServingSetup
 from tierwise.serve.transfer import exposed_transfer, kv_transfer_time
-from tierwise.specs.cluster import Cluster
 from tierwise.specs.model import ModelSpec
 
 __all__ = ["PREFIX_TIERS", "PREFIX_LOADS", "PrefixCache", "prefix_prefill", "host_prefix_tokens"]
@@ -64,32 +63,33 @@ class PrefixCache:
     host_kv_gb: float = DEFAULT_HOST_KV_GB
 
 
-def prefix_prefill(model: ModelSpec, cluster: Cluster, precision: str, tp, ep, input_len, params: ServingParameters,
-                   prefix: PrefixCache | None, kv_bytes_token: float, num_requests=1.0) -> dict[str, np.ndarray]:
-    """:func:`tierwise.serve.phases.prefill_time`'s dict for prompts whose ``prefix.hit_rate`` share is cached
-    (module docstring), with ``load_s`` (the host-to-device load), ``load_exposed_s`` and ``saved_s`` (the prefill
-    the hit spares: the full prompt's GPU time less the suffix's)."""
-    full = prefill_time(model, cluster, precision, tp, ep, input_len, params, num_requests)
-    zero = 0.0 * full["total_s"]
+def prefix_prefill(setup: ServingSetup, tp, ep, input_len, prefix: PrefixCache | None,
+                   num_requests=1.0) -> PrefillCost:
+    """:func:`tierwise.serve.phases.prefill_time`'s :class:`~tierwise.serve.records.PrefillCost` for prompts whose
+    ``prefix.hit_rate`` share is cached (module docstring), with ``load_s`` (the host-to-device load of
+    ``setup.kv_bytes_token`` per cached token), ``load_exposed_s`` and ``saved_s`` (the prefill the hit spares:
+    the full prompt's GPU time less the suffix's)."""
+    full = prefill_time(setup, tp, ep, input_len, num_requests)
+    zero = 0.0 * full.total_s
     if prefix is None or prefix.hit_rate <= 0:
-        return {**full, "load_s": zero, "load_exposed_s": zero, "saved_s": zero}
+        return full.replace(load_s=zero, load_exposed_s=zero, saved_s=zero)
+    model = setup.model
     i = np.asarray(input_len, dtype=float)
     p = np.floor(prefix.hit_rate * i)
-    gpu = full["total_s"] - full["host_s"]
-    pre = prefill_time(model, cluster, precision, tp, ep, np.maximum(p, 1.0), params, num_requests)
-    fresh = prefill_time(model, cluster, precision, tp, ep, np.maximum(i - p, 1.0), params, num_requests)
-    suffix = np.where(p > 0, np.maximum(gpu - (pre["total_s"] - pre["host_s"]), fresh["total_s"] - fresh["host_s"]),
-                      gpu)
+    gpu = full.gpu_s
+    pre = prefill_time(setup, tp, ep, np.maximum(p, 1.0), num_requests)
+    fresh = prefill_time(setup, tp, ep, np.maximum(i - p, 1.0), num_requests)
+    suffix = np.where(p > 0, np.maximum(gpu - pre.gpu_s, fresh.gpu_s), gpu)
     load = zero
     if prefix.tier == "host":
         n = np.asarray(num_requests, dtype=float)
-        size = n * p * kv_bytes_token * kv_fraction_per_gpu(model, np.asarray(tp, dtype=float))
-        load = np.where(p > 0, kv_transfer_time(cluster, "host", np.maximum(size, 1.0), params), 0.0)
+        size = n * p * setup.kv_bytes_token * kv_fraction_per_gpu(model, np.asarray(tp, dtype=float))
+        load = np.where(p > 0, kv_transfer_time(setup.cluster, "host", np.maximum(size, 1.0), setup.params), 0.0)
     exposed = exposed_transfer(load, suffix, model.num_layers, prefix.load == "layerwise")
     scale = suffix / np.maximum(gpu, 1e-30)
-    out = {k: full[k] * scale for k in ("layers_s", "compute_s", "comm_s")}
-    return {**full, **out, "total_s": suffix + full["host_s"] + exposed, "load_s": load + zero,
-            "load_exposed_s": exposed + zero, "saved_s": gpu - suffix + zero}
+    return full.replace(layers_s=full.layers_s * scale, compute_s=full.compute_s * scale, comm_s=full.comm_s * scale,
+                        total_s=suffix + full.host_s + exposed, load_s=load + zero, load_exposed_s=exposed + zero,
+                        saved_s=gpu - suffix + zero)
 
 
 def host_prefix_tokens(model: ModelSpec, kv_bytes_token: float, tp, host_kv_gb: float) -> np.ndarray:

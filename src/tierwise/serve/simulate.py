@@ -89,9 +89,8 @@ class StepTable:
     def _step(w, tp, ep, batch, prompt_tokens, context, prompt_context):
         # per output token of each sequence (with MTP a step of E tokens costs E iterations' time:
         # :func:`tierwise.serve.phases.decode_token_time`)
-        return np.asarray(decode_token_time(w.model, w.cluster, w.precision, w.kv_bytes_per_token, tp, ep,
-                                            batch * w.beams, context, w.params, prefill_tokens=prompt_tokens,
-                                            prefill_context=prompt_context)["total_s"], dtype=float)
+        return np.asarray(decode_token_time(w.setup, tp, ep, batch * w.beams, context, prefill_tokens=prompt_tokens,
+                                            prefill_context=prompt_context).total_s, dtype=float)
 
     def time(self, b: int, p: float, c: float) -> float:
         """Seconds of an iteration of ``b`` decoding sequences at mean context ``c`` and ``p`` prompt tokens."""
@@ -307,7 +306,7 @@ def _prefill_pool(w: Workload, arr: Arrivals, tp: int, ep: int, n_inst: int, lin
     """FIFO over ``n_inst`` prefill instances, one prompt at a time each, then the exposed KV transfer:
     the time each request's first token and KV reach the decode pool."""
     lengths, inverse = np.unique(arr.input_len, return_inverse=True)
-    pf = prefill_time(w.model, w.cluster, w.precision, tp, ep, lengths.astype(float), w.params)["total_s"]
+    pf = prefill_time(w.setup, tp, ep, lengths.astype(float)).total_s
     xfer = kv_transfer_time(w.cluster, link, w.kv_bytes_per_token * lengths / tp, w.params)
     exposed = exposed_transfer(xfer, pf, w.model.num_layers, streamed)
     service, extra = np.asarray(pf)[inverse].tolist(), np.asarray(exposed)[inverse].tolist()

@@ -20,7 +20,7 @@ import numpy as np
 
 from tierwise.errors import SpecError
 from tierwise.files import read_user_text
-from tierwise.serve.api import ServeConfig, serve_estimate
+from tierwise.serve.api import ServeConfig, estimate_serving
 from tierwise.serve.params import serving_parameters
 from tierwise.serve.transfer import kv_transfer_time
 from tierwise.specs.cluster import load_cluster
@@ -100,8 +100,37 @@ def _precision(text: str) -> str | None:
 
 
 def _case(row: dict[str, str], engine: str | None = None):
-    """(keyword arguments for one evaluation, what the mapping filled) or (None, reason)."""
+    """(keyword arguments for one evaluation, what the mapping filled) or (None, reason): the deployment
+    (:func:`_deployment_kw`), the lengths (:func:`_lengths`), the scenario and the engine's settings
+    (:func:`_engine_kw`)."""
     filled: list[str] = []
+    kw, why = _deployment_kw(row, filled)
+    if kw is None:
+        return None, why
+    in_len, out_len = _lengths(row, filled)
+    if out_len is None:
+        return None, "no output length"
+    kw.update(input_len=in_len, output_len=out_len, scenario="offline", batching="inflight", kv_reservation="paged",
+              batch=0, beams=4 if row["model"].lower().startswith("gpt-j") else 1)
+    scen = row["scenario"].lower()
+    if "server" in scen and "mlperf" in scen:
+        kw["scenario"] = "server"
+        if "end-to-end" in row["latency_constraint"]:
+            kw["tpot_slo"] = 20.0 / out_len
+            filled.append("p99 end-to-end 20 s read as TPOT <= 20 s / output tokens")
+        else:
+            kw["ttft_slo"], kw["tpot_slo"] = 2.0, 0.2
+    _engine_kw(row, kw, filled, engine)
+    if "static batch" in scen or "isolated phase" in scen or "light load" in scen:
+        kw["batching"] = "static"
+        kw["batch"] = _int(row["batch_or_concurrency"]) or 1
+        if not _int(row["batch_or_concurrency"]):
+            filled.append(f"batch 1 ({row['batch_or_concurrency'] or 'no batch given'!r})")
+    return kw, filled
+
+
+def _deployment_kw(row: dict[str, str], filled: list[str]):
+    """(model, cluster, precision, GPUs and TP of a row as keyword arguments, None) or (None, why not)."""
     model = _lookup(row["model"], _MODELS)
     if model is None:
         return None, f"model {row['model'][:40]!r} is not in the catalog"
@@ -111,11 +140,15 @@ def _case(row: dict[str, str], engine: str | None = None):
     precision = _precision(row["precision"])
     if precision is None:
         return None, f"precision {row['precision']!r} is not modelled"
-    gpus = _int(row["num_gpus"]) or 1
     tp = _int(row["tp"])
     if tp is None:
         tp = 1
         filled.append("tp=1 (one replica per GPU; the source gives no TP)")
+    return dict(model=model, cluster=cluster, precision=precision, num_gpus=_int(row["num_gpus"]) or 1, tp=tp), None
+
+
+def _lengths(row: dict[str, str], filled: list[str]) -> tuple[int, int | None]:
+    """(prompt tokens, output tokens or None) of a row, what the sources say where the row gives none."""
     out_len = _int(row["output_len"])
     if row["model"].lower().startswith("gpt-j"):
         out_len = 69
@@ -136,20 +169,13 @@ def _case(row: dict[str, str], engine: str | None = None):
     if out_len is None and row["metric"].startswith("TPOT"):
         out_len = 128
         filled.append("output 128 tokens (a decode-step figure; the source gives no lengths)")
-    if out_len is None:
-        return None, "no output length"
-    scen = row["scenario"].lower()
-    kw = dict(model=model, cluster=cluster, precision=precision, num_gpus=gpus, tp=tp, input_len=in_len,
-              output_len=out_len, scenario="offline", batching="inflight", kv_reservation="paged", batch=0,
-              beams=4 if row["model"].lower().startswith("gpt-j") else 1)
-    if "server" in scen and "mlperf" in scen:
-        kw["scenario"] = "server"
-        if "end-to-end" in row["latency_constraint"]:
-            kw["tpot_slo"] = 20.0 / out_len
-            filled.append("p99 end-to-end 20 s read as TPOT <= 20 s / output tokens")
-        else:
-            kw["ttft_slo"], kw["tpot_slo"] = 2.0, 0.2
-    soft = row["software"].lower()
+    return in_len, out_len
+
+
+def _engine_kw(row: dict[str, str], kw: dict, filled: list[str], engine: str | None) -> None:
+    """The engine a row ran (or ``engine``) and its defaults a row relies on (KV cache sizing and reservation,
+    vLLM's attention kernel, KV precision and sequence cap), into ``kw``."""
+    soft, scen = row["software"].lower(), row["scenario"].lower()
     if engine is None:
         engine = engine_for_software(row["software"])
         if engine is not None:
@@ -175,12 +201,6 @@ def _case(row: dict[str, str], engine: str | None = None):
         # vLLM's engine defaults: kv_cache_dtype "auto" (the model's dtype, 16-bit) and max_num_seqs 256
         kw["kv_precision"], kw["max_batch"] = "bf16", 256
         filled.append("vLLM defaults: 16-bit KV cache (kv_cache_dtype auto), max_num_seqs 256")
-    if "static batch" in scen or "isolated phase" in scen or "light load" in scen:
-        kw["batching"] = "static"
-        kw["batch"] = _int(row["batch_or_concurrency"]) or 1
-        if not _int(row["batch_or_concurrency"]):
-            filled.append(f"batch 1 ({row['batch_or_concurrency'] or 'no batch given'!r})")
-    return kw, filled
 
 
 def _predict(kw: dict, metric: str):
@@ -188,16 +208,15 @@ def _predict(kw: dict, metric: str):
     keys = ("model", "cluster", "precision", "num_gpus", "tp", "input_len", "output_len", "scenario", "batching",
             "kv_reservation", "batch", "ttft_slo", "tpot_slo", "kv_precision", "max_batch", "beams",
             "kv_cache_fraction", "kv_cache_of", "attention_kernel", "engine")
-    cfg = ServeConfig(**{k: kw[k] for k in keys if k in kw})
-    doc = serve_estimate(cfg)
+    est = estimate_serving(ServeConfig(**{k: kw[k] for k in keys if k in kw}))
     if metric == "output_tokens_per_s_total":
-        return doc["output_tokens_per_s"]
+        return float(est.results.output_tokens_per_s)
     if metric == "samples_per_s":
-        return doc["output_tokens_per_s"] / kw["output_len"]
+        return float(est.results.output_tokens_per_s) / kw["output_len"]
     if metric in ("TPOT_mean_ms", "TPOT_ms", "TPOT_p50_ms"):
-        return doc["tpot_s"] * 1e3
+        return float(est.results.tpot_s) * 1e3
     if metric == "prefill_time_ms":
-        return doc["phases"]["prefill_s"] * 1e3
+        return float(est.prefill.total_s) * 1e3
     return None
 
 
