@@ -57,4 +57,8 @@ CASES: list[Case] = [
          stderr_has=["activation_offload_layers=32", "num_layers=32"]),
     Case(id="layouts/attention-kernel-unknown", argv=["estimate", "s.yaml"],
          files={"s.yaml": _scenario(", attention_kernel: flash9")}, stderr_has=["attention_kernel", "flash9"]),
+    # FlashAttention-3 is Hopper-only (issue 29 item 2: compute.yaml attention_kernel_generations)
+    Case(id="layouts/attention-kernel-flash3-on-a100", argv=["estimate", "s.yaml"],
+         files={"s.yaml": _scenario(", attention_kernel: flash3").replace("dgx-h100", "dgx-a100")},
+         stderr_has=["attention_kernel='flash3'", "ampere", "flash2 or cudnn"]),
 ]

@@ -17,11 +17,12 @@ from tierwise.measure.compute import (
     attention_flops,
     compute_block,
     finish_profile,
+    predictions,
     profile_target,
 )
 from tierwise.pricing.kernels import attention_time, compute_rates, gemm_peak, gemm_time
 from tierwise.specs.cluster import load_cluster
-from tierwise.specs.compute import attention_kernel_overlap
+from tierwise.specs.compute import attention_generation_factor, attention_kernel_overlap
 from tierwise.specs.compute_profile import compute_profile_in_force, device_matches
 from tierwise.workload.flops import Gemm
 
@@ -133,6 +134,31 @@ def test_attention_efficiency_is_the_roofline_inverted():
                "head_dim": 128}
         assert compute_block([row], cluster.accelerator)[f"attention_efficiency_{family}"] == pytest.approx(
             eff, rel=1e-6)
+
+
+class _Heads128:
+    qk_head_dim = v_head_dim = 128
+
+
+@pytest.mark.parametrize("name", ["dgx-a100", "dgx-b200"])
+def test_a_profile_off_hopper_round_trips_through_the_generation_factor(name):
+    """The profile's attention keys are Hopper-equivalent (measured over the family's generation factor) and the
+    pricing multiplies the factor back in, so an estimate on the profiled part prices the measured kernel at its
+    measured time (issue 29 item 2: FA2 x2.1 on Ampere and x0.55 on Blackwell, cuDNN x1.13 and x0.96)."""
+    cluster = load_cluster(name)
+    rates = compute_rates(cluster.accelerator, compute_params())
+    flops = attention_flops(4, 16, 4096, 128)
+    for family, measured_eff in (("flash2", 0.3), ("cudnn", 0.5)):
+        factor = attention_generation_factor(family, cluster.accelerator.generation)
+        assert factor != 1.0
+        fwd, _ = attention_time(np.array(flops), _Heads128, rates, seq_len=4096, eff=measured_eff,
+                                overlap=attention_kernel_overlap(family, cluster.accelerator.generation))
+        row = {"kernel": "attention-forward", "family": family, "flops": flops, "time_s": float(fwd), "seq": 4096,
+               "head_dim": 128, "dtype": "bf16", "shape": "4x16x4096x128", "backend": family}
+        block = compute_block([row], cluster.accelerator)
+        assert block[f"attention_efficiency_{family}"] == pytest.approx(measured_eff / factor, rel=1e-6)
+        (pred,) = predictions([row], cluster.accelerator, block)
+        assert pred["predicted_s"] == pytest.approx(float(fwd), rel=1e-6)
 
 
 def test_profile_target_refuses_another_part_under_strict():

@@ -49,7 +49,7 @@ from tierwise.pricing.kernels import (
     elementwise_time,
 )
 from tierwise.specs.cluster import cluster_from_mapping
-from tierwise.specs.compute import attention_kernel_overlap
+from tierwise.specs.compute import attention_generation_factor, attention_kernel_overlap
 from tierwise.specs.compute_profile import check_device
 from tierwise.specs.parameters import load_parameters
 
@@ -303,8 +303,11 @@ def compute_block(rows: list[dict], accelerator, *, small: bool = False) -> dict
     ``matmul_efficiency_max``: the best BF16 GEMM with every dimension >= :data:`LARGE_GEMM_DIM` (any BF16
     GEMM on the small path) over the dense BF16 peak; ``memory_bound_efficiency``: the STREAM copy over the
     datasheet HBM rate, at most 1; ``attention_efficiency_<family>``: each fused backend's forward, inverted
-    through the attention roofline at the catalog's rates of ``accelerator``. A kernel not measured leaves its
-    key out; a GEMM faster than the peak raises (a profile of another part).
+    through the attention roofline at the catalog's rates of ``accelerator``, over the family's generation factor
+    (:func:`tierwise.specs.compute.attention_generation_factor`): the key holds the family's Hopper-equivalent
+    efficiency, which the pricing multiplies by the same factor, so the estimate on this accelerator prices the
+    kernel at what was measured. A kernel not measured leaves its key out; a GEMM faster than the peak raises (a
+    profile of another part).
     """
     out: dict[str, float] = {}
     gemms = [r for r in rows if r["kernel"] == "gemm" and r["dtype"] == "bf16"
@@ -326,7 +329,7 @@ def compute_block(rows: list[dict], accelerator, *, small: bool = False) -> dict
         if r["kernel"] == "attention-forward" and key in rates.params:
             eff = _attention_efficiency(r, rates, family)
             if eff is not None:
-                out[key] = max(out.get(key, 0.0), eff)
+                out[key] = max(out.get(key, 0.0), eff / attention_generation_factor(family, rates.generation))
     return out
 
 
@@ -346,7 +349,8 @@ def _predicted_s(row: dict, rates) -> float | None:
     if row["kernel"] in ("rmsnorm", "adamw"):
         return float(elementwise_time(row["bytes"], rates))
     if row["kernel"].startswith("attention") and row.get("family") in SDPA_FAMILY.values():
-        eff = p[f"attention_efficiency_{'flash2' if row['family'] == 'sdpa' else row['family']}"]
+        eff = (p[f"attention_efficiency_{'flash2' if row['family'] == 'sdpa' else row['family']}"]
+               * attention_generation_factor(row["family"], rates.generation))  # as attention_kernel_rates
         overlap = attention_kernel_overlap(row["family"], rates.generation)
         backward = row["kernel"].endswith("backward")  # timed with its forward: (1 + 2.5) forward FLOPs
         fwd, bwd = attention_time(np.array(row["flops"] / ((1.0 + ATTENTION_BACKWARD_FLOPS) if backward else 1.0)),

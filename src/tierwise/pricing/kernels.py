@@ -34,6 +34,7 @@ from tierwise.specs.compute import (
     attention_efficiency_family,
     attention_generation_factor,
     attention_kernel_overlap,
+    check_kernel_generation,
     compute_profile,
     default_attention_kernel,
     grouped_gemm_efficiency,
@@ -209,7 +210,10 @@ own yet)."""
 def resolved_attention_kernel(name: str, generation: str) -> str:
     """The kernel family ``name`` is priced as on ``generation``: ``auto`` (or a name the compute model does
     not know) is the generation's default (:func:`tierwise.specs.compute.default_attention_kernel`),
-    ``flash3`` / ``triton`` their families (:data:`_KERNEL_FAMILY`)."""
+    ``flash3`` / ``triton`` their families (:data:`_KERNEL_FAMILY`). A kernel named on a generation it does not
+    run on (FlashAttention-3 off Hopper) is a :class:`~tierwise.errors.SpecError`
+    (:func:`tierwise.specs.compute.check_kernel_generation`)."""
+    check_kernel_generation(name, generation)
     name = _KERNEL_FAMILY.get(name, name)
     return name if name in ATTENTION_KERNELS else default_attention_kernel(generation)
 
@@ -218,7 +222,8 @@ def attention_kernel_rates(kernels: list[str], inverse, rates: ComputeRates):
     """(matmul efficiency, overlap) arrays of attention kernels named ``kernels[inverse]``: each family's
     global ``attention_efficiency_<family>`` (one fitted value per family, the Hopper value) times the family's
     measured generation ratio (:func:`tierwise.specs.compute.attention_generation_factor`: FlashAttention-2 and
-    SDPA's flash backend 2.1x on Ampere, from the FA2 and FA3 papers), and its exp2 overlap; the few distinct names are resolved once, so a batch stays vectorized."""
+    SDPA's flash backend 2.1x on Ampere and 0.55x on Blackwell, cuDNN 1.13x and 0.96x; compute.yaml
+    ``forward_fraction``, docs/compute.md), and its exp2 overlap; the few distinct names are resolved once, so a batch stays vectorized."""
     kinds = [resolved_attention_kernel(k, rates.generation) for k in kernels]
     eff = np.array([rates.params[f"attention_efficiency_{attention_efficiency_family(k)}"]
                     * attention_generation_factor(k, rates.generation) for k in kinds])

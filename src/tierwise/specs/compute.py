@@ -18,6 +18,7 @@ catalog accelerator of the same generation and the same dense BF16 peak (the sam
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from importlib import resources
@@ -31,7 +32,8 @@ from tierwise.specs.accelerator import load_accelerator
 
 __all__ = ["ComputeProfile", "compute_profile", "compute_catalog", "unmeasured", "attention_kernel_overlap",
            "attention_efficiency_family", "default_attention_kernel", "sdpa_backend",
-           "attention_generation_factor", "ATTENTION_KERNELS", "clock_factor", "moe_kernels_per_layer",
+           "attention_generation_factor", "matmul_share", "measured_fraction", "check_kernel_generation",
+           "ATTENTION_KERNELS", "clock_factor", "moe_kernels_per_layer",
            "moe_expert_launches", "grouped_gemm_efficiency"]
 
 ATTENTION_KERNELS = ("flash2", "sdpa", "cudnn")
@@ -197,30 +199,73 @@ REFERENCE_GENERATION = "hopper"
 """The generation whose efficiency the fitted ``attention_efficiency_<family>`` is (every family runs there)."""
 
 
-def _matmul_share(fraction: float, part: str) -> float:
-    """The matmul efficiency a no-overlap (FA2-structured) kernel must reach to deliver ``fraction`` of ``part``'s
-    dense BF16 peak once its exp2 time is added: ``1 / (1/fraction - peak / (512 x exp2 rate))`` (per FLOP,
-    the measured time is matmul time plus one exp2 per 512 FLOPs at head width 128; docs/compute.md)."""
+def measured_fraction(entry: dict) -> tuple[float, float, float]:
+    """(fraction of the effective peak, effective peak FLOP/s, exp2 per s) of one ``forward_fraction`` entry.
 
-    acc = load_accelerator(part)
-    exp2 = compute_profile(acc).exp2_per_s
-    return 1.0 / (1.0 / fraction - acc.peak_flops_per_s("bf16") / (SCORE_FLOPS_HEAD_128 * exp2))
+    The entry names the catalog ``part`` it ran on and either the published ``fraction`` of that part's dense
+    BF16 peak or the measured ``tflops``; ``power_w`` when the card ran below the part's rated board power
+    (an A100 80GB PCIe at 300 W is the 400 W SXM part's die): peak and exp2 rate are then both at the
+    sustained clock :func:`clock_factor` gives, as the estimator prices such a part."""
+    acc = load_accelerator(str(entry["part"]))
+    if entry.get("power_w") is not None:
+        acc = dataclasses.replace(acc, power_w=float(entry["power_w"]))
+    prof = compute_profile(acc)
+    peak = acc.peak_flops_per_s("bf16") * prof.clock_factor
+    if "tflops" in entry:
+        return float(entry["tflops"]) * 1e12 / peak, peak, prof.exp2_per_s
+    return float(entry["fraction"]) / prof.clock_factor, peak, prof.exp2_per_s
+
+
+def matmul_share(fraction: float, peak: float, exp2_per_s: float, overlap: float) -> float:
+    """The matmul efficiency a kernel must reach to deliver ``fraction`` of ``peak`` once its exponentials are
+    priced as the estimator prices them (pricing/kernels.py ``overlapped``: ``max + (1 - overlap) min`` of the
+    matmul and exp2 times). Per FLOP, in units of 1/peak: measured ``T = 1/fraction``, exp2 ``E = peak / (512 x
+    exp2 rate)`` (one exp2 per 512 FLOPs at head width 128). Matmul-bound (``M >= E``): ``M = T - (1 - overlap)
+    E``; exp2-bound: ``M = (T - E) / (1 - overlap)``. The share is ``1/M``. No overlap (FlashAttention-2):
+    ``1 / (1/fraction - peak / (512 x exp2 rate))``; full overlap (cuDNN / FA3 class on Hopper and Blackwell):
+    the fraction itself while the matmuls bind (docs/compute.md). A measurement at or past the exp2 bound says
+    nothing of the matmuls: a :class:`SpecError`."""
+    t, e = 1.0 / fraction, peak / (SCORE_FLOPS_HEAD_128 * exp2_per_s)
+    m = t - (1.0 - overlap) * e
+    if m < e:
+        m = (t - e) / (1.0 - overlap) if overlap < 1.0 and t > e else 0.0
+    if m <= 1.0:
+
+        raise SpecError(f"an attention forward at {fraction:.3f} of the peak is at the exp2 bound ({1 / e:.3f}) "
+                        "or above the peak: compute.yaml attention_kernels forward_fraction is inconsistent")
+    return 1.0 / m
 
 
 @functools.cache
 def attention_generation_factor(family: str, generation: str) -> float:
     """How much more (or less) of the peak a kernel family's matmuls reach on ``generation`` than on
     :data:`REFERENCE_GENERATION`, from the family's measured ``forward_fraction`` per generation (compute.yaml
-    ``attention_kernels``; each with its paper): the ratio of the matmul shares :func:`_matmul_share` implies.
-    1 where the family has no measurement for ``generation`` (FlashAttention-2: A100 0.73 -> 0.893,
-    H100 0.35 -> 0.424: 2.10)."""
+    ``attention_kernels``; each with its source): the ratio of the matmul shares :func:`matmul_share` implies,
+    each under the family's exp2 overlap on its generation (:func:`attention_kernel_overlap`). 1 where the
+    family has no measurement for ``generation``. FlashAttention-2: A100 0.73 -> 0.893, H100 0.35 -> 0.424:
+    2.10; B200 425 TFLOP/s -> 0.233: 0.55. cuDNN: A100 (PCIe, 300 W) 184 TFLOP/s -> 0.776, H200 680 -> 0.687,
+    B200 1488 -> 0.661: 1.13 and 0.962."""
     table = compute_catalog()["attention_kernels"].get(family, {})
-    table = compute_catalog()["attention_kernels"].get(str(table.get("efficiency_of", family)), {})
-    measured = table.get("forward_fraction", {})
+    name = str(table.get("efficiency_of", family))
+    measured = compute_catalog()["attention_kernels"].get(name, {}).get("forward_fraction", {})
     if generation not in measured or REFERENCE_GENERATION not in measured:
         return 1.0
-    own, ref = measured[generation], measured[REFERENCE_GENERATION]
-    return _matmul_share(float(own["fraction"]), own["part"]) / _matmul_share(float(ref["fraction"]), ref["part"])
+    own, ref = measured_fraction(measured[generation]), measured_fraction(measured[REFERENCE_GENERATION])
+    return (matmul_share(*own, attention_kernel_overlap(name, generation))
+            / matmul_share(*ref, attention_kernel_overlap(name, REFERENCE_GENERATION)))
+
+
+def check_kernel_generation(kernel: str, generation: str) -> None:
+    """Refuse a named attention kernel on a known generation it does not run on (compute.yaml
+    ``attention_kernel_generations``: FlashAttention-3 is Hopper-only); an unknown generation ("") passes."""
+    entry = compute_catalog().get("attention_kernel_generations", {}).get(kernel)
+    if entry is None or not generation or generation in entry["generations"]:
+        return
+    others = "flash2 or cudnn" if generation == "ampere" else "cudnn (FlashAttention-4 is of that class)"
+
+    raise SpecError(f"attention_kernel={kernel!r} runs only on {', '.join(entry['generations'])} (compute.yaml "
+                    f"attention_kernel_generations), not on this {generation} accelerator; name the kernel it "
+                    f"runs there: {others}")
 
 
 def attention_efficiency_family(kernel: str) -> str:

@@ -56,7 +56,8 @@ __all__ = ["FRAMEWORKS", "ATTENTION_KERNELS", "GRAD_REDUCE_DTYPES", "ZERO2_SYNC"
 FRAMEWORKS = ("megatron", "nemo", "torchtitan", "llm-foundry", "deepspeed")
 ATTENTION_KERNELS = ("flash2", "sdpa", "cudnn", "flash3", "triton", "auto", "unfused")
 """Attention kernel families: FlashAttention-2 (and Triton ports), PyTorch SDPA (its FlashAttention-2
-backend), cuDNN fused attention / FlashAttention-3 (Hopper and later), and ``unfused``: the pre-FlashAttention
+backend), cuDNN fused attention / FlashAttention-3 (FA3 runs on Hopper only: compute.yaml
+``attention_kernel_generations`` refuses it elsewhere), and ``unfused``: the pre-FlashAttention
 core of Megatron-LM 2021-22 (batched GEMMs and a fused masked softmax over the materialized score matrix,
 priced by ``estimate/step.py:_unfused_core_times``). Priced by the compute model
 (``flash3`` as the cuDNN / FA3 class, ``triton`` as FlashAttention-2). ``auto``: the accelerator
