@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tierwise.goodput.results import CheckpointCosts
 from tierwise.specs.parameters import load_parameters
 from tierwise.workload.flops import model_shape
 
@@ -34,7 +35,7 @@ def _storage(num_gpus: int, opts, rates: dict) -> tuple[float, list[str]]:
                      f"({entry['source']})"]
 
 
-def checkpoint_costs(model, cluster, num_gpus: int, est, opts, rates: dict) -> tuple[dict, list[str]]:
+def checkpoint_costs(model, cluster, num_gpus: int, est, opts, rates: dict) -> tuple[CheckpointCosts, list[str]]:
     """Per-plan arrays ``bytes_per_gpu, write_s, blocking_s, drain_s, restore_s, restart_s`` and the
     scalars ``state_bytes, storage_bytes_per_s``; with what was assumed."""
 
@@ -63,5 +64,5 @@ def checkpoint_costs(model, cluster, num_gpus: int, est, opts, rates: dict) -> t
                        "+ checkpoint restore (read + broadcast) + one step to re-warm")
     else:
         restart = np.full(n, float(opts.restart_s))
-    return ({"bytes_per_gpu": per_gpu, "state_bytes": state, "storage_bytes_per_s": storage, "write_s": write,
-             "blocking_s": delta, "drain_s": drain, "restore_s": restore, "restart_s": restart}, assumed)
+    return (CheckpointCosts(bytes_per_gpu=per_gpu, state_bytes=state, storage_bytes_per_s=storage, write_s=write,
+                            blocking_s=delta, drain_s=drain, restore_s=restore, restart_s=restart), assumed)

@@ -30,22 +30,22 @@ def rank_plans_by_goodput(doc: dict, m, cl, gpus: int, top: int, opts) -> dict:
     est = estimate(m, cl, batch)
     fm = failure_model(cl, gpus, opts)
     ev = evaluate(m, cl, gpus, batch, est, opts, fm)
-    adjusted = ev["goodput_tokens_per_s"] * gpus / (gpus + ev["spare_gpus_p99"])
+    adjusted = ev.goodput_tokens_per_s * gpus / (gpus + ev.spare_gpus_p99)
     order = np.argsort(-adjusted, kind="stable")
     for i, e in enumerate(doc["plans"]):
-        dom = ev["fault_domain"][i]
-        e["goodput"] = {"ettr": float(ev["ettr"][i]), "goodput_tokens_per_s": float(ev["goodput_tokens_per_s"][i]),
+        dom = ev.fault_domain[i]
+        e["goodput"] = {"ettr": float(ev.ettr[i]), "goodput_tokens_per_s": float(ev.goodput_tokens_per_s[i]),
                         "adjusted_tokens_per_s": float(adjusted[i]), "fault_unit": dom["unit"],
                         "gpus_unavailable_per_failure": dom["gpus_unavailable_per_failure"],
                         "spare_gpus_p99": dom["spare_gpus_p99"],
-                        "checkpoint_interval_s": float(ev["checkpoint_interval_s"][i]),
-                        "checkpoint_bytes_per_gpu": float(ev["checkpoint_bytes_per_gpu"][i]),
+                        "checkpoint_interval_s": float(ev.checkpoint_interval_s[i]),
+                        "checkpoint_bytes_per_gpu": float(ev.checkpoint.bytes_per_gpu[i]),
                         "step_rank": i + 1}
     doc["plans"] = [doc["plans"][int(j)] for j in order[:top]]
     doc["goodput"] = {"ranked_by": "tokens/s x ETTR x N / (N + spare GPUs at p99), over the planner's "
                                    f"{len(plans)} best plans by step time",
-                      "mtti_s": fm["mtti_s"], "interruptions_per_day": fm["interruptions_per_day"],
-                      "assumed": sorted(set(ev["assumed"]))}
+                      "mtti_s": fm.mtti_s, "interruptions_per_day": fm.interruptions_per_day,
+                      "assumed": sorted(set(ev.assumed))}
     return doc
 
 
@@ -62,10 +62,10 @@ def scale_with_goodput(doc: dict, m, cl, opts) -> dict:
         n = p["num_gpus"]
         used = p.get("gpus", {}).get("used", n)  # idle GPUs (no layout uses them) are held, like spares
         ev = evaluate(m, cl, used, batch, estimate(m, cl, batch), opts)
-        adjusted = float(ev["goodput_tokens_per_s"][0]) * used / max(n, used + float(ev["spare_gpus_p99"][0]))
-        p["goodput"] = {"ettr": float(ev["ettr"][0]), "goodput_tokens_per_s": float(ev["goodput_tokens_per_s"][0]),
-                        "adjusted_tokens_per_s": adjusted, "mtti_s": ev["failure_model"]["mtti_s"],
-                        "spare_gpus_p99": float(ev["spare_gpus_p99"][0])}
+        adjusted = float(ev.goodput_tokens_per_s[0]) * used / max(n, used + float(ev.spare_gpus_p99[0]))
+        p["goodput"] = {"ettr": float(ev.ettr[0]), "goodput_tokens_per_s": float(ev.goodput_tokens_per_s[0]),
+                        "adjusted_tokens_per_s": adjusted, "mtti_s": ev.failure_model.mtti_s,
+                        "spare_gpus_p99": float(ev.spare_gpus_p99[0])}
         if prev is not None and knee is None:
             ratio = n / prev[0]
             if adjusted < prev[1] * (1 + 0.5 * (ratio - 1)):
