@@ -11,7 +11,7 @@ import math
 from dataclasses import asdict
 from typing import Any
 
-__all__ = ["DOCUMENTS", "goodput_document"]
+__all__ = ["DOCUMENTS", "goodput_document", "with_goodput_ranking", "with_goodput_scaling"]
 
 BREAKDOWN = {
     "compute_s": "num", "recompute_s": "num", "bubble_s": "num", "exposed_comm_s": "num", "optimizer_s": "num",
@@ -193,4 +193,33 @@ def goodput_document(g) -> dict[str, Any]:
         doc["ettr_simulated"] = g.ettr_simulated
     doc["assumed"] = list(g.assumed)
     doc["explanation"] = list(g.explanation)
+    return doc
+
+
+def with_goodput_ranking(doc: dict, ranking, top: int) -> dict:
+    """``plan --json`` with a :class:`tierwise.goodput.results.GoodputRanking` (``None``: no plans, ``doc`` as it
+    is): each plan's ``goodput`` block, the plans re-ordered by adjusted throughput (the first ``top``), and the
+    top-level ``goodput`` block (:data:`PLAN`)."""
+    if ranking is None:
+        return doc
+    for e, r in zip(doc["plans"], ranking.plans, strict=True):
+        e["goodput"] = asdict(r)
+    doc["plans"] = [doc["plans"][j] for j in ranking.order[:top]]
+    doc["goodput"] = {"ranked_by": "tokens/s x ETTR x N / (N + spare GPUs at p99), over the planner's "
+                                   f"{len(ranking.plans)} best plans by step time",
+                      "mtti_s": ranking.mtti_s, "interruptions_per_day": ranking.interruptions_per_day,
+                      "assumed": list(ranking.assumed)}
+    return doc
+
+
+def with_goodput_scaling(doc: dict, scaling) -> dict:
+    """``scale --json`` with a :class:`tierwise.goodput.results.GoodputScaling`: each point's ``goodput`` block,
+    the goodput knee and its sentence (:data:`SCALE`)."""
+    for k, g in scaling.points.items():
+        doc["points"][k]["goodput"] = asdict(g)
+    knee = scaling.knee_num_gpus
+    doc["goodput_knee_num_gpus"] = knee
+    doc["goodput_explanation"] = (f"with failures counted, adding GPUs stops paying at {knee} GPUs (goodput per "
+                                  "doubling < 1.5x)" if knee else
+                                  "with failures counted, every doubling still buys at least 1.5x the goodput")
     return doc

@@ -5,7 +5,10 @@
 * :class:`CheckpointCosts` - a checkpoint's size and times (arrays over plans, or one plan's floats);
 * :class:`GoodputEvaluation` - :func:`tierwise.goodput.model.evaluate`'s arrays over a batch of plans;
 * :class:`GoodputEstimate` - one plan's goodput, what ``goodput --json`` prints
-  (:func:`tierwise.documents.training.goodput_document`).
+  (:func:`tierwise.documents.training.goodput_document`);
+* :class:`GoodputRanking` and :class:`GoodputScaling` - the blocks ``plan --goodput`` and ``scale --goodput``
+  add to the planner's documents (:mod:`tierwise.goodput.ranking`; added by
+  :func:`tierwise.documents.training.with_goodput_ranking` and ``with_goodput_scaling``).
 
 Formulas and sources are with the code that computes the figures (:mod:`tierwise.goodput.model`,
 :mod:`.checkpoint`, :mod:`.interval`, :mod:`.domain`); docs/goodput.md has them all.
@@ -20,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ComponentRate", "FailureModel", "CheckpointCosts", "LostTime", "GoodputEvaluation", "GoodputEstimate"]
+__all__ = ["ComponentRate", "FailureModel", "CheckpointCosts", "LostTime", "GoodputEvaluation", "GoodputEstimate",
+           "PlanGoodput", "GoodputRanking", "ScaleGoodput", "GoodputScaling"]
 
 DAY_S = 86400.0
 
@@ -184,3 +188,56 @@ class GoodputEstimate:
     @property
     def interruptions_per_day(self) -> float:
         return self.failure_model.interruptions_per_day
+
+
+@dataclass(frozen=True)
+class PlanGoodput:
+    """One of the planner's plans under ``plan --goodput`` (field order = the JSON block's key order)."""
+
+    ettr: float
+    goodput_tokens_per_s: float
+    adjusted_tokens_per_s: float
+    """tokens/s x ETTR x N / (N + spare GPUs at p99)."""
+    fault_unit: str
+    gpus_unavailable_per_failure: int
+    spare_gpus_p99: int
+    """The spare GPUs the plan's fault unit needs at p99 (whole units, as the fault domain gives them)."""
+    checkpoint_interval_s: float
+    checkpoint_bytes_per_gpu: float
+    step_rank: int
+    """The plan's rank by step time (1 = the planner's best)."""
+
+
+@dataclass(frozen=True)
+class GoodputRanking:
+    """``plan --goodput``: the planner's plans re-ranked by goodput-adjusted throughput
+    (:func:`tierwise.goodput.ranking.goodput_ranking`)."""
+
+    plans: tuple[PlanGoodput, ...]
+    """In the planner's order (by step time)."""
+    order: tuple[int, ...]
+    """Indices into ``plans``, best adjusted throughput first (stable: ties keep the step-time order)."""
+    mtti_s: float
+    interruptions_per_day: float
+    assumed: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ScaleGoodput:
+    """One ``scale --goodput`` point (field order = the JSON block's key order)."""
+
+    ettr: float
+    goodput_tokens_per_s: float
+    adjusted_tokens_per_s: float
+    """Goodput x GPUs used / max(GPUs asked, GPUs used + spares at p99): idle and spare GPUs are held too."""
+    mtti_s: float
+    spare_gpus_p99: float
+
+
+@dataclass(frozen=True)
+class GoodputScaling:
+    """``scale --goodput``: a block per point that has a plan (by index into the points), and the knee."""
+
+    points: Mapping[int, ScaleGoodput]
+    knee_num_gpus: int | None
+    """The first GPU count whose doubling grows the adjusted goodput less than 1.5x; ``None`` if none does."""
