@@ -228,3 +228,23 @@ def test_goodput_ranking_is_a_record_over_the_planners_plans():
         assert p.adjusted_tokens_per_s == pytest.approx(p.goodput_tokens_per_s * n / (n + p.spare_gpus_p99))
         assert 0 < p.ettr < 1
     assert goodput_ranking({"plans": []}, m, c, n, GoodputOptions(failure_rates="/nonexistent.yaml")) is None
+
+
+def test_rate_catalog_is_a_record_with_the_users_file_over_it(tmp_path):
+    """load_rates answers a frozen RateCatalog: shipped entries keep their sources, a user file overrides a rate
+    (keeping the shipped per and kind), adds a component last, and sets a repair time with its own source."""
+    from tierwise.goodput.rates import RateCatalog, load_rates
+
+    shipped = load_rates()
+    assert isinstance(shipped, RateCatalog) and shipped.detect_s.value > 0 and shipped.detect_s.source
+    f = tmp_path / "rates.yaml"
+    f.write_text("components:\n  gpu: 1.0e-3\n  psu: {rate_per_day: 2.0e-4, per: host}\nrepair_s:\n  node: 3600\n")
+    user = load_rates(str(f))
+    assert user.components["gpu"].rate_per_day == 1.0e-3
+    assert (user.components["gpu"].per, user.components["gpu"].kind) == (shipped.components["gpu"].per,
+                                                                         shipped.components["gpu"].kind)
+    assert list(user.components)[-1] == "psu" and user.components["psu"].per == "host"
+    assert user.repair_s["node"].value == 3600.0 and "user file" in user.repair_s["node"].source
+    assert user.repair_s["rack"] == shipped.repair_s["rack"]
+    with pytest.raises(AttributeError):
+        user.detect_s = None

@@ -16,7 +16,7 @@ from tierwise.goodput.checkpoint import checkpoint_costs
 from tierwise.goodput.domain import fault_domain, spares_needed, unit_of
 from tierwise.goodput.interval import daly_ettr, daly_interval, first_order_ettr, young_interval
 from tierwise.goodput.inventory import component_counts
-from tierwise.goodput.rates import GoodputError, load_rates
+from tierwise.goodput.rates import ComponentSpec, GoodputError, load_rates
 from tierwise.goodput.results import (
     CheckpointCosts,
     ComponentRate,
@@ -109,21 +109,21 @@ def failure_model(cluster, num_gpus: int, opts: GoodputOptions) -> FailureModel:
     counts, how = component_counts(cluster, num_gpus, rates, opts.fabric)
     assumed: list[str] = []
     if opts.node_failure_rate is not None:
-        comps = {"node": {"per": "node", "kind": "hardware", "rate_per_day": float(opts.node_failure_rate),
-                          "source": "--node-failure-rate (all causes, per node per day)"}}
+        comps = {"node": ComponentSpec(per="node", kind="hardware", rate_per_day=float(opts.node_failure_rate),
+                                       source="--node-failure-rate (all causes, per node per day)")}
     else:
-        comps = rates["components"]
-        zero = [k for k, c in comps.items() if c["rate_per_day"] == 0 and not c["source"].startswith("included in")]
+        comps = rates.components
+        zero = [k for k, c in comps.items() if c.rate_per_day == 0 and not c.source.startswith("included in")]
         if zero and opts.failure_rates is None:
             assumed.append(f"no independent rate shipped for {', '.join(zero)} (counted 0; each one's source in "
                            "--json by_component says why); "
                            "give them with --failure-rates or use --node-failure-rate")
     rows = []
     for name, c in comps.items():
-        n = int(counts[c["per"]])
-        rows.append(ComponentRate(component=name, per=c["per"], kind=c["kind"], count=n,
-                                  rate_per_part_per_day=float(c["rate_per_day"]),
-                                  rate_per_day=n * float(c["rate_per_day"]), source=c["source"]))
+        n = int(counts[c.per])
+        rows.append(ComponentRate(component=name, per=c.per, kind=c.kind, count=n,
+                                  rate_per_part_per_day=c.rate_per_day, rate_per_day=n * c.rate_per_day,
+                                  source=c.source))
     return FailureModel.of(rows, counts=counts, counted=how, assumed=assumed, rates=rates)
 
 
@@ -206,7 +206,7 @@ def _domains(cluster, plans, est, fm: FailureModel, num_gpus: int) -> tuple[list
                 demand += r.rate_per_day * (dom["replacements_per_unit"] if whole_rack else 1)
         kind = dom["unit"] if dom["unit"] != "none" else ("rack" if dom["scale_up_domain_gpus"] > dom["gpus_per_host"]
                                                           else "node")
-        repair = float(rates["repair_s"][kind]["value"])
+        repair = float(rates.repair_s[kind].value)
         k = spares_needed(demand, repair)
         per_unit = dom["replacements_per_unit"] if kind == "rack" else 1
         units = -(-k // per_unit)

@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from tierwise.goodput.rates import RateCatalog
+
 __all__ = ["ComponentRate", "FailureModel", "CheckpointCosts", "LostTime", "GoodputEvaluation", "GoodputEstimate",
            "PlanGoodput", "GoodputRanking", "ScaleGoodput", "GoodputScaling"]
 
@@ -61,12 +63,12 @@ class FailureModel:
     counted: Any
     """How the parts were counted (text for the document)."""
     assumed: tuple[str, ...]
-    rates: Mapping[str, Any]
+    rates: RateCatalog
     """The rate catalog used (:func:`tierwise.goodput.rates.load_rates`): repair, restart, storage defaults."""
 
     @classmethod
     def of(cls, components: Sequence[ComponentRate], *, counts: Mapping[str, int], counted: Any,
-           assumed: Sequence[str], rates: Mapping[str, Any]) -> FailureModel:
+           assumed: Sequence[str], rates: RateCatalog) -> FailureModel:
         """The model of ``components`` (their ``share`` filled in): total rate, MTTI."""
         total = sum(c.rate_per_day for c in components)
         rows = tuple(replace(c, share=c.rate_per_day / total if total > 0 else 0.0) for c in components)
