@@ -114,16 +114,16 @@ def _row(model, base, size, num_gpus, *, global_batch, seq, precision, prices, f
     extra = scale_up_extra(cl, size, figures, optics, ualink=ualink)
     unit = max(size, 72)
     bought = -(-num_gpus // unit) * unit
-    switches = math.ceil(extra["switches_per_gpu"] * bought)
+    switches = math.ceil(extra.switches_per_gpu * bought)
     ev = evaluate(model, cl, num_gpus, batch, est, opts, fm=_failure_model(cl, num_gpus, opts, switches))
     ettr, spare = float(ev.ettr[0]), float(ev.spare_gpus_p99[0])
     dom = ev.fault_domain[0]
     usd_key, w_key = _RACK_KEYS[base.accelerator.name]
     rack_usd = float(prices[usd_key]["value"]) / 72
     rack_w = float(prices[w_key]["value"]) / 72
-    per_gpu_usd = rack_usd + extra["usd_per_gpu"]
+    per_gpu_usd = rack_usd + extra.usd_per_gpu
     capex = (bought + spare) * per_gpu_usd + net["network_capex_usd"]
-    it_w = bought * (rack_w + extra["w_per_gpu"]) + net["network_power_w"]
+    it_w = bought * (rack_w + extra.w_per_gpu) + net["network_power_w"]
     pue, kwh, life = (float(prices[k]["value"]) for k in ("pue", "usd_per_kwh", "life_years"))
     facility = it_w * pue
     usd_per_s = capex / (life * _SECONDS_PER_YEAR) + facility * kwh / 3.6e6
@@ -134,7 +134,7 @@ def _row(model, base, size, num_gpus, *, global_batch, seq, precision, prices, f
                ettr=ettr, goodput_tokens_per_s=tps * ettr, fault_unit=dom["unit"], fault_unit_gpus=dom["unit_gpus"],
                nvlink_switch_failure_takes_gpus=size if size > base.gpus_per_node else base.gpus_per_node,
                spare_gpus_p99=spare, gpus_bought=bought, scale_up_switches=switches,
-               scale_up_extra=extra, capex_usd=capex, facility_w=facility,
+               scale_up_extra=extra.as_dict(), capex_usd=capex, facility_w=facility,
                goodput_tokens_per_usd=tps * ettr / usd_per_s, goodput_tokens_per_joule=tps * ettr / facility)
     return row
 
