@@ -190,7 +190,7 @@ def goodput_document(g) -> dict[str, Any]:
     if g.time_to_train is not None:
         doc["time_to_train"] = g.time_to_train
     if g.ettr_simulated is not None:
-        doc["ettr_simulated"] = g.ettr_simulated
+        doc["ettr_simulated"] = asdict(g.ettr_simulated)
     doc["assumed"] = list(g.assumed)
     doc["explanation"] = list(g.explanation)
     return doc

@@ -25,7 +25,7 @@ from tierwise.goodput.results import (
     GoodputEvaluation,
     LostTime,
 )
-from tierwise.goodput.simulate import MAX_EVENTS, MAX_EVENTS_PER_RUN, simulate
+from tierwise.goodput.simulate import MAX_EVENTS, MAX_EVENTS_PER_RUN, SimulatedEttr, simulate
 from tierwise.hierarchy import TIER_ORDER
 from tierwise.limits import check_float, check_int
 from tierwise.specs.plan import PlanBatch, validate_plan_batch
@@ -296,7 +296,7 @@ def _assumed(evaluated, dom: dict, opts: GoodputOptions) -> tuple[str, ...]:
     return tuple(assumed)
 
 
-def _simulated(fm: FailureModel, dom: dict, ck: CheckpointCosts, tau: float, opts: GoodputOptions) -> dict:
+def _simulated(fm: FailureModel, dom: dict, ck: CheckpointCosts, tau: float, opts: GoodputOptions) -> SimulatedEttr:
     """The seeded Monte Carlo of :mod:`tierwise.goodput.simulate` for one plan, within its size limits."""
 
     per_run = fm.interruptions_per_day * opts.days
@@ -313,7 +313,7 @@ def _simulated(fm: FailureModel, dom: dict, ck: CheckpointCosts, tau: float, opt
                    tau=tau, delta=ck.blocking_s, drain=ck.drain_s,
                    restart=ck.restart_s, span_s=opts.days * DAY_S, runs=opts.runs, seed=opts.seed,
                    spares=_slots(opts.spares, dom), repair_s=dom["repair_s"])
-    return sim | {"seed": opts.seed, "spares": opts.spares}
+    return replace(sim, seed=opts.seed, spares=opts.spares)
 
 
 def _slots(spares: int | None, dom: dict) -> int | None:

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from tierwise.goodput.rates import RateCatalog
+from tierwise.goodput.simulate import SimulatedEttr
 
 __all__ = ["ComponentRate", "FailureModel", "CheckpointCosts", "LostTime", "GoodputEvaluation", "GoodputEstimate",
            "PlanGoodput", "GoodputRanking", "ScaleGoodput", "GoodputScaling"]
@@ -177,7 +178,7 @@ class GoodputEstimate:
     days: float
     time_to_train: dict | None
     """With ``tokens``: seconds and days to train them at the goodput, and failure-free days."""
-    ettr_simulated: dict | None
+    ettr_simulated: SimulatedEttr | None
     """With ``runs``: the seeded Monte Carlo (:mod:`tierwise.goodput.simulate`)."""
     assumed: tuple[str, ...]
     explanation: tuple[str, ...]
