@@ -89,7 +89,7 @@ def test_a_gpu_count_that_is_not_the_plans_is_refused_naming_both(objs):
     with pytest.raises(TierwiseError) as err:
         tierwise.estimate_goodput(objs["m"], objs["c"], 16, objs["plan"])
     assert "num_gpus=16" in str(err.value) and "= 8 GPUs" in str(err.value)
-    assert tierwise.estimate_goodput(objs["m"], objs["c"], 8, objs["plan"])["num_gpus"] == 8
+    assert tierwise.estimate_goodput(objs["m"], objs["c"], 8, objs["plan"]).num_gpus == 8
     with pytest.raises(TierwiseError, match="16"):  # a search's fixed degrees that do not make num_gpus
         tierwise.search(objs["m"], objs["c"], 16, 16, 4096, constraints=tierwise.Constraints(tp=8, pp=1, cp=1, dp=1), top=1)
 

@@ -40,8 +40,10 @@ def test_cpo_shrinks_the_spine_penalty():
     c = domain_cluster(load_cluster("gb200-nvl72"), 576)
     f = load_figures()
     plug, cpo = scale_up_extra(c, 576, f, "pluggable"), scale_up_extra(c, 576, f, "cpo")
-    assert cpo["w_per_gpu"] < plug["w_per_gpu"] - 18 * (17 - 4.9) + 1e-6
-    assert scale_up_extra(c, 72, f)["usd_per_gpu"] == 0.0
+    assert cpo.w_per_gpu < plug.w_per_gpu - 18 * (17 - 4.9) + 1e-6
+    assert (plug.optics, cpo.optics) == ("pluggable", "cpo")
+    in_rack = scale_up_extra(c, 72, f)
+    assert in_rack.usd_per_gpu == 0.0 and in_rack.optics is None and "optics" not in in_rack.as_dict()
 
 
 def test_domain_the_accelerator_cannot_build(cli_error):

@@ -6,10 +6,17 @@ import math
 
 import pytest
 
-from tierwise.goodput import GoodputError, GoodputOptions, failure_model, goodput
+from tierwise.documents.training import goodput_document
+from tierwise.goodput import GoodputError, GoodputEstimate, GoodputOptions, failure_model
+from tierwise.goodput import goodput as goodput_estimate
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.model import load_model
 from tierwise.specs.plan_mapping import plan_from_mapping
+
+
+def goodput(*args, **kwargs) -> dict:
+    """The ``goodput --json`` body of :func:`tierwise.goodput.goodput` (the tests below read the document)."""
+    return goodput_document(goodput_estimate(*args, **kwargs))
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +106,8 @@ def test_llama3_unexpected_interruptions_known_gap():
     SRAM, GSP, SDC, thermal) and 109 software, host and unknown. docs/goodput.md explains the gap; these
     bounds hold it."""
     fm = failure_model(load_cluster("hgx-h100-roce"), 16384, GoodputOptions())
-    total = fm["interruptions_per_day"] * 54
-    rows = {r["component"]: r["rate_per_day"] * 54 for r in fm["components"]}
+    total = fm.interruptions_per_day * 54
+    rows = {r.component: r.rate_per_day * 54 for r in fm.components}
     network = rows["access_link"] + rows["fabric_link"] + rows["leaf_switch"] + rows["spine_switch"] + rows["nic"]
     gpu = rows["gpu"] + rows["hbm"] + rows["gpu_sram_processor"]
     unsourced = rows["host"] + rows["software"] + rows["maintenance"]
@@ -177,3 +184,68 @@ def test_spares_quantile_is_the_poisson_ppf():
         for q in (0.5, 0.9, 0.99, 0.999):
             assert spares_needed(mean * 86400, 1.0, q) == int(poisson.ppf(q, mean)), (mean, q)
     assert spares_needed(0.0, 3600.0) == 0
+
+
+def test_the_estimate_is_a_record_and_the_document_reads_it(small):
+    """goodput() answers a frozen GoodputEstimate; the document's figures are its fields, an infinite MTTI is
+    null, and a failure model with a part count changed (design --domain-sweep's switches) re-derives its
+    total, shares and MTTI."""
+    m, c, p = small
+    g = goodput_estimate(m, c, 64, p, GoodputOptions(node_failure_rate=0.5, runs=5))
+    assert isinstance(g, GoodputEstimate)
+    with pytest.raises(AttributeError):
+        g.ettr = 1.0
+    doc = goodput_document(g)
+    assert doc["ettr"] == g.ettr and doc["mtti_s"] == g.mtti_s == 86400 / 4
+    assert doc["checkpoint_blocking_s"] == g.checkpoint.blocking_s
+    assert doc["lost_time_per_day"]["total_s"] == pytest.approx((1 - g.ettr) * 86400)
+    assert doc["ettr_simulated"]["mean"] == g.ettr_simulated.mean and g.ettr_simulated.runs == 5
+    assert doc["explanation"] == list(g.explanation)
+    none = goodput_estimate(m, c, 64, p, GoodputOptions(node_failure_rate=0.0))
+    assert math.isinf(none.mtti_s) and goodput_document(none)["mtti_s"] is None
+    fm = failure_model(load_cluster("gb200-nvl72"), 576, GoodputOptions())
+    more = fm.with_count("nvlink_switch", 1000)
+    switch = next(r for r in more.components if r.per == "nvlink_switch")
+    assert switch.count == 1000 and switch.rate_per_day == 1000 * switch.rate_per_part_per_day
+    assert more.interruptions_per_day == pytest.approx(sum(r.rate_per_day for r in more.components))
+    assert more.mtti_s == pytest.approx(86400 / more.interruptions_per_day) and more.mtti_s < fm.mtti_s
+    assert math.isclose(sum(r.share for r in more.components), 1.0)
+
+
+def test_goodput_ranking_is_a_record_over_the_planners_plans():
+    """plan --goodput's ranking: one PlanGoodput per planner plan in step-time order (step_rank 1..n), ``order``
+    best adjusted throughput first, adjusted = goodput x N / (N + spares); no plans -> None (nothing evaluated)."""
+    from tierwise.goodput.ranking import goodput_ranking
+    from tierwise.planner.gpus import plan_any_gpus
+
+    m, c = load_model("llama3.1-8b"), load_cluster("gb200-nvl72")
+    doc = plan_any_gpus(m, c, 72, 256, 4096, top=8)
+    r = goodput_ranking(doc, m, c, doc["gpus"]["used"], GoodputOptions())
+    n = doc["gpus"]["used"]
+    assert [p.step_rank for p in r.plans] == list(range(1, len(doc["plans"]) + 1))
+    adjusted = [r.plans[j].adjusted_tokens_per_s for j in r.order]
+    assert adjusted == sorted(adjusted, reverse=True) and sorted(r.order) == list(range(len(r.plans)))
+    for p in r.plans:
+        assert p.adjusted_tokens_per_s == pytest.approx(p.goodput_tokens_per_s * n / (n + p.spare_gpus_p99))
+        assert 0 < p.ettr < 1
+    assert goodput_ranking({"plans": []}, m, c, n, GoodputOptions(failure_rates="/nonexistent.yaml")) is None
+
+
+def test_rate_catalog_is_a_record_with_the_users_file_over_it(tmp_path):
+    """load_rates answers a frozen RateCatalog: shipped entries keep their sources, a user file overrides a rate
+    (keeping the shipped per and kind), adds a component last, and sets a repair time with its own source."""
+    from tierwise.goodput.rates import RateCatalog, load_rates
+
+    shipped = load_rates()
+    assert isinstance(shipped, RateCatalog) and shipped.detect_s.value > 0 and shipped.detect_s.source
+    f = tmp_path / "rates.yaml"
+    f.write_text("components:\n  gpu: 1.0e-3\n  psu: {rate_per_day: 2.0e-4, per: host}\nrepair_s:\n  node: 3600\n")
+    user = load_rates(str(f))
+    assert user.components["gpu"].rate_per_day == 1.0e-3
+    assert (user.components["gpu"].per, user.components["gpu"].kind) == (shipped.components["gpu"].per,
+                                                                         shipped.components["gpu"].kind)
+    assert list(user.components)[-1] == "psu" and user.components["psu"].per == "host"
+    assert user.repair_s["node"].value == 3600.0 and "user file" in user.repair_s["node"].source
+    assert user.repair_s["rack"] == shipped.repair_s["rack"]
+    with pytest.raises(AttributeError):
+        user.detect_s = None

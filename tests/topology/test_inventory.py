@@ -67,9 +67,11 @@ def test_roce_and_ib_differ_and_nvl72_uses_rack_prices():
     inv = inventory(fab)
     ib = network_cost(inv, 1024, fab.nic_bytes_per_s, prices, fabric="ib")
     roce = network_cost(inv, 1024, fab.nic_bytes_per_s, prices, fabric="roce")
-    assert ib["capex_by_part_usd"]["switches"] != roce["capex_by_part_usd"]["switches"]
-    assert roce["capex_by_part_usd"]["nics"] - ib["capex_by_part_usd"]["nics"] == pytest.approx(1024 * 300)
-    assert roce["power_by_part_w"]["nics"] - ib["power_by_part_w"]["nics"] == pytest.approx(1024 * 50)
+    assert ib.capex_by_part_usd["switches"] != roce.capex_by_part_usd["switches"]
+    assert roce.capex_by_part_usd["nics"] - ib.capex_by_part_usd["nics"] == pytest.approx(1024 * 300)
+    assert roce.power_by_part_w["nics"] - ib.power_by_part_w["nics"] == pytest.approx(1024 * 50)
+    assert (ib.fabric, roce.fabric) == ("ib", "roce")
+    assert ib.as_dict()["network_share_of_capex"] == ib.network_share_of_capex
     rack = servers_cost("gb200", 144, 1200, prices)
     assert rack["units"] == 2 and rack["capex_usd"] == 2 * prices["rack_gb200_nvl72_usd"]["value"]
     assert servers_cost("h100-sxm", 16, 700, prices)["capex_usd"] == 2 * prices["server_h100_usd"]["value"]

@@ -167,6 +167,7 @@ def register(app: typer.Typer) -> None:
         oversubscription: OversubOpt = None,
     ) -> None:
         """Failures, fault domains and checkpoints: MTTI, optimal checkpoint interval, ETTR and goodput."""
+        from tierwise.documents.training import goodput_document
         from tierwise.goodput.model import goodput
 
         if html is not None:
@@ -186,7 +187,7 @@ def register(app: typer.Typer) -> None:
         m, cl, n, plan, source, gpus_used = _goodput_job(
             scenario, model=model, cluster=cluster, gpus=gpus, global_batch=global_batch, seq=seq,
             degrees=dict(tp=tp, pp=pp, cp=cp, ep=ep, dp=dp), recompute=recompute, precision=precision, zero=zero)
-        doc = goodput(m, cl, n, plan, opts, plan_source=source)
+        doc = goodput_document(goodput(m, cl, n, plan, opts, plan_source=source))
         if scenario is None:
             doc["gpus"] = gpus_used
         doc["economics"] = _goodput_economics(doc, cl, n, opts, price_table)

@@ -200,6 +200,14 @@ GoodputNodeOpt = Annotated[float | None, typer.Option("--node-failure-rate", hel
                                                       "failures per node per day")]
 
 
+def _rank_by_goodput(doc: dict, m, cl, top: int, opts) -> dict:
+    """``plan --goodput``: the planner's plans re-ranked by goodput-adjusted throughput, the first ``top`` kept."""
+    from tierwise.documents.training import with_goodput_ranking
+    from tierwise.goodput.ranking import goodput_ranking
+
+    return with_goodput_ranking(doc, goodput_ranking(doc, m, cl, doc["gpus"]["used"], opts), top)
+
+
 def _goodput_pool() -> int:
     from tierwise.goodput.ranking import GOODPUT_POOL
 
@@ -290,9 +298,7 @@ def register(app: typer.Typer) -> None:
             doc = plan_any_gpus(m, cl, gpus, global_batch, seq, constraints=c, objective=objective,
                                 top=top if opts is None else max(top, _goodput_pool()), show_infeasible=show_infeasible)
         if opts is not None:
-            from tierwise.goodput.ranking import rank_plans_by_goodput
-
-            doc = rank_plans_by_goodput(doc, m, cl, doc["gpus"]["used"], top, opts)
+            doc = _rank_by_goodput(doc, m, cl, top, opts)
         _add_economics(doc, cl, gpus, levers, tokens, price_table, overrides)
         _emit_plan(doc, as_json=as_json, html=html, goodput=opts is not None)
 
@@ -354,9 +360,10 @@ def scale_cmd(
         doc = scale_document(m, cl, counts, global_batch, seq, constraints=c, objective=objective,
                              plan_fn=plan_any_gpus)
     if opts is not None:
-        from tierwise.goodput.ranking import scale_with_goodput
+        from tierwise.documents.training import with_goodput_scaling
+        from tierwise.goodput.ranking import goodput_scaling
 
-        doc = scale_with_goodput(doc, m, cl, opts)
+        doc = with_goodput_scaling(doc, goodput_scaling(doc, m, cl, opts))
     if html is not None:
         from tierwise.report import write_page
         from tierwise.report.scale import scale_page

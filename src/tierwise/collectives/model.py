@@ -25,6 +25,8 @@ minimum is taken:
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from tierwise.collectives import alpha_beta
@@ -178,90 +180,143 @@ def _latencies(cluster: Cluster, span: GroupSpan, p, protocol: str, b_in, b_out)
     return l_in, l_out
 
 
+class _Group(NamedTuple):
+    """What every candidate of one call shares: the group's shape as floats, tier rates, launch cost, bus factor."""
+
+    n: np.ndarray
+    """Ranks in the group."""
+    nl: np.ndarray
+    """Ranks per scale-up domain."""
+    m: np.ndarray
+    """Scale-up domains the group spans."""
+    b_ring: np.ndarray
+    """A ring's achievable one-way rate inside a domain (see :func:`_tier_rates`)."""
+    b_p2p: np.ndarray
+    """A point-to-point transfer's rate inside a domain."""
+    b_out: np.ndarray
+    """Each rank's share of the rate between domains (NICs, or the host link)."""
+    launch: float
+    """Kernel launch overhead (serialized over the GPUs one process drives)."""
+    factor: np.ndarray
+    """The bus factor (ring-equivalent bytes per byte of buffer, nccl-tests' busbw/algbw)."""
+
+
 def _candidates(kind: str, size, span: GroupSpan, cluster: Cluster, p, algorithms, gpus_per_process: int):
-    """Yield (algorithm, protocol, time array, scale-up bytes, scale-out bytes) for each candidate."""
-    n, nl, m = span.size.astype(float), span.ranks_per_domain.astype(float), span.num_domains.astype(float)
-    b_ring, b_p2p, b_out_bulk = _tier_rates(cluster, span, p)
-    launch = p["launch_overhead"] + (gpus_per_process - 1) * p["launch_overhead_per_extra_gpu"]
-    factor = bus_factor(kind, n) if kind != "send-recv" else np.ones_like(n)
-    rail_only = kind == "all-to-all" and cluster.fabric.get("topology") == "rail-only"
+    """Yield (algorithm, protocol, time array, scale-up bytes, scale-out bytes) for each candidate.
+
+    As NCCL's ``topoGetAlgoInfo`` (tuning.cc, collectives-notes.md section 4.1): every algorithm under every
+    protocol; the in-network reductions (NVLS, SHARP) run Simple only.
+    """
+    n = span.size.astype(float)
+    g = _Group(n, span.ranks_per_domain.astype(float), span.num_domains.astype(float), *_tier_rates(cluster, span, p),
+               launch=p["launch_overhead"] + (gpus_per_process - 1) * p["launch_overhead_per_extra_gpu"],
+               factor=bus_factor(kind, n) if kind != "send-recv" else np.ones_like(n))
     for algo in algorithms:
         if algo == "sharp":
             if kind == "all-reduce" and cluster.scale_out_reduction:
-                yield (algo, "simple", *_sharp_all_reduce(size, span, cluster, p, launch, b_ring))
-            continue
-        if algo == "nvls":
-            if kind != "all-reduce" or not cluster.in_network_reduction:
-                continue
-            # (nl+1)/nl x S through each GPU's NVLink ports (sjeaugey, nccl-tests PR #239); between domains
-            # a double binary tree (NVLSTree), pipelined with it
-            # (pipelined, Simple protocol: each of the 1 + 2 log2(m) pipeline stages adds one chunk time)
-            nvls_eff = p["nvls_efficiency_by_generation"].get(cluster.accelerator.generation, p["nvls_efficiency"])
-            b_nvls = cluster.scale_up_bytes_per_s * nvls_eff
-            b_tree = nl * b_out_bulk * p["tree_efficiency"]
-            egress = alpha_beta.tree_egress_factor(m)
-            intra = (nl + 1) / nl * size / b_nvls
-            inter = np.where(m > 1, egress * size / b_tree, 0.0)
-            depth = np.ceil(np.log2(np.maximum(m, 1)))
-            chunk = p["simple_chunk_bytes"] * p["simple_channels"]
-            fill = chunk / b_nvls + 2 * depth * chunk / b_tree
-            # NCCL's NVLS constant is an 8-GPU baseboard's; a domain across hosts adds its hardware path once
-            # per phase (reduce-scatter through the switch, multicast all-gather back)
-            lat = (launch + p["nvls_latency"] + 2 * cluster.scale_up_extra_latency_s + fill
-                   + 2 * depth * (cluster.scale_out_latency_at(m) + p["nvls_tree_net_latency"]))
-            t = np.where((nl > 1) & (n > 1), lat + np.maximum(intra, inter), np.inf)
-            yield algo, "simple", t, (nl + 1) / nl * size, np.where(m > 1, egress * size / nl, 0.0)
-            continue
-        for proto in ("ll", "ll128", "simple"):
-            frac = p["protocol_bandwidth_fraction"][proto]
-            base = p["base_latency"][algo if algo in p["base_latency"] else "ring"][proto]
-            if algo == "direct":
-                a2a = p["all_to_all_efficiency"] if kind == "all-to-all" else 1.0
-                b_in, b_out = b_p2p * frac * a2a, b_out_bulk * frac * a2a
-            else:
-                b_in, b_out = b_ring * frac, b_out_bulk * frac
-            if algo == "tree":
-                b_in, b_out = b_in * p["tree_efficiency"], b_out * p["tree_efficiency"]
-            if algo in ("ring", "tree"):
-                # a ring's rate is min(b_in, nl x b_out); capping both at the protocol's bus bandwidth caps it
-                cap = _protocol_cap(cluster, span, p, proto)
-                b_in, b_out = np.minimum(b_in, cap), np.minimum(b_out, cap / nl)
-            l_in, l_out = _latencies(cluster, span, p, proto, b_in, nl * b_out)
-            lat0 = launch + base
-            if algo == "ring":
-                t = alpha_beta.ring_time(kind, size, n, nl, b_in, b_out, l_in, l_out)
-                up = np.where(nl > 1, factor * size, 0.0)
-                out = np.where(m > 1, factor * size / nl, 0.0)
-            elif algo == "tree":
-                t = alpha_beta.tree_time(kind, size, n, nl, b_in, b_out, l_in, l_out)
-                up = np.where(nl > 1, 2.0 * (nl - 1) / nl * size, 0.0)
-                out = np.where(m > 1, alpha_beta.tree_egress_factor(m) * size / nl, 0.0)
-            elif algo == "hierarchical":
-                if kind == "all-reduce":
-                    t = alpha_beta.hierarchical_time(kind, size, n, nl, b_in, b_out, l_in, l_out)
-                    up = 2 * (nl - 1) / nl * size
-                    out = 2 * (m - 1) / m * size / nl
-                else:
-                    t = alpha_beta.hierarchical_time(kind, size, n, nl, b_in, b_out, l_in, l_out)
-                    up = (nl - 1) / nl * size
-                    out = (m - 1) / m * size / nl
-                # a hierarchy with one level is just a ring; keep the ring as the name for that case
-                t = np.where((nl > 1) & (m > 1), t, np.inf)
-            elif kind == "send-recv":
-                # one transfer of S over the tier between the two ranks
-                inner = nl >= n
-                t = np.where(inner, size / b_in + l_in, size / np.maximum(b_out, 1e-30) + l_out)
-                up = np.where(inner & (n > 1), size, 0.0)  # one rank sends nothing
-                out = np.where(inner, 0.0, size)
-            elif rail_only:  # cross-rail bytes are forwarded over the scale-up domain first (PXN)
-                t = alpha_beta.rail_only_all_to_all_time(size, n, nl, b_in, b_out, l_in, l_out)
-                up = ((nl - 1) / n + np.where(n > nl, (nl - 1) / nl * (n - nl) / n, 0.0)) * size
-                out = (n - nl) * size / n
-            else:  # direct all-to-all
-                t = alpha_beta.direct_all_to_all_time(size, n, nl, b_in, b_out, l_in, l_out)
-                up = (nl - 1) * size / n
-                out = (n - nl) * size / n
-            yield algo, proto, np.where(n > 1, lat0 + t, 0.0), up, out
+                yield (algo, "simple", *_sharp_all_reduce(size, span, cluster, p, g.launch, g.b_ring))
+        elif algo == "nvls":
+            if kind == "all-reduce" and cluster.in_network_reduction:
+                yield (algo, "simple", *_nvls_all_reduce(size, g, cluster, p))
+        else:
+            for proto in ("ll", "ll128", "simple"):
+                yield (algo, proto, *_point_to_point(kind, algo, proto, size, g, span, cluster, p))
+
+
+def _nvls_all_reduce(size, g: _Group, cluster: Cluster, p):
+    """NVLS all-reduce (the scale-up switches reduce): (time, scale-up bytes, scale-out bytes) per rank.
+
+    (nl+1)/nl x S through each GPU's NVLink ports (sjeaugey, nccl-tests PR #239); between domains a double
+    binary tree (NVLSTree), pipelined with it (pipelined, Simple protocol: each of the 1 + 2 log2(m) pipeline
+    stages adds one chunk time).
+    """
+    n, nl, m = g.n, g.nl, g.m
+    nvls_eff = p["nvls_efficiency_by_generation"].get(cluster.accelerator.generation, p["nvls_efficiency"])
+    b_nvls = cluster.scale_up_bytes_per_s * nvls_eff
+    b_tree = nl * g.b_out * p["tree_efficiency"]
+    egress = alpha_beta.tree_egress_factor(m)
+    intra = (nl + 1) / nl * size / b_nvls
+    inter = np.where(m > 1, egress * size / b_tree, 0.0)
+    depth = np.ceil(np.log2(np.maximum(m, 1)))
+    chunk = p["simple_chunk_bytes"] * p["simple_channels"]
+    fill = chunk / b_nvls + 2 * depth * chunk / b_tree
+    # NCCL's NVLS constant is an 8-GPU baseboard's; a domain across hosts adds its hardware path once
+    # per phase (reduce-scatter through the switch, multicast all-gather back)
+    lat = (g.launch + p["nvls_latency"] + 2 * cluster.scale_up_extra_latency_s + fill
+           + 2 * depth * (cluster.scale_out_latency_at(m) + p["nvls_tree_net_latency"]))
+    t = np.where((nl > 1) & (n > 1), lat + np.maximum(intra, inter), np.inf)
+    return t, (nl + 1) / nl * size, np.where(m > 1, egress * size / nl, 0.0)
+
+
+def _point_to_point(kind: str, algo: str, proto: str, size, g: _Group, span: GroupSpan, cluster: Cluster, p):
+    """One algorithm built from point-to-point steps (ring, tree, hierarchical, direct) under one protocol:
+    (time, scale-up bytes, scale-out bytes) per rank; time 0 for a group of one rank."""
+    b_in, b_out = _protocol_rates(kind, algo, proto, g, span, cluster, p)
+    l_in, l_out = _latencies(cluster, span, p, proto, b_in, g.nl * b_out)
+    lat0 = g.launch + p["base_latency"][algo if algo in p["base_latency"] else "ring"][proto]
+    if algo in ("ring", "tree", "hierarchical"):
+        t, up, out = _ring_or_tree(kind, algo, size, g, b_in, b_out, l_in, l_out)
+    else:
+        t, up, out = _direct(kind, size, g, cluster, b_in, b_out, l_in, l_out)
+    return np.where(g.n > 1, lat0 + t, 0.0), up, out
+
+
+def _protocol_rates(kind: str, algo: str, proto: str, g: _Group, span: GroupSpan, cluster: Cluster, p):
+    """Rates (inside a domain, each rank's share between domains) of ``algo`` under ``proto``: the protocol's
+    bandwidth fraction, the all-to-all and tree efficiencies, and for ring and tree NCCL's bus-bandwidth cap."""
+    frac = p["protocol_bandwidth_fraction"][proto]
+    if algo == "direct":
+        a2a = p["all_to_all_efficiency"] if kind == "all-to-all" else 1.0
+        b_in, b_out = g.b_p2p * frac * a2a, g.b_out * frac * a2a
+    else:
+        b_in, b_out = g.b_ring * frac, g.b_out * frac
+    if algo == "tree":
+        b_in, b_out = b_in * p["tree_efficiency"], b_out * p["tree_efficiency"]
+    if algo in ("ring", "tree"):
+        # a ring's rate is min(b_in, nl x b_out); capping both at the protocol's bus bandwidth caps it
+        cap = _protocol_cap(cluster, span, p, proto)
+        b_in, b_out = np.minimum(b_in, cap), np.minimum(b_out, cap / g.nl)
+    return b_in, b_out
+
+
+def _ring_or_tree(kind: str, algo: str, size, g: _Group, b_in, b_out, l_in, l_out):
+    """Ring, double binary tree or two-level hierarchy (:mod:`tierwise.collectives.alpha_beta`): (time without
+    the launch and base latency, scale-up bytes, scale-out bytes) per rank."""
+    n, nl, m = g.n, g.nl, g.m
+    if algo == "ring":
+        t = alpha_beta.ring_time(kind, size, n, nl, b_in, b_out, l_in, l_out)
+        return t, np.where(nl > 1, g.factor * size, 0.0), np.where(m > 1, g.factor * size / nl, 0.0)
+    if algo == "tree":
+        t = alpha_beta.tree_time(kind, size, n, nl, b_in, b_out, l_in, l_out)
+        up = np.where(nl > 1, 2.0 * (nl - 1) / nl * size, 0.0)
+        return t, up, np.where(m > 1, alpha_beta.tree_egress_factor(m) * size / nl, 0.0)
+    t = alpha_beta.hierarchical_time(kind, size, n, nl, b_in, b_out, l_in, l_out)
+    if kind == "all-reduce":
+        up = 2 * (nl - 1) / nl * size
+        out = 2 * (m - 1) / m * size / nl
+    else:
+        up = (nl - 1) / nl * size
+        out = (m - 1) / m * size / nl
+    # a hierarchy with one level is just a ring; keep the ring as the name for that case
+    return np.where((nl > 1) & (m > 1), t, np.inf), up, out
+
+
+def _direct(kind: str, size, g: _Group, cluster: Cluster, b_in, b_out, l_in, l_out):
+    """Send-recv and the direct all-to-all (rail-only fabrics forward cross-rail bytes over the scale-up domain
+    first): (time without the launch and base latency, scale-up bytes, scale-out bytes) per rank."""
+    n, nl = g.n, g.nl
+    if kind == "send-recv":
+        # one transfer of S over the tier between the two ranks
+        inner = nl >= n
+        t = np.where(inner, size / b_in + l_in, size / np.maximum(b_out, 1e-30) + l_out)
+        up = np.where(inner & (n > 1), size, 0.0)  # one rank sends nothing
+        return t, up, np.where(inner, 0.0, size)
+    if cluster.fabric.get("topology") == "rail-only":  # cross-rail bytes cross the scale-up domain first (PXN)
+        t = alpha_beta.rail_only_all_to_all_time(size, n, nl, b_in, b_out, l_in, l_out)
+        up = ((nl - 1) / n + np.where(n > nl, (nl - 1) / nl * (n - nl) / n, 0.0)) * size
+        return t, up, (n - nl) * size / n
+    t = alpha_beta.direct_all_to_all_time(size, n, nl, b_in, b_out, l_in, l_out)
+    return t, (nl - 1) * size / n, (n - nl) * size / n
 
 
 def _sharp_all_reduce(size, span: GroupSpan, cluster: Cluster, p, launch, b_ring):
@@ -437,46 +492,16 @@ def collective_cost(kind: str, size_bytes, span: GroupSpan, cluster: Cluster, al
     kind = normalize_kind(kind)
     p = load_parameters().collectives
     size = np.asarray(size_bytes, dtype=float)
-    allowed = _FOR_KIND[kind]
-    if algorithm == "auto":
-        algorithms = allowed
-    elif algorithm in allowed:
-        algorithms = (algorithm,)
-    else:
-        raise SpecError(f"algorithm {algorithm!r} does not exist for {kind} in tierwise; use auto or one of "
-                        f"{', '.join(allowed)}")
+    algorithms = _algorithms(kind, algorithm)
     shape = np.broadcast(size, span.size).shape
     size_b = np.broadcast_to(size, shape)
     if kind == "all-to-all":  # max of two lines per geometry, not affine: cost it element-wise
-        best_t = np.full(shape, np.inf)
-        best_a = np.zeros(shape, dtype=np.int8)
-        best_p = np.zeros(shape, dtype=np.int8)
-        best_up = np.zeros(shape)
-        best_out = np.zeros(shape)
-        for algo, proto, t, up, out in _candidates(kind, size_b, span, cluster, p, algorithms, gpus_per_process):
-            t = np.broadcast_to(t, shape)
-            better = t < best_t
-            best_t = np.where(better, t, best_t)
-            best_a = np.where(better, ALGORITHMS.index(algo), best_a)
-            best_p = np.where(better, PROTOCOLS.index(proto), best_p)
-            best_up = np.where(better, np.broadcast_to(up, shape), best_up)
-            best_out = np.where(better, np.broadcast_to(out, shape), best_out)
-        def wire(up=best_up, out=best_out):
-            return up, out
-
-        def codes(a=best_a, p=best_p):
-            return a, p
+        best_t, codes, wire = _elementwise_min(kind, size_b, span, cluster, p, algorithms, gpus_per_process)
     else:
         small, inverse = _unique_span(span, shape)
         best_t, codes, wire = _affine_min(kind, size_b, small, inverse, cluster, p, algorithms, gpus_per_process)
     if algorithm == "auto" and cluster.fitted:
-        fitted = np.broadcast_to(_fitted_time(kind, size, span, cluster), shape)
-        use = ~np.isnan(fitted)
-        best_t = np.where(use, fitted, best_t)
-
-        def codes(base=codes, use=use):
-            a, p = base()
-            return np.where(use, ALGORITHMS.index("fitted"), a), np.where(use, PROTOCOLS.index("-"), p)
+        best_t, codes = _with_fitted(kind, size, span, cluster, best_t, codes)
     if algorithm != "auto" and np.any(np.isinf(best_t) & (span.size > 1)):
         raise SpecError(
             f"algorithm {algorithm!r} cannot run here (nvls needs in-switch reduction and a group of >= 2 ranks per "
@@ -487,3 +512,54 @@ def collective_cost(kind: str, size_bytes, span: GroupSpan, cluster: Cluster, al
     factor = bus_factor(kind, n) if kind != "send-recv" else np.ones_like(n)
     best_t = np.where(n > 1, best_t, 0.0)
     return CollectiveCost(best_t, codes, np.where(n > 1, factor * size_b, 0.0), wire)
+
+
+def _algorithms(kind: str, algorithm: str) -> tuple[str, ...]:
+    """The candidate algorithms: all those modelled for ``kind`` under ``auto``, else the one asked for."""
+    allowed = _FOR_KIND[kind]
+    if algorithm == "auto":
+        return allowed
+    if algorithm in allowed:
+        return (algorithm,)
+    raise SpecError(f"algorithm {algorithm!r} does not exist for {kind} in tierwise; use auto or one of "
+                    f"{', '.join(allowed)}")
+
+
+def _elementwise_min(kind, size_b, span: GroupSpan, cluster, p, algorithms, gpus_per_process):
+    """Fastest candidate per element, each candidate costed on every element (for the non-affine all-to-all):
+    (time, codes(), wire()) as :func:`_affine_min` returns them."""
+    shape = size_b.shape
+    best_t = np.full(shape, np.inf)
+    best_a = np.zeros(shape, dtype=np.int8)
+    best_p = np.zeros(shape, dtype=np.int8)
+    best_up = np.zeros(shape)
+    best_out = np.zeros(shape)
+    for algo, proto, t, up, out in _candidates(kind, size_b, span, cluster, p, algorithms, gpus_per_process):
+        t = np.broadcast_to(t, shape)
+        better = t < best_t
+        best_t = np.where(better, t, best_t)
+        best_a = np.where(better, ALGORITHMS.index(algo), best_a)
+        best_p = np.where(better, PROTOCOLS.index(proto), best_p)
+        best_up = np.where(better, np.broadcast_to(up, shape), best_up)
+        best_out = np.where(better, np.broadcast_to(out, shape), best_out)
+
+    def wire(up=best_up, out=best_out):
+        return up, out
+
+    def codes(a=best_a, p=best_p):
+        return a, p
+
+    return best_t, codes, wire
+
+
+def _with_fitted(kind: str, size, span: GroupSpan, cluster: Cluster, best_t, codes):
+    """``best_t`` and ``codes`` with the fitted time (algorithm ``fitted``, protocol ``-``) wherever the cluster
+    has a fit for the tier the group bottlenecks on (:func:`_fitted_time`)."""
+    fitted = np.broadcast_to(_fitted_time(kind, size, span, cluster), best_t.shape)
+    use = ~np.isnan(fitted)
+
+    def fitted_codes(base=codes, use=use):
+        a, p = base()
+        return np.where(use, ALGORITHMS.index("fitted"), a), np.where(use, PROTOCOLS.index("-"), p)
+
+    return np.where(use, fitted, best_t), fitted_codes

@@ -204,7 +204,7 @@ def _scale_up_beyond_rack(cl, gpus: int) -> dict | None:
     if cl.scale_up_domain <= 72:
         return None
     extra = scale_up_extra(cl, cl.scale_up_domain, load_figures(), ualink=cl.name.startswith("ualink"))
-    return {"usd": extra["usd_per_gpu"] * gpus, "w": extra["w_per_gpu"] * gpus, "basis": extra["basis"]}
+    return {"usd": extra.usd_per_gpu * gpus, "w": extra.w_per_gpu * gpus, "basis": extra.basis}
 
 
 def _evaluate(design: Design, model, num_gpus, global_batch, seq, *, precision, prices, tokens, cache,

@@ -37,7 +37,7 @@ from tierwise.design.cost import fabric_cost
 from tierwise.design.scaleup import OPTICS, load_figures, scale_up_extra, value
 from tierwise.errors import TierwiseError
 from tierwise.estimate.step import estimate
-from tierwise.goodput import GoodputOptions, evaluate, failure_model
+from tierwise.goodput import FailureModel, GoodputOptions, evaluate, failure_model
 from tierwise.specs import catalog
 from tierwise.specs.cluster import Cluster, load_cluster, with_scale_up_domain
 from tierwise.specs.plan import PlanBatch
@@ -93,20 +93,9 @@ def domain_cluster(base: Cluster, size: int, *, ualink: bool = False, figures: d
     return with_scale_up_domain(base, size, name=f"{base.accelerator.name} NVL{size}")
 
 
-def _failure_model(cluster: Cluster, num_gpus: int, opts: GoodputOptions, switches: int) -> dict:
+def _failure_model(cluster: Cluster, num_gpus: int, opts: GoodputOptions, switches: int) -> FailureModel:
     """:func:`tierwise.goodput.failure_model` with the scale-up switches counted for this domain size."""
-    fm = failure_model(cluster, num_gpus, opts)
-    rows = []
-    for r in fm["components"]:
-        if r["per"] == "nvlink_switch":
-            r = {**r, "count": switches, "rate_per_day": switches * r["rate_per_part_per_day"]}
-        rows.append(r)
-    total = sum(r["rate_per_day"] for r in rows)
-    for r in rows:
-        r["share"] = r["rate_per_day"] / total if total > 0 else 0.0
-    counts = {**fm["counts"], "nvlink_switch": switches}
-    return {**fm, "components": rows, "interruptions_per_day": total,
-            "mtti_s": 86400.0 / total if total > 0 else math.inf, "counts": counts}
+    return failure_model(cluster, num_gpus, opts).with_count("nvlink_switch", switches)
 
 
 def _row(model, base, size, num_gpus, *, global_batch, seq, precision, prices, figures, optics, opts, net,
@@ -125,27 +114,27 @@ def _row(model, base, size, num_gpus, *, global_batch, seq, precision, prices, f
     extra = scale_up_extra(cl, size, figures, optics, ualink=ualink)
     unit = max(size, 72)
     bought = -(-num_gpus // unit) * unit
-    switches = math.ceil(extra["switches_per_gpu"] * bought)
+    switches = math.ceil(extra.switches_per_gpu * bought)
     ev = evaluate(model, cl, num_gpus, batch, est, opts, fm=_failure_model(cl, num_gpus, opts, switches))
-    ettr, spare = float(ev["ettr"][0]), float(ev["spare_gpus_p99"][0])
-    dom = ev["fault_domain"][0]
+    ettr, spare = float(ev.ettr[0]), float(ev.spare_gpus_p99[0])
+    dom = ev.fault_domain[0]
     usd_key, w_key = _RACK_KEYS[base.accelerator.name]
     rack_usd = float(prices[usd_key]["value"]) / 72
     rack_w = float(prices[w_key]["value"]) / 72
-    per_gpu_usd = rack_usd + extra["usd_per_gpu"]
+    per_gpu_usd = rack_usd + extra.usd_per_gpu
     capex = (bought + spare) * per_gpu_usd + net["network_capex_usd"]
-    it_w = bought * (rack_w + extra["w_per_gpu"]) + net["network_power_w"]
+    it_w = bought * (rack_w + extra.w_per_gpu) + net["network_power_w"]
     pue, kwh, life = (float(prices[k]["value"]) for k in ("pue", "usd_per_kwh", "life_years"))
     facility = it_w * pue
     usd_per_s = capex / (life * _SECONDS_PER_YEAR) + facility * kwh / 3.6e6
     tps = float(est.tokens_per_s[0])
     row.update(fits=True, plan={k: getattr(plan, k) for k in ("tp", "pp", "cp", "dp", "ep")},
                step_time_s=float(est.step_time_s[0]), tokens_per_s=tps,
-               exposed_comm_s=float(est.exposed_comm_s[0]), mtti_h=ev["failure_model"]["mtti_s"] / 3600,
+               exposed_comm_s=float(est.exposed_comm_s[0]), mtti_h=ev.failure_model.mtti_s / 3600,
                ettr=ettr, goodput_tokens_per_s=tps * ettr, fault_unit=dom["unit"], fault_unit_gpus=dom["unit_gpus"],
                nvlink_switch_failure_takes_gpus=size if size > base.gpus_per_node else base.gpus_per_node,
                spare_gpus_p99=spare, gpus_bought=bought, scale_up_switches=switches,
-               scale_up_extra=extra, capex_usd=capex, facility_w=facility,
+               scale_up_extra=extra.as_dict(), capex_usd=capex, facility_w=facility,
                goodput_tokens_per_usd=tps * ettr / usd_per_s, goodput_tokens_per_joule=tps * ettr / facility)
     return row
 

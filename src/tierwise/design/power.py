@@ -33,7 +33,7 @@ from tierwise.specs.plan import PlanBatch
 from tierwise.topology.choose import FabricOverrides
 from tierwise.topology.costs import load_prices
 
-__all__ = ["PowerDesign", "POWER_DESIGNS", "power_capped", "facility_power", "parse_power"]
+__all__ = ["PowerDesign", "POWER_DESIGNS", "power_capped", "FacilityPower", "facility_power", "parse_power"]
 
 _SECONDS_PER_YEAR = 365.25 * 24 * 3600
 
@@ -83,28 +83,47 @@ def _network(cluster, n: int, prices: dict, fabric: str, nic_gbps, option: dict)
     return {"power_w": w, "capex_usd": usd, "switch_side_800g_ports": twin, "servers": rep["servers"]}
 
 
-def facility_power(cluster, n: int, prices: dict, fabric: str, nic_gbps, option: dict, pue: float) -> dict:
+@dataclass(frozen=True)
+class FacilityPower:
+    """Power and capex of ``gpus`` GPUs of one design (:func:`facility_power`)."""
+
+    gpus: int
+    gpus_bought: int
+    """Whole servers or racks."""
+    servers_w: float | None
+    """Servers' or racks' power (``None``: no GPU power in the catalog)."""
+    network_w: float
+    it_w: float
+    """servers + network (W)."""
+    facility_w: float
+    """IT power x PUE (W)."""
+    capex_usd: float
+    switch_side_800g_ports: float
+    """Switch-side 800G modules (the ones an optics option replaces)."""
+
+
+def facility_power(cluster, n: int, prices: dict, fabric: str, nic_gbps, option: dict, pue: float) -> FacilityPower:
     """Facility watts of ``n`` GPUs of ``cluster`` (module docstring), with its parts."""
     unit = max(cluster.scale_up_domain, cluster.gpus_per_node)
     bought = -(-n // unit) * unit
     net = _network(cluster, bought, prices, fabric, nic_gbps, option)
     srv = net["servers"]
     it = (srv["power_w"] or 0.0) + net["power_w"]
-    return {"gpus": n, "gpus_bought": bought, "servers_w": srv["power_w"], "network_w": net["power_w"], "it_w": it,
-            "facility_w": it * pue, "capex_usd": srv["capex_usd"] + net["capex_usd"],
-            "switch_side_800g_ports": net["switch_side_800g_ports"]}
+    return FacilityPower(gpus=n, gpus_bought=bought, servers_w=srv["power_w"], network_w=net["power_w"], it_w=it,
+                         facility_w=it * pue, capex_usd=srv["capex_usd"] + net["capex_usd"],
+                         switch_side_800g_ports=net["switch_side_800g_ports"])
 
 
-def _fit_gpus(cluster, budget_w, prices, fabric, nic_gbps, option, pue) -> dict | None:
+def _fit_gpus(cluster, budget_w, prices, fabric, nic_gbps, option, pue) -> FacilityPower | None:
     """The largest GPU count (multiple of 512; 64 below 8,192) the budget powers, with its power."""
     probe = facility_power(cluster, 4096, prices, fabric, nic_gbps, option, pue)
-    per_gpu = probe["facility_w"] / probe["gpus_bought"]
+    per_gpu = probe.facility_w / probe.gpus_bought
     n_est = int(budget_w / per_gpu)
     step = 512 if n_est >= 8192 else 64
     n = (n_est // step) * step
     while n >= step:
         p = facility_power(cluster, n, prices, fabric, nic_gbps, option, pue)
-        if p["facility_w"] <= budget_w:
+        if p.facility_w <= budget_w:
             return p
         n -= step
     return None
@@ -143,18 +162,18 @@ def _row(model, d: PowerDesign, cl, optics: str, budget_w, *, prices, option, pu
     if fit is None:
         row.update(fits=False, why="the budget powers fewer than 64 GPUs of this design")
         return row
-    job_n, plan, est = _best_count(model, cl, d, fit["gpus"], global_batch, seq, precision, cache)
-    row.update(gpus=fit["gpus"], job_gpus=job_n, gpus_bought=fit["gpus_bought"], facility_w=fit["facility_w"],
-               it_w=fit["it_w"], network_w=fit["network_w"], servers_w=fit["servers_w"], capex_usd=fit["capex_usd"])
+    job_n, plan, est = _best_count(model, cl, d, fit.gpus, global_batch, seq, precision, cache)
+    row.update(gpus=fit.gpus, job_gpus=job_n, gpus_bought=fit.gpus_bought, facility_w=fit.facility_w,
+               it_w=fit.it_w, network_w=fit.network_w, servers_w=fit.servers_w, capex_usd=fit.capex_usd)
     if plan is None:
         row.update(fits=False, why=est)
         return row
     tps = float(est.tokens_per_s[0])
-    usd_per_s = fit["capex_usd"] / (life * _SECONDS_PER_YEAR) + fit["facility_w"] * kwh / 3.6e6
+    usd_per_s = fit.capex_usd / (life * _SECONDS_PER_YEAR) + fit.facility_w * kwh / 3.6e6
     row.update(fits=True, plan={k: getattr(plan, k) for k in ("tp", "pp", "cp", "dp", "ep")},
                step_time_s=float(est.step_time_s[0]), tokens_per_s=tps, mfu=float(est.mfu[0]),
                mfu_bf16=float(est.mfu_bf16[0]),
-               tokens_per_usd=tps / usd_per_s, tokens_per_joule=tps / fit["facility_w"])
+               tokens_per_usd=tps / usd_per_s, tokens_per_joule=tps / fit.facility_w)
     return row
 
 
@@ -173,7 +192,7 @@ def power_capped(model, facility_budget_w: float, *, designs=POWER_DESIGNS, opti
     clusters = {d.cluster: load_cluster(d.cluster) for d in designs}
     smallest = min(facility_power(clusters[d.cluster], max(clusters[d.cluster].scale_up_domain,
                                                            clusters[d.cluster].gpus_per_node),
-                                  prices, d.fabric, d.nic_gbps, figures["optics"]["pluggable"], pue)["facility_w"]
+                                  prices, d.fabric, d.nic_gbps, figures["optics"]["pluggable"], pue).facility_w
                    for d in designs)
     if facility_budget_w < smallest:
         raise TierwiseError(f"--power {facility_budget_w / 1e3:,.1f} kW is below one server or rack of any design "

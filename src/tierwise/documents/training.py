@@ -7,7 +7,11 @@ result; ``goodput``'s ``mtti_s``, ``ettr`` and ``ettr_simulated.mean``.
 
 from __future__ import annotations
 
-__all__ = ["DOCUMENTS"]
+import math
+from dataclasses import asdict
+from typing import Any
+
+__all__ = ["DOCUMENTS", "goodput_document", "with_goodput_ranking", "with_goodput_scaling"]
 
 BREAKDOWN = {
     "compute_s": "num", "recompute_s": "num", "bubble_s": "num", "exposed_comm_s": "num", "optimizer_s": "num",
@@ -146,3 +150,77 @@ DOCUMENTS = {
     "design-power": ("design", "design --power: the best cluster a facility power budget powers.", DESIGN_POWER),
     "trend": ("trend", "The same job on each accelerator generation: when it becomes interconnect-bound.", TREND),
 }
+
+
+def goodput_document(g) -> dict[str, Any]:
+    """The ``goodput --json`` body (:data:`GOODPUT`) of a :class:`tierwise.goodput.results.GoodputEstimate`
+    (read by attribute: this layer sits below the model). An infinite MTTI or Young interval (no failures
+    counted) is ``null``."""
+    fm, ck = g.failure_model, g.checkpoint
+    doc: dict[str, Any] = {
+        "model": g.model, "cluster": g.cluster, "num_gpus": g.num_gpus,
+        "plan": g.plan.as_dict(), "plan_source": g.plan_source,
+        "step_time_s": g.step_time_s, "tokens_per_s": g.tokens_per_s,
+        "mtti_s": fm.mtti_s if math.isfinite(fm.mtti_s) else None,
+        "interruptions_per_day": fm.interruptions_per_day,
+        "by_component": [{"component": r.component, "count": r.count, "rate_per_day": r.rate_per_day,
+                          "share": r.share, "per": r.per, "kind": r.kind,
+                          "rate_per_part_per_day": r.rate_per_part_per_day, "source": r.source}
+                         for r in fm.components],
+        "counted": fm.counted,
+        "checkpoint_bytes_per_gpu": ck.bytes_per_gpu,
+        "checkpoint_state_bytes": ck.state_bytes,
+        "storage_bytes_per_s": ck.storage_bytes_per_s,
+        "checkpoint_write_s": ck.write_s,
+        "checkpoint_blocking_s": ck.blocking_s,
+        "checkpoint_drain_s": ck.drain_s,
+        "checkpoint_mode": g.checkpoint_mode,
+        "restore_s": ck.restore_s,
+        "checkpoint_interval_s": g.checkpoint_interval_s,
+        "checkpoint_interval_young_s": g.young_interval_s if math.isfinite(g.young_interval_s) else None,
+        "interval_source": g.interval_source,
+        "restart_s": ck.restart_s,
+        "ettr": g.ettr, "ettr_first_order": g.ettr_first_order,
+        "goodput_tokens_per_s": g.goodput_tokens_per_s,
+        "fault_domain": g.fault_domain,
+        "goodput_tokens_per_s_per_provisioned_gpu": g.goodput_tokens_per_s_per_provisioned_gpu,
+        "lost_time_per_day": asdict(g.lost_time_per_day),
+        "days": g.days,
+        "interruptions_in_days": fm.interruptions_per_day * g.days,
+    }
+    if g.time_to_train is not None:
+        doc["time_to_train"] = g.time_to_train
+    if g.ettr_simulated is not None:
+        doc["ettr_simulated"] = asdict(g.ettr_simulated)
+    doc["assumed"] = list(g.assumed)
+    doc["explanation"] = list(g.explanation)
+    return doc
+
+
+def with_goodput_ranking(doc: dict, ranking, top: int) -> dict:
+    """``plan --json`` with a :class:`tierwise.goodput.results.GoodputRanking` (``None``: no plans, ``doc`` as it
+    is): each plan's ``goodput`` block, the plans re-ordered by adjusted throughput (the first ``top``), and the
+    top-level ``goodput`` block (:data:`PLAN`)."""
+    if ranking is None:
+        return doc
+    for e, r in zip(doc["plans"], ranking.plans, strict=True):
+        e["goodput"] = asdict(r)
+    doc["plans"] = [doc["plans"][j] for j in ranking.order[:top]]
+    doc["goodput"] = {"ranked_by": "tokens/s x ETTR x N / (N + spare GPUs at p99), over the planner's "
+                                   f"{len(ranking.plans)} best plans by step time",
+                      "mtti_s": ranking.mtti_s, "interruptions_per_day": ranking.interruptions_per_day,
+                      "assumed": list(ranking.assumed)}
+    return doc
+
+
+def with_goodput_scaling(doc: dict, scaling) -> dict:
+    """``scale --json`` with a :class:`tierwise.goodput.results.GoodputScaling`: each point's ``goodput`` block,
+    the goodput knee and its sentence (:data:`SCALE`)."""
+    for k, g in scaling.points.items():
+        doc["points"][k]["goodput"] = asdict(g)
+    knee = scaling.knee_num_gpus
+    doc["goodput_knee_num_gpus"] = knee
+    doc["goodput_explanation"] = (f"with failures counted, adding GPUs stops paying at {knee} GPUs (goodput per "
+                                  "doubling < 1.5x)" if knee else
+                                  "with failures counted, every doubling still buys at least 1.5x the goodput")
+    return doc

@@ -18,23 +18,25 @@ from __future__ import annotations
 
 import numpy as np
 
+from tierwise.goodput.rates import RateCatalog
+from tierwise.goodput.results import CheckpointCosts
 from tierwise.specs.parameters import load_parameters
 from tierwise.workload.flops import model_shape
 
 __all__ = ["checkpoint_costs"]
 
 
-def _storage(num_gpus: int, opts, rates: dict) -> tuple[float, list[str]]:
+def _storage(num_gpus: int, opts, rates: RateCatalog) -> tuple[float, list[str]]:
     if opts.storage_bytes_per_s is not None:
         return float(opts.storage_bytes_per_s), []
-    entry = rates["storage"]["bytes_per_s_per_gpu"]
-    per_gpu = float(entry["value"])
+    entry = rates.storage_bytes_per_s_per_gpu
+    per_gpu = float(entry.value)
     storage = per_gpu * num_gpus
     return storage, [f"checkpoint storage {storage / 1e9:,.1f} GB/s aggregate = {per_gpu / 1e6:.0f} MB/s per GPU "
-                     f"({entry['source']})"]
+                     f"({entry.source})"]
 
 
-def checkpoint_costs(model, cluster, num_gpus: int, est, opts, rates: dict) -> tuple[dict, list[str]]:
+def checkpoint_costs(model, cluster, num_gpus: int, est, opts, rates: RateCatalog) -> tuple[CheckpointCosts, list[str]]:
     """Per-plan arrays ``bytes_per_gpu, write_s, blocking_s, drain_s, restore_s, restart_s`` and the
     scalars ``state_bytes, storage_bytes_per_s``; with what was assumed."""
 
@@ -57,11 +59,11 @@ def checkpoint_costs(model, cluster, num_gpus: int, est, opts, rates: dict) -> t
         delta, drain = np.full(n, float(mode)), np.zeros(n)
     restore = state / storage + per_gpu / cluster.nic_bytes_per_s
     if opts.restart_s is None:
-        detect = rates["restart"]["detect_s"]
-        restart = float(detect["value"]) + restore + est.step_time_s
-        assumed.append(f"restart = {float(detect['value']):.0f} s detection and diagnosis ({detect['source']}) "
+        detect = rates.detect_s
+        restart = float(detect.value) + restore + est.step_time_s
+        assumed.append(f"restart = {float(detect.value):.0f} s detection and diagnosis ({detect.source}) "
                        "+ checkpoint restore (read + broadcast) + one step to re-warm")
     else:
         restart = np.full(n, float(opts.restart_s))
-    return ({"bytes_per_gpu": per_gpu, "state_bytes": state, "storage_bytes_per_s": storage, "write_s": write,
-             "blocking_s": delta, "drain_s": drain, "restore_s": restore, "restart_s": restart}, assumed)
+    return (CheckpointCosts(bytes_per_gpu=per_gpu, state_bytes=state, storage_bytes_per_s=storage, write_s=write,
+                            blocking_s=delta, drain_s=drain, restore_s=restore, restart_s=restart), assumed)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from tierwise.goodput.rates import RateCatalog
 from tierwise.topology import build_fabric
 from tierwise.topology.choose import FabricOverrides, choose_fabric
 from tierwise.topology.counts import COUNTED_FAMILIES, clos_inventory
@@ -15,9 +16,9 @@ from tierwise.topology.metrics import inventory
 __all__ = ["component_counts"]
 
 
-def _nvlink_switches(cluster, rates: dict) -> tuple[int, str]:
+def _nvlink_switches(cluster, rates: RateCatalog) -> tuple[int, str]:
     """NVLink switches in one scale-up domain and the catalog entry that says so (0 without NVSwitch)."""
-    table = rates["nvlink_switches_per_domain"]
+    table = rates.nvlink_switches_per_domain
     if getattr(cluster, "scale_up_topology", "switched") != "switched" or cluster.scale_up_domain <= 1:
         return 0, "no NVLink switch (the scale-up links are point-to-point)"
     name = cluster.accelerator.name.lower()
@@ -31,7 +32,7 @@ def _nvlink_switches(cluster, rates: dict) -> tuple[int, str]:
         key = "blackwell"
     else:
         return 0, f"no NVLink switch count for {cluster.accelerator.name} in the catalog; give nvlink_switch parts"
-    return int(table[key]["value"]), table[key]["source"]
+    return int(table[key].value), table[key].source
 
 
 def _blast_radius(choice, inv: dict) -> str:
@@ -52,7 +53,7 @@ def _blast_radius(choice, inv: dict) -> str:
             "restarts either way; a spine's failure costs bandwidth, not hosts)")
 
 
-def component_counts(cluster, num_gpus: int, rates: dict,
+def component_counts(cluster, num_gpus: int, rates: RateCatalog,
                      overrides: FabricOverrides | None = None) -> tuple[dict[str, int], list[str]]:
     """Parts per ``per`` key of :data:`tierwise.goodput.rates.PER` for ``num_gpus`` GPUs, and how each was
     counted. The fabric is chosen and built at the job's size (whole servers or scale-up racks), so its switches

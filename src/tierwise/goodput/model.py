@@ -7,8 +7,7 @@ ranks a batch at once.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -17,14 +16,22 @@ from tierwise.goodput.checkpoint import checkpoint_costs
 from tierwise.goodput.domain import fault_domain, spares_needed, unit_of
 from tierwise.goodput.interval import daly_ettr, daly_interval, first_order_ettr, young_interval
 from tierwise.goodput.inventory import component_counts
-from tierwise.goodput.rates import GoodputError, load_rates
-from tierwise.goodput.simulate import MAX_EVENTS, MAX_EVENTS_PER_RUN, simulate
+from tierwise.goodput.rates import ComponentSpec, GoodputError, load_rates
+from tierwise.goodput.results import (
+    CheckpointCosts,
+    ComponentRate,
+    FailureModel,
+    GoodputEstimate,
+    GoodputEvaluation,
+    LostTime,
+)
+from tierwise.goodput.simulate import MAX_EVENTS, MAX_EVENTS_PER_RUN, SimulatedEttr, simulate
 from tierwise.hierarchy import TIER_ORDER
 from tierwise.limits import check_float, check_int
 from tierwise.specs.plan import PlanBatch, validate_plan_batch
 from tierwise.topology.choose import FabricOverrides
 
-__all__ = ["GoodputOptions", "failure_model", "evaluate", "goodput", "goodput_document", "WRITE_MODES"]
+__all__ = ["GoodputOptions", "failure_model", "evaluate", "goodput", "goodput_at", "WRITE_MODES"]
 
 WRITE_MODES = ("auto", "async", "sync")
 DAY_S = 86400.0
@@ -90,7 +97,7 @@ class GoodputOptions:
             check_float(self.tokens, "--tokens", minimum=0.0, min_open=True, maximum=1e18, error=e)
 
 
-def failure_model(cluster, num_gpus: int, opts: GoodputOptions) -> dict[str, Any]:
+def failure_model(cluster, num_gpus: int, opts: GoodputOptions) -> FailureModel:
     """Components with their counts and rates; the job's interruptions per day and MTTI (s).
 
     The job is a series system: it stops when any part stops, so its rate is the sum of part rates times
@@ -102,32 +109,28 @@ def failure_model(cluster, num_gpus: int, opts: GoodputOptions) -> dict[str, Any
     counts, how = component_counts(cluster, num_gpus, rates, opts.fabric)
     assumed: list[str] = []
     if opts.node_failure_rate is not None:
-        comps = {"node": {"per": "node", "kind": "hardware", "rate_per_day": float(opts.node_failure_rate),
-                          "source": "--node-failure-rate (all causes, per node per day)"}}
+        comps = {"node": ComponentSpec(per="node", kind="hardware", rate_per_day=float(opts.node_failure_rate),
+                                       source="--node-failure-rate (all causes, per node per day)")}
     else:
-        comps = rates["components"]
-        zero = [k for k, c in comps.items() if c["rate_per_day"] == 0 and not c["source"].startswith("included in")]
+        comps = rates.components
+        zero = [k for k, c in comps.items() if c.rate_per_day == 0 and not c.source.startswith("included in")]
         if zero and opts.failure_rates is None:
             assumed.append(f"no independent rate shipped for {', '.join(zero)} (counted 0; each one's source in "
                            "--json by_component says why); "
                            "give them with --failure-rates or use --node-failure-rate")
     rows = []
     for name, c in comps.items():
-        n = int(counts[c["per"]])
-        rows.append({"component": name, "per": c["per"], "kind": c["kind"], "count": n,
-                     "rate_per_part_per_day": float(c["rate_per_day"]), "rate_per_day": n * float(c["rate_per_day"]),
-                     "source": c["source"]})
-    total = sum(r["rate_per_day"] for r in rows)
-    for r in rows:
-        r["share"] = r["rate_per_day"] / total if total > 0 else 0.0
-    return {"components": rows, "interruptions_per_day": total, "mtti_s": DAY_S / total if total > 0 else math.inf,
-            "counts": counts, "counted": how, "assumed": assumed, "rates": rates}
+        n = int(counts[c.per])
+        rows.append(ComponentRate(component=name, per=c.per, kind=c.kind, count=n,
+                                  rate_per_part_per_day=c.rate_per_day, rate_per_day=n * c.rate_per_day,
+                                  source=c.source))
+    return FailureModel.of(rows, counts=counts, counted=how, assumed=assumed, rates=rates)
 
 
-def _interval(ck: dict, mtti: float, step_s, opts: GoodputOptions, n: int) -> tuple[np.ndarray, list[str]]:
+def _interval(ck: CheckpointCosts, mtti: float, step_s, opts: GoodputOptions, n: int) -> tuple[np.ndarray, list[str]]:
     """Compute seconds between checkpoints: Daly's optimum (raised to the drain, rounded to whole steps) or
     the user's, which must be longer than the checkpoint's write."""
-    delta, drain = ck["blocking_s"], ck["drain_s"]
+    delta, drain = ck.blocking_s, ck.drain_s
     assumed: list[str] = []
     if opts.checkpoint_interval_s is not None:
         tau = np.full(n, float(opts.checkpoint_interval_s))
@@ -148,7 +151,8 @@ def _interval(ck: dict, mtti: float, step_s, opts: GoodputOptions, n: int) -> tu
     return np.maximum(np.rint(tau / step_s), 1.0) * step_s, assumed
 
 
-def evaluate(model, cluster, num_gpus: int, plans, est, opts: GoodputOptions, fm: dict | None = None) -> dict:
+def evaluate(model, cluster, num_gpus: int, plans, est, opts: GoodputOptions,
+             fm: FailureModel | None = None) -> GoodputEvaluation:
     """Arrays over the plans of ``est`` (a :class:`~tierwise.estimate.step.StepEstimates` of ``plans``).
 
     The checkpoint's size and times come from :func:`tierwise.goodput.checkpoint.checkpoint_costs`, the
@@ -158,10 +162,10 @@ def evaluate(model, cluster, num_gpus: int, plans, est, opts: GoodputOptions, fm
 
     fm = fm or failure_model(cluster, num_gpus, opts)
     n = len(est)
-    ck, assumed = checkpoint_costs(model, cluster, num_gpus, est, opts, fm["rates"])
-    m = fm["mtti_s"]
+    ck, assumed = checkpoint_costs(model, cluster, num_gpus, est, opts, fm.rates)
+    m = fm.mtti_s
     tau, more = _interval(ck, m, est.step_time_s, opts, n)
-    delta, drain, restart = ck["blocking_s"], ck["drain_s"], ck["restart_s"]
+    delta, drain, restart = ck.blocking_s, ck.drain_s, ck.restart_s
     if math.isfinite(m):
         ettr = np.clip(daly_ettr(tau, delta, restart + drain, m), 0.0, 1.0)
         first = first_order_ettr(tau, delta, restart + drain, m)
@@ -169,20 +173,18 @@ def evaluate(model, cluster, num_gpus: int, plans, est, opts: GoodputOptions, fm
     else:
         ettr = first = tau / (tau + delta)
         young = np.full(n, math.inf)
-    return {"n": n, "checkpoint_bytes_per_gpu": ck["bytes_per_gpu"], "checkpoint_state_bytes": ck["state_bytes"],
-            "storage_bytes_per_s": ck["storage_bytes_per_s"], "checkpoint_write_s": ck["write_s"],
-            "checkpoint_blocking_s": delta, "checkpoint_drain_s": drain, "restore_s": ck["restore_s"],
-            "restart_s": restart, "checkpoint_interval_s": tau, "young_interval_s": young, "ettr": ettr,
-            "ettr_first_order": first, "goodput_tokens_per_s": est.tokens_per_s * ettr,
-            "assumed": fm["assumed"] + assumed + more, "failure_model": fm,
-            **_domains(cluster, plans, est, fm, num_gpus)}
+    fault_domains, spare = _domains(cluster, plans, est, fm, num_gpus)
+    return GoodputEvaluation(checkpoint=ck, checkpoint_interval_s=tau, young_interval_s=young, ettr=ettr,
+                             ettr_first_order=first, goodput_tokens_per_s=est.tokens_per_s * ettr,
+                             assumed=(*fm.assumed, *assumed, *more), failure_model=fm, fault_domain=fault_domains,
+                             spare_gpus_p99=spare)
 
 
-def _domains(cluster, plans, est, fm: dict, num_gpus: int) -> dict:
+def _domains(cluster, plans, est, fm: FailureModel, num_gpus: int) -> tuple[list[dict], np.ndarray]:
     """Per plan: scale-up group, the unit one failure excludes, spares at p99 (vectorized: the fault domain
     depends on the plan only through its scale-up group size, so it is computed once per distinct size)."""
 
-    rates = fm["rates"]
+    rates = fm.rates
     inside = [TIER_ORDER.index("local"), TIER_ORDER.index("scale_up")]
     ranks = {"tp": plans.tp, "cp": plans.cp, "ep": plans.ep, "pp": plans.pp, "dp": plans.dp * plans.cp}
     group = np.ones(len(est), dtype=np.int64)
@@ -197,14 +199,14 @@ def _domains(cluster, plans, est, fm: dict, num_gpus: int) -> dict:
         # replacements a spare pool must cover: one per host-level failure, a whole rack's worth for an
         # NVLink-switch failure that takes the rack out (UNHEALTHY)
         demand = 0.0
-        for r in fm["components"]:
-            unit, _ = unit_of({"per": r["per"], "kind": r["kind"]}, dom)
-            whole_rack = r["per"] == "nvlink_switch" and unit == "rack"
+        for r in fm.components:
+            unit, _ = unit_of({"per": r.per, "kind": r.kind}, dom)
+            whole_rack = r.per == "nvlink_switch" and unit == "rack"
             if unit is not None:
-                demand += r["rate_per_day"] * (dom["replacements_per_unit"] if whole_rack else 1)
+                demand += r.rate_per_day * (dom["replacements_per_unit"] if whole_rack else 1)
         kind = dom["unit"] if dom["unit"] != "none" else ("rack" if dom["scale_up_domain_gpus"] > dom["gpus_per_host"]
                                                           else "node")
-        repair = float(rates["repair_s"][kind]["value"])
+        repair = float(rates.repair_s[kind].value)
         k = spares_needed(demand, repair)
         per_unit = dom["replacements_per_unit"] if kind == "rack" else 1
         units = -(-k // per_unit)
@@ -213,10 +215,10 @@ def _domains(cluster, plans, est, fm: dict, num_gpus: int) -> dict:
                                                                          if kind == "rack" else dom["gpus_per_host"])})
         table.append(dom)
     spare = np.array([d["spare_gpus_p99"] for d in table], dtype=float)[index]
-    return {"fault_domain": [table[int(j)] for j in index], "spare_gpus_p99": spare}
+    return [table[int(j)] for j in index], spare
 
 
-def _lost_time(ettr: float, tau: float, delta: float, drain: float, restart: float, per_day: float) -> dict:
+def _lost_time(ettr: float, tau: float, delta: float, drain: float, restart: float, per_day: float) -> LostTime:
     """Seconds per day of wall time lost to each cause: the first-order terms (checkpoint stalls
     ``delta / (tau + delta)`` of running time, rework ``(tau + delta) / 2 + drain`` and ``R`` per
     interruption) scaled so that they sum to the exact ``(1 - ETTR) x 86,400`` of Daly's form."""
@@ -224,18 +226,19 @@ def _lost_time(ettr: float, tau: float, delta: float, drain: float, restart: flo
            "restart_s": per_day * restart}
     total = sum(raw.values())
     lost = (1 - ettr) * DAY_S
-    return {k: v * lost / total if total > 0 else 0.0 for k, v in raw.items()} | {"total_s": lost}
+    return LostTime(**{k: v * lost / total if total > 0 else 0.0 for k, v in raw.items()}, total_s=lost)
 
 
 def goodput(model, cluster, num_gpus: int, plan, opts: GoodputOptions | None = None, *,
-            plan_source: str = "given") -> dict[str, Any]:
-    """The ``goodput --json`` document for one plan (a :class:`~tierwise.specs.plan.Plan`).
+            plan_source: str = "given") -> GoodputEstimate:
+    """One plan's goodput (a :class:`~tierwise.specs.plan.Plan`); its ``goodput --json`` document is
+    :func:`tierwise.documents.training.goodput_document`.
 
     >>> import tierwise
     >>> m, c = tierwise.load_model("llama3.1-8b"), tierwise.load_cluster("dgx-h100")
     >>> p = tierwise.plan_from_mapping({"tp": 8, "global_batch_size": 64, "seq_length": 4096}, num_gpus=64)
-    >>> doc = tierwise.estimate_goodput(m, c, 64, p, tierwise.GoodputOptions(node_failure_rate=0.01))
-    >>> round(doc["mtti_s"] / 3600, 1)  # 8 nodes x 0.01 per day: one interruption per 12.5 days
+    >>> g = tierwise.estimate_goodput(m, c, 64, p, tierwise.GoodputOptions(node_failure_rate=0.01))
+    >>> round(g.mtti_s / 3600, 1)  # 8 nodes x 0.01 per day: one interruption per 12.5 days
     300.0
     """
 
@@ -244,57 +247,43 @@ def goodput(model, cluster, num_gpus: int, plan, opts: GoodputOptions | None = N
     batch = PlanBatch.from_plans([plan])
     est = estimate(model, cluster, batch)
     ev = evaluate(model, cluster, num_gpus, batch, est, opts)
-    return goodput_document(model, cluster, num_gpus, plan, est, ev, opts, plan_source=plan_source)
+    return goodput_at(model, cluster, num_gpus, plan, est, ev, opts, plan_source=plan_source)
 
 
-def goodput_document(model, cluster, num_gpus, plan, est, ev: dict, opts: GoodputOptions, *, i: int = 0,
-                     plan_source: str = "given") -> dict[str, Any]:
-    """The stable JSON document of plan ``i`` of :func:`evaluate`'s arrays."""
-    fm = ev["failure_model"]
-    g = {k: float(v[i]) for k, v in ev.items() if isinstance(v, np.ndarray)}
-    dom = ev["fault_domain"][i]
-    mtti = fm["mtti_s"]
-    per_day = fm["interruptions_per_day"]
-    by_component = [{k: r[k] for k in ("component", "count", "rate_per_day", "share", "per", "kind",
-                                       "rate_per_part_per_day", "source")} for r in fm["components"]]
+def goodput_at(model, cluster, num_gpus, plan, est, ev: GoodputEvaluation, opts: GoodputOptions, *, i: int = 0,
+               plan_source: str = "given") -> GoodputEstimate:
+    """Plan ``i`` of :func:`evaluate`'s arrays as one :class:`GoodputEstimate`: the lost time, the Monte Carlo
+    (with ``runs``), the time to train (with ``tokens``), what was assumed and the explanation."""
+    fm = ev.failure_model
+    ck = ev.checkpoint.at(i)
+    dom = ev.fault_domain[i]
+    per_day = fm.interruptions_per_day
     tps = float(est.tokens_per_s[i])
-    doc: dict[str, Any] = {
-        "model": model.name, "cluster": cluster.name, "num_gpus": num_gpus,
-        "plan": plan.as_dict(), "plan_source": plan_source,
-        "step_time_s": float(est.step_time_s[i]), "tokens_per_s": tps,
-        "mtti_s": mtti if math.isfinite(mtti) else None,
-        "interruptions_per_day": per_day,
-        "by_component": by_component,
-        "counted": fm["counted"],
-        "checkpoint_bytes_per_gpu": g["checkpoint_bytes_per_gpu"],
-        "checkpoint_state_bytes": ev["checkpoint_state_bytes"],
-        "storage_bytes_per_s": ev["storage_bytes_per_s"],
-        "checkpoint_write_s": g["checkpoint_write_s"],
-        "checkpoint_blocking_s": g["checkpoint_blocking_s"],
-        "checkpoint_drain_s": g["checkpoint_drain_s"],
-        "checkpoint_mode": "sync" if opts.checkpoint_write == "sync" else (
-            "async" if opts.checkpoint_write in ("auto", "async") else "given"),
-        "restore_s": g["restore_s"],
-        "checkpoint_interval_s": g["checkpoint_interval_s"],
-        "checkpoint_interval_young_s": g["young_interval_s"] if math.isfinite(g["young_interval_s"]) else None,
-        "interval_source": "given" if opts.checkpoint_interval_s is not None else "daly",
-        "restart_s": g["restart_s"],
-        "ettr": g["ettr"], "ettr_first_order": g["ettr_first_order"],
-        "goodput_tokens_per_s": g["goodput_tokens_per_s"],
-        "fault_domain": dom,
-        "goodput_tokens_per_s_per_provisioned_gpu": g["goodput_tokens_per_s"] / (num_gpus + dom["spare_gpus_p99"]),
-        "lost_time_per_day": _lost_time(g["ettr"], g["checkpoint_interval_s"], g["checkpoint_blocking_s"],
-                                        g["checkpoint_drain_s"], g["restart_s"], per_day),
-        "days": opts.days,
-        "interruptions_in_days": per_day * opts.days,
-    }
+    tau, ettr, good = (float(ev.checkpoint_interval_s[i]), float(ev.ettr[i]), float(ev.goodput_tokens_per_s[i]))
+    time_to_train = None
     if opts.tokens is not None:
-        seconds = opts.tokens / doc["goodput_tokens_per_s"]
-        doc["time_to_train"] = {"tokens": opts.tokens, "seconds": seconds, "days": seconds / DAY_S,
-                                "failure_free_days": opts.tokens / tps / DAY_S}
-    if opts.runs:
-        doc["ettr_simulated"] = _simulated(fm, dom, g, opts)
-    assumed = list(ev["assumed"])
+        seconds = opts.tokens / good
+        time_to_train = {"tokens": opts.tokens, "seconds": seconds, "days": seconds / DAY_S,
+                         "failure_free_days": opts.tokens / tps / DAY_S}
+    g = GoodputEstimate(
+        model=model.name, cluster=cluster.name, num_gpus=num_gpus, plan=plan, plan_source=plan_source,
+        step_time_s=float(est.step_time_s[i]), tokens_per_s=tps, failure_model=fm, checkpoint=ck,
+        checkpoint_mode="sync" if opts.checkpoint_write == "sync" else (
+            "async" if opts.checkpoint_write in ("auto", "async") else "given"),
+        checkpoint_interval_s=tau, young_interval_s=float(ev.young_interval_s[i]),
+        interval_source="given" if opts.checkpoint_interval_s is not None else "daly",
+        ettr=ettr, ettr_first_order=float(ev.ettr_first_order[i]), goodput_tokens_per_s=good, fault_domain=dom,
+        goodput_tokens_per_s_per_provisioned_gpu=good / (num_gpus + dom["spare_gpus_p99"]),
+        lost_time_per_day=_lost_time(ettr, tau, ck.blocking_s, ck.drain_s, ck.restart_s, per_day),
+        days=opts.days, time_to_train=time_to_train,
+        ettr_simulated=_simulated(fm, dom, ck, tau, opts) if opts.runs else None,
+        assumed=_assumed(ev.assumed, dom, opts), explanation=())
+    return replace(g, explanation=tuple(_explain(g)))
+
+
+def _assumed(evaluated, dom: dict, opts: GoodputOptions) -> tuple[str, ...]:
+    """What :func:`evaluate` assumed, and what the options leave to defaults (spares, tokens)."""
+    assumed = list(evaluated)
     if opts.spares is not None and not opts.runs:
         assumed.append(f"--spares {opts.spares} is used by the Monte Carlo only (give --runs); the analytic ETTR "
                        "assumes a spare is always there")
@@ -304,29 +293,27 @@ def goodput_document(model, cluster, num_gpus, plan, est, ev: dict, opts: Goodpu
                        "repairs)")
     if opts.tokens is None:
         assumed.append("no --tokens: no time-to-train")
-    doc["assumed"] = assumed
-    doc["explanation"] = _explain(doc | {"_counts": fm["counts"]})
-    return doc
+    return tuple(assumed)
 
 
-def _simulated(fm: dict, dom: dict, g: dict, opts: GoodputOptions) -> dict:
+def _simulated(fm: FailureModel, dom: dict, ck: CheckpointCosts, tau: float, opts: GoodputOptions) -> SimulatedEttr:
     """The seeded Monte Carlo of :mod:`tierwise.goodput.simulate` for one plan, within its size limits."""
 
-    per_run = fm["interruptions_per_day"] * opts.days
+    per_run = fm.interruptions_per_day * opts.days
     if per_run > MAX_EVENTS_PER_RUN:
-        raise GoodputError(f"--days {opts.days:g} at {fm['interruptions_per_day']:.3g} interruptions per day draws "
+        raise GoodputError(f"--days {opts.days:g} at {fm.interruptions_per_day:.3g} interruptions per day draws "
                            f"about {per_run:,.0f} per run; keep days x interruptions per day under "
                            f"{MAX_EVENTS_PER_RUN:,} for the Monte Carlo (or leave out --runs)")
     if per_run * opts.runs > MAX_EVENTS:
         raise GoodputError(f"--runs {opts.runs} x --days {opts.days:g} draws about {per_run * opts.runs:,.0f} "
                            f"interruptions; keep runs x days x interruptions per day under {MAX_EVENTS:,}")
-    comps = fm["components"]
-    needs = np.array([unit_of({"per": r["per"], "kind": r["kind"]}, dom)[0] is not None for r in comps])
-    sim = simulate(rate_per_s=np.array([r["rate_per_day"] for r in comps]) / DAY_S, needs_unit=needs,
-                   tau=g["checkpoint_interval_s"], delta=g["checkpoint_blocking_s"], drain=g["checkpoint_drain_s"],
-                   restart=g["restart_s"], span_s=opts.days * DAY_S, runs=opts.runs, seed=opts.seed,
+    comps = fm.components
+    needs = np.array([unit_of({"per": r.per, "kind": r.kind}, dom)[0] is not None for r in comps])
+    sim = simulate(rate_per_s=np.array([r.rate_per_day for r in comps]) / DAY_S, needs_unit=needs,
+                   tau=tau, delta=ck.blocking_s, drain=ck.drain_s,
+                   restart=ck.restart_s, span_s=opts.days * DAY_S, runs=opts.runs, seed=opts.seed,
                    spares=_slots(opts.spares, dom), repair_s=dom["repair_s"])
-    return sim | {"seed": opts.seed, "spares": opts.spares}
+    return replace(sim, seed=opts.seed, spares=opts.spares)
 
 
 def _slots(spares: int | None, dom: dict) -> int | None:
@@ -336,20 +323,24 @@ def _slots(spares: int | None, dom: dict) -> int | None:
     return spares * (dom["replacements_per_unit"] if dom["spare_unit"] == "rack" else 1)
 
 
-def _explain(doc: dict) -> list[str]:
+def _explain(g: GoodputEstimate) -> list[str]:
+    """The explanation lines: where the interruptions come from, the interval and its stall, ETTR, the fault
+    domain, and what a leaf switch failure does on a rail-optimized fabric."""
+    fm = g.failure_model
     lines = []
-    top = sorted(doc["by_component"], key=lambda r: -r["rate_per_day"])[:3]
-    if doc["mtti_s"]:
-        lines.append(f"{doc['interruptions_per_day']:.3g} interruptions per day (MTTI {doc['mtti_s'] / 3600:.3g} h); "
-                     "most from " + ", ".join(f"{r['component']} ({r['share']:.0%}, {r['count']:,} parts)"
-                                              for r in top if r["rate_per_day"] > 0))
-    lines.append(f"checkpoint every {doc['checkpoint_interval_s'] / 60:.3g} min ({doc['interval_source']}; Young's "
-                 f"first order gives {(doc['checkpoint_interval_young_s'] or math.inf) / 60:.3g} min), "
-                 f"stalling {doc['checkpoint_blocking_s']:.3g} s each ({doc['checkpoint_mode']})")
-    lines.append(f"ETTR {doc['ettr']:.3f}: goodput {doc['goodput_tokens_per_s']:,.0f} of {doc['tokens_per_s']:,.0f} "
+    top = sorted(fm.components, key=lambda r: -r.rate_per_day)[:3]
+    if math.isfinite(fm.mtti_s) and fm.mtti_s:
+        lines.append(f"{fm.interruptions_per_day:.3g} interruptions per day (MTTI {fm.mtti_s / 3600:.3g} h); "
+                     "most from " + ", ".join(f"{r.component} ({r.share:.0%}, {r.count:,} parts)"
+                                              for r in top if r.rate_per_day > 0))
+    young = g.young_interval_s if math.isfinite(g.young_interval_s) and g.young_interval_s else math.inf
+    lines.append(f"checkpoint every {g.checkpoint_interval_s / 60:.3g} min ({g.interval_source}; Young's "
+                 f"first order gives {young / 60:.3g} min), "
+                 f"stalling {g.checkpoint.blocking_s:.3g} s each ({g.checkpoint_mode})")
+    lines.append(f"ETTR {g.ettr:.3f}: goodput {g.goodput_tokens_per_s:,.0f} of {g.tokens_per_s:,.0f} "
                  "tokens/s")
-    lines.extend(doc["fault_domain"]["why"])
-    counts = doc.get("_counts", {})
+    lines.extend(g.fault_domain["why"])
+    counts = fm.counts
     if counts.get("leaf_switch"):
         per_leaf = -(-counts["nic"] // counts["leaf_switch"])
         lines.append(f"a leaf switch failure cuts one NIC rail of up to {min(per_leaf, counts['host'])} hosts "

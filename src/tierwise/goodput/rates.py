@@ -9,12 +9,15 @@ A user file holds the same keys as the shipped one, each entry either a number o
     repair_s:
       node: 14400
 
-Unknown keys, negative or non-finite rates are errors (one line naming the key and the fix).
+Unknown keys, negative or non-finite rates are errors (one line naming the key and the fix). The merged catalog
+is a frozen :class:`RateCatalog`.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
@@ -23,7 +26,7 @@ from tierwise.files import load_yaml, read_user_text, require_document, short_re
 from tierwise.limits import check_float
 from tierwise.specs._mapping import check_keys
 
-__all__ = ["GoodputError", "load_rates", "MAX_RATE_PER_DAY", "PER"]
+__all__ = ["GoodputError", "load_rates", "RateCatalog", "ComponentSpec", "Sourced", "MAX_RATE_PER_DAY", "PER"]
 
 MAX_RATE_PER_DAY = 1e4
 """A part failing more than 10,000 times a day is no longer a failure rate."""
@@ -37,17 +40,64 @@ class GoodputError(TierwiseError, ValueError):
     """Bad input to the goodput model: a rate, an interval, a count, a rates file."""
 
 
+@dataclass(frozen=True)
+class Sourced:
+    """A catalog figure and where it comes from."""
+
+    value: float
+    source: str
+
+
+@dataclass(frozen=True)
+class ComponentSpec:
+    """One kind of part in the catalog: what one part is, its kind, its failures per part per day, the source."""
+
+    per: str
+    """One of :data:`PER`: the inventory counts it."""
+    kind: str
+    rate_per_day: float
+    source: str
+
+
+@dataclass(frozen=True)
+class RateCatalog:
+    """The failure-rate catalog (:file:`rates.yaml`, with a user's file over it): per-part rates, repair times,
+    NVLink switches per scale-up domain, restart detection and checkpoint storage defaults, each with a source."""
+
+    components: Mapping[str, ComponentSpec]
+    """By name, in the catalog's order (the user's new components last)."""
+    repair_s: Mapping[str, Sourced]
+    """Seconds to return a failed ``node`` or ``rack`` to the pool."""
+    nvlink_switches_per_domain: Mapping[str, Sourced]
+    """By accelerator family (``nvl72``, ``a100``, ``hopper``, ``blackwell``)."""
+    detect_s: Sourced
+    """Failure detection and diagnosis before a restart (seconds)."""
+    storage_bytes_per_s_per_gpu: Sourced
+    """Checkpoint storage bandwidth per GPU of the job (bytes/s)."""
+
+    @classmethod
+    def of(cls, raw: Mapping[str, Any]) -> RateCatalog:
+        """The catalog of a merged mapping (the YAML's shape)."""
+        def sourced(table: Mapping[str, Any]) -> dict[str, Sourced]:
+            return {str(k): Sourced(e["value"], str(e["source"])) for k, e in table.items()}
+
+        comps = {str(k): ComponentSpec(str(c["per"]), str(c["kind"]), float(c["rate_per_day"]), str(c["source"]))
+                 for k, c in raw["components"].items()}
+        return cls(comps, sourced(raw["repair_s"]), sourced(raw["nvlink_switches_per_domain"]),
+                   sourced(raw["restart"])["detect_s"], sourced(raw["storage"])["bytes_per_s_per_gpu"])
+
+
 def _shipped() -> dict[str, Any]:
 
     text = resources.files("tierwise.goodput").joinpath("rates.yaml").read_text(encoding="utf-8")
     return load_yaml(text, "the shipped goodput rates.yaml")
 
 
-def load_rates(path: str | None = None) -> dict[str, Any]:
+def load_rates(path: str | None = None) -> RateCatalog:
     """The shipped rate catalog, with entries overridden (or components added) from the file ``path``."""
     rates = _shipped()
     if path is None:
-        return rates
+        return RateCatalog.of(rates)
 
     where = f"failure-rates file {path!r}"
     user = load_yaml(read_user_text(path, what="failure-rates file", error=GoodputError), where, error=GoodputError)
@@ -65,7 +115,7 @@ def load_rates(path: str | None = None) -> dict[str, Any]:
                 merged["components"][str(name)] = _component(name, entry, merged["components"].get(str(name)), where)
             else:
                 merged["repair_s"][str(name)] = _repair(name, entry, where)
-    return merged
+    return RateCatalog.of(merged)
 
 
 def _component(name: Any, entry: Any, shipped: dict | None, where: str) -> dict[str, Any]:

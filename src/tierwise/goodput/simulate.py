@@ -18,9 +18,11 @@ ETTR of a run = useful work / span.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-__all__ = ["simulate", "MAX_EVENTS", "MAX_EVENTS_PER_RUN"]
+__all__ = ["simulate", "SimulatedEttr", "MAX_EVENTS", "MAX_EVENTS_PER_RUN"]
 
 MAX_EVENTS = 10_000_000
 """Interruptions x runs the simulation draws at most (a few seconds of numpy)."""
@@ -28,9 +30,28 @@ MAX_EVENTS_PER_RUN = 50_000
 """Interruptions one run draws at most: the loop steps once per event (vectorized over runs)."""
 
 
+@dataclass(frozen=True)
+class SimulatedEttr:
+    """The Monte Carlo's ETTR over its runs (field order = the ``ettr_simulated`` block's key order)."""
+
+    mean: float
+    p5: float
+    p95: float
+    runs: int
+    interruptions_mean: float
+    """Interruptions per run."""
+    spare_wait_s_mean: float
+    """Seconds per run spent waiting for a spare (0 without ``spares``)."""
+    seed: int | None = None
+    """The generator's seed (the same seed draws the same runs)."""
+    spares: int | None = None
+    """Spare units as the user gave them (``goodput --spares``; ``None``: a spare is always there), where the
+    caller records them (:func:`simulate` takes them as replacement slots)."""
+
+
 def simulate(*, rate_per_s: np.ndarray, needs_unit: np.ndarray, tau: float, delta: float, drain: float,
              restart: float, span_s: float, runs: int, seed: int, spares: int | None = None,
-             repair_s: float = 0.0) -> dict:
+             repair_s: float = 0.0) -> SimulatedEttr:
     """ETTR of ``runs`` independent runs of ``span_s`` seconds; mean, 5th and 95th percentiles, and counts.
 
     ``rate_per_s``: failures per second of each component (rate x count); ``needs_unit``: whether a failure
@@ -42,7 +63,7 @@ def simulate(*, rate_per_s: np.ndarray, needs_unit: np.ndarray, tau: float, delt
     ettr = np.empty(runs)
     if total <= 0:
         ettr[:] = (span_s // seg * tau + min(span_s % seg, tau)) / span_s
-        return _summary(ettr, np.zeros(runs), np.zeros(runs), runs)
+        return _summary(ettr, np.zeros(runs), np.zeros(runs), runs, seed)
     p = np.asarray(rate_per_s, float) / total
     unit_p = float(np.sum(p[np.asarray(needs_unit, bool)]))
     t = np.zeros(runs)
@@ -84,7 +105,7 @@ def simulate(*, rate_per_s: np.ndarray, needs_unit: np.ndarray, tau: float, delt
                              repair_s=repair_s)
         over = active & (t >= span_s)
         active[over] = False
-    return _summary(np.minimum(useful, span_s) / span_s, count, waited, runs)
+    return _summary(np.minimum(useful, span_s) / span_s, count, waited, runs, seed)
 
 
 def _wait_for_spares(rng: np.random.Generator, fi: np.ndarray, *, t: np.ndarray, pool: np.ndarray,
@@ -106,6 +127,7 @@ def _wait_for_spares(rng: np.random.Generator, fi: np.ndarray, *, t: np.ndarray,
         t[hi] += wait
 
 
-def _summary(ettr: np.ndarray, count: np.ndarray, waited: np.ndarray, runs: int) -> dict:
-    return {"mean": float(ettr.mean()), "p5": float(np.percentile(ettr, 5)), "p95": float(np.percentile(ettr, 95)),
-            "runs": runs, "interruptions_mean": float(count.mean()), "spare_wait_s_mean": float(waited.mean())}
+def _summary(ettr: np.ndarray, count: np.ndarray, waited: np.ndarray, runs: int, seed: int) -> SimulatedEttr:
+    return SimulatedEttr(mean=float(ettr.mean()), p5=float(np.percentile(ettr, 5)),
+                         p95=float(np.percentile(ettr, 95)), runs=runs, interruptions_mean=float(count.mean()),
+                         spare_wait_s_mean=float(waited.mean()), seed=seed)

@@ -15,6 +15,7 @@ bandwidth max-min fairly (:mod:`.maxmin`) -> time each phase -> compare with the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -218,7 +219,59 @@ def simulate(fab: Fabric, kind: str, size_bytes: float, *, algorithm: str = "aut
     A direct all-to-all runs on path classes (:mod:`.classes`) where they model the fabric, else (or with
     ``per_flow``) one flow per GPU pair, up to ``MAX_ALL_TO_ALL_RANKS`` ranks; ``method`` says which ran.
     """
+    algorithm, n = _checked(fab, kind, algorithm, num_ranks, routing, stages, shift)
+    ask = _Ask(kind, algorithm, size_bytes, n, stages, shift)
+    failures = failures or Failures()
+    net, unreachable, counts = _degraded(fab, failures, routing, seed, max_events, n)
+    method, results, hop_choices, alive = "per flow", None, "hashed", None
+    if kind == "all-to-all" and algorithm == "direct":
+        results, alive, hop_choices = _all_to_all_classes(net, ask, unreachable, per_flow, bool(counts["slow_cables"]))
+        method = "per flow" if results is None else "path classes"
+    routed = []
+    if results is None:
+        alive, routed, unreachable = _route_phases(net, ask, unreachable)
+    _check_alive(alive, n, failures)
+    if results is None:
+        results = [_run_phase(fab, ph, p, r, c, max_events) for ph, p, r, c in routed]
+    out = _document(net, ask, results, alive, method=method, hop_choices=hop_choices, unreachable=unreachable,
+                    counts=counts)
+    if failures.any and compare_healthy:
+        healthy = simulate(fab, kind, size_bytes, algorithm=algorithm, num_ranks=n, routing=routing, seed=seed,
+                           stages=stages, shift=shift, max_events=max_events, compare_healthy=False,
+                           per_flow=method == "per flow")  # the healthy run by the same method
+        out["healthy_time_s"] = healthy["time_s"]
+        out["degradation"] = out["time_s"] / healthy["time_s"] if healthy["time_s"] else None
+    return out
 
+
+class _Ask(NamedTuple):
+    """The pattern asked for: its kind, algorithm (``auto`` resolved), bytes, ranks, pipeline stages, shift."""
+
+    kind: str
+    algorithm: str
+    size_bytes: float
+    num_ranks: int
+    stages: int
+    shift: int | None
+
+
+@dataclass(frozen=True)
+class _Net:
+    """The fabric as the failures leave it and how flows cross it: live links, each GPU's NIC, link rates."""
+
+    fab: Fabric
+    routing: str
+    seed: int
+    max_events: int
+    link_ok: np.ndarray
+    nics: np.ndarray
+    link_cap: np.ndarray
+
+
+def _checked(fab: Fabric, kind: str, algorithm: str, num_ranks: int | None, routing: str, stages: int,
+             shift: int | None) -> tuple[str, int]:
+    """The algorithm (``auto``: ring for the reductions and gathers, else direct) and rank count, after one clear
+    error for each option the fabric or the pattern cannot take."""
     if kind not in KINDS:
         raise TopologyError(f"unknown pattern {kind!r}; choose one of {', '.join(KINDS)}")
     if routing not in ("ecmp", "adaptive"):
@@ -233,47 +286,69 @@ def simulate(fab: Fabric, kind: str, size_bytes: float, *, algorithm: str = "aut
     if kind == "permutation" and shift is not None and shift % n == 0:
         raise TopologyError(f"--shift {shift} sends every rank to itself on {n} ranks; use a shift that is not a "
                             f"multiple of {n}, e.g. --shift 1, or drop --shift for a random permutation")
-    failures = failures or Failures()
+    return algorithm, n
+
+
+def _degraded(fab: Fabric, failures: Failures, routing: str, seed: int, max_events: int,
+              n: int) -> tuple[_Net, set, dict]:
+    """The fabric after ``failures``, the ranks (of the first ``n``) already cut off (a dead GPU; a GPU without a
+    NIC when the group leaves its scale-up domain), and the failure counts with the failed parts named."""
     link_ok, gpu_dead, counts = apply_failures(fab, failures, seed)
     slow_scale, counts["slow_cables"] = slow_link_scale(fab, failures, seed)
     counts = _name_failed_parts(fab, counts)
-    ranks = np.arange(n)
     nics = effective_nics(fab, link_ok)
     unreachable = set(np.nonzero(gpu_dead[:n])[0].tolist())
-    spans = fab.domain_size < n or fab.scale_up == "none"
-    if spans:
+    if fab.domain_size < n or fab.scale_up == "none":
         unreachable |= set(np.nonzero(nics[:n] < 0)[0].tolist())
-    link_cap = fab.link_cap * link_ok * slow_scale
-    method, results, hop_choices = "per flow", None, "hashed"
-    if kind == "all-to-all" and algorithm == "direct":
+    net = _Net(fab, routing, seed, max_events, link_ok, nics, fab.link_cap * link_ok * slow_scale)
+    return net, unreachable, counts
 
-        alive = np.setdiff1d(ranks, np.fromiter(unreachable, dtype=np.int64, count=len(unreachable)))
-        why = "--per-flow asks for it" if per_flow else "path classes do not model slow cables"
-        if not per_flow and alive.size >= 2 and not counts["slow_cables"]:
-            try:
-                prob = class_problem(fab, alive, routing=routing, seed=seed, link_ok=link_ok, nics=nics,
-                                     link_cap=link_cap)
-                results = [_run_classes(fab, prob, size_bytes / alive.size, max_events)]
-                method = "path classes"
-                hop_choices = prob.hop_choices
-            except NotAggregated as e:
-                why = f"path classes do not model {e}"
-        if results is None and n > MAX_ALL_TO_ALL_RANKS:
-            raise TopologyError(f"an all-to-all of {n} ranks is {n * (n - 1):,} flows, more than the per-flow "
-                                f"simulator finishes in minutes ({why}); use --ranks <= {MAX_ALL_TO_ALL_RANKS} "
-                                f"(a subset of the fabric's GPUs)")
-    for _ in range(4 if results is None else 0):
-        alive = np.setdiff1d(ranks, np.fromiter(unreachable, dtype=np.int64, count=len(unreachable)))
-        phases = collective_phases(kind, algorithm, alive, fab.domain_size if fab.scale_up != "none" else 1,
-                                   size_bytes, seed=seed, stages=stages, shift=shift)
+
+def _alive(n: int, unreachable: set) -> np.ndarray:
+    """The ranks below ``n`` not in ``unreachable``."""
+    return np.setdiff1d(np.arange(n), np.fromiter(unreachable, dtype=np.int64, count=len(unreachable)))
+
+
+def _all_to_all_classes(net: _Net, ask: _Ask, unreachable: set, per_flow: bool, slow_cables: bool):
+    """A direct all-to-all on path classes: ([its one phase], live ranks, hop choices), or ``None`` for the
+    phase when classes do not model this fabric (or ``per_flow`` asks for flows); then an error when per-flow
+    would take too long."""
+    fab = net.fab
+    alive = _alive(ask.num_ranks, unreachable)
+    why = "--per-flow asks for it" if per_flow else "path classes do not model slow cables"
+    if not per_flow and alive.size >= 2 and not slow_cables:
+        try:
+            prob = class_problem(fab, alive, routing=net.routing, seed=net.seed, link_ok=net.link_ok, nics=net.nics,
+                                 link_cap=net.link_cap)
+            return [_run_classes(fab, prob, ask.size_bytes / alive.size, net.max_events)], alive, prob.hop_choices
+        except NotAggregated as e:
+            why = f"path classes do not model {e}"
+    n = ask.num_ranks
+    if n > MAX_ALL_TO_ALL_RANKS:
+        raise TopologyError(f"an all-to-all of {n} ranks is {n * (n - 1):,} flows, more than the per-flow "
+                            f"simulator finishes in minutes ({why}); use --ranks <= {MAX_ALL_TO_ALL_RANKS} "
+                            f"(a subset of the fabric's GPUs)")
+    return None, alive, "hashed"
+
+
+def _route_phases(net: _Net, ask: _Ask, unreachable: set) -> tuple[np.ndarray, list, set]:
+    """Live ranks, routed phases ``(phase, paths, resources, capacities)`` and the unreachable ranks: the
+    collective's phases are routed over the live ranks; a rank whose flow finds no path (or only dead
+    capacity) is dropped and the phases rebuilt, at most four rounds."""
+    fab = net.fab
+    unreachable = set(unreachable)
+    for _ in range(4):
+        alive = _alive(ask.num_ranks, unreachable)
+        phases = collective_phases(ask.kind, ask.algorithm, alive, fab.domain_size if fab.scale_up != "none" else 1,
+                                   ask.size_bytes, seed=net.seed, stages=ask.stages, shift=ask.shift)
         routed, newly = [], set()
         for ph in phases:
-            if fab.family == "dragonfly" and routing == "adaptive":
-                ph = _ugal(fab, ph, seed, link_ok, nics)
+            if fab.family == "dragonfly" and net.routing == "adaptive":
+                ph = _ugal(fab, ph, net.seed, net.link_ok, net.nics)
                 paths, ok = ph.extra.pop("paths"), ph.extra.pop("ok")
             else:
-                paths, ok = route(fab, ph.src, ph.dst, seed=seed, link_ok=link_ok, nics=nics)
-            res, cap = _resources(fab, paths, link_cap, routing)
+                paths, ok = route(fab, ph.src, ph.dst, seed=net.seed, link_ok=net.link_ok, nics=net.nics)
+            res, cap = _resources(fab, paths, net.link_cap, net.routing)
             zero = ((res >= 0) & (cap[np.maximum(res, 0)] <= 0)).any(axis=1)
             bad = ~ok | zero
             newly |= set(ph.src[bad].tolist())
@@ -281,53 +356,56 @@ def simulate(fab: Fabric, kind: str, size_bytes: float, *, algorithm: str = "aut
         if not newly:
             break
         unreachable |= newly
-    if int(alive.size) < 2:  # every path cut: an error, never a collective that "takes 0 ns"
+    return alive, routed, unreachable
+
+
+def _check_alive(alive: np.ndarray, n: int, failures: Failures) -> None:
+    """An error when fewer than two ranks can reach each other: never a collective that "takes 0 ns"."""
+    if int(alive.size) < 2:
         asked = ", ".join(f"--fail-{name} {value}" for name, value in (("links", failures.links),
                           ("switches", failures.switches), ("domains", failures.domains))
                           if str(value).strip() not in ("0", "0%", ""))
         raise TopologyError(f"with {asked or 'these failures'}, {int(alive.size)} of {n} ranks can reach each other; "
                             "a collective needs at least 2: fail fewer parts")
-    if results is None:
-        results = [_run_phase(fab, ph, p, r, c, max_events) for ph, p, r, c in routed]
+
+
+def _document(net: _Net, ask: _Ask, results: list[_PhaseResult], alive: np.ndarray, *, method: str,
+              hop_choices: str, unreachable: set, counts: dict) -> dict:
+    """The JSON document: time, algbw and busbw (nccl-tests' definitions), the analytic time at the mean hop
+    latencies, phases, bottleneck links, failures and the link-utilization histogram."""
+    fab, size_bytes, n = net.fab, ask.size_bytes, ask.num_ranks
     time_s = sum(r.time_s for r in results)
     n_alive = int(alive.size)
     dom = fab.domain_size if fab.scale_up != "none" else 1
     nl = int(np.bincount(alive // dom).max()) if n_alive else 1
     l_in = float(np.mean([x for r in results for x in r.lat_in])) if any(r.lat_in for r in results) else 0.0
     l_out = float(np.mean([x for r in results for x in r.lat_out])) if any(r.lat_out for r in results) else 0.0
-    out = {
+    return {
         "topology": fab.family,
-        "pattern": kind,
-        "algorithm": algorithm,
-        "routing": routing,
+        "pattern": ask.kind,
+        "algorithm": ask.algorithm,
+        "routing": net.routing,
         "method": method,
         "hop_choices": hop_choices,
-        "seed": seed,
-        "shift": shift,
+        "seed": net.seed,
+        "shift": ask.shift,
         "size_bytes": float(size_bytes),
         "num_ranks": n,
         "num_ranks_simulated": n_alive,
         "unreachable_ranks": sorted(int(x) for x in unreachable),
         "time_s": time_s,
         "algbw_bytes_per_s": size_bytes / time_s if time_s > 0 else 0.0,
-        "busbw_bytes_per_s": (float(bus_factor(_bus_kind(kind), n_alive)) * size_bytes / time_s
+        "busbw_bytes_per_s": (float(bus_factor(_bus_kind(ask.kind), n_alive)) * size_bytes / time_s
                               if time_s and n_alive >= 2 else 0.0),
-        "analytic_time_s": (analytic_time(fab, kind, algorithm, size_bytes, n_alive, nl, l_in, l_out)
+        "analytic_time_s": (analytic_time(fab, ask.kind, ask.algorithm, size_bytes, n_alive, nl, l_in, l_out)
                             if n_alive >= 2 else 0.0),
         "latency_in_s": l_in,
         "latency_out_s": l_out,
         "phases": [{"name": r.name, "time_s": r.time_s} for r in results],
-        "bottleneck_links": _bottlenecks(fab, results, routing),
+        "bottleneck_links": _bottlenecks(fab, results, net.routing),
         "failures": counts,
+        "link_utilization": _utilization_histogram(results),  # issue 19: the simulate --html histogram
     }
-    out["link_utilization"] = _utilization_histogram(results)  # issue 19: the simulate --html histogram
-    if failures.any and compare_healthy:
-        healthy = simulate(fab, kind, size_bytes, algorithm=algorithm, num_ranks=n, routing=routing, seed=seed,
-                           stages=stages, shift=shift, max_events=max_events, compare_healthy=False,
-                           per_flow=method == "per flow")  # the healthy run by the same method
-        out["healthy_time_s"] = healthy["time_s"]
-        out["degradation"] = time_s / healthy["time_s"] if healthy["time_s"] else None
-    return out
 
 
 def _bus_kind(kind: str) -> str:

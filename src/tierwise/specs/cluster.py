@@ -387,31 +387,8 @@ def cluster_from_mapping(data: Mapping[str, Any], *, name: str | None = None, or
         data = _merge_base(data, origin, name)
     check_keys(data, _KEYS, origin, required=("accelerator",))
     acc = load_accelerator(data["accelerator"])
-    gpn = get_int(data, "gpus_per_node", origin, default=8)
-    domain = get_int(data, "scale_up_domain", origin, default=acc.scale_up_domain_size or gpn)
-    if data.get("nics_per_node", gpn) == 0:
-        raise SpecError(f"nics_per_node=0 in {origin}: a cluster without NICs cannot reach its scale-out network; "
-                        f"use nics_per_node >= 1 (e.g. {gpn}, one per GPU)")
-    nics = get_int(data, "nics_per_node", origin, default=gpn)
-    if data.get("num_gpus_max") is not None:  # documentation only, but a number all the same
-        get_int(data, "num_gpus_max", origin)
-    nic_bw = (parse_bandwidth(data["nic_bandwidth"], what=f"{origin}: nic_bandwidth")
-              if "nic_bandwidth" in data else acc.scale_out_bytes_per_s)
-    if nics > 0 and nic_bw <= 0:
-        raise SpecError(f"{origin} has nics_per_node={nics} but no nic_bandwidth; add e.g. nic_bandwidth: '400 Gb/s'")
-    if domain % gpn and gpn % domain:
-        raise SpecError(
-            f"scale_up_domain={domain} and gpus_per_node={gpn} in {origin}: one must divide the other "
-            "(a scale-up domain is a group of whole hosts, or a host holds whole domains)"
-        )
-    up_bw = (parse_bandwidth(data["scale_up_bandwidth"], what=f"{origin}: scale_up_bandwidth")
-             if "scale_up_bandwidth" in data else acc.scale_up_bytes_per_s)
-    p2p_bw = (parse_bandwidth(data["scale_up_p2p_bandwidth"], what=f"{origin}: scale_up_p2p_bandwidth")
-              if "scale_up_p2p_bandwidth" in data else acc.scale_up_p2p_bytes_per_s * up_bw / acc.scale_up_bytes_per_s)
-    topo = str(data.get("scale_up_topology", acc.scale_up_topology))
-    if topo not in ("switched", "mesh", "torus"):
-        raise SpecError(f"scale_up_topology={short_repr(topo)} in {origin}; use switched, mesh or torus")
-
+    gpn, domain, nics, nic_bw = _node_shape(data, acc, origin)
+    up_bw, p2p_bw, topo = _scale_up_links(data, acc, origin)
     lat = load_parameters().latency
     return Cluster(
         name=str(data.get("name", name or "custom")),
@@ -443,6 +420,41 @@ def cluster_from_mapping(data: Mapping[str, Any], *, name: str | None = None, or
         scale_up_latency_stated="scale_up_latency" in data,
         source=str(data.get("source", "")), notes=str(data.get("notes", "")),
     )
+
+def _node_shape(data: Mapping[str, Any], acc: Accelerator, origin: str) -> tuple[int, int, int, float]:
+    """GPUs per node, scale-up domain size, NICs per node and each NIC's rate (bytes/s, one way), checked:
+    a cluster needs NICs with a rate, and a domain is whole hosts or a host holds whole domains."""
+    gpn = get_int(data, "gpus_per_node", origin, default=8)
+    domain = get_int(data, "scale_up_domain", origin, default=acc.scale_up_domain_size or gpn)
+    if data.get("nics_per_node", gpn) == 0:
+        raise SpecError(f"nics_per_node=0 in {origin}: a cluster without NICs cannot reach its scale-out network; "
+                        f"use nics_per_node >= 1 (e.g. {gpn}, one per GPU)")
+    nics = get_int(data, "nics_per_node", origin, default=gpn)
+    if data.get("num_gpus_max") is not None:  # documentation only, but a number all the same
+        get_int(data, "num_gpus_max", origin)
+    nic_bw = (parse_bandwidth(data["nic_bandwidth"], what=f"{origin}: nic_bandwidth")
+              if "nic_bandwidth" in data else acc.scale_out_bytes_per_s)
+    if nics > 0 and nic_bw <= 0:
+        raise SpecError(f"{origin} has nics_per_node={nics} but no nic_bandwidth; add e.g. nic_bandwidth: '400 Gb/s'")
+    if domain % gpn and gpn % domain:
+        raise SpecError(
+            f"scale_up_domain={domain} and gpus_per_node={gpn} in {origin}: one must divide the other "
+            "(a scale-up domain is a group of whole hosts, or a host holds whole domains)"
+        )
+    return gpn, domain, nics, nic_bw
+
+
+def _scale_up_links(data: Mapping[str, Any], acc: Accelerator, origin: str) -> tuple[float, float, str]:
+    """Scale-up rate per GPU, point-to-point rate (the accelerator's p2p share of a given scale-up rate when
+    only that is set) and topology (switched, mesh or torus)."""
+    up_bw = (parse_bandwidth(data["scale_up_bandwidth"], what=f"{origin}: scale_up_bandwidth")
+             if "scale_up_bandwidth" in data else acc.scale_up_bytes_per_s)
+    p2p_bw = (parse_bandwidth(data["scale_up_p2p_bandwidth"], what=f"{origin}: scale_up_p2p_bandwidth")
+              if "scale_up_p2p_bandwidth" in data else acc.scale_up_p2p_bytes_per_s * up_bw / acc.scale_up_bytes_per_s)
+    topo = str(data.get("scale_up_topology", acc.scale_up_topology))
+    if topo not in ("switched", "mesh", "torus"):
+        raise SpecError(f"scale_up_topology={short_repr(topo)} in {origin}; use switched, mesh or torus")
+    return up_bw, p2p_bw, topo
 
 
 def _sharp_checked(fabric: dict[str, Any], data: Mapping[str, Any], name: str | None, origin: str) -> dict[str, Any]:

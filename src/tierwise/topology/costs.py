@@ -19,6 +19,7 @@ Counting rules (stated in the output):
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from importlib import resources
 
 from tierwise.errors import TopologyError
@@ -26,7 +27,7 @@ from tierwise.files import load_yaml, read_user_text, require_document, short_re
 from tierwise.limits import check_float
 from tierwise.specs._mapping import check_keys
 
-__all__ = ["load_prices", "network_cost", "servers_cost", "share_sensitivity", "fabric_of", "by_reach", "FABRICS",
+__all__ = ["load_prices", "NetworkCost", "network_cost", "servers_cost", "share_sensitivity", "fabric_of", "by_reach", "FABRICS",
            "PLACEMENTS", "REACH_CLASSES", "LEFT_OUT"]
 
 MAX_PRICE = 1e12
@@ -76,8 +77,34 @@ def load_prices(path: str | None = None) -> dict:
     return prices
 
 
+@dataclass(frozen=True)
+class NetworkCost:
+    """Capex and power of a scale-out network and its share of the cluster's capex (:func:`network_cost`). Field
+    order is the order of the keys :meth:`as_dict` gives ``topo --json``."""
+
+    network_capex_usd: float
+    network_power_w: float
+    capex_by_part_usd: dict[str, float]
+    """switches, nics, optics, cables (USD)."""
+    power_by_part_w: dict[str, float]
+    """switches, nics, optics, cables (W)."""
+    servers_capex_usd: float
+    network_share_of_capex: float
+    """network / (network + servers); 0 for a cluster of no capex."""
+    links_by_medium: dict[str, int]
+    """copper and optical cables."""
+    fabric: str
+    """ib or roce."""
+    cost_assumptions: dict
+    """What was assumed and the source of each price used (estimates named)."""
+
+    def as_dict(self) -> dict:
+        """The figures as the ``topo --json`` keys (the dict blocks copied)."""
+        return asdict(self)
+
+
 def network_cost(inv: dict, num_gpus: int, nic_bytes_per_s: float, prices: dict, *, fabric: str = "ib",
-                 servers: dict | None = None, copper_access: bool = False, cpo: bool = False) -> dict:
+                 servers: dict | None = None, copper_access: bool = False, cpo: bool = False) -> NetworkCost:
     """Capex (USD) and power (W) of the scale-out network from an inventory
     (:func:`tierwise.topology.metrics.inventory`), and its share of the cluster's capex.
 
@@ -124,18 +151,17 @@ def network_cost(inv: dict, num_gpus: int, nic_bytes_per_s: float, prices: dict,
         servers = {"capex_usd": num_gpus * v["gpu_server_usd_per_gpu"], "basis": "gpu_server_usd_per_gpu per GPU",
                    "power_w": None, "price_key": "gpu_server_usd_per_gpu"}
     total = capex + servers["capex_usd"]
-    return {
-        "network_capex_usd": capex,
-        "network_power_w": sum(parts_w.values()),
-        "capex_by_part_usd": parts_usd,
-        "power_by_part_w": parts_w,
-        "servers_capex_usd": servers["capex_usd"],
-        "network_share_of_capex": capex / total if total else 0.0,
-        "links_by_medium": {"copper": int(copper_cables), "optical": int(optical)},
-        "fabric": fabric,
-        "cost_assumptions": _cost_assumptions(prices, servers, fabric=fabric, copper_access=copper_access,
-                                              cpo=cpo),
-    }
+    return NetworkCost(
+        network_capex_usd=capex,
+        network_power_w=sum(parts_w.values()),
+        capex_by_part_usd=parts_usd,
+        power_by_part_w=parts_w,
+        servers_capex_usd=servers["capex_usd"],
+        network_share_of_capex=capex / total if total else 0.0,
+        links_by_medium={"copper": int(copper_cables), "optical": int(optical)},
+        fabric=fabric,
+        cost_assumptions=_cost_assumptions(prices, servers, fabric=fabric, copper_access=copper_access, cpo=cpo),
+    )
 
 
 def _cost_assumptions(prices: dict, servers: dict, *, fabric: str, copper_access: bool, cpo: bool) -> dict:
@@ -247,6 +273,6 @@ def share_sensitivity(inv: dict, num_gpus: int, nic_bytes_per_s: float, prices: 
     for name, net_end, srv_end in (("low", "low", "high"), ("high", "high", "low")):
         srv = servers_cost(*servers_args, at(srv_end))
         out[name] = network_cost(inv, num_gpus, nic_bytes_per_s, at(net_end), servers=srv,
-                                 **kw)["network_share_of_capex"]
+                                 **kw).network_share_of_capex
     out["varied"] = sorted(k for k, e in prices.items() if "low" in e)
     return out

@@ -230,7 +230,7 @@ def topology_report(fab: Fabric, prices: dict | None = None, route_fn=None, *, a
         "avg_hops": h["avg_hops"],
         "hops_by_class": hops_by_class(fab) if hop_classes else None,
         **{k: v for k, v in inv.items() if k not in ("num_switches",)},
-        **cost,
+        **cost.as_dict(),
         "servers": servers,
         "by_reach": by_reach(inv, copper),
         "notes": notes,
@@ -268,7 +268,7 @@ def counted_report(spec, inv: dict, prices: dict | None = None, *, accelerator: 
         "bisection_note": "one-way, bytes/s, over balanced halves of the NICs",
         "diameter_hops": 2 * tiers, "avg_hops": None, "hops_by_class": None,
         **{k: v for k, v in inv.items() if k not in ("num_switches", "tiers_built")},
-        **cost, "servers": servers, "by_reach": by_reach(inv, False), "notes": [],
+        **cost.as_dict(), "servers": servers, "by_reach": by_reach(inv, False), "notes": [],
         "counted": "closed form (topology/counts.py), equal to the built graph's inventory",
     }
     out["network_share_range"] = share_sensitivity(
