@@ -329,25 +329,23 @@ def mtp_share(scenario: Scenario, result) -> dict[str, Any]:
             "model_flops": float(result.model_flops_per_step[0] - base.model_flops_per_step[0])}
 
 
+def _per_axis(result, i: int, plan: Plan) -> dict[str, dict[str, Any]]:
+    """Each parallel axis's group, bytes, time, exposed time and tier for plan ``i`` (``breakdown.per_axis``)."""
+    ranks = axis_group_ranks(plan)
+    return {axis: {"ranks": ranks.get(axis, 1), "group": axis_group_label(axis, plan),
+                   "bytes": float(result.axis_bytes[axis][i]), "time_s": float(result.axis_time_s[axis][i]),
+                   "exposed_s": float(result.axis_exposed_s[axis][i]),
+                   "tier": TIERS[int(result.axis_tier[axis][i])]}
+            for axis in AXES}
+
+
 def result_dict(result, i: int, plan: Plan, scenario: Scenario | None = None) -> dict[str, Any]:
     """The stable JSON document of plan ``i`` of a :class:`~tierwise.estimate.step.StepEstimates`."""
 
     mem = {k: (bool(v[i]) if k == "fits" else float(v[i])) for k, v in result.memory.items()
            if plan.activation_offload_layers or not k.startswith("host_")}  # host memory: only when offloading
-    per_axis = {}
-    tiers = {}
-    ranks = axis_group_ranks(plan)
-    for axis in AXES:
-        tier = TIERS[int(result.axis_tier[axis][i])]
-        per_axis[axis] = {
-            "ranks": ranks.get(axis, 1),
-            "group": axis_group_label(axis, plan),
-            "bytes": float(result.axis_bytes[axis][i]),
-            "time_s": float(result.axis_time_s[axis][i]),
-            "exposed_s": float(result.axis_exposed_s[axis][i]),
-            "tier": tier,
-        }
-        tiers[axis] = tier
+    per_axis = _per_axis(result, i, plan)
+    tiers = {axis: row["tier"] for axis, row in per_axis.items()}
     doc: dict[str, Any] = {}
     if scenario is not None:
         doc.update({"model": scenario.model.name, "cluster": scenario.cluster.name, "num_gpus": scenario.num_gpus})
