@@ -7,7 +7,7 @@ order, lowest first::
     errors < limits < units; errors < files, atomic, units < report; all of them < specs < hierarchy < collectives
         < workload < pricing < parallel < estimate < serve, goodput, planner, validate < design < sweep < cli
     specs < topology < netsim (netsim also above collectives) < cli; topology < goodput, design, serve
-    documents < serve (serve's typed records finished into its JSON document)
+    documents < serve, planner (their typed records finished into their JSON documents)
     collectives < pricing < estimate < measure < testbed (also above netsim) < cli
 
 report renders HTML from a command's --json document, so it sits just above atomic and anything may use it.
@@ -42,7 +42,8 @@ ABOVE = {
     "pricing": ("workload",),  # one roofline per kernel family; traffic priced on the tier its group spans
     "parallel": ("pricing",),  # one module per parallel axis: its records, pricing and overlap rule
     "estimate": ("parallel",),
-    "planner": ("estimate",),
+    "planner": ("estimate", "documents"),  # documents: its typed answers finished into the plan and scale
+    # documents (documents/training.py reads them by attribute)
     "validate": ("estimate", "report"),
     "serve": ("estimate", "topology", "documents"),  # prefill / decode / KV transfer on the same tiers and
     # efficiencies; topology: the server prices a P/D pair of pools is costed by (serve/cost.py); documents: its

@@ -215,20 +215,23 @@ def test_the_estimate_is_a_record_and_the_document_reads_it(small):
 def test_goodput_ranking_is_a_record_over_the_planners_plans():
     """plan --goodput's ranking: one PlanGoodput per planner plan in step-time order (step_rank 1..n), ``order``
     best adjusted throughput first, adjusted = goodput x N / (N + spares); no plans -> None (nothing evaluated)."""
+    from dataclasses import replace
+
     from tierwise.goodput.ranking import goodput_ranking
-    from tierwise.planner.gpus import plan_any_gpus
+    from tierwise.planner.gpus import answer_any_gpus
 
     m, c = load_model("llama3.1-8b"), load_cluster("gb200-nvl72")
-    doc = plan_any_gpus(m, c, 72, 256, 4096, top=8)
-    r = goodput_ranking(doc, m, c, doc["gpus"]["used"], GoodputOptions())
-    n = doc["gpus"]["used"]
-    assert [p.step_rank for p in r.plans] == list(range(1, len(doc["plans"]) + 1))
+    answer = answer_any_gpus(m, c, 72, 256, 4096, top=8)
+    r = goodput_ranking(answer, m, c, GoodputOptions())
+    n = answer.gpus.used
+    assert [p.step_rank for p in r.plans] == list(range(1, len(answer.plans) + 1))
     adjusted = [r.plans[j].adjusted_tokens_per_s for j in r.order]
     assert adjusted == sorted(adjusted, reverse=True) and sorted(r.order) == list(range(len(r.plans)))
     for p in r.plans:
         assert p.adjusted_tokens_per_s == pytest.approx(p.goodput_tokens_per_s * n / (n + p.spare_gpus_p99))
         assert 0 < p.ettr < 1
-    assert goodput_ranking({"plans": []}, m, c, n, GoodputOptions(failure_rates="/nonexistent.yaml")) is None
+    none = replace(answer, plans=())
+    assert goodput_ranking(none, m, c, GoodputOptions(failure_rates="/nonexistent.yaml")) is None
 
 
 def test_rate_catalog_is_a_record_with_the_users_file_over_it(tmp_path):

@@ -7,9 +7,11 @@ import pytest
 from tierwise.errors import PlanError
 from tierwise.planner.answer import _knee, parse_gpu_range
 from tierwise.planner.capacity import _lightest_fit, min_gpus_to_fit
+from tierwise.planner.results import RankedPlan, ScalePoint
 from tierwise.planner.space import Constraints
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.model import load_model
+from tierwise.specs.plan import Plan
 
 
 def test_min_gpus_is_the_first_count_that_fits():
@@ -29,15 +31,17 @@ def test_parse_gpu_range():
         parse_gpu_range("0:8")
 
 
-def _point(n, tps, shares):
-    plan = {"estimate": {"plan": {"tp": 1, "pp": 1, "dp": n, "global_batch_size": 64, "seq_length": 4096}}}
-    return {"num_gpus": n, "plan": plan, "tokens_per_s": tps, "scaling_efficiency": 0.9,
-            "efficiency_vs_linear": tps / n / 100.0}, shares
+def _point(n, tps, bubble):
+    plan = Plan.of(tp=1, pp=1, dp=n, global_batch_size=64, seq_length=4096)
+    breakdown = {"recompute_s": 0.0, "bubble_s": bubble, "optimizer_s": 0.0, "shard_copy_s": 0.0, "per_axis": {}}
+    best = RankedPlan(plan=plan, tiers={}, estimate={"tokens_per_s": tps, "scaling_efficiency": 0.9,
+                                                     "step_time_s": 1.0, "breakdown": breakdown})
+    return ScalePoint(num_gpus=n, best=best, efficiency_vs_linear=tps / n / 100.0)
 
 
 def test_knee_is_the_first_doubling_below_one_and_a_half():
-    pts = [_point(8, 800.0, {"bubble": 0.1}), _point(16, 1500.0, {"bubble": 0.12}),
-           _point(32, 2000.0, {"bubble": 0.4}), _point(64, 2100.0, {"bubble": 0.6})]
-    knee, lines = _knee([p for p, _ in pts], [s for _, s in pts])
+    pts = [_point(8, 800.0, 0.1), _point(16, 1500.0, 0.12), _point(32, 2000.0, 0.4), _point(64, 2100.0, 0.6)]
+    knee, lines = _knee(pts)
     assert knee == 32
     assert "stops paying at 32" in lines[-1] and "bubble grew from 12% to 40%" in lines[-1]
+    assert "tp 1 x pp 1 x dp 8" in lines[0]

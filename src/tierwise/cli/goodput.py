@@ -69,19 +69,17 @@ def options_from_flags(*, failure_rates=None, node_failure_rate=None, checkpoint
 def _best_plan(m, cl, gpus: int, global_batch: int, seq: int, c) -> tuple[Any, str, dict]:
     """The planner's best plan (on the GPUs a layout uses: :mod:`tierwise.planner.gpus`), its source line and the
     document's ``gpus`` block."""
+    from tierwise.documents.training import gpus_document
     from tierwise.goodput.rates import GoodputError
-    from tierwise.planner.gpus import plan_any_gpus
-    from tierwise.specs.plan import Plan
-
-    doc = plan_any_gpus(m, cl, gpus, global_batch, seq, constraints=c, top=1)
-    if not doc["plans"]:
-        raise GoodputError(doc["explanation"].splitlines()[0])
-    entry = doc["plans"][0]
-    plan = Plan.of(**entry["estimate"]["plan"])
     from tierwise.planner.explain import plan_label
+    from tierwise.planner.gpus import answer_any_gpus
 
+    answer = answer_any_gpus(m, cl, gpus, global_batch, seq, constraints=c, top=1)
+    if not answer.plans:
+        raise GoodputError(answer.explanation[0].splitlines()[0])
+    plan = answer.plans[0].plan
     return plan, (f"the planner's best plan by step time for global batch {global_batch} x {seq} tokens "
-                  f"({plan_label(plan)}; `tierwise plan` shows the ranking)"), doc["gpus"]
+                  f"({plan_label(plan)}; `tierwise plan` shows the ranking)"), gpus_document(answer.gpus)
 
 
 def render_goodput(console, doc: dict) -> None:
@@ -249,10 +247,9 @@ def _render_with_economics(console, doc: dict) -> None:
 
 # --- plan --goodput and scale --goodput: the tables of the blocks tierwise.goodput.ranking adds -----------------
 
-def render_plan_goodput(console, doc: dict) -> None:
+def render_plan_goodput(console, doc: dict, labels: list[str]) -> None:
+    """The goodput table of ``plan --goodput``'s document; ``labels`` names the plans it lists, in its order."""
     from rich.table import Table
-
-    from tierwise.planner.answer import plan_label_from
 
     if "goodput" not in doc or not doc["plans"]:
         return
@@ -260,9 +257,9 @@ def render_plan_goodput(console, doc: dict) -> None:
     t = Table(title=f"ranked by goodput ({g['interruptions_per_day']:.3g} interruptions/day)")
     for col in ("#", "plan", "step rank", "tokens/s", "ETTR", "goodput", "fault unit", "spare GPUs", "adjusted"):
         t.add_column(col, justify="left" if col in ("plan", "fault unit") else "right")
-    for r, e in enumerate(doc["plans"], 1):
+    for r, (e, label) in enumerate(zip(doc["plans"], labels, strict=True), 1):
         gp = e["goodput"]
-        t.add_row(str(r), plan_label_from(e), str(gp["step_rank"]), f"{e['estimate']['tokens_per_s']:,.0f}",
+        t.add_row(str(r), label, str(gp["step_rank"]), f"{e['estimate']['tokens_per_s']:,.0f}",
                   f"{gp['ettr']:.4f}", f"{gp['goodput_tokens_per_s']:,.0f}", gp["fault_unit"],
                   str(gp["spare_gpus_p99"]), f"{gp['adjusted_tokens_per_s']:,.0f}")
     print_table(console, t)

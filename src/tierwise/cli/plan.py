@@ -114,7 +114,8 @@ def render_plans(console, doc: dict) -> None:
         console.print(f"note: {note}", style="yellow")
 
 
-def render_scale(console, doc: dict) -> None:
+def render_scale(console, doc: dict, labels: list[str | None]) -> None:
+    """Rich view of a ``scale --json`` document; ``labels`` names each point's plan (None where it has none)."""
     from rich.table import Table
 
     precision = f", {doc['precision']}" if doc.get("precision") else ""
@@ -122,13 +123,11 @@ def render_scale(console, doc: dict) -> None:
                         f"{doc['global_batch_size']} x {doc['seq_length']}{precision})")
     for col in ("GPUs", "plan", "tokens/s", "vs linear", "compute share"):
         table.add_column(col)
-    for p in doc["points"]:
+    for p, label in zip(doc["points"], labels, strict=True):
         if p["plan"] is None:
             table.add_row(str(p["num_gpus"]), "-", "-", "-", "-")
             continue
-        from tierwise.planner.answer import plan_label_from
-
-        table.add_row(str(p["num_gpus"]), plan_label_from(p["plan"]), f"{p['tokens_per_s']:,.0f}",
+        table.add_row(str(p["num_gpus"]), label, f"{p['tokens_per_s']:,.0f}",
                       f"{p['efficiency_vs_linear']:.0%}", f"{p['scaling_efficiency']:.0%}")
     print_table(console, table)
     lines = doc["explanation"].splitlines()
@@ -200,12 +199,20 @@ GoodputNodeOpt = Annotated[float | None, typer.Option("--node-failure-rate", hel
                                                       "failures per node per day")]
 
 
-def _rank_by_goodput(doc: dict, m, cl, top: int, opts) -> dict:
-    """``plan --goodput``: the planner's plans re-ranked by goodput-adjusted throughput, the first ``top`` kept."""
-    from tierwise.documents.training import with_goodput_ranking
+def _plan_document(answer, m, cl, top: int, opts) -> tuple[dict, list[str]]:
+    """The ``plan`` document of the planner's answer and the labels of the plans it lists; with ``--goodput``
+    (``opts``) the plans re-ranked by goodput-adjusted throughput, the first ``top`` kept."""
+    from tierwise.documents.training import plan_document, with_goodput_ranking
+    from tierwise.planner.explain import plan_label
+
+    labels = [plan_label(r.plan) for r in answer.plans]
+    if opts is None:
+        return plan_document(answer), labels
     from tierwise.goodput.ranking import goodput_ranking
 
-    return with_goodput_ranking(doc, goodput_ranking(doc, m, cl, doc["gpus"]["used"], opts), top)
+    ranking = goodput_ranking(answer, m, cl, opts)
+    order = ranking.order[:top] if ranking is not None else range(len(labels))
+    return with_goodput_ranking(plan_document(answer), ranking, top), [labels[j] for j in order]
 
 
 def _goodput_pool() -> int:
@@ -269,7 +276,7 @@ def register(app: typer.Typer) -> None:
         html: HtmlOpt = None, compute: ComputeOpt = None, strict: StrictOpt = False,
     ) -> None:
         """Search every parallel layout, fit memory, rank by the estimator, and explain the winner."""
-        from tierwise.planner.gpus import plan_any_gpus
+        from tierwise.planner.gpus import answer_any_gpus
 
         check_counts(gpus=gpus, global_batch=global_batch, seq=seq, top=top, tp=tp, pp=pp, cp=cp, ep=ep, dp=dp,
                       vpp=vpp, mbs=mbs, max_tp=max_tp, max_pp=max_pp, max_cp=max_cp, max_ep=max_ep,
@@ -295,28 +302,29 @@ def register(app: typer.Typer) -> None:
         from tierwise.cli._progress import progress
 
         with progress(f"searching plans on {gpus} GPUs"), _as_flags():
-            doc = plan_any_gpus(m, cl, gpus, global_batch, seq, constraints=c, objective=objective,
-                                top=top if opts is None else max(top, _goodput_pool()), show_infeasible=show_infeasible)
-        if opts is not None:
-            doc = _rank_by_goodput(doc, m, cl, top, opts)
+            answer = answer_any_gpus(m, cl, gpus, global_batch, seq, constraints=c, objective=objective,
+                                     top=top if opts is None else max(top, _goodput_pool()),
+                                     show_infeasible=show_infeasible)
+        doc, labels = _plan_document(answer, m, cl, top, opts)
         _add_economics(doc, cl, gpus, levers, tokens, price_table, overrides)
-        _emit_plan(doc, as_json=as_json, html=html, goodput=opts is not None)
+        _emit_plan(doc, labels if opts is not None else None, as_json=as_json, html=html)
 
     app.command("scale")(scale_cmd)
 
 
-def _emit_plan(doc: dict, *, as_json: bool, html: str | None, goodput: bool) -> None:
-    """Write the ``--html`` page and print the plan document (with its goodput table under ``--goodput``)."""
+def _emit_plan(doc: dict, goodput_labels: list[str] | None, *, as_json: bool, html: str | None) -> None:
+    """Write the ``--html`` page and print the plan document (with its goodput table under ``--goodput``: the
+    labels of the plans it lists)."""
     if html is not None:
         from tierwise.report import write_page
         from tierwise.report.plan import plan_page
 
         doc["html"] = write_page(html, plan_page(doc))
-    if goodput:
+    if goodput_labels is not None:
         from tierwise.cli.goodput import render_plan_goodput
 
-        emit(doc, as_json, lambda console: (_render_plan_economics(console, doc), render_plan_goodput(console, doc)),
-             document="plan")
+        emit(doc, as_json, lambda console: (_render_plan_economics(console, doc),
+                                            render_plan_goodput(console, doc, goodput_labels)), document="plan")
         return
     emit(doc, as_json, lambda console: _render_plan_economics(console, doc), document="plan")
 
@@ -338,8 +346,10 @@ def scale_cmd(
     html: HtmlOpt = None,
 ) -> None:
     """Best plan at each GPU count and its efficiency against linear scaling: where adding GPUs stops paying."""
-    from tierwise.planner.answer import parse_gpu_range, scale_document
-    from tierwise.planner.gpus import plan_any_gpus
+    from tierwise.documents.training import scale_document
+    from tierwise.planner.answer import answer_scale, parse_gpu_range
+    from tierwise.planner.explain import plan_label
+    from tierwise.planner.gpus import answer_any_gpus
 
     check_counts(global_batch=global_batch, seq=seq)
     counts = parse_gpu_range(gpus)
@@ -357,22 +367,29 @@ def scale_cmd(
     from tierwise.cli._progress import progress
 
     with progress(f"best plan at {len(counts)} GPU counts"), _as_flags():
-        doc = scale_document(m, cl, counts, global_batch, seq, constraints=c, objective=objective,
-                             plan_fn=plan_any_gpus)
+        answer = answer_scale(m, cl, counts, global_batch, seq, constraints=c, objective=objective,
+                              plan_fn=answer_any_gpus)
+    doc = scale_document(answer)
     if opts is not None:
         from tierwise.documents.training import with_goodput_scaling
         from tierwise.goodput.ranking import goodput_scaling
 
-        doc = with_goodput_scaling(doc, goodput_scaling(doc, m, cl, opts))
+        doc = with_goodput_scaling(doc, goodput_scaling(answer, m, cl, opts))
+    labels = [None if p.best is None else plan_label(p.best.plan) for p in answer.points]
+    _emit_scale(doc, labels, as_json=as_json, html=html, goodput=opts is not None)
+
+
+def _emit_scale(doc: dict, labels: list[str | None], *, as_json: bool, html: str | None, goodput: bool) -> None:
+    """Write the ``--html`` page and print the scale document (with its goodput table under ``--goodput``)."""
     if html is not None:
         from tierwise.report import write_page
         from tierwise.report.scale import scale_page
 
         doc["html"] = write_page(html, scale_page(doc))
-    if opts is not None:
+    if goodput:
         from tierwise.cli.goodput import render_scale_goodput
 
-        emit(doc, as_json, lambda console: (render_scale(console, doc), render_scale_goodput(console, doc)),
+        emit(doc, as_json, lambda console: (render_scale(console, doc, labels), render_scale_goodput(console, doc)),
              document="scale")
         return
-    emit(doc, as_json, lambda console: render_scale(console, doc), document="scale")
+    emit(doc, as_json, lambda console: render_scale(console, doc, labels), document="scale")

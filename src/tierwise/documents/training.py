@@ -11,7 +11,8 @@ import math
 from dataclasses import asdict
 from typing import Any
 
-__all__ = ["DOCUMENTS", "goodput_document", "with_goodput_ranking", "with_goodput_scaling"]
+__all__ = ["DOCUMENTS", "goodput_document", "with_goodput_ranking", "with_goodput_scaling", "plan_document",
+           "scale_document", "plan_entry", "gpus_document"]
 
 BREAKDOWN = {
     "compute_s": "num", "recompute_s": "num", "bubble_s": "num", "exposed_comm_s": "num", "optimizer_s": "num",
@@ -195,6 +196,81 @@ def goodput_document(g) -> dict[str, Any]:
     doc["assumed"] = list(g.assumed)
     doc["explanation"] = list(g.explanation)
     return doc
+
+
+PLAN_KEYS = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch_size", "etp", "sequence_parallel", "recompute",
+             "zero_stage", "zero3_gather", "precision", "order", "tp_comm_overlap", "ep_comm_overlap",
+             "fused_elementwise", "fused_cross_entropy", "dp_shard", "first_stage_layers", "last_stage_layers")
+"""The plan's fields each ``plans[...]`` entry of ``plan --json`` lists (before its tiers and estimate)."""
+
+
+def plan_entry(ranked) -> dict[str, Any]:
+    """One ``plans[...]`` entry of ``plan --json`` from a :class:`tierwise.planner.results.RankedPlan`: the
+    degrees and switches, the tier of each axis, the full estimate (and the winner's ``recompute_why``)."""
+    plan = ranked.plan
+    entry: dict[str, Any] = {k: getattr(plan, k) for k in PLAN_KEYS}
+    if plan.activation_offload_layers:  # only where the plan offloads (Plan.as_dict's convention)
+        entry["activation_offload_layers"] = plan.activation_offload_layers
+    entry["tiers"] = dict(ranked.tiers)
+    entry["estimate"] = ranked.estimate
+    if ranked.recompute_why is not None:
+        entry["recompute_why"] = ranked.recompute_why
+    return entry
+
+
+def gpus_document(g) -> dict[str, Any]:
+    """The ``gpus`` block (:data:`GPUS`) of a :class:`tierwise.planner.results.GpuUse`."""
+    out = {"asked": g.asked, "used": g.used, "idle": g.idle, "unit": g.unit, "units_used": g.units_used,
+           "gpus_per_unit": g.gpus_per_unit, "summary": g.summary}
+    if g.note is not None:
+        out["note"] = g.note
+    return out
+
+
+def _near_miss(m) -> dict[str, Any]:
+    p = m.plan
+    return {"plan": m.label, "tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "ep": p.ep,
+            "micro_batch_size": p.micro_batch_size, "recompute": p.recompute, "zero_stage": p.zero_stage,
+            "memory_per_gpu_bytes": m.memory_per_gpu_bytes, "capacity_bytes": m.capacity_bytes}
+
+
+def plan_document(answer) -> dict[str, Any]:
+    """The ``plan --json`` body (:data:`PLAN`) of a :class:`tierwise.planner.results.PlanAnswer`."""
+    a = answer
+    doc: dict[str, Any] = {"model": a.model, "cluster": a.cluster, "num_gpus": a.num_gpus,
+                           "global_batch_size": a.global_batch_size, "seq_length": a.seq_length,
+                           "objective": a.objective}
+    if a.framework:
+        doc.update({"framework": a.framework, "assumed": list(a.assumed)})
+    doc.update({"plans": [plan_entry(r) for r in a.plans], "explanation": "\n".join(a.explanation),
+                "num_evaluated": a.num_evaluated, "num_feasible": a.num_feasible, "space_size": a.space_size,
+                "notes": list(a.notes)})
+    if a.infeasible is not None:
+        doc["infeasible"] = [_near_miss(m) for m in a.infeasible]
+    if a.gpus is not None:
+        doc["gpus"] = gpus_document(a.gpus)
+    return doc
+
+
+def _scale_point(p) -> dict[str, Any]:
+    if p.best is None:
+        return {"num_gpus": p.num_gpus, "plan": None, "tokens_per_s": None, "scaling_efficiency": None,
+                "efficiency_vs_linear": None, "reason": p.reason}
+    e = p.best.estimate
+    out = {"num_gpus": p.num_gpus, "plan": plan_entry(p.best), "tokens_per_s": e["tokens_per_s"],
+           "scaling_efficiency": e["scaling_efficiency"], "efficiency_vs_linear": p.efficiency_vs_linear}
+    if p.gpus is not None:
+        out["gpus"] = gpus_document(p.gpus)
+    return out
+
+
+def scale_document(answer) -> dict[str, Any]:
+    """The ``scale --json`` body (:data:`SCALE`) of a :class:`tierwise.planner.results.ScaleAnswer`."""
+    a = answer
+    return {"model": a.model, "cluster": a.cluster, "global_batch_size": a.global_batch_size,
+            "seq_length": a.seq_length, "objective": a.objective, "precision": a.precision,
+            "points": [_scale_point(p) for p in a.points], "knee_num_gpus": a.knee_num_gpus,
+            "explanation": "\n".join(a.explanation)}
 
 
 def with_goodput_ranking(doc: dict, ranking, top: int) -> dict:

@@ -12,7 +12,7 @@ import numpy as np
 from tierwise.estimate import estimate
 from tierwise.goodput.model import evaluate, failure_model
 from tierwise.goodput.results import GoodputRanking, GoodputScaling, PlanGoodput, ScaleGoodput
-from tierwise.specs.plan import Plan, PlanBatch
+from tierwise.specs.plan import PlanBatch
 
 __all__ = ["GOODPUT_POOL", "goodput_ranking", "goodput_scaling"]
 
@@ -20,16 +20,18 @@ GOODPUT_POOL = 32
 """Plans ``plan --goodput`` asks the planner for (its best by step time) before re-ranking them by goodput."""
 
 
-def goodput_ranking(doc: dict, m, cl, gpus: int, opts) -> GoodputRanking | None:
-    """``plan --json``'s plans re-ranked by goodput-adjusted throughput (one vectorized evaluation); ``None``
-    when the planner found no plan.
+def goodput_ranking(answer, m, cl, opts) -> GoodputRanking | None:
+    """The planner's plans (a :class:`tierwise.planner.results.PlanAnswer`, read by attribute) re-ranked by
+    goodput-adjusted throughput on the GPUs they use (one vectorized evaluation); ``None`` when the planner
+    found no plan.
 
     adjusted = tokens/s x ETTR x N / (N + spare GPUs at p99): the spare pool a layout's fault unit needs
     (a rack when its scale-up group spans an NVL72 domain, else a host) is capacity bought and not training.
     """
-    if not doc["plans"]:
+    if not answer.plans:
         return None
-    plans = [Plan.of(**e["estimate"]["plan"]) for e in doc["plans"]]
+    gpus = answer.gpus_used
+    plans = [r.plan for r in answer.plans]
     batch = PlanBatch.from_plans(plans)
     est = estimate(m, cl, batch)
     fm = failure_model(cl, gpus, opts)
@@ -49,17 +51,16 @@ def goodput_ranking(doc: dict, m, cl, gpus: int, opts) -> GoodputRanking | None:
                           interruptions_per_day=fm.interruptions_per_day, assumed=tuple(sorted(set(ev.assumed))))
 
 
-def goodput_scaling(doc: dict, m, cl, opts) -> GoodputScaling:
-    """Goodput at each ``scale`` point that has a plan, and the GPU count where adding GPUs stops paying once
+def goodput_scaling(answer, m, cl, opts) -> GoodputScaling:
+    """Goodput at each point of a :class:`tierwise.planner.results.ScaleAnswer` that has a plan, and the GPU count where adding GPUs stops paying once
     failures count (the first doubling whose adjusted goodput grows less than 1.5x, as ``scale``'s own knee)."""
     prev, knee, points = None, None, {}
-    for k, p in enumerate(doc["points"]):
-        if p["plan"] is None:
+    for k, p in enumerate(answer.points):
+        if p.best is None:
             continue
-        plan = Plan.of(**p["plan"]["estimate"]["plan"])
-        batch = PlanBatch.from_plans([plan])
-        n = p["num_gpus"]
-        used = p.get("gpus", {}).get("used", n)  # idle GPUs (no layout uses them) are held, like spares
+        batch = PlanBatch.from_plans([p.best.plan])
+        n = p.num_gpus
+        used = p.gpus.used if p.gpus is not None else n  # idle GPUs (no layout uses them) are held, like spares
         ev = evaluate(m, cl, used, batch, estimate(m, cl, batch), opts)
         adjusted = float(ev.goodput_tokens_per_s[0]) * used / max(n, used + float(ev.spare_gpus_p99[0]))
         points[k] = ScaleGoodput(ettr=float(ev.ettr[0]), goodput_tokens_per_s=float(ev.goodput_tokens_per_s[0]),

@@ -1,5 +1,8 @@
-"""The documents ``tierwise plan`` and ``tierwise scale`` print: ranked plans with their explanation, and the
-best plan per GPU count with its scaling efficiency. Library functions first; the CLI only renders them."""
+"""What ``tierwise plan`` and ``tierwise scale`` answer: ranked plans with their explanation
+(:func:`answer_plans`, a :class:`~tierwise.planner.results.PlanAnswer`), and the best plan per GPU count with its
+scaling efficiency (:func:`answer_scale`, a :class:`~tierwise.planner.results.ScaleAnswer`). The JSON documents
+are those records finished by :mod:`tierwise.documents.training` (:func:`plan_document` and
+:func:`scale_document` here do both steps); the CLI only renders them."""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from tierwise.documents.training import plan_document as _plan_doc
+from tierwise.documents.training import scale_document as _scale_doc
 from tierwise.errors import PlanError
 from tierwise.estimate import estimate
 from tierwise.estimate.compute import compute_params
@@ -17,12 +22,20 @@ from tierwise.limits import MAX_GPUS
 from tierwise.parallel.ep import moe_imbalance
 from tierwise.planner.branch_and_bound import OBJECTIVES, SearchResult, search
 from tierwise.planner.capacity import min_gpus_to_fit
-from tierwise.planner.explain import AXIS_LABEL, compare, crossing_head, explain_lines, plan_entry, plan_label
+from tierwise.planner.explain import (
+    AXIS_LABEL,
+    compare,
+    crossing_head,
+    explain_lines,
+    plan_label,
+    ranked_plan,
+)
+from tierwise.planner.results import NearMiss, PlanAnswer, RankedPlan, ScaleAnswer, ScalePoint
 from tierwise.planner.space import Constraints, check_constraints, to_batch
 from tierwise.planner.why import memory_choice
-from tierwise.specs.plan import Plan, PlanBatch, valid_plan_mask
+from tierwise.specs.plan import PlanBatch, valid_plan_mask
 
-__all__ = ["plan_document", "scale_document", "parse_gpu_range"]
+__all__ = ["answer_plans", "answer_scale", "plan_document", "scale_document", "parse_gpu_range"]
 
 
 
@@ -152,58 +165,55 @@ def _nothing_fits(model, cluster, result: SearchResult, c: Constraints) -> str:
             f"{sharding} and {memory} (e.g. {plan_label(p)}, {fit.memory_fraction:.0%} of memory)")
 
 
-def plan_document(model, cluster, num_gpus: int, global_batch_size: int, seq_length: int, *,
-                  constraints: Constraints | None = None, objective: str = "step_time", top: int = 10,
-                  show_infeasible: bool = False) -> dict[str, Any]:
-    """The ``plan --json`` document: ranked plans best first, the explanation, and the search's counts."""
+def answer_plans(model, cluster, num_gpus: int, global_batch_size: int, seq_length: int, *,
+                 constraints: Constraints | None = None, objective: str = "step_time", top: int = 10,
+                 show_infeasible: bool = False) -> PlanAnswer:
+    """The planner's answer: ranked plans best first, the explanation, and the search's counts."""
     c = constraints or Constraints()
     result = search(model, cluster, num_gpus, global_batch_size, seq_length, constraints=c, objective=objective,
                     top=top)
-    doc: dict[str, Any] = {"model": model.name, "cluster": cluster.name, "num_gpus": num_gpus,
-                           "global_batch_size": global_batch_size, "seq_length": seq_length, "objective": objective}
     n = len(result.plans["tp"])
-    plans, entries, lines = [], [], []
-    if result.space.framework:
-        doc.update({"framework": result.space.framework, "assumed": list(result.space.assumed)})
+    ranked: list[RankedPlan] = []
     if n:
         batch = result.batch()
         plans = [batch.plan(i) for i in range(n)]
         if result.space.framework:
             plans = [p.replace(framework=result.space.framework) for p in plans]
         est = _estimate(model, cluster, batch)
-        entries = [plan_entry(model, cluster, num_gpus, plans[i], est, i) for i in range(n)]
+        ranked = [ranked_plan(model, cluster, num_gpus, plans[i], est, i) for i in range(n)]
         why = memory_choice(model, cluster, plans[0], result.space)
-        entries[0]["recompute_why"] = why
+        ranked[0] = replace(ranked[0], recompute_why=why)
         lines = explain_lines(model, cluster, est, plans, memory=why,
                               neighbours=_neighbours(model, cluster, result, plans[0], c),
                               crossing=_crossing_lines(model, cluster, result, est, plans, c)
                               + _expert_line(model, cluster, result, plans, c) + _balance_line(model, cluster, plans))
     else:
         lines = [_nothing_fits(model, cluster, result, c)]
-    doc.update({"plans": entries, "explanation": "\n".join(lines), "num_evaluated": result.num_evaluated,
-                "num_feasible": result.num_feasible, "space_size": result.space_size,
-                "notes": [n for n in (result.space.precision_note, *result.notes) if n]})
-    if show_infeasible:
-        doc["infeasible"] = _infeasible(model, cluster, result)
-    return doc
+    return PlanAnswer(
+        model=model.name, cluster=cluster.name, num_gpus=num_gpus, global_batch_size=global_batch_size,
+        seq_length=seq_length, objective=objective, plans=tuple(ranked), explanation=tuple(lines),
+        num_evaluated=result.num_evaluated, num_feasible=result.num_feasible, space_size=result.space_size,
+        notes=tuple(n for n in (result.space.precision_note, *result.notes) if n),
+        framework=result.space.framework or None, assumed=tuple(result.space.assumed),
+        infeasible=_infeasible(model, cluster, result) if show_infeasible else None)
 
 
-def _infeasible(model, cluster, result: SearchResult) -> list[dict[str, Any]]:
+def plan_document(model, cluster, num_gpus: int, global_batch_size: int, seq_length: int, **kw) -> dict[str, Any]:
+    """The ``plan --json`` document (:func:`tierwise.documents.training.plan_document` of :func:`answer_plans`;
+    the same keywords)."""
+    return _plan_doc(answer_plans(model, cluster, num_gpus, global_batch_size, seq_length, **kw))
+
+
+def _infeasible(model, cluster, result: SearchResult) -> tuple[NearMiss, ...]:
     """The nearest misses: per structure that fits with no switches, its lightest plan and memory."""
-
     miss = result.infeasible
     if not len(miss.get("tp", [])):
-        return []
+        return ()
     batch = to_batch(miss, result.space.global_batch_size, result.space.seq_length)
     est = _estimate(model, cluster, batch)
-    out = []
-    for i in range(len(batch)):
-        p = batch.plan(i)
-        out.append({"plan": plan_label(p), "tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "ep": p.ep,
-                    "micro_batch_size": p.micro_batch_size, "recompute": p.recompute, "zero_stage": p.zero_stage,
-                    "memory_per_gpu_bytes": float(est.memory["per_gpu_bytes"][i]),
-                    "capacity_bytes": float(est.memory["capacity_bytes"][i])})
-    return out
+    plans = [batch.plan(i) for i in range(len(batch))]
+    return tuple(NearMiss(plan=p, label=plan_label(p), memory_per_gpu_bytes=float(est.memory["per_gpu_bytes"][i]),
+                          capacity_bytes=float(est.memory["capacity_bytes"][i])) for i, p in enumerate(plans))
 
 
 def parse_gpu_range(text: str) -> list[int]:
@@ -242,14 +252,14 @@ MAX_SCALE_POINTS = 64
 """GPU counts ``tierwise scale`` plans at most (a doubling range 1:2^20 has 21)."""
 
 
-def scale_document(model, cluster, counts: list[int], global_batch_size: int, seq_length: int, *,
-                   constraints: Constraints | None = None, objective: str = "step_time",
-                   plan_fn=None) -> dict[str, Any]:
+def answer_scale(model, cluster, counts: list[int], global_batch_size: int, seq_length: int, *,
+                 constraints: Constraints | None = None, objective: str = "step_time",
+                 plan_fn=None) -> ScaleAnswer:
     """Best plan per GPU count (fixed global batch: strong scaling) and the efficiency against linear.
 
-    ``plan_fn`` plans one count (default :func:`plan_document`; ``tierwise scale`` passes
-    :func:`tierwise.planner.gpus.plan_any_gpus`, which leaves GPUs idle where no layout uses them all, and the
-    point then carries its ``gpus`` block).
+    ``plan_fn`` answers one count (default :func:`answer_plans`; ``tierwise scale`` passes
+    :func:`tierwise.planner.gpus.answer_any_gpus`, which leaves GPUs idle where no layout uses them all, and the
+    point then carries its GPU use).
 
     ``efficiency_vs_linear`` = tokens/s per GPU against the smallest count that has a plan; the knee is the
     first doubling that buys less than 1.5x the tokens/s (half of its GPUs' linear share is lost), and its
@@ -258,38 +268,36 @@ def scale_document(model, cluster, counts: list[int], global_batch_size: int, se
     if objective not in OBJECTIVES:  # checked once: a bad argument is an error, not a "-" at every count
         raise PlanError(f"--objective {short_repr(objective, 40)} is unknown; choose one of {', '.join(OBJECTIVES)}")
     check_constraints(model, cluster, constraints or Constraints())
-    points: list[dict[str, Any]] = []
-    shares: list[dict[str, float] | None] = []
+    points: list[ScalePoint] = []
     precision, note = None, []
     for n in counts:
         if precision is not None:
             constraints = replace(constraints or Constraints(), precision=(precision,))
         try:
-            doc = (plan_fn or plan_document)(model, cluster, n, global_batch_size, seq_length,
-                                             constraints=constraints, objective=objective, top=1)
+            answer = (plan_fn or answer_plans)(model, cluster, n, global_batch_size, seq_length,
+                                               constraints=constraints, objective=objective, top=1)
         except PlanError as exc:
-            points.append({"num_gpus": n, "plan": None, "tokens_per_s": None, "scaling_efficiency": None,
-                           "efficiency_vs_linear": None, "reason": str(exc)})
-            shares.append(None)
+            points.append(ScalePoint(num_gpus=n, best=None, reason=str(exc)))
             continue
-        if not doc["plans"]:
-            points.append({"num_gpus": n, "plan": None, "tokens_per_s": None, "scaling_efficiency": None,
-                           "efficiency_vs_linear": None, "reason": doc["explanation"]})
-            shares.append(None)
+        if not answer.plans:
+            points.append(ScalePoint(num_gpus=n, best=None, reason="\n".join(answer.explanation)))
             continue
-        best = doc["plans"][0]
-        e = best["estimate"]
+        best = answer.plans[0]
         if precision is None:  # the curve keeps the first point's precision: tokens/s compare like with like
-            precision, note = best["precision"], _one_precision(constraints, best["precision"], n)
-        points.append({"num_gpus": n, "plan": best, "tokens_per_s": e["tokens_per_s"],
-                       "scaling_efficiency": e["scaling_efficiency"], "efficiency_vs_linear": None,
-                       **({"gpus": doc["gpus"]} if "gpus" in doc else {})})
-        shares.append(_shares(e))
-    _fill_linear(points)
-    knee, lines = _knee(points, shares)
-    return {"model": model.name, "cluster": cluster.name, "global_batch_size": global_batch_size,
-            "seq_length": seq_length, "objective": objective, "precision": precision, "points": points,
-            "knee_num_gpus": knee, "explanation": "\n".join([*note, *lines])}
+            precision, note = best.plan.precision, _one_precision(constraints, best.plan.precision, n)
+        points.append(ScalePoint(num_gpus=n, best=best, gpus=answer.gpus))
+    points = _fill_linear(points)
+    knee, lines = _knee(points)
+    return ScaleAnswer(model=model.name, cluster=cluster.name, global_batch_size=global_batch_size,
+                       seq_length=seq_length, objective=objective, precision=precision, points=tuple(points),
+                       knee_num_gpus=knee, explanation=(*note, *lines))
+
+
+def scale_document(model, cluster, counts: list[int], global_batch_size: int, seq_length: int,
+                   **kw) -> dict[str, Any]:
+    """The ``scale --json`` document (:func:`tierwise.documents.training.scale_document` of
+    :func:`answer_scale`; the same keywords)."""
+    return _scale_doc(answer_scale(model, cluster, counts, global_batch_size, seq_length, **kw))
 
 
 def _one_precision(constraints: Constraints | None, chosen: str, n: int) -> list[str]:
@@ -303,7 +311,8 @@ def _one_precision(constraints: Constraints | None, chosen: str, n: int) -> list
             f"{others} for the {others} curve"]
 
 
-def _shares(e: dict[str, Any]) -> dict[str, float]:
+def _shares(best: RankedPlan) -> dict[str, float]:
+    e = best.estimate
     bd = e["breakdown"]
     step = e["step_time_s"]
     out = {"recompute": bd["recompute_s"] / step, "bubble": bd["bubble_s"] / step,
@@ -313,48 +322,43 @@ def _shares(e: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def _fill_linear(points: list[dict[str, Any]]) -> None:
-    ref = next((p for p in points if p["tokens_per_s"]), None)
+def _fill_linear(points: list[ScalePoint]) -> list[ScalePoint]:
+    ref = next((p for p in points if p.best is not None and p.best.tokens_per_s), None)
     if ref is None:
-        return
-    per_gpu = ref["tokens_per_s"] / ref["num_gpus"]
-    for p in points:
-        if p["tokens_per_s"]:
-            p["efficiency_vs_linear"] = p["tokens_per_s"] / p["num_gpus"] / per_gpu
+        return points
+    per_gpu = ref.best.tokens_per_s / ref.num_gpus
+    return [replace(p, efficiency_vs_linear=p.best.tokens_per_s / p.num_gpus / per_gpu)
+            if p.best is not None and p.best.tokens_per_s else p for p in points]
 
 
-def _knee(points, shares) -> tuple[int | None, list[str]]:
+def _knee(points: list[ScalePoint]) -> tuple[int | None, list[str]]:
     lines: list[str] = []
     knee, verdict = None, "every doubling kept more than half of its GPUs' linear share"
     prev = None
-    for p, share in zip(points, shares, strict=True):
-        if not p["tokens_per_s"]:
-            lines.append(f"{p['num_gpus']:>6} GPUs: no plan ({p['reason']})")
+    for p in points:
+        if p.best is None or not p.best.tokens_per_s:
+            lines.append(f"{p.num_gpus:>6} GPUs: no plan ({p.reason})")
             continue
-        lines.append(f"{p['num_gpus']:>6} GPUs: {p['tokens_per_s']:,.0f} tokens/s, {p['efficiency_vs_linear']:.0%} "
-                     f"of linear, compute {p['scaling_efficiency']:.0%} of the step ({plan_label_from(p['plan'])})")
+        share, tps = _shares(p.best), p.best.tokens_per_s
+        lines.append(f"{p.num_gpus:>6} GPUs: {tps:,.0f} tokens/s, {p.efficiency_vs_linear:.0%} of linear, "
+                     f"compute {p.best.estimate['scaling_efficiency']:.0%} of the step ({plan_label(p.best.plan)})")
         if prev is not None and knee is None:
-            gain = p["tokens_per_s"] / prev[0]["tokens_per_s"]
-            ratio = p["num_gpus"] / prev[0]["num_gpus"]
+            gain = tps / prev[0].best.tokens_per_s
+            ratio = p.num_gpus / prev[0].num_gpus
             if gain < 1 + 0.5 * (ratio - 1):
                 grew = max(share, key=lambda k: share[k] - prev[1].get(k, 0.0))
-                knee = p["num_gpus"]
+                knee = p.num_gpus
                 verdict = (f"adding GPUs stops paying at {knee}: {ratio:g}x the GPUs give {gain:.2f}x the tokens/s; "
-                           f"{grew}{_tier_of(p['plan'], grew)} grew from {prev[1].get(grew, 0):.0%} to "
+                           f"{grew}{_tier_of(p.best, grew)} grew from {prev[1].get(grew, 0):.0%} to "
                            f"{share[grew]:.0%} of the step (the global batch is fixed, so each GPU gets fewer "
                            "tokens and micro-batches)")
         prev = (p, share)
     return knee, [*lines, verdict]
 
 
-def _tier_of(entry: dict[str, Any], component: str) -> str:
+def _tier_of(best: RankedPlan, component: str) -> str:
     """`` on scale_out`` for an exposed-communication component, from the plan's axis tiers."""
     labels = {v: k for k, v in AXIS_LABEL.items()}
-    if not component.startswith("exposed ") or "tiers" not in entry:
+    if not component.startswith("exposed "):
         return ""
-    return f" (on {entry['tiers'][labels[component.split()[-1]]]})"
-
-
-def plan_label_from(entry: dict[str, Any]) -> str:
-
-    return plan_label(Plan.of(**entry["estimate"]["plan"]))
+    return f" (on {best.tiers[labels[component.split()[-1]]]})"

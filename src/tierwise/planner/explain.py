@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tierwise.documents.training import plan_entry as document_entry
 from tierwise.estimate.scenario import (
     Scenario,
     axis_group_label,
@@ -25,9 +26,10 @@ from tierwise.estimate.scenario import (
     result_dict,
 )
 from tierwise.hierarchy import TIER_ORDER
+from tierwise.planner.results import RankedPlan
 from tierwise.specs.plan import ORDERS
 
-__all__ = ["plan_label", "components", "plan_entry", "explain_lines", "compare", "crossing_head", "AXIS_LABEL"]
+__all__ = ["plan_label", "components", "plan_entry", "ranked_plan", "explain_lines", "compare", "crossing_head", "AXIS_LABEL"]
 
 AXIS_LABEL = {"tp": "TP", "cp": "CP", "ep": "EP", "pp": "PP", "dp": "DP"}
 _AXES = ("tp", "cp", "ep", "pp", "dp")
@@ -79,20 +81,18 @@ def components(est, i: int) -> dict[str, float]:
     return out
 
 
-def plan_entry(model, cluster, num_gpus: int, plan, est, i: int) -> dict[str, Any]:
-    """One ``plans[...]`` entry of ``plan --json``: the degrees, the tier of each axis, the full estimate."""
+def ranked_plan(model, cluster, num_gpus: int, plan, est, i: int) -> RankedPlan:
+    """Plan ``i`` of an estimate as a :class:`~tierwise.planner.results.RankedPlan`: the plan, the tier of each
+    axis, the full estimate block."""
+    tiers = {axis: TIER_ORDER[int(est.axis_tier[axis][i])] for axis in _AXES}
+    return RankedPlan(plan=plan, tiers=tiers, estimate=result_dict(
+        est, i, plan, Scenario(model=model, cluster=cluster, num_gpus=num_gpus, plan=plan)))
 
-    keys = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch_size", "etp", "sequence_parallel", "recompute",
-            "zero_stage", "zero3_gather", "precision", "order", "tp_comm_overlap", "ep_comm_overlap", "fused_elementwise",
-            "fused_cross_entropy", "dp_shard",
-            "first_stage_layers", "last_stage_layers")
-    entry: dict[str, Any] = {k: getattr(plan, k) for k in keys}
-    if plan.activation_offload_layers:  # only where the plan offloads (Plan.to_dict's convention)
-        entry["activation_offload_layers"] = plan.activation_offload_layers
-    entry["tiers"] = {axis: TIER_ORDER[int(est.axis_tier[axis][i])] for axis in _AXES}
-    entry["estimate"] = result_dict(est, i, plan, Scenario(model=model, cluster=cluster, num_gpus=num_gpus,
-                                                           plan=plan))
-    return entry
+
+def plan_entry(model, cluster, num_gpus: int, plan, est, i: int) -> dict[str, Any]:
+    """One ``plans[...]`` entry of ``plan --json`` (:func:`tierwise.documents.training.plan_entry` of
+    :func:`ranked_plan`): the degrees, the tier of each axis, the full estimate."""
+    return document_entry(ranked_plan(model, cluster, num_gpus, plan, est, i))
 
 
 def _gb(x: float) -> str:

@@ -16,15 +16,18 @@ those counts has a layout, the error names the rule that failed with its numbers
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from tierwise.planner.answer import plan_document
+from tierwise.documents.training import gpus_document, plan_document
+from tierwise.planner.answer import answer_plans
+from tierwise.planner.results import GpuUse, PlanAnswer
 from tierwise.planner.space import Constraints, NoLayoutError
 from tierwise.specs.plan import PlanBatch, valid_plan_mask
 
-__all__ = ["MAX_IDLE_FRACTION", "CANDIDATES", "usable_counts", "plan_any_gpus", "why_no_layout", "max_idle_gpus",
+__all__ = ["MAX_IDLE_FRACTION", "CANDIDATES", "usable_counts", "answer_any_gpus", "plan_any_gpus", "gpu_use", "why_no_layout", "max_idle_gpus",
            "gpus_block"]
 
 MAX_IDLE_FRACTION = 0.02
@@ -109,13 +112,13 @@ def _batch_hint(num_gpus: int, t: dict[str, np.ndarray]) -> int:
     return int(t["dp"].max())
 
 
-def _better(a: dict[str, Any], b: dict[str, Any], objective: str) -> bool:
-    """Whether plan document ``a``'s best plan beats ``b``'s (step time and tokens/s at the same batch; MFU)."""
-    if not a["plans"]:
+def _better(a: PlanAnswer, b: PlanAnswer, objective: str) -> bool:
+    """Whether answer ``a``'s best plan beats ``b``'s (step time and tokens/s at the same batch; MFU)."""
+    if not a.plans:
         return False
-    if not b["plans"]:
+    if not b.plans:
         return True
-    ea, eb = a["plans"][0]["estimate"], b["plans"][0]["estimate"]
+    ea, eb = a.plans[0].estimate, b.plans[0].estimate
     if objective == "mfu":
         return ea["mfu"] > eb["mfu"]
     return ea["tokens_per_s"] > eb["tokens_per_s"]
@@ -126,50 +129,55 @@ def max_idle_gpus(cluster, num_gpus: int) -> int:
     return max(int(num_gpus * MAX_IDLE_FRACTION), cluster.scale_up_domain, cluster.gpus_per_node)
 
 
-def gpus_block(cluster, asked: int, used: int) -> dict[str, Any]:
-    """The document's ``gpus``: asked, used, idle, and the racks or servers used."""
+def gpu_use(cluster, asked: int, used: int, note: str | None = None) -> GpuUse:
+    """GPUs asked and used, and the racks (scale-up domains wider than a server) or servers used."""
     unit = max(cluster.scale_up_domain, cluster.gpus_per_node)
     what = "racks" if cluster.scale_up_domain > cluster.gpus_per_node else "servers"
-    units = -(-used // unit)
-    return {"asked": asked, "used": used, "idle": asked - used, "unit": what, "units_used": units,
-            "gpus_per_unit": unit,
-            "summary": f"uses {used:,} GPUs, {units:,} {what}; {asked - used:,} idle"}
+    return GpuUse(asked=asked, used=used, unit=what, units_used=-(-used // unit), gpus_per_unit=unit, note=note)
 
 
-def plan_any_gpus(model, cluster, num_gpus: int, global_batch_size: int, seq_length: int, *,
-                  constraints: Constraints | None = None, objective: str = "step_time", top: int = 10,
-                  show_infeasible: bool = False) -> dict[str, Any]:
-    """:func:`tierwise.planner.answer.plan_document` on ``num_gpus`` GPUs, or, when no layout uses them all, on
-    the best of the :data:`CANDIDATES` largest usable counts (module docstring); ``gpus`` in the document says
-    which. Raises :class:`~tierwise.planner.space.NoLayoutError` naming the failing rule when none has a layout."""
+def gpus_block(cluster, asked: int, used: int) -> dict[str, Any]:
+    """The document's ``gpus``: asked, used, idle, and the racks or servers used (:func:`gpu_use`)."""
+    return gpus_document(gpu_use(cluster, asked, used))
+
+
+def answer_any_gpus(model, cluster, num_gpus: int, global_batch_size: int, seq_length: int, *,
+                    constraints: Constraints | None = None, objective: str = "step_time", top: int = 10,
+                    show_infeasible: bool = False) -> PlanAnswer:
+    """:func:`tierwise.planner.answer.answer_plans` on ``num_gpus`` GPUs, or, when no layout uses them all, on
+    the best of the :data:`CANDIDATES` largest usable counts (module docstring); its ``gpus`` says which.
+    Raises :class:`~tierwise.planner.space.NoLayoutError` naming the failing rule when none has a layout."""
     c = constraints or Constraints()
     kw = dict(constraints=c, objective=objective, top=top, show_infeasible=show_infeasible)
     try:
-        doc = plan_document(model, cluster, num_gpus, global_batch_size, seq_length, **kw)
-        doc["gpus"] = gpus_block(cluster, num_gpus, num_gpus)
-        return doc
+        answer = answer_plans(model, cluster, num_gpus, global_batch_size, seq_length, **kw)
+        return replace(answer, gpus=gpu_use(cluster, num_gpus, num_gpus))
     except NoLayoutError as exc:
         first = str(exc)
     max_idle = max_idle_gpus(cluster, num_gpus)
     best, tried = None, []
     for n in usable_counts(model, num_gpus, global_batch_size, seq_length, c, max_idle):
         try:
-            doc = plan_document(model, cluster, n, global_batch_size, seq_length, **kw)
+            answer = answer_plans(model, cluster, n, global_batch_size, seq_length, **kw)
         except NoLayoutError:
             continue
         tried.append(n)
-        if best is None or _better(doc, best, objective):
-            best = doc
+        if best is None or _better(answer, best, objective):
+            best = answer
         if len(tried) == CANDIDATES:
             break
     if best is None:  # the space's own reason when it names a rule (the batch, the bounds), else the rules here
         generic = first.startswith("no layout satisfies the model's rules")
         raise NoLayoutError(why_no_layout(model, num_gpus, global_batch_size, seq_length, c, max_idle) if generic
                             else f"{first} (and no layout uses {num_gpus - max_idle:,}-{num_gpus:,} GPUs)")
-    used = best["num_gpus"]
-    best["gpus"] = gpus_block(cluster, num_gpus, used)
-    best["gpus"]["note"] = (
-        f"no layout uses all {num_gpus:,} GPUs (tp x pp x cp x dp with dp dividing the batch of "
-        f"{global_batch_size}): searched {', '.join(f'{x:,}' for x in tried)} GPUs (at most {max_idle:,} idle) and "
-        f"kept the best, which {best['gpus']['summary']} (idle GPUs serve as hot spares)")
-    return best
+    use = gpu_use(cluster, num_gpus, best.num_gpus)
+    note = (f"no layout uses all {num_gpus:,} GPUs (tp x pp x cp x dp with dp dividing the batch of "
+            f"{global_batch_size}): searched {', '.join(f'{x:,}' for x in tried)} GPUs (at most {max_idle:,} idle) "
+            f"and kept the best, which {use.summary} (idle GPUs serve as hot spares)")
+    return replace(best, gpus=replace(use, note=note))
+
+
+def plan_any_gpus(model, cluster, num_gpus: int, global_batch_size: int, seq_length: int,
+                  **kw) -> dict[str, Any]:
+    """The ``plan --json`` document of :func:`answer_any_gpus` (the same keywords)."""
+    return plan_document(answer_any_gpus(model, cluster, num_gpus, global_batch_size, seq_length, **kw))
