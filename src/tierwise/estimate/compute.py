@@ -22,8 +22,8 @@ from tierwise.specs.parameters import load_parameters
 from tierwise.specs.plan import PRECISION, PlanBatch, Recompute
 from tierwise.workload.flops import ModelShape, attention_core_flops_per_token
 
-__all__ = ["layer_compute", "plan_work", "plan_attention_kernels", "plan_attention_backward_factors", "plan_unfused_attention", "compute_params",
-           "memory_bound_bytes_per_s", "step_flops"]
+__all__ = ["layer_compute", "plan_work", "plan_attention_kernels", "plan_attention_backward_factors",
+           "plan_unfused_attention", "compute_params", "memory_bound_bytes_per_s", "step_flops"]
 
 
 def plan_work(model, shape: ModelShape, rates: ComputeRates, plans: PlanBatch, P: Derived, cparams) -> LayerWork:

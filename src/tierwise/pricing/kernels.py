@@ -51,7 +51,8 @@ from tierwise.workload.flops import (
 from tierwise.workload.kernels import elementwise_bytes
 
 __all__ = ["ComputeRates", "compute_parameters", "compute_rates", "per_accelerator", "gemm_time", "gemm_peak",
-           "attention_time", "attention_kernel_rates", "attention_backward_factors", "resolved_attention_kernel", "elementwise_time",
+           "attention_time", "attention_kernel_rates", "attention_backward_factors", "resolved_attention_kernel",
+           "elementwise_time",
            "lm_head_time", "LayerWork", "LayerForward", "layer_gemms", "layer_forward", "overlapped",
            "unfused_attention_times", "BYTES_PER_ELEMENT", "ATTENTION_BACKWARD_FLOPS"]
 
@@ -256,8 +257,8 @@ def attention_time(core_flops, shape: ModelShape, rates: ComputeRates, *, seq_le
     backward recomputes the scores (one more exp2 per score) and runs five GEMMs to the forward's two
     (:data:`ATTENTION_BACKWARD_FLOPS`: 2.5x the forward's FLOPs) at ``attention_backward_ratio`` of the forward's
     efficiency per FLOP (one fitted global, the Hopper value) times ``backward_factor``, the kernel family's
-    generation factor on the backward alone (:func:`attention_backward_factors`). ``kv_bytes``: a KV cache the kernel streams
-    from HBM (decode), its memory side on the GEMMs' roofline (:func:`gemm_time`).
+    generation factor on the backward alone (:func:`attention_backward_factors`). ``kv_bytes``: a KV cache the
+    kernel streams from HBM (decode), its memory side on the GEMMs' roofline (:func:`gemm_time`).
     """
     p = rates.params
     seq_eff = seq_len / (seq_len + p["attention_half_seq_tokens"])
