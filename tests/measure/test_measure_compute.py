@@ -161,6 +161,27 @@ def test_a_profile_off_hopper_round_trips_through_the_generation_factor(name):
         assert pred["predicted_s"] == pytest.approx(float(fwd), rel=1e-6)
 
 
+def test_a_backward_row_on_blackwell_is_priced_with_the_backward_factor():
+    """measure compute's attention-backward rows (timed with their forward) are predicted as the estimator prices
+    them: the family's backward generation factor on the backward alone (cuDNN 0.966 on Blackwell)."""
+    from tierwise.specs.compute import attention_backward_generation_factor
+
+    cluster = load_cluster("dgx-b200")
+    rates = compute_rates(cluster.accelerator, compute_params())
+    flops = attention_flops(4, 16, 4096, 128)
+    eff = rates.params["attention_efficiency_cudnn"] * attention_generation_factor("cudnn", "blackwell")
+    factor = attention_backward_generation_factor("cudnn", "blackwell")
+    assert factor < 1.0
+    fwd, bwd = attention_time(np.array(flops), _Heads128, rates, seq_len=4096, eff=eff, overlap=1.0,
+                              backward_factor=factor)
+    _, bwd_hopper_ratio = attention_time(np.array(flops), _Heads128, rates, seq_len=4096, eff=eff, overlap=1.0)
+    row = {"kernel": "attention-backward", "family": "cudnn", "flops": 3.5 * flops, "time_s": float(fwd + bwd),
+           "seq": 4096, "head_dim": 128, "dtype": "bf16", "shape": "4x16x4096x128", "backend": "cudnn"}
+    (pred,) = predictions([row], cluster.accelerator)
+    assert pred["predicted_s"] == pytest.approx(float(fwd + bwd), rel=1e-9)
+    assert pred["predicted_s"] > float(fwd + bwd_hopper_ratio)
+
+
 def test_profile_target_refuses_another_part_under_strict():
     from tierwise.errors import MeasureError
 

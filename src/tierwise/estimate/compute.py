@@ -10,6 +10,7 @@ from tierwise.parallel.records import Derived, LayerCompute
 from tierwise.pricing.kernels import (
     ComputeRates,
     LayerWork,
+    attention_backward_factors,
     attention_kernel_rates,
     compute_parameters,
     compute_rates,
@@ -21,8 +22,8 @@ from tierwise.specs.parameters import load_parameters
 from tierwise.specs.plan import PRECISION, PlanBatch, Recompute
 from tierwise.workload.flops import ModelShape, attention_core_flops_per_token
 
-__all__ = ["layer_compute", "plan_work", "plan_attention_kernels", "plan_unfused_attention", "compute_params",
-           "memory_bound_bytes_per_s", "step_flops"]
+__all__ = ["layer_compute", "plan_work", "plan_attention_kernels", "plan_attention_backward_factors",
+           "plan_unfused_attention", "compute_params", "memory_bound_bytes_per_s", "step_flops"]
 
 
 def plan_work(model, shape: ModelShape, rates: ComputeRates, plans: PlanBatch, P: Derived, cparams) -> LayerWork:
@@ -37,6 +38,7 @@ def plan_work(model, shape: ModelShape, rates: ComputeRates, plans: PlanBatch, P
         imbalance=moe_imbalance(model, plans, cparams, P.tokens), fp8=is_fp8, fp4=np.zeros(P.n, dtype=bool), cast_inputs=is_fp8,
         attention_eff=eff, attention_overlap=overlap, unfused=plan_unfused_attention(plans),
         fused_elementwise=np.asarray(plans.fused_elementwise, dtype=bool),
+        attention_backward_factor=plan_attention_backward_factors(plans, rates.generation),
     )
 
 
@@ -102,6 +104,22 @@ def mtp_flops_per_token(model, shape: ModelShape, seq) -> np.ndarray:
     h = model.hidden_size
     return shape.mtp_layers * (attention + mlp + attention_core_flops_per_token(model, shape, seq, causal_halving=True)
                                + 2.0 * 2 * h * h + 2.0 * h * model.vocab_size)
+
+
+def _plan_kernel_names(plans: PlanBatch) -> tuple[list[str], np.ndarray]:
+    """(distinct kernel names, index of each plan's) of the plans' ``attention_kernel``; ``auto`` for all where
+    the batch has no such field."""
+    raw = getattr(plans, "attention_kernel", None)
+    if raw is None:
+        return ["auto"], np.zeros(len(plans), dtype=np.int64)
+    codes, inverse = np.unique(np.asarray(raw), return_inverse=True)
+    return [PLAN_KERNELS[int(c)] if 0 <= int(c) < len(PLAN_KERNELS) else "auto" for c in codes], inverse
+
+
+def plan_attention_backward_factors(plans: PlanBatch, generation: str) -> np.ndarray:
+    """Each plan's attention kernel family's backward factor on ``generation``
+    (:func:`tierwise.pricing.kernels.attention_backward_factors`)."""
+    return attention_backward_factors(*_plan_kernel_names(plans), generation)
 
 
 def plan_attention_kernels(plans: PlanBatch, rates: ComputeRates):

@@ -49,7 +49,11 @@ from tierwise.pricing.kernels import (
     elementwise_time,
 )
 from tierwise.specs.cluster import cluster_from_mapping
-from tierwise.specs.compute import attention_generation_factor, attention_kernel_overlap
+from tierwise.specs.compute import (
+    attention_backward_generation_factor,
+    attention_generation_factor,
+    attention_kernel_overlap,
+)
 from tierwise.specs.compute_profile import check_device
 from tierwise.specs.parameters import load_parameters
 
@@ -354,7 +358,8 @@ def _predicted_s(row: dict, rates) -> float | None:
         overlap = attention_kernel_overlap(row["family"], rates.generation)
         backward = row["kernel"].endswith("backward")  # timed with its forward: (1 + 2.5) forward FLOPs
         fwd, bwd = attention_time(np.array(row["flops"] / ((1.0 + ATTENTION_BACKWARD_FLOPS) if backward else 1.0)),
-                                  _Heads(row["head_dim"]), rates, seq_len=row["seq"], eff=eff, overlap=overlap)
+                                  _Heads(row["head_dim"]), rates, seq_len=row["seq"], eff=eff, overlap=overlap,
+                                  backward_factor=attention_backward_generation_factor(row["family"], rates.generation))
         return float(fwd + bwd) if backward else float(fwd)
     return None
 

@@ -31,6 +31,7 @@ import numpy as np
 
 from tierwise.specs.compute import (
     ATTENTION_KERNELS,
+    attention_backward_generation_factor,
     attention_efficiency_family,
     attention_generation_factor,
     attention_kernel_overlap,
@@ -50,7 +51,8 @@ from tierwise.workload.flops import (
 from tierwise.workload.kernels import elementwise_bytes
 
 __all__ = ["ComputeRates", "compute_parameters", "compute_rates", "per_accelerator", "gemm_time", "gemm_peak",
-           "attention_time", "attention_kernel_rates", "resolved_attention_kernel", "elementwise_time",
+           "attention_time", "attention_kernel_rates", "attention_backward_factors", "resolved_attention_kernel",
+           "elementwise_time",
            "lm_head_time", "LayerWork", "LayerForward", "layer_gemms", "layer_forward", "overlapped",
            "unfused_attention_times", "BYTES_PER_ELEMENT", "ATTENTION_BACKWARD_FLOPS"]
 
@@ -231,7 +233,19 @@ def attention_kernel_rates(kernels: list[str], inverse, rates: ComputeRates):
     return eff[inverse], overlap[inverse]
 
 
-def attention_time(core_flops, shape: ModelShape, rates: ComputeRates, *, seq_len, eff, overlap, kv_bytes=None):
+def attention_backward_factors(kernels: list[str], inverse, generation: str) -> np.ndarray:
+    """Per-generation factors on the backward of attention kernels named ``kernels[inverse]``: the fitted
+    ``attention_backward_ratio`` is the Hopper value, a family's backward on ``generation`` runs at it times
+    :func:`tierwise.specs.compute.attention_backward_generation_factor` (the backward-over-forward rate of one
+    benchmark run there against the same on Hopper: cuDNN 0.966 and FlashAttention-2 / SDPA 0.847 on Blackwell,
+    1 without a measurement; compute.yaml ``backward_rate``, docs/compute.md). Only the backward: the forward's
+    factor is :func:`attention_kernel_rates`'."""
+    kinds = [resolved_attention_kernel(k, generation) for k in kernels]
+    return np.array([attention_backward_generation_factor(k, generation) for k in kinds])[inverse]
+
+
+def attention_time(core_flops, shape: ModelShape, rates: ComputeRates, *, seq_len, eff, overlap, kv_bytes=None,
+                   backward_factor=1.0):
     """(forward, backward) seconds of a fused attention core doing ``core_flops`` on one rank.
 
     The two forward GEMMs (QK^T, PV) at the kernel family's matmul efficiency ``eff`` times
@@ -242,16 +256,17 @@ def attention_time(core_flops, shape: ModelShape, rates: ComputeRates, *, seq_le
     kernels overlap the two (max), FA2/SDPA run them one after the other (sum) (docs/compute.md). The
     backward recomputes the scores (one more exp2 per score) and runs five GEMMs to the forward's two
     (:data:`ATTENTION_BACKWARD_FLOPS`: 2.5x the forward's FLOPs) at ``attention_backward_ratio`` of the forward's
-    efficiency per FLOP (one global value). ``kv_bytes``: a KV cache the kernel streams
-    from HBM (decode), its memory side on the GEMMs' roofline (:func:`gemm_time`).
+    efficiency per FLOP (one fitted global, the Hopper value) times ``backward_factor``, the kernel family's
+    generation factor on the backward alone (:func:`attention_backward_factors`). ``kv_bytes``: a KV cache the
+    kernel streams from HBM (decode), its memory side on the GEMMs' roofline (:func:`gemm_time`).
     """
     p = rates.params
     seq_eff = seq_len / (seq_len + p["attention_half_seq_tokens"])
     mm_eff = eff * seq_eff * rates.clock_factor
     t_exp = core_flops / (2.0 * (shape.qk_head_dim + shape.v_head_dim)) / rates.exp2_per_s
     fwd = overlapped(core_flops / (rates.bf16_peak * mm_eff), t_exp, overlap)
-    bwd = overlapped(ATTENTION_BACKWARD_FLOPS * core_flops / (rates.bf16_peak * mm_eff * p["attention_backward_ratio"]),
-                     t_exp, overlap)
+    bwd_eff = mm_eff * p["attention_backward_ratio"] * backward_factor
+    bwd = overlapped(ATTENTION_BACKWARD_FLOPS * core_flops / (rates.bf16_peak * bwd_eff), t_exp, overlap)
     if kv_bytes is not None:
         memory_t = kv_bytes / rates.hbm
         fwd = np.maximum(fwd, memory_t) + p.get("matmul_memory_weight", 0.0) * memory_t
@@ -346,6 +361,8 @@ class LayerWork:
     unfused: np.ndarray
     """The unfused (pre-FlashAttention) attention core."""
     fused_elementwise: np.ndarray
+    attention_backward_factor: np.ndarray | float = 1.0
+    """The attention kernel family's generation factor on its backward (:func:`attention_backward_factors`)."""
 
 
 @dataclass(frozen=True)
@@ -409,7 +426,7 @@ def layer_forward(model: ModelSpec, shape: ModelShape, rates: ComputeRates, work
     moe_t = layer_gemms(model, shape, rates, work, True)[0] if model.moe is not None else dense_t * 0
     core_f = attention_core_flops_per_token(model, shape, work.seq, causal_halving=True) * work.tokens / work.tp
     fwd, bwd = attention_time(core_f, shape, rates, seq_len=work.seq_chunk, eff=work.attention_eff,
-                              overlap=work.attention_overlap)
+                              overlap=work.attention_overlap, backward_factor=work.attention_backward_factor)
     if np.any(work.unfused):
         u_fwd, u_bwd = unfused_attention_times(model, shape, rates, tokens=work.tokens, seq=work.seq, tp=work.tp)
         fwd, bwd = np.where(work.unfused, u_fwd, fwd), np.where(work.unfused, u_bwd, bwd)

@@ -45,6 +45,7 @@ from tierwise.pricing.engine import DENSE_LAYER_KERNELS, MOE_LAYER_KERNELS, engi
 from tierwise.pricing.kernels import (
     ComputeRates,
     LayerWork,
+    attention_backward_factors,
     attention_kernel_rates,
     attention_time,
     compute_rates,
@@ -117,6 +118,8 @@ def layer_work(model: ModelSpec, rates: ComputeRates, precision: str, params: Se
         cast_inputs=np.zeros(shape, dtype=bool),
         attention_eff=eff, attention_overlap=overlap, unfused=np.zeros(shape, dtype=bool),
         fused_elementwise=np.ones(shape, dtype=bool),
+        attention_backward_factor=attention_backward_factors([params.attention_kernel], np.zeros(shape, dtype=np.int64),
+                                                             rates.generation),
     )
 
 

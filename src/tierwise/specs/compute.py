@@ -32,7 +32,8 @@ from tierwise.specs.accelerator import load_accelerator
 
 __all__ = ["ComputeProfile", "compute_profile", "compute_catalog", "unmeasured", "attention_kernel_overlap",
            "attention_efficiency_family", "default_attention_kernel", "sdpa_backend",
-           "attention_generation_factor", "matmul_share", "measured_fraction", "check_kernel_generation",
+           "attention_generation_factor", "attention_backward_generation_factor", "backward_matmul_ratio",
+           "BENCHMARK_BACKWARD_FLOPS", "matmul_share", "measured_fraction", "check_kernel_generation",
            "ATTENTION_KERNELS", "clock_factor", "moe_kernels_per_layer",
            "moe_expert_launches", "grouped_gemm_efficiency"]
 
@@ -253,6 +254,48 @@ def attention_generation_factor(family: str, generation: str) -> float:
     own, ref = measured_fraction(measured[generation]), measured_fraction(measured[REFERENCE_GENERATION])
     return (matmul_share(*own, attention_kernel_overlap(name, generation))
             / matmul_share(*ref, attention_kernel_overlap(name, REFERENCE_GENERATION)))
+
+
+BENCHMARK_BACKWARD_FLOPS = 2.5
+"""FLOPs the attention benchmarks of ``backward_rate`` count for a backward over its forward's (cudnn-frontend
+``benchmark_flash_attention.py flops(mode="bwd") = 2.5 f``; sdpa_benchmark_training's rows give
+``bwd_time / fwd_time = 2.5 x fwd_tflops / bwd_tflops``): five GEMMs to the forward's two, the count the
+estimator prices (pricing/kernels.py ``ATTENTION_BACKWARD_FLOPS``, FlashAttention-2 sec. 3.1.2)."""
+
+
+def backward_matmul_ratio(entry: dict, family: str, generation: str) -> float:
+    """The backward's matmul share over the forward's that one ``backward_rate`` entry implies on its part: the
+    estimator's ``attention_backward_ratio`` for that kernel on that generation. Each share by
+    :func:`matmul_share` under the family's overlap there, the backward's with its one exp2 per score spread over
+    :data:`BENCHMARK_BACKWARD_FLOPS` x 512 FLOPs (exp2 rate x 2.5): in units of 1/peak per forward FLOP the
+    backward takes ``2.5 / bwd fraction = max + (1 - overlap) min`` of ``2.5 / share_b`` and ``E``, so
+    ``share_b = 1 / (1 / bwd fraction - (1 - overlap) E / 2.5)``; with full overlap (cuDNN on Hopper / Blackwell)
+    the ratio is the measured backward rate over the forward rate."""
+    part = {k: entry[k] for k in ("part", "power_w") if k in entry}
+    fwd, peak, exp2 = measured_fraction({**part, "tflops": entry["forward_tflops"]})
+    bwd = float(entry["backward_tflops"]) * 1e12 / peak
+    overlap = attention_kernel_overlap(family, generation)
+    return (matmul_share(bwd, peak, BENCHMARK_BACKWARD_FLOPS * exp2, overlap)
+            / matmul_share(fwd, peak, exp2, overlap))
+
+
+@functools.cache
+def attention_backward_generation_factor(family: str, generation: str) -> float:
+    """How much more (or less) of its forward's matmul rate a kernel family's backward reaches on ``generation``
+    than on :data:`REFERENCE_GENERATION`: :func:`backward_matmul_ratio` of the family's ``backward_rate`` entry
+    for ``generation`` over that of its Hopper entry (compute.yaml ``attention_kernels``, each with its source;
+    one benchmark run gives both passes of one kernel). The fitted ``attention_backward_ratio`` is the Hopper
+    value (the calibration set is mostly Hopper) and a backward on ``generation`` runs at it times this factor,
+    as :func:`attention_generation_factor` does for the forward. 1 where the family has no backward measurement
+    for ``generation`` (Ampere: none published). cuDNN 9.19 on GB200 against H200: (1402 / 1687) / (579 / 673)
+    = 0.966; torch's FlashAttention-2 backend on B200 against H200: 0.709 / 0.837 = 0.847."""
+    table = compute_catalog()["attention_kernels"].get(family, {})
+    name = str(table.get("efficiency_of", family))
+    measured = compute_catalog()["attention_kernels"].get(name, {}).get("backward_rate", {})
+    if generation not in measured or REFERENCE_GENERATION not in measured:
+        return 1.0
+    return (backward_matmul_ratio(measured[generation], name, generation)
+            / backward_matmul_ratio(measured[REFERENCE_GENERATION], name, REFERENCE_GENERATION))
 
 
 def check_kernel_generation(kernel: str, generation: str) -> None:
