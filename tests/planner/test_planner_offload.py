@@ -18,8 +18,7 @@ from tierwise.specs.cluster import load_cluster
 from tierwise.specs.model import load_model
 from tierwise.specs.plan import RECOMPUTE, PlanBatch
 
-UNIT = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "recompute", "zero_stage",
-        "sequence_parallel", "precision")
+from ._units import top_units
 
 
 @pytest.fixture(scope="module")
@@ -71,17 +70,6 @@ def _brute_force_every_k(model, cluster, space):
     return table, res["score"], res["fits"]
 
 
-def _top_units(table, score, fits, k):
-    score = np.where(fits, score, np.inf)
-    key = np.stack([table[c].astype(np.int64) for c in UNIT], axis=1)
-    units, inverse = np.unique(key, axis=0, return_inverse=True)
-    best = np.full(len(units), np.inf)
-    np.minimum.at(best, inverse.ravel(), score)
-    twins = np.delete(units, UNIT.index("zero_stage"), axis=1)
-    distinct = {(tuple(t), round(float(b), 9)): b for t, b in zip(twins, best, strict=True) if np.isfinite(b)}
-    return np.sort(list(distinct.values()))[:k]
-
-
 @pytest.mark.parametrize("model_name, num_gpus, gbs, seq, fixed", [
     ("llama3.1-8b", 2, 8, 8192, {}),  # offload plans rank #3 and #5
     ("llama3.1-70b", 16, 16, 16384, {"tp": 8}),  # pp > 1 competes with offload on pp 1
@@ -93,7 +81,7 @@ def test_search_equals_brute_force_over_every_offload_count(h100, model_name, nu
     space_off = build_space(model, h100, num_gpus, gbs, seq, replace(c, activation_offload=False))
     assert not space_off.offload
     table, score, fits = _brute_force_every_k(model, h100, space_off)
-    expected = _top_units(table, score, fits, 5)
+    expected = top_units(table, score, fits, 5)
     result = search(model, h100, num_gpus, gbs, seq, constraints=c, top=5)
     np.testing.assert_allclose(result.plans["_score"], expected, rtol=1e-9)
     assert np.any(result.plans["activation_offload_layers"] > 0)  # the case exercises offload

@@ -13,9 +13,9 @@ from tierwise.planner.space import build_space
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.model import load_model
 
+from ._units import top_units
+
 SCALE_OUT = 3  # tier code of the scale-out network in the estimator's axis_tier arrays
-UNIT = ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch_size", "recompute", "zero_stage",
-        "sequence_parallel", "precision")
 
 
 
@@ -33,15 +33,7 @@ def test_search_finds_the_brute_force_optimum_and_ranking(model_name, cluster_na
     space = build_space(model, cluster, num_gpus, gbs, 4096, c)
     table = brute_force(model, cluster, space, objective)
     size = len(table["tp"])
-    score = np.where(table["_fits"], table["_score"], np.inf)
-    key = np.stack([table[k].astype(np.int64) for k in UNIT], axis=1)
-    units, inverse = np.unique(key, axis=0, return_inverse=True)
-    best = np.full(len(units), np.inf)
-    np.minimum.at(best, inverse.ravel(), score)
-    # units differing only in ZeRO stage with the same time count once (the planner keeps the lighter one)
-    twins = np.delete(units, UNIT.index("zero_stage"), axis=1)
-    distinct = {(tuple(t), round(float(b), 9)): b for t, b in zip(twins, best, strict=True) if np.isfinite(b)}
-    expected = np.sort(list(distinct.values()))[:5]
+    expected = top_units(table, table["_score"], table["_fits"], 5)
 
     result = search(model, cluster, num_gpus, gbs, 4096, constraints=c, objective=objective, top=5)
     assert result.space_size == size
