@@ -11,8 +11,8 @@ from tierwise.estimate.scenario import infer_settings
 from tierwise.parallel.offload import host_copy_rate
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.model import load_model
-from tierwise.specs.plan import PlanBatch, validate_plan_batch
 from tierwise.specs.parameters import load_parameters
+from tierwise.specs.plan import PlanBatch, validate_plan_batch
 from tierwise.specs.plan_mapping import plan_from_mapping
 from tierwise.workload.flops import model_shape
 from tierwise.workload.memory import activation_bytes_per_token_per_layer

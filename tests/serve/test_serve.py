@@ -149,9 +149,9 @@ def test_tabulated_collectives_match_the_collective_model():
     from tierwise.collectives.model import collective_cost
     from tierwise.hierarchy import group_span
     from tierwise.pricing.comm import price_per_token_records
-    from tierwise.specs.parameters import load_parameters
     from tierwise.specs.cluster import load_cluster
     from tierwise.specs.model import load_model
+    from tierwise.specs.parameters import load_parameters
     from tierwise.workload.traffic import Traffic, forward_traffic
 
     c = load_cluster("gb200-nvl72")
