@@ -492,7 +492,7 @@ def collective_cost(kind: str, size_bytes, span: GroupSpan, cluster: Cluster, al
     million plans hold a few hundred) and the minimum is taken over the candidates' lines.
     """
     kind = normalize_kind(kind)
-    p = (parameters or load_parameters()).collectives
+    p = (parameters if parameters is not None else load_parameters()).collectives
     size = np.asarray(size_bytes, dtype=float)
     algorithms = _algorithms(kind, algorithm)
     shape = np.broadcast(size, span.size).shape

@@ -130,6 +130,9 @@ class StepEstimates:
     offload_host_bytes: np.ndarray | None = None
     """Bytes the activation offload copies to the host per step (each way: the same bytes come back for the
     backward), per GPU on the slowest stage."""
+    parameters: Parameters | None = field(default=None, repr=False, compare=False)
+    """The model's parameters the figures were priced under (:func:`estimate`'s ``parameters``): what a report
+    of them quotes (``overlap_interference``, ``grad_bytes``) is read from here, not loaded again."""
 
     def __len__(self) -> int:
         return int(self.step_time_s.shape[0])
@@ -231,7 +234,7 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
         num_microbatches=m, peak_flops_per_s=C.plan_peak,
         attention_s=m * layers_slow * (3 * C.core_t + C.attn_bwd_extra), memory_bound_s=memory_bound_s,
         forward_layers_s=shape.num_dense_layers * C.fwd_dense + shape.num_moe_layers * C.fwd_moe,
-        offload_exposed_s=offload_exposed, offload_host_bytes=P.m * offload.bytes_per_mb,
+        offload_exposed_s=offload_exposed, offload_host_bytes=P.m * offload.bytes_per_mb, parameters=parameters,
     )
 
 

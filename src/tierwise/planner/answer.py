@@ -20,6 +20,7 @@ from tierwise.planner.capacity import min_gpus_to_fit
 from tierwise.planner.explain import AXIS_LABEL, compare, crossing_head, explain_lines, plan_entry, plan_label
 from tierwise.planner.space import Constraints, check_constraints, to_batch
 from tierwise.planner.why import memory_choice
+from tierwise.specs.parameters import Parameters, load_parameters
 from tierwise.specs.plan import Plan, PlanBatch, valid_plan_mask
 
 __all__ = ["plan_document", "scale_document", "parse_gpu_range"]
@@ -109,7 +110,7 @@ def _expert_line(model, cluster, result: SearchResult, plans, c: Constraints) ->
             f"is {loss:.1%} slower; it trades {compare(both, 0, 1)}"]
 
 
-def _balance_line(model, cluster, plans) -> list[str]:
+def _balance_line(model, cluster, plans, parameters: Parameters) -> list[str]:
     """For an MoE winner with ``ep > 1`` and the router's own load: what its expert balance costs, and what
     auxiliary-loss-free balancing (DeepSeek-V3 arXiv:2412.19437 sec. 2.1.2; Megatron-Core
     ``--moe-router-enable-expert-bias``) would give the same plan (:func:`tierwise.parallel.eplb.
@@ -118,7 +119,7 @@ def _balance_line(model, cluster, plans) -> list[str]:
     if model.moe is None or p.ep <= 1 or p.moe_force_balance:
         return []
     batch = PlanBatch.from_plans([p])
-    cparams = {**compute_params(), **cluster.compute}
+    cparams = {**compute_params(parameters), **cluster.compute}
     tokens = np.array([p.micro_batch_size * p.seq_length / p.cp], dtype=float)
     load = float(moe_imbalance(model, batch, cparams, tokens)[0])
     if model.moe.balance == "aux-free":
@@ -154,11 +155,13 @@ def _nothing_fits(model, cluster, result: SearchResult, c: Constraints) -> str:
 
 def plan_document(model, cluster, num_gpus: int, global_batch_size: int, seq_length: int, *,
                   constraints: Constraints | None = None, objective: str = "step_time", top: int = 10,
-                  show_infeasible: bool = False) -> dict[str, Any]:
-    """The ``plan --json`` document: ranked plans best first, the explanation, and the search's counts."""
+                  show_infeasible: bool = False, parameters: Parameters | None = None) -> dict[str, Any]:
+    """The ``plan --json`` document: ranked plans best first, the explanation, and the search's counts (priced
+    under ``parameters``; None, this being a command's entry point: :func:`load_parameters`)."""
     c = constraints or Constraints()
+    parameters = parameters if parameters is not None else load_parameters()
     result = search(model, cluster, num_gpus, global_batch_size, seq_length, constraints=c, objective=objective,
-                    top=top)
+                    top=top, parameters=parameters)
     doc: dict[str, Any] = {"model": model.name, "cluster": cluster.name, "num_gpus": num_gpus,
                            "global_batch_size": global_batch_size, "seq_length": seq_length, "objective": objective}
     n = len(result.plans["tp"])
@@ -177,7 +180,7 @@ def plan_document(model, cluster, num_gpus: int, global_batch_size: int, seq_len
         lines = explain_lines(model, cluster, est, plans, memory=why,
                               neighbours=_neighbours(model, cluster, result, plans[0], c),
                               crossing=_crossing_lines(model, cluster, result, est, plans, c)
-                              + _expert_line(model, cluster, result, plans, c) + _balance_line(model, cluster, plans))
+                              + _expert_line(model, cluster, result, plans, c) + _balance_line(model, cluster, plans, parameters))
     else:
         lines = [_nothing_fits(model, cluster, result, c)]
     doc.update({"plans": entries, "explanation": "\n".join(lines), "num_evaluated": result.num_evaluated,
