@@ -10,6 +10,7 @@ from tierwise.planner.capacity import _lightest_fit, min_gpus_to_fit
 from tierwise.planner.space import Constraints
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.model import load_model
+from tierwise.specs.parameters import load_parameters
 
 
 def test_min_gpus_is_the_first_count_that_fits():
@@ -19,7 +20,7 @@ def test_min_gpus_is_the_first_count_that_fits():
     assert fit is not None and fit.memory_fraction <= 1.0
     assert fit.plan.num_gpus == fit.num_gpus
     below = fit.num_gpus - (cluster.gpus_per_node if fit.num_gpus > cluster.gpus_per_node else 1)
-    assert _lightest_fit(model, cluster, below, 64, 4096, c) is None
+    assert _lightest_fit(model, cluster, below, 64, 4096, c, load_parameters()) is None
 
 
 def test_parse_gpu_range():
