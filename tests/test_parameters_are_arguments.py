@@ -140,3 +140,17 @@ def test_parameters_passed_explicitly_price_the_figures(tmp_path, monkeypatch):
     a = price_per_token_records([rec], cluster, tokens, parameters=shipped)
     b = price_per_token_records([rec], cluster, tokens, parameters=slow)
     assert np.all(b > 1.5 * a)  # the tabulated curves are keyed on the parameters, not shared
+
+
+def test_the_python_api_checks_the_parameters_argument():
+    """A wrong ``parameters=`` to an exported function is one TierwiseError naming it, not an AttributeError."""
+    import pytest
+
+    import tierwise
+    from tierwise.errors import TierwiseError
+
+    with pytest.raises(TierwiseError, match=r"load_cluster\(parameters=...\).*Parameters or None"):
+        tierwise.load_cluster("dgx-h100", parameters="p.yaml")
+    with pytest.raises(TierwiseError, match=r"search\(parameters=...\)"):
+        tierwise.search(tierwise.load_model("llama3.1-8b"), tierwise.load_cluster("dgx-h100"), 8, 16, 4096,
+                        parameters={"compute": {}})

@@ -128,7 +128,7 @@ def data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, *, P: Der
     if model.moe is not None:
         e_grad, e_gather, e_bytes = _dp_costs(cluster, plans, g, expert_params, span_full=g.edp_span, group=edp,
                                               pieces=pieces, cparams=cparams, grad_factor=factor,
-                                          parameters=parameters)
+                                              parameters=parameters)
     else:
         e_grad = e_gather = e_bytes = np.zeros(n)
     time, exposed = _dp_exposed(plans, P, pipe, d_grad + e_grad, d_gather + e_gather, total_params_local, cparams)
