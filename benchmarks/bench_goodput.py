@@ -26,17 +26,19 @@ def main() -> None:
     from tierwise.goodput.model import GoodputOptions, evaluate, failure_model
     from tierwise.specs.cluster import load_cluster
     from tierwise.specs.model import load_model
+    from tierwise.specs.parameters import load_parameters
 
     model, cluster = load_model("llama3.1-70b"), load_cluster("dgx-h100")
     plans = make_plans(args.plans)
     opts = GoodputOptions()
     fm = failure_model(cluster, 16384, opts)
+    parameters = load_parameters()
     est_t, both_t = [], []
     for _ in range(args.repeats):
         t0 = time.perf_counter()
-        est = estimate(model, cluster, plans)
+        est = estimate(model, cluster, plans, parameters=parameters)
         t1 = time.perf_counter()
-        evaluate(model, cluster, 16384, plans, est, opts, fm)
+        evaluate(model, cluster, 16384, plans, est, opts, fm, parameters=parameters)
         t2 = time.perf_counter()
         est_t.append(t1 - t0)
         both_t.append(t2 - t0)

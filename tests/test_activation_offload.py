@@ -11,6 +11,7 @@ from tierwise.estimate.scenario import infer_settings
 from tierwise.parallel.offload import host_copy_rate
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.model import load_model
+from tierwise.specs.parameters import load_parameters
 from tierwise.specs.plan import PlanBatch, validate_plan_batch
 from tierwise.specs.plan_mapping import plan_from_mapping
 from tierwise.workload.flops import model_shape
@@ -45,8 +46,8 @@ def test_memory_drops_by_the_offloaded_layers_activations():
 def test_exposed_copy_time_zero_on_c2c_positive_on_pcie():
     """GB200's NVLink-C2C (900 GB/s bidirectional, 450 one way) carries a layer's activations faster than the
     layer computes; H100's PCIe 5.0 x16 (63 GB/s one way) does not, at this shape."""
-    assert host_copy_rate(load_cluster("gb200-nvl72")) == pytest.approx(450e9 * 0.88)
-    assert host_copy_rate(load_cluster("dgx-h100")) == pytest.approx(63e9 * 0.88)
+    assert host_copy_rate(load_cluster("gb200-nvl72"), load_parameters()) == pytest.approx(450e9 * 0.88)
+    assert host_copy_rate(load_cluster("dgx-h100"), load_parameters()) == pytest.approx(63e9 * 0.88)
     fast0, fast = _run("gb200-nvl72", 0), _run("gb200-nvl72", 40)
     assert float(fast.offload_exposed_s[0]) == 0.0
     assert float(fast.step_time_s[0]) == float(fast0.step_time_s[0])

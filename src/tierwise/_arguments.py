@@ -39,6 +39,8 @@ _OPTIONAL_TYPES: dict[str, tuple[str, str, str]] = {
     "constraints": ("tierwise.planner.space", "Constraints", "tierwise.Constraints(tp=8)"),
     "levers": ("tierwise.estimate.levers", "Levers", "tierwise.Levers(reduce_dtype='bf16')"),
     "opts": ("tierwise.goodput.model", "GoodputOptions", "tierwise.GoodputOptions(days=30)"),
+    "parameters": ("tierwise.specs.parameters", "Parameters",
+                   "tierwise.specs.parameters.load_parameters() (or parameters_file(path))"),
 }
 _COUNTS: dict[str, int] = {
     # parameter: its maximum (the CLI's bound for the same number)

@@ -24,6 +24,7 @@ from tierwise.pricing.kernels import attention_time, compute_rates, gemm_peak, g
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.compute import attention_generation_factor, attention_kernel_overlap
 from tierwise.specs.compute_profile import compute_profile_in_force, device_matches
+from tierwise.specs.parameters import load_parameters
 from tierwise.workload.flops import Gemm
 
 pytest.importorskip("torch")
@@ -132,7 +133,7 @@ def test_attention_efficiency_is_the_roofline_inverted():
                                 overlap=attention_kernel_overlap(family, "hopper"))
         row = {"kernel": "attention-forward", "family": family, "flops": flops, "time_s": float(fwd), "seq": 4096,
                "head_dim": 128}
-        assert compute_block([row], cluster.accelerator)[f"attention_efficiency_{family}"] == pytest.approx(
+        assert compute_block([row], cluster.accelerator, parameters=load_parameters())[f"attention_efficiency_{family}"] == pytest.approx(
             eff, rel=1e-6)
 
 
@@ -155,9 +156,9 @@ def test_a_profile_off_hopper_round_trips_through_the_generation_factor(name):
                                 overlap=attention_kernel_overlap(family, cluster.accelerator.generation))
         row = {"kernel": "attention-forward", "family": family, "flops": flops, "time_s": float(fwd), "seq": 4096,
                "head_dim": 128, "dtype": "bf16", "shape": "4x16x4096x128", "backend": family}
-        block = compute_block([row], cluster.accelerator)
+        block = compute_block([row], cluster.accelerator, parameters=load_parameters())
         assert block[f"attention_efficiency_{family}"] == pytest.approx(measured_eff / factor, rel=1e-6)
-        (pred,) = predictions([row], cluster.accelerator, block)
+        (pred,) = predictions([row], cluster.accelerator, block, parameters=load_parameters())
         assert pred["predicted_s"] == pytest.approx(float(fwd), rel=1e-6)
 
 

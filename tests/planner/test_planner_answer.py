@@ -11,6 +11,7 @@ from tierwise.planner.results import RankedPlan, ScalePoint
 from tierwise.planner.space import Constraints
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.model import load_model
+from tierwise.specs.parameters import load_parameters
 from tierwise.specs.plan import Plan
 
 
@@ -21,7 +22,7 @@ def test_min_gpus_is_the_first_count_that_fits():
     assert fit is not None and fit.memory_fraction <= 1.0
     assert fit.plan.num_gpus == fit.num_gpus
     below = fit.num_gpus - (cluster.gpus_per_node if fit.num_gpus > cluster.gpus_per_node else 1)
-    assert _lightest_fit(model, cluster, below, 64, 4096, c) is None
+    assert _lightest_fit(model, cluster, below, 64, 4096, c, load_parameters()) is None
 
 
 def test_parse_gpu_range():

@@ -16,6 +16,7 @@ from tierwise.planner.branch_and_bound import Evaluator, _level1
 from tierwise.planner.space import build_space, expand_refinements, expand_switches
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.model import load_model
+from tierwise.specs.parameters import load_parameters
 from tierwise.specs.plan import RECOMPUTE, PlanBatch
 
 from ._units import top_units
@@ -66,7 +67,7 @@ def _brute_force_every_k(model, cluster, space):
     extra = {key: np.repeat(v[rows], len(ks)) for key, v in table.items()}
     extra["activation_offload_layers"] = np.tile(ks, len(rows))
     table = {key: np.concatenate([table[key], extra[key]]) for key in table}
-    res = Evaluator(model, cluster, space, "step_time")(table)
+    res = Evaluator(model, cluster, space, "step_time", parameters=load_parameters())(table)
     return table, res["score"], res["fits"]
 
 
@@ -88,7 +89,7 @@ def test_search_equals_brute_force_over_every_offload_count(h100, model_name, nu
     assert not result.notes
     # the memory screen keeps every structure with a fitting plan, offloaded or not
     space = build_space(model, h100, num_gpus, gbs, seq, c)
-    mem_ok = _level1(space, model, Evaluator(model, h100, space, "step_time"))[0]
+    mem_ok = _level1(space, model, Evaluator(model, h100, space, "step_time", parameters=load_parameters()))[0]
     fitting = {tuple(int(table[a][i]) for a in ("tp", "pp", "cp", "dp", "vpp", "micro_batch_size"))
                for i in np.nonzero(fits)[0]}
     structure = space.structure

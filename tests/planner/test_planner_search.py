@@ -12,6 +12,7 @@ from tierwise.planner.branch_and_bound import brute_force
 from tierwise.planner.space import build_space
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.model import load_model
+from tierwise.specs.parameters import load_parameters
 
 from ._units import top_units
 
@@ -148,7 +149,7 @@ def test_bound_holds_for_every_refinement(model_name, cluster_name, num_gpus):
     model, cluster = load_model(model_name), load_cluster(cluster_name)
     space = build_space(model, cluster, num_gpus, 2 * num_gpus, 4096, Constraints(max_micro_batch_size=2, max_vpp=2))
     units = expand_switches(space, model, space.structure)
-    ev = Evaluator(model, cluster, space, "step_time")
+    ev = Evaluator(model, cluster, space, "step_time", parameters=load_parameters())
     unit_res = ev(units)
     refined = expand_refinements(space, units)
     ref_res = ev(refined)

@@ -151,6 +151,7 @@ def test_tabulated_collectives_match_the_collective_model():
     from tierwise.pricing.comm import price_per_token_records
     from tierwise.specs.cluster import load_cluster
     from tierwise.specs.model import load_model
+    from tierwise.specs.parameters import load_parameters
     from tierwise.workload.traffic import Traffic, forward_traffic
 
     c = load_cluster("gb200-nvl72")
@@ -160,7 +161,7 @@ def test_tabulated_collectives_match_the_collective_model():
         for g in (2, 8, 16):
             rec = Traffic(axis="tp", kind=kind, bytes=tokens * 16384.0, size=np.full(tokens.shape, g), stride=ones,
                           counts={"forward": np.ones(tokens.shape), "backward": 0.0, "recompute": 0.0}, per="layer")
-            got = price_per_token_records([rec], c, tokens)
+            got = price_per_token_records([rec], c, tokens, parameters=load_parameters())
             want = collective_cost(kind, tokens * 16384.0, group_span(c, np.full(tokens.shape, g), 1), c).time_s
             assert np.allclose(got, want, rtol=5e-3)
     # the records: two TP all-reduces of 2 T h bytes a layer (training's forward without SP), a dispatch in FP8

@@ -11,7 +11,7 @@ import yaml
 
 from tierwise.cli import main
 from tierwise.errors import OutputError, SpecError, TierwiseError
-from tierwise.specs.parameters import PARAMETERS_ENV, load_parameters, using_parameters
+from tierwise.specs.parameters import PARAMETERS_ENV, load_parameters, parameters_file
 from tierwise.validate.fit import check_fitted, installed_parameters_path, write_parameters, yaml_number
 
 
@@ -43,9 +43,8 @@ def test_fit_to_a_user_path_leaves_the_installed_file_byte_identical(tmp_path):
     compute = yaml.safe_load(out.read_text())["compute"]
     assert compute["torch_op_overhead"] == pytest.approx(1e-5) and isinstance(compute["torch_op_overhead"], float)
     assert compute["matmul_efficiency_max"] == 0.71 and compute["fit"] == "a test fit"
-    with using_parameters(out):
-        assert load_parameters().compute["torch_op_overhead"] == pytest.approx(1e-5)
-    assert load_parameters().compute["torch_op_overhead"] != pytest.approx(1e-5)  # back to the installed value
+    assert parameters_file(out).compute["torch_op_overhead"] == pytest.approx(1e-5)
+    assert load_parameters().compute["torch_op_overhead"] != pytest.approx(1e-5)  # the run's stay the installed
     assert [p.name for p in tmp_path.iterdir()] == ["fitted.yaml"]
 
 

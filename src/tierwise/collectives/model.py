@@ -35,7 +35,7 @@ from tierwise.collectives.volumes import bus_factor, normalize_kind
 from tierwise.errors import SpecError
 from tierwise.hierarchy import GroupSpan, TierCode
 from tierwise.specs.cluster import Cluster
-from tierwise.specs.parameters import load_parameters
+from tierwise.specs.parameters import Parameters, load_parameters
 
 __all__ = ["CollectiveCost", "collective_cost", "ALGORITHMS", "PROTOCOLS", "algorithms_for"]
 
@@ -478,19 +478,21 @@ def _affine_min(kind, size_b, small: GroupSpan, inverse, cluster, p, algorithms,
 
 
 def collective_cost(kind: str, size_bytes, span: GroupSpan, cluster: Cluster, algorithm: str = "auto",
-                    gpus_per_process: int = 1) -> CollectiveCost:
+                    gpus_per_process: int = 1, *, parameters: Parameters | None = None) -> CollectiveCost:
     """Time of ``kind`` over the groups in ``span``, choosing the fastest algorithm and protocol.
 
     ``size_bytes`` follows nccl-tests (the whole buffer); see :mod:`tierwise.collectives.volumes`.
     ``gpus_per_process`` > 1 models one process driving several GPUs (nccl-tests ``-g 8``): their kernel
-    launches are serialized. Training frameworks run one process per GPU (the default).
+    launches are serialized. Training frameworks run one process per GPU (the default). ``parameters``: the
+    model's parameters (:mod:`tierwise.specs.parameters`; None: :func:`load_parameters`, this being a public
+    entry point).
 
     Speed: every candidate except the all-to-all is affine in the size for a fixed group geometry, so
     each candidate's latency and per-byte cost are computed once per distinct geometry (a planner's
     million plans hold a few hundred) and the minimum is taken over the candidates' lines.
     """
     kind = normalize_kind(kind)
-    p = load_parameters().collectives
+    p = (parameters if parameters is not None else load_parameters()).collectives
     size = np.asarray(size_bytes, dtype=float)
     algorithms = _algorithms(kind, algorithm)
     shape = np.broadcast(size, span.size).shape

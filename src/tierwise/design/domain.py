@@ -115,7 +115,8 @@ def _row(model, base, size, num_gpus, *, global_batch, seq, precision, prices, f
     unit = max(size, 72)
     bought = -(-num_gpus // unit) * unit
     switches = math.ceil(extra.switches_per_gpu * bought)
-    ev = evaluate(model, cl, num_gpus, batch, est, opts, fm=_failure_model(cl, num_gpus, opts, switches))
+    ev = evaluate(model, cl, num_gpus, batch, est, opts, fm=_failure_model(cl, num_gpus, opts, switches),
+                  parameters=est.parameters)
     ettr, spare = float(ev.ettr[0]), float(ev.spare_gpus_p99[0])
     dom = ev.fault_domain[0]
     usd_key, w_key = _RACK_KEYS[base.accelerator.name]

@@ -18,7 +18,7 @@ from tierwise.pricing.kernels import (
     lm_head_time,
 )
 from tierwise.specs.framework import ATTENTION_KERNELS as PLAN_KERNELS
-from tierwise.specs.parameters import load_parameters
+from tierwise.specs.parameters import Parameters, load_parameters
 from tierwise.specs.plan import PRECISION, PlanBatch, Recompute
 from tierwise.workload.flops import ModelShape, attention_core_flops_per_token
 
@@ -143,17 +143,18 @@ def plan_unfused_attention(plans: PlanBatch) -> np.ndarray:
     return np.asarray(raw) == PLAN_KERNELS.index("unfused")
 
 
-def compute_params() -> dict:
-    """The ``compute:`` parameters in force (:func:`tierwise.specs.parameters.load_parameters`: the catalog,
-    or the file named by ``$TIERWISE_PARAMETERS``) as the mapping the pricing functions take."""
-    return compute_parameters(load_parameters())
+def compute_params(parameters: Parameters | None = None) -> dict:
+    """The ``compute:`` section of ``parameters`` as the mapping the pricing functions take. None (a test's or
+    a public entry point's shorthand, never the pricing core's: tests/test_parameters_are_arguments.py) is
+    :func:`tierwise.specs.parameters.load_parameters`: the catalog, or the file ``$TIERWISE_PARAMETERS`` names."""
+    return compute_parameters(parameters if parameters is not None else load_parameters())
 
 
-def memory_bound_bytes_per_s(acc, cparams=None) -> float:
+def memory_bound_bytes_per_s(acc, cparams=None, *, parameters: Parameters | None = None) -> float:
     """Achievable HBM bytes/s of memory-bound kernels on ``acc``: datasheet x measured streaming fraction (or a
     given ``memory_bound_efficiency``) x the fitted ``memory_bound_residual``
-    (:func:`tierwise.pricing.kernels.per_accelerator`)."""
-    return compute_rates(acc, {**compute_params(), **(cparams or {})}).memory_bound
+    (:func:`tierwise.pricing.kernels.per_accelerator`) under ``parameters`` (None: :func:`compute_params`'s)."""
+    return compute_rates(acc, {**compute_params(parameters), **(cparams or {})}).memory_bound
 
 
 def step_flops(model, shape: ModelShape, plans: PlanBatch, P):

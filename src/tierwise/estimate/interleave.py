@@ -42,10 +42,11 @@ def _candidates(model, plan) -> tuple[list, str]:
 
 
 def interleaving_options(model, cluster, plan, step_s: float, bubble_s: float, *,
-                         top: int = 2) -> dict[str, Any] | None:
+                         top: int = 2, parameters=None) -> dict[str, Any] | None:
     """``None`` unless ``plan`` is a non-interleaved pipeline (pp > 1, vpp 1, not DualPipe) whose bubble is over
     :data:`BUBBLE_WARN_SHARE` of ``step_s``; else the ``interleaving`` block of the estimate document: the
-    bubble's share, and per option (the smallest valid vpp, then the fastest) its step, bubble and fit."""
+    bubble's share, and per option (the smallest valid vpp, then the fastest) its step, bubble and fit, priced
+    under ``parameters`` (:func:`~tierwise.estimate.step.estimate`'s)."""
     dual = str(plan.schedule).startswith("dualpipe")
     if plan.pp <= 1 or plan.vpp > 1 or dual or bubble_s <= BUBBLE_WARN_SHARE * step_s:
         return None
@@ -54,7 +55,7 @@ def interleaving_options(model, cluster, plan, step_s: float, bubble_s: float, *
                              "why_none": why if not cands else None}
     if not cands:
         return block
-    est = estimate(model, cluster, PlanBatch.from_plans(cands))
+    est = estimate(model, cluster, PlanBatch.from_plans(cands), parameters=parameters)
     rows = [{"vpp": c.vpp, "step_time_s": float(est.step_time_s[k]), "bubble_s": float(est.bubble_s[k]),
              "bubble_share": float(est.bubble_s[k] / est.step_time_s[k]), "fits": bool(est.memory["fits"][k]),
              "memory_per_gpu_bytes": float(est.memory["per_gpu_bytes"][k])} for k, c in enumerate(cands)]

@@ -32,7 +32,7 @@ from tierwise.specs._mapping import check_keys, get_int, require_mapping
 from tierwise.specs.cluster import Cluster, load_cluster
 from tierwise.specs.framework import check_framework
 from tierwise.specs.model import ModelSpec, load_model
-from tierwise.specs.parameters import load_parameters
+from tierwise.specs.parameters import Parameters, load_parameters
 from tierwise.specs.plan import RECOMPUTE_COST_ORDER, Plan, PlanBatch, validate_plan_batch
 from tierwise.specs.plan_mapping import plan_from_mapping
 from tierwise.units import format_bytes
@@ -113,12 +113,12 @@ def axis_group_label(axis: str, plan: Any) -> str:
     return "dp x cp" if axis == "dp" and cp > 1 else axis
 
 
-def interference_note(cluster: Cluster | None = None) -> str:
-    """What a 'hidden' share rests on: ``overlap_interference``, fitted (catalog/parameters.yaml) unless the
-    cluster file gives its own."""
+def interference_note(cluster: Cluster | None, parameters: Parameters) -> str:
+    """What a 'hidden' share rests on: ``overlap_interference``, fitted (``parameters``: catalog/parameters.yaml
+    or the run's file) unless the cluster file gives its own."""
 
     own = dict(cluster.compute) if cluster is not None and cluster.compute else {}
-    value = float(own.get("overlap_interference", load_parameters().compute.get("overlap_interference", 0.0)))
+    value = float(own.get("overlap_interference", parameters.compute.get("overlap_interference", 0.0)))
     where = "given by the cluster file" if "overlap_interference" in own else "fitted to published training runs"
     return (f"overlap is modelled, not measured: hidden communication is still charged {value:.0%} of its time, "
             f"the overlap_interference constant {where}")
@@ -173,12 +173,12 @@ def _assumed_kernel(plan: Plan, scenario: Scenario | None) -> list[str]:
     return [f"attention kernel priced as {kind} ({why})"]
 
 
-def _assumed_numerics(plan: Plan, scenario: Scenario | None) -> list[str]:
+def _assumed_numerics(plan: Plan, scenario: Scenario | None, parameters: Parameters) -> list[str]:
     """Numeric conventions the estimate assumes that no plan key states: the gradient reduction's dtype
-    (``grad_bytes`` of catalog/parameters.yaml, or the cluster file's), where gradients are reduced at all."""
+    (``grad_bytes`` of ``parameters``, or the cluster file's), where gradients are reduced at all."""
 
-    params = {**load_parameters().compute, **(dict(scenario.cluster.compute) if scenario is not None
-                                                and scenario.cluster.compute else {})}
+    params = {**parameters.compute, **(dict(scenario.cluster.compute) if scenario is not None
+                                       and scenario.cluster.compute else {})}
     gb = float(params.get("grad_bytes", 4))
     expert_dp = plan.tp * plan.cp * plan.dp // max(plan.etp * plan.ep, 1)
     if plan.dp * plan.cp <= 1 and expert_dp <= 1:
@@ -220,7 +220,8 @@ def _assumed_mtp(scenario: Scenario | None) -> list[str]:
     return out
 
 
-def infer_settings(model: ModelSpec, cluster: Cluster, plan: Plan) -> tuple[Plan, str]:
+def infer_settings(model: ModelSpec, cluster: Cluster, plan: Plan, *,
+                   parameters: Parameters | None = None) -> tuple[Plan, str]:
     """The plan with the settings it leaves to the tool (``plan.inferred``) chosen as the frameworks' recipes
     choose them, and the ``assumed`` line saying so ("" when nothing was inferred).
 
@@ -232,7 +233,7 @@ def infer_settings(model: ModelSpec, cluster: Cluster, plan: Plan) -> tuple[Plan
     the fewest layers' activations offloaded to the host that fit (:func:`_offload_candidates`) comes before any
     recompute: its performance recipes recompute nothing and offload instead (Megatron-Bridge
     ``llama3_70b`` GB300 BF16 preset: Megatron-FSDP with ``cpu_offloading_num_layers=30``). One estimator call
-    on the candidates.
+    on the candidates (priced under ``parameters``: :func:`~tierwise.estimate.step.estimate`'s).
     """
     if "recompute" not in plan.inferred:
         return plan, ""
@@ -245,7 +246,7 @@ def infer_settings(model: ModelSpec, cluster: Cluster, plan: Plan) -> tuple[Plan
                                                         for k in offload]
                   + [plan.replace(recompute=rc) for rc in order[1:]])
     labels = ["none"] + [f"none with activation_offload_layers={k}" for k in offload] + order[1:]
-    fits = estimate(model, cluster, PlanBatch.from_plans(candidates)).memory["fits"]
+    fits = estimate(model, cluster, PlanBatch.from_plans(candidates), parameters=parameters).memory["fits"]
     pick = next((i for i, ok in enumerate(fits) if ok), len(candidates) - 1)
     names = " < ".join(order) if not offload else " < ".join(["none", "none with activation offload", *order[1:]])
     why = (f"the cheapest that fits memory ({names}), as the frameworks' recipes choose"
@@ -285,24 +286,26 @@ def _memory_warnings(mem: dict[str, Any], cluster: Cluster) -> list[str]:
     return out
 
 
-def estimate_scenario(scenario: Scenario) -> dict[str, Any]:
-    """Estimate one scenario and return the ``estimate --json`` document.
+def estimate_scenario(scenario: Scenario, *, parameters: Parameters | None = None) -> dict[str, Any]:
+    """Estimate one scenario and return the ``estimate --json`` document, priced under ``parameters`` (None,
+    this being a command's entry point: :func:`~tierwise.specs.parameters.load_parameters`).
 
     A plan that does not fit memory is estimated all the same (published runs are evidence about the memory
     model too): ``memory.fits`` is false and ``warnings`` carries one line naming the figures."""
     from dataclasses import replace
 
-    plan, note = infer_settings(scenario.model, scenario.cluster, scenario.plan)
+    parameters = parameters if parameters is not None else load_parameters()
+    plan, note = infer_settings(scenario.model, scenario.cluster, scenario.plan, parameters=parameters)
     if note:
         plan = plan.replace(assumed=(*plan.assumed, note))
         scenario = replace(scenario, plan=plan)
-    result = estimate(scenario.model, scenario.cluster, PlanBatch.from_plans([scenario.plan]))
+    result = estimate(scenario.model, scenario.cluster, PlanBatch.from_plans([scenario.plan]), parameters=parameters)
     doc = result_dict(result, 0, scenario.plan, scenario)
     if scenario.model.mtp_layers:
         doc["breakdown"]["mtp"] = mtp_share(scenario, result)
     doc["warnings"] = _memory_warnings(doc["memory"], scenario.cluster)
     step, bubble = float(result.step_time_s[0]), float(result.bubble_s[0])
-    block = interleaving_options(scenario.model, scenario.cluster, scenario.plan, step, bubble)
+    block = interleaving_options(scenario.model, scenario.cluster, scenario.plan, step, bubble, parameters=parameters)
     if block is not None:  # a bubble over 15% of the step: what interleaving would give (issue 32)
         doc["interleaving"] = block
         doc["warnings"].append(interleaving_warning(block, scenario.plan, step))
@@ -313,7 +316,7 @@ def estimate_scenario(scenario: Scenario) -> dict[str, Any]:
         if key == "model":
             out["model_summary"] = model_summary(scenario.model)
         elif key == "flops_note":
-            out["interference_note"] = interference_note(scenario.cluster)
+            out["interference_note"] = interference_note(scenario.cluster, result.parameters)
     return out
 
 
@@ -364,7 +367,7 @@ def result_dict(result, i: int, plan: Plan, scenario: Scenario | None = None) ->
                        f"matmul precision ({result.peak_flops_per_s[i] / 1e12:.0f} TFLOP/s)"),
         "scaling_efficiency": float(result.scaling_efficiency[i]),
         "num_microbatches": float(result.num_microbatches[i]),
-        "assumed": (list(plan.assumed) + _assumed_kernel(plan, scenario) + _assumed_numerics(plan, scenario)
+        "assumed": (list(plan.assumed) + _assumed_kernel(plan, scenario) + _assumed_numerics(plan, scenario, result.parameters)
                     + _assumed_moe(plan, scenario) + _assumed_mtp(scenario)),
         "memory": mem,
         "breakdown": {

@@ -72,6 +72,7 @@ from tierwise.parallel.tp import tp_layer_comm
 from tierwise.specs.cluster import Cluster
 from tierwise.specs.framework import GRAD_REDUCE_DTYPES
 from tierwise.specs.model import ModelSpec
+from tierwise.specs.parameters import Parameters, load_parameters
 from tierwise.specs.plan import PlanBatch
 from tierwise.workload.flops import ModelShape, model_shape
 from tierwise.workload.traffic import axis_strides, layer_traffic
@@ -129,6 +130,9 @@ class StepEstimates:
     offload_host_bytes: np.ndarray | None = None
     """Bytes the activation offload copies to the host per step (each way: the same bytes come back for the
     backward), per GPU on the slowest stage."""
+    parameters: Parameters | None = field(default=None, repr=False, compare=False)
+    """The model's parameters the figures were priced under (:func:`estimate`'s ``parameters``): what a report
+    of them quotes (``overlap_interference``, ``grad_bytes``) is read from here, not loaded again."""
 
     def __len__(self) -> int:
         return int(self.step_time_s.shape[0])
@@ -163,24 +167,28 @@ def _concat(parts: list[StepEstimates]) -> StepEstimates:
 
 
 def estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch, *,
-             params: Mapping[str, float] | None = None) -> StepEstimates:
+             params: Mapping[str, float] | None = None, parameters: Parameters | None = None) -> StepEstimates:
     """Estimate one training step for every plan in ``plans`` (see the module docstring).
 
     ``params`` overrides entries of the ``compute:`` parameters (the validation fit and cross-validation
-    evaluate candidate values this way); by default the shipped ``catalog/parameters.yaml`` values are used.
+    evaluate candidate values this way). ``parameters``: the model's parameters (:mod:`tierwise.specs.
+    parameters`), passed down to every pricing function; None (this being a public entry point) is
+    :func:`~tierwise.specs.parameters.load_parameters`: the shipped ``catalog/parameters.yaml``, or the file
+    ``$TIERWISE_PARAMETERS`` names.
     """
+    parameters = parameters if parameters is not None else load_parameters()
     if len(plans) > CHUNK:
-        return _concat([_estimate(model, cluster, plans.select(slice(i, i + CHUNK)), params)
+        return _concat([_estimate(model, cluster, plans.select(slice(i, i + CHUNK)), params, parameters)
                         for i in range(0, len(plans), CHUNK)])
-    return _estimate(model, cluster, plans, params)
+    return _estimate(model, cluster, plans, params, parameters)
 
 
 def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
-              params: Mapping[str, float] | None) -> StepEstimates:
+              params: Mapping[str, float] | None, parameters: Parameters) -> StepEstimates:
     """The step model for one chunk of plans, as a list of named steps (module docstring)."""
     # a cluster file's measured compute parameters (tierwise calibrate of `measure gemm`) override the global
     # fit for that cluster; explicit ``params`` (the validation fit) override both
-    cparams = {**compute_params(), **cluster.compute, **(params or {})}
+    cparams = {**compute_params(parameters), **cluster.compute, **(params or {})}
     if "grad_bytes_lever" not in cparams and np.any(plans.grad_reduce_dtype != GRAD_REDUCE_DTYPES.index("fp32")):
         # gradients reduced (and held) in bf16 (plan grad_reduce_dtype): 2 bytes each, not grad_bytes; the
         # --reduce-dtype lever (estimate/levers.py), a what-if over the plan's dtype, takes precedence
@@ -191,15 +199,16 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
     C = layer_compute(model, shape, cluster.accelerator, plans, P, cparams)
     S = stage_compute(model, plans, P, C)
     strides = axis_strides(plans)
-    X = layer_comm(model, shape, cluster, plans, P, C, strides, cparams)
+    X = layer_comm(model, shape, cluster, plans, P, C, strides, cparams, parameters=parameters)
     pipe = pipeline(P, C, S, X)
-    D = data_parallel(model, shape, cluster, plans, P=P, S=S, pipe=pipe, strides=strides, cparams=cparams, hbm=C.hbm)
+    D = data_parallel(model, shape, cluster, plans, P=P, S=S, pipe=pipe, strides=strides, cparams=cparams, hbm=C.hbm,
+                      parameters=parameters)
     # combined 1F1B has no partner for the step's first forward and last backward: one micro-batch's expert
     # all-to-all stays exposed in full
     # (DualPipe's first and last chunks are in its bubble formula instead)
     ep_unpaired = np.where(plans.ep_comm_overlap & (P.dual == 0),
                            pipe.moe_layers * (X.ep_layer_t - X.ep_layer_exposed), 0.0)
-    offload = _offload(model, shape, cluster, plans, P, C, pipe)
+    offload = _offload(model, shape, cluster, plans, P, C, pipe, parameters=parameters)
     offload_exposed = P.m * offload.exposed_s
     step = P.m * pipe.t_mb + pipe.bubble + D.exposed + D.optimizer_s + D.shard_copy_s + ep_unpaired + offload_exposed
     model_flops, hw_flops = step_flops(model, shape, plans, P)
@@ -225,11 +234,12 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
         num_microbatches=m, peak_flops_per_s=C.plan_peak,
         attention_s=m * layers_slow * (3 * C.core_t + C.attn_bwd_extra), memory_bound_s=memory_bound_s,
         forward_layers_s=shape.num_dense_layers * C.fwd_dense + shape.num_moe_layers * C.fwd_moe,
-        offload_exposed_s=offload_exposed, offload_host_bytes=P.m * offload.bytes_per_mb,
+        offload_exposed_s=offload_exposed, offload_host_bytes=P.m * offload.bytes_per_mb, parameters=parameters,
     )
 
 
-def _offload(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derived, C: LayerCompute, pipe) -> Offload:
+def _offload(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derived, C: LayerCompute, pipe, *,
+             parameters: Parameters) -> Offload:
     """Bytes and exposed seconds per micro-batch of the activation offload (plan ``activation_offload_layers``;
     :func:`tierwise.parallel.offload.activation_offload`) on the slowest stage: each offloaded layer's copy
     against one layer's forward and backward (twice the forward plus the attention backward's extra; offload
@@ -241,7 +251,7 @@ def _offload(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derived, C:
     act = ((pipe.layers - pipe.moe_layers) * dense_act + pipe.moe_layers * moe_act) / layers * P.tokens
     fwd = ((pipe.layers - pipe.moe_layers) * C.fwd_dense + pipe.moe_layers * C.fwd_moe) / layers
     bwd = 2.0 * fwd + C.attn_bwd_extra
-    return activation_offload(cluster, plans, pipe.layers, fwd, bwd, act)
+    return activation_offload(cluster, plans, pipe.layers, fwd, bwd, act, parameters=parameters)
 
 
 def _per_axis(plans: PlanBatch, X: LayerComm, D, pipe, m, ep_unpaired, dual):
@@ -266,7 +276,7 @@ def _per_axis(plans: PlanBatch, X: LayerComm, D, pipe, m, ep_unpaired, dual):
 
 
 def layer_comm(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derived, C: LayerCompute, strides,
-               cparams) -> LayerComm:
+               cparams, *, parameters: Parameters) -> LayerComm:
     """TP, EP and CP traffic of one layer and PP traffic of one micro-batch: time, exposed time, bytes.
 
     The traffic is :func:`tierwise.workload.traffic.layer_traffic`'s records (kinds, bytes, groups, counts per
@@ -275,10 +285,13 @@ def layer_comm(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derived, 
     """
     interference = cparams.get("overlap_interference", 0.0)
     traffic = layer_traffic(model, shape, plans, strides)
-    tp = tp_layer_comm(model, cluster, plans, P, C, traffic, strides, interference)
-    ep_span, ep_t, ep_bytes, ep_exposed = ep_layer_comm(model, cluster, plans, P, C, traffic, strides, cparams)
-    cp_tier, cp_t, cp_exposed, cp_bytes = cp_layer_comm(cluster, plans, P, C, traffic, strides, interference)
-    pp_tier, pp_t, pp_fill, pp_bytes = pp_comm(model, cluster, plans, P, traffic, strides, tp.span)
+    tp = tp_layer_comm(model, cluster, plans, P, C, traffic, strides, interference, parameters=parameters)
+    ep_span, ep_t, ep_bytes, ep_exposed = ep_layer_comm(model, cluster, plans, P, C, traffic, strides, cparams,
+                                                        parameters=parameters)
+    cp_tier, cp_t, cp_exposed, cp_bytes = cp_layer_comm(cluster, plans, P, C, traffic, strides, interference,
+                                                        parameters=parameters)
+    pp_tier, pp_t, pp_fill, pp_bytes = pp_comm(model, cluster, plans, P, traffic, strides, tp.span,
+                                               parameters=parameters)
     return LayerComm(
         tp_span=tp.span, tp_layer_t=tp.t, tp_layer_bytes=tp.bytes, tp_layer_exposed=tp.exposed,
         tp_moe_layer_t=tp.moe_t, tp_moe_layer_bytes=tp.moe_bytes, tp_moe_layer_exposed=tp.moe_exposed,

@@ -20,7 +20,7 @@ import numpy as np
 
 from tierwise.goodput.rates import RateCatalog
 from tierwise.goodput.results import CheckpointCosts
-from tierwise.specs.parameters import load_parameters
+from tierwise.specs.parameters import Parameters
 from tierwise.workload.flops import model_shape
 
 __all__ = ["checkpoint_costs"]
@@ -36,12 +36,14 @@ def _storage(num_gpus: int, opts, rates: RateCatalog) -> tuple[float, list[str]]
                      f"({entry.source})"]
 
 
-def checkpoint_costs(model, cluster, num_gpus: int, est, opts, rates: RateCatalog) -> tuple[CheckpointCosts, list[str]]:
+def checkpoint_costs(model, cluster, num_gpus: int, est, opts, rates: RateCatalog, *,
+                     parameters: Parameters) -> tuple[CheckpointCosts, list[str]]:
     """Per-plan arrays ``bytes_per_gpu, write_s, blocking_s, drain_s, restore_s, restart_s`` and the
-    scalars ``state_bytes, storage_bytes_per_s``; with what was assumed."""
+    scalars ``state_bytes, storage_bytes_per_s``; with what was assumed (the state's bytes per parameter from
+    ``parameters``' ``compute:`` section, the cluster's own over it)."""
 
     storage, assumed = _storage(num_gpus, opts, rates)
-    cparams = {**load_parameters().compute, **cluster.compute}
+    cparams = {**parameters.compute, **cluster.compute}
     state = float(model_shape(model).total_params) * (float(cparams["weight_bytes"])
                                                       + float(cparams["optimizer_state_bytes"]))
     per_gpu = est.memory["weights_bytes"] + est.memory["optimizer_bytes"]

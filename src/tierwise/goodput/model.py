@@ -28,6 +28,7 @@ from tierwise.goodput.results import (
 from tierwise.goodput.simulate import MAX_EVENTS, MAX_EVENTS_PER_RUN, SimulatedEttr, simulate
 from tierwise.hierarchy import TIER_ORDER
 from tierwise.limits import check_float, check_int
+from tierwise.specs.parameters import Parameters, load_parameters
 from tierwise.specs.plan import PlanBatch, validate_plan_batch
 from tierwise.topology.choose import FabricOverrides
 
@@ -152,17 +153,18 @@ def _interval(ck: CheckpointCosts, mtti: float, step_s, opts: GoodputOptions, n:
 
 
 def evaluate(model, cluster, num_gpus: int, plans, est, opts: GoodputOptions,
-             fm: FailureModel | None = None) -> GoodputEvaluation:
+             fm: FailureModel | None = None, *, parameters: Parameters) -> GoodputEvaluation:
     """Arrays over the plans of ``est`` (a :class:`~tierwise.estimate.step.StepEstimates` of ``plans``).
 
     The checkpoint's size and times come from :func:`tierwise.goodput.checkpoint.checkpoint_costs`, the
     interval ``tau`` from Daly's optimum (or the user), and ``ETTR = daly_ettr(tau, delta, R + drain, M)``
     (:mod:`tierwise.goodput.interval`); the fault domain per plan from :mod:`tierwise.goodput.domain`.
+    ``parameters``: the model's (:mod:`tierwise.specs.parameters`), those ``est`` was priced under.
     """
 
     fm = fm or failure_model(cluster, num_gpus, opts)
     n = len(est)
-    ck, assumed = checkpoint_costs(model, cluster, num_gpus, est, opts, fm.rates)
+    ck, assumed = checkpoint_costs(model, cluster, num_gpus, est, opts, fm.rates, parameters=parameters)
     m = fm.mtti_s
     tau, more = _interval(ck, m, est.step_time_s, opts, n)
     delta, drain, restart = ck.blocking_s, ck.drain_s, ck.restart_s
@@ -230,7 +232,7 @@ def _lost_time(ettr: float, tau: float, delta: float, drain: float, restart: flo
 
 
 def goodput(model, cluster, num_gpus: int, plan, opts: GoodputOptions | None = None, *,
-            plan_source: str = "given") -> GoodputEstimate:
+            plan_source: str = "given", parameters: Parameters | None = None) -> GoodputEstimate:
     """One plan's goodput (a :class:`~tierwise.specs.plan.Plan`); its ``goodput --json`` document is
     :func:`tierwise.documents.training.goodput_document`.
 
@@ -243,10 +245,11 @@ def goodput(model, cluster, num_gpus: int, plan, opts: GoodputOptions | None = N
     """
 
     opts = opts or GoodputOptions()
+    parameters = parameters if parameters is not None else load_parameters()  # a public entry point
     validate_plan_batch(model, [plan])
     batch = PlanBatch.from_plans([plan])
-    est = estimate(model, cluster, batch)
-    ev = evaluate(model, cluster, num_gpus, batch, est, opts)
+    est = estimate(model, cluster, batch, parameters=parameters)
+    ev = evaluate(model, cluster, num_gpus, batch, est, opts, parameters=parameters)
     return goodput_at(model, cluster, num_gpus, plan, est, ev, opts, plan_source=plan_source)
 
 

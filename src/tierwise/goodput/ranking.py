@@ -12,6 +12,7 @@ import numpy as np
 from tierwise.estimate import estimate
 from tierwise.goodput.model import evaluate, failure_model
 from tierwise.goodput.results import GoodputRanking, GoodputScaling, PlanGoodput, ScaleGoodput
+from tierwise.specs.parameters import Parameters, load_parameters
 from tierwise.specs.plan import PlanBatch
 
 __all__ = ["GOODPUT_POOL", "goodput_ranking", "goodput_scaling"]
@@ -20,7 +21,7 @@ GOODPUT_POOL = 32
 """Plans ``plan --goodput`` asks the planner for (its best by step time) before re-ranking them by goodput."""
 
 
-def goodput_ranking(answer, m, cl, opts) -> GoodputRanking | None:
+def goodput_ranking(answer, m, cl, opts, *, parameters: Parameters | None = None) -> GoodputRanking | None:
     """The planner's plans (a :class:`tierwise.planner.results.PlanAnswer`, read by attribute) re-ranked by
     goodput-adjusted throughput on the GPUs they use (one vectorized evaluation); ``None`` when the planner
     found no plan.
@@ -33,9 +34,10 @@ def goodput_ranking(answer, m, cl, opts) -> GoodputRanking | None:
     gpus = answer.gpus_used
     plans = [r.plan for r in answer.plans]
     batch = PlanBatch.from_plans(plans)
-    est = estimate(m, cl, batch)
+    parameters = parameters if parameters is not None else load_parameters()  # a command's entry point
+    est = estimate(m, cl, batch, parameters=parameters)
     fm = failure_model(cl, gpus, opts)
-    ev = evaluate(m, cl, gpus, batch, est, opts, fm)
+    ev = evaluate(m, cl, gpus, batch, est, opts, fm, parameters=parameters)
     adjusted = ev.goodput_tokens_per_s * gpus / (gpus + ev.spare_gpus_p99)
     order = np.argsort(-adjusted, kind="stable")
     rows = []
@@ -51,9 +53,10 @@ def goodput_ranking(answer, m, cl, opts) -> GoodputRanking | None:
                           interruptions_per_day=fm.interruptions_per_day, assumed=tuple(sorted(set(ev.assumed))))
 
 
-def goodput_scaling(answer, m, cl, opts) -> GoodputScaling:
+def goodput_scaling(answer, m, cl, opts, *, parameters: Parameters | None = None) -> GoodputScaling:
     """Goodput at each point of a :class:`tierwise.planner.results.ScaleAnswer` that has a plan, and the GPU count where adding GPUs stops paying once
     failures count (the first doubling whose adjusted goodput grows less than 1.5x, as ``scale``'s own knee)."""
+    parameters = parameters if parameters is not None else load_parameters()  # a command's entry point
     prev, knee, points = None, None, {}
     for k, p in enumerate(answer.points):
         if p.best is None:
@@ -61,7 +64,7 @@ def goodput_scaling(answer, m, cl, opts) -> GoodputScaling:
         batch = PlanBatch.from_plans([p.best.plan])
         n = p.num_gpus
         used = p.gpus.used if p.gpus is not None else n  # idle GPUs (no layout uses them) are held, like spares
-        ev = evaluate(m, cl, used, batch, estimate(m, cl, batch), opts)
+        ev = evaluate(m, cl, used, batch, estimate(m, cl, batch, parameters=parameters), opts, parameters=parameters)
         adjusted = float(ev.goodput_tokens_per_s[0]) * used / max(n, used + float(ev.spare_gpus_p99[0]))
         points[k] = ScaleGoodput(ettr=float(ev.ettr[0]), goodput_tokens_per_s=float(ev.goodput_tokens_per_s[0]),
                                  adjusted_tokens_per_s=adjusted, mtti_s=ev.failure_model.mtti_s,

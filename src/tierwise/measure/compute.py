@@ -55,7 +55,7 @@ from tierwise.specs.compute import (
     attention_kernel_overlap,
 )
 from tierwise.specs.compute_profile import check_device
-from tierwise.specs.parameters import load_parameters
+from tierwise.specs.parameters import Parameters, load_parameters
 
 __all__ = ["ComputeBench", "ComputeResult", "ProfileTarget", "profile_target", "finish_profile", "run_compute", "compute_block", "predictions", "profile_document", "device_info",
            "attention_flops", "backend_name", "ADAMW_BYTES_PER_PARAM", "SDPA_FAMILY", "LARGE_GEMM_DIM"]
@@ -301,7 +301,7 @@ def _attention_efficiency(row: dict, rates, family: str) -> float | None:
     return (lo * hi) ** 0.5
 
 
-def compute_block(rows: list[dict], accelerator, *, small: bool = False) -> dict[str, float]:
+def compute_block(rows: list[dict], accelerator, *, parameters: Parameters, small: bool = False) -> dict[str, float]:
     """The ``compute:`` keys the measured ``rows`` imply for ``accelerator`` (module docstring).
 
     ``matmul_efficiency_max``: the best BF16 GEMM with every dimension >= :data:`LARGE_GEMM_DIM` (any BF16
@@ -326,7 +326,7 @@ def compute_block(rows: list[dict], accelerator, *, small: bool = False) -> dict
     copies = [r for r in rows if r["kernel"] == "hbm-copy"]
     if copies:
         out["memory_bound_efficiency"] = min(1.0, max(r["bytes_per_s"] for r in copies) / accelerator.hbm_bytes_per_s)
-    rates = compute_rates(accelerator, compute_parameters(load_parameters()))
+    rates = compute_rates(accelerator, compute_parameters(parameters))
     for r in rows:
         family = r.get("family")
         key = f"attention_efficiency_{family}"
@@ -364,11 +364,11 @@ def _predicted_s(row: dict, rates) -> float | None:
     return None
 
 
-def predictions(rows: list[dict], accelerator, cparams: dict | None = None) -> list[dict]:
+def predictions(rows: list[dict], accelerator, cparams: dict | None = None, *, parameters: Parameters) -> list[dict]:
     """Each measured row beside what the pricing core predicts for it on ``accelerator`` with the global
     parameters (and ``cparams`` over them): ``{kernel, shape, dtype, backend, measured_s, predicted_s,
     error_pct}`` (``predicted_s`` None for a kernel the pricing has no family for: the math SDPA backend)."""
-    rates = compute_rates(accelerator, {**compute_parameters(load_parameters()), **(cparams or {})})
+    rates = compute_rates(accelerator, {**compute_parameters(parameters), **(cparams or {})})
     out = []
     for r in rows:
         pred = _predicted_s(r, rates)
@@ -464,8 +464,10 @@ def profile_target(bench: ComputeBench, cluster: str | None, *, strict: bool = F
 def finish_profile(bench: ComputeBench, target: ProfileTarget, rows: list[dict], *,
                    interrupted: bool = False, hf: HFStepRun | None = None) -> ComputeResult:
     """The profile document and the predictions of the measured ``rows`` (module docstring); with ``hf`` (a
-    ``--hf-step`` run) its training step, predicted with the compute block just measured, as one more row."""
-    compute = compute_block(rows, target.accelerator, small=bench.small)
+    ``--hf-step`` run) its training step, predicted with the compute block just measured, as one more row.
+    The command's entry point: the model's parameters are the run's (:func:`load_parameters`), loaded once."""
+    parameters = load_parameters()
+    compute = compute_block(rows, target.accelerator, parameters=parameters, small=bench.small)
     step = None
     done = None if hf is None else finish_hf_step(hf, target.keys, target.label, compute, target.info["device"],
                                                   cpu=bench.device == "cpu", interrupted=interrupted)
@@ -474,5 +476,5 @@ def finish_profile(bench: ComputeBench, target: ProfileTarget, rows: list[dict],
         rows = [*rows, row]
     doc = profile_document(target.keys, target.label, compute, target.info, rows)
     return ComputeResult(info=target.info, rows=rows, cluster=target.label, accelerator=target.accelerator.name,
-                         compute=compute, predictions=predictions(rows, target.accelerator), document=doc,
+                         compute=compute, predictions=predictions(rows, target.accelerator, parameters=parameters), document=doc,
                          warnings=target.warnings, interrupted=interrupted, hf_step=step)

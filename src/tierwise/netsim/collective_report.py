@@ -17,13 +17,15 @@ from tierwise.hierarchy import TIER_ORDER, GroupSpan, group_span, tier_name, tie
 from tierwise.limits import MAX_BYTES, MAX_GPUS, check_int
 from tierwise.netsim.compare import collective_ring_note
 from tierwise.specs.cluster import Cluster, cluster_from_mapping, load_cluster, with_sharp
+from tierwise.specs.parameters import Parameters, load_parameters
 from tierwise.units import format_bandwidth, format_bytes, format_time, parse_bandwidth, parse_bytes
 
 __all__ = ["collective_report"]
 
 
 def collective_report(kind: str, size: str, ranks: int, ranks_per_node: int | None, algorithm: str,
-                      cluster_ref: str, link_bandwidth: str | None, sharp: bool = False) -> dict:
+                      cluster_ref: str, link_bandwidth: str | None, sharp: bool = False, *,
+                      parameters: Parameters | None = None) -> dict:
     """The document ``tierwise collective`` prints: one collective's cost on a cluster, or on one link.
 
     ``size`` is the buffer as nccl-tests counts it; the group is ``ranks`` ranks, ``ranks_per_node`` of them
@@ -35,13 +37,15 @@ def collective_report(kind: str, size: str, ranks: int, ranks_per_node: int | No
     rank over the datasheet rate of the tier crossed (or of the link). The notes explain the gap between the
     two, and for a ring the gap to the flow simulator (:func:`tierwise.netsim.compare.collective_ring_note`).
     ``sharp`` turns InfiniBand SHARP on (:func:`tierwise.specs.cluster.with_sharp`); a note says whether the
-    all-reduce reduced in the network, or why not.
+    all-reduce reduced in the network, or why not. ``parameters``: the model's (None, this being a command's
+    entry point: :func:`~tierwise.specs.parameters.load_parameters`).
     Raises :class:`tierwise.errors.SpecError` for a group the options cannot form.
     """
     kind = normalize_kind(kind)
+    parameters = parameters if parameters is not None else load_parameters()
     size_bytes = parse_bytes(size, what="--size", maximum=MAX_BYTES)
-    base = _checked_cluster(kind, ranks, ranks_per_node, cluster_ref, sharp)
-    group = _Group(kind, size_bytes, ranks, algorithm)
+    base = _checked_cluster(kind, ranks, ranks_per_node, cluster_ref, sharp, parameters)
+    group = _Group(kind, size_bytes, ranks, algorithm, parameters)
     per_node = ranks_per_node or min(ranks, base.gpus_per_node)
     if link_bandwidth is not None:
         priced = _on_link(group, base, per_node, parse_bandwidth(link_bandwidth, what="--link-bandwidth"))
@@ -50,7 +54,7 @@ def collective_report(kind: str, size: str, ranks: int, ranks_per_node: int | No
     if base.scale_out_reduction and kind == "all-reduce" and link_bandwidth is None:
         priced.notes.append(_sharp_note(priced.cost, priced.span))
     if str(priced.cost.algorithm) == "ring":
-        why = collective_ring_note(kind, size_bytes, priced.span, priced.cluster)
+        why = collective_ring_note(kind, size_bytes, priced.span, priced.cluster, parameters=parameters)
         if why:
             priced.notes.append(why)
     return _document(group, priced)
@@ -63,6 +67,8 @@ class _Group(NamedTuple):
     size_bytes: float
     ranks: int
     algorithm: str
+    parameters: Parameters
+    """The model's parameters it is priced under."""
 
 
 @dataclass(frozen=True)
@@ -81,13 +87,14 @@ class _Priced:
     notes: list[str]
 
 
-def _checked_cluster(kind: str, ranks: int, ranks_per_node: int | None, cluster_ref: str, sharp: bool) -> Cluster:
+def _checked_cluster(kind: str, ranks: int, ranks_per_node: int | None, cluster_ref: str, sharp: bool,
+                     parameters: Parameters) -> Cluster:
     """The named cluster (with SHARP on if asked), after the checks on the group the options describe."""
     check_int(ranks, "--ranks", minimum=2, maximum=MAX_GPUS, error=SpecError,
               hint=" (one rank moves nothing: its busbw is 0/0)")
     if kind == "send-recv" and ranks != 2:
         raise SpecError(f"send-recv is between two ranks; use --ranks 2 (got {ranks})")
-    base = load_cluster(cluster_ref)
+    base = load_cluster(cluster_ref, parameters)
     if sharp:
         base = with_sharp(base)
     if ranks_per_node is not None:  # the bound is the cluster's: a suggested value is one that is accepted
@@ -105,7 +112,8 @@ def _run(group: _Group, cluster: Cluster, per_node: int) -> tuple[GroupSpan, Col
                         f"of {cluster.name}; use --ranks-per-node <= {cluster.gpus_per_node}")
     stride = max(1, cluster.gpus_per_node // per_node)
     span = group_span(cluster, group.ranks, stride)
-    return span, collective_cost(group.kind, group.size_bytes, span, cluster, group.algorithm)
+    return span, collective_cost(group.kind, group.size_bytes, span, cluster, group.algorithm,
+                                 parameters=group.parameters)
 
 
 def _on_link(group: _Group, base: Cluster, per_node: int, link: float) -> _Priced:
@@ -113,7 +121,7 @@ def _on_link(group: _Group, base: Cluster, per_node: int, link: float) -> _Price
     it and notes on the datasheet arithmetic (and on a bidirectional NVLink-class figure)."""
     flat = cluster_from_mapping({"base": base.name, "name": f"one {format_bandwidth(link)} link per rank",
                                  "gpus_per_node": 1, "scale_up_domain": 1, "nics_per_node": 1,
-                                 "nic_bandwidth": link}, origin="--link-bandwidth")
+                                 "nic_bandwidth": link}, origin="--link-bandwidth", parameters=group.parameters)
     span, cost = _run(group, flat, 1)
     _, ccost = _run(group, base, per_node)
     cluster_time = float(ccost.time_s)

@@ -24,7 +24,7 @@ from tierwise.collectives.model import collective_cost
 from tierwise.errors import TierwiseError
 from tierwise.hierarchy import group_span
 from tierwise.specs.cluster import cluster_from_mapping
-from tierwise.specs.parameters import load_parameters
+from tierwise.specs.parameters import Parameters, load_parameters
 from tierwise.units import format_time
 
 __all__ = ["RING_KINDS", "collective_ring_note", "simulate_ring_notes"]
@@ -44,13 +44,13 @@ def _line_rate_ring_s(kind: str, size: float, n: int, nl: int, cluster) -> float
     return float(alpha_beta.ring_time(kind, size, n, nl, cluster.scale_up_bytes_per_s, b_out, 0.0, 0.0))
 
 
-def _ring_s(kind: str, size: float, span, cluster) -> tuple[float, str]:
+def _ring_s(kind: str, size: float, span, cluster, parameters: Parameters) -> tuple[float, str]:
 
-    cost = collective_cost(kind, size, span, cluster, "ring")
+    cost = collective_cost(kind, size, span, cluster, "ring", parameters=parameters)
     return float(cost.time_s), str(cost.protocol)
 
 
-def _model_parts(kind: str, size: float, span, cluster) -> tuple[float, float, list[str]]:
+def _model_parts(kind: str, size: float, span, cluster, parameters: Parameters) -> tuple[float, float, list[str]]:
     """(model time, line-rate time, what the model adds over line rate, largest first where it can split).
 
     The model is run as it is and with every link efficiency 1; its latency is the intercept of its time,
@@ -59,11 +59,11 @@ def _model_parts(kind: str, size: float, span, cluster) -> tuple[float, float, l
 
     n, nl = int(span.size), int(span.ranks_per_domain)
     line = _line_rate_ring_s(kind, size, n, nl, cluster)
-    model, proto = _ring_s(kind, size, span, cluster)
+    model, proto = _ring_s(kind, size, span, cluster, parameters)
     ideal_cluster = dataclasses.replace(cluster, efficiency={"scale_up": 1.0, "host": 1.0, "scale_out": 1.0})
-    ideal, proto_ideal = _ring_s(kind, size, span, ideal_cluster)
-    double, proto_double = _ring_s(kind, 2 * size, span, ideal_cluster)
-    eff = {**load_parameters().collectives["link_efficiency"], **cluster.efficiency}
+    ideal, proto_ideal = _ring_s(kind, size, span, ideal_cluster, parameters)
+    double, proto_double = _ring_s(kind, 2 * size, span, ideal_cluster, parameters)
+    eff = {**parameters.collectives["link_efficiency"], **cluster.efficiency}
     parts = [(model - ideal, f"NCCL's achievable fraction of the line rate (scale-up {eff['scale_up']:.0%}, "
                              f"scale-out {eff['scale_out']:.0%})")]
     protocol = f"the {proto.upper()} protocol's share of the link and its bus-bandwidth cap"
@@ -76,18 +76,19 @@ def _model_parts(kind: str, size: float, span, cluster) -> tuple[float, float, l
     return model, line, shown
 
 
-def collective_ring_note(kind: str, size: float, span, cluster) -> str | None:
-    """For ``collective``: the same ring as the flow simulator times it, and what this model adds."""
+def collective_ring_note(kind: str, size: float, span, cluster, *, parameters: Parameters) -> str | None:
+    """For ``collective``: the same ring as the flow simulator times it, and what this model adds (priced under
+    ``parameters``)."""
     if kind not in RING_KINDS or int(span.size) < 2 or getattr(cluster, "fitted", None):
         return None
-    model, line, parts = _model_parts(kind, size, span, cluster)
+    model, line, parts = _model_parts(kind, size, span, cluster, parameters)
     return (f"against `tierwise simulate`: the flow simulator moves this ring's bytes at line rate, {_ms(line)} "
             f"on a non-blocking fabric of these figures (plus about 0.3 us per hop); this model's {_ms(model)} "
             f"adds {'; '.join(parts) or 'nothing measurable'}. The simulator in turn slows down where flows share "
             "links (oversubscription, failed parts, ECMP collisions), which this model does not charge")
 
 
-def _equivalent_cluster(fab, base: str):
+def _equivalent_cluster(fab, base: str, parameters: Parameters):
     """A cluster with the fabric's shape and rates, for the collective model (None where none maps)."""
 
     if fab.family == "torus" or fab.scale_up == "none":
@@ -97,7 +98,8 @@ def _equivalent_cluster(fab, base: str):
             "base": base, "name": f"{fab.family} fabric", "gpus_per_node": int(fab.gpus_per_node),
             "scale_up_domain": int(fab.domain_size), "nics_per_node": int(fab.nics_per_node),
             "nic_bandwidth": f"{fab.nic_bytes_per_s / 1e9:.6g} GB/s",
-            "scale_up_bandwidth": f"{fab.scale_up_bytes_per_s / 1e9:.6g} GB/s"}, origin="the simulated fabric")
+            "scale_up_bandwidth": f"{fab.scale_up_bytes_per_s / 1e9:.6g} GB/s"}, origin="the simulated fabric",
+            parameters=parameters)
     except TierwiseError:
         return None
     return None if getattr(cluster, "fitted", None) else cluster
@@ -119,9 +121,12 @@ def _contention(result: dict[str, Any], oversubscription: float | None, routing:
 
 
 def simulate_ring_notes(fab, result: dict[str, Any], base: str = "dgx-h100",
-                        oversubscription: float | None = None) -> tuple[dict[str, Any], list[str]]:
+                        oversubscription: float | None = None, *,
+                        parameters: Parameters | None = None) -> tuple[dict[str, Any], list[str]]:
     """For ``simulate``: (extra JSON fields, notes) saying why its ring time differs from the analytic one
-    and from ``tierwise collective``'s."""
+    and from ``tierwise collective``'s (priced under ``parameters``; None, this being a command's entry point:
+    :func:`load_parameters`)."""
+    parameters = parameters if parameters is not None else load_parameters()
     notes: list[str] = []
     extra: dict[str, Any] = {}
     t, a = float(result["time_s"]), float(result["analytic_time_s"])
@@ -130,13 +135,13 @@ def simulate_ring_notes(fab, result: dict[str, Any], base: str = "dgx-h100",
                      f"rank gets its full share of the links; here {_contention(result, oversubscription, result['routing'])}")
     if result["pattern"] not in RING_KINDS or result["algorithm"] != "ring" or result["num_ranks_simulated"] < 2:
         return extra, notes
-    cluster = _equivalent_cluster(fab, base)
+    cluster = _equivalent_cluster(fab, base, parameters)
     if cluster is None:
         return extra, notes
 
     n = int(result["num_ranks_simulated"])
     span = group_span(cluster, n, 1)
-    model, line, parts = _model_parts(result["pattern"], float(result["size_bytes"]), span, cluster)
+    model, line, parts = _model_parts(result["pattern"], float(result["size_bytes"]), span, cluster, parameters)
     extra["collective_model_time_s"] = model
     notes.append(f"against `tierwise collective`: on a non-blocking cluster of these figures it models this ring "
                  f"at {_ms(model)}, over the bytes at line rate ({_ms(line)}): "

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from tierwise.atomic import write_atomic
 from tierwise.specs.cluster import load_cluster
-from tierwise.specs.parameters import load_parameters
+from tierwise.specs.parameters import Parameters, load_parameters
 
 __all__ = ["write_cluster"]
 
 
-def write_cluster(path: str, fab, result: dict, args: str, base: str = "dgx-h100") -> str:
+def write_cluster(path: str, fab, result: dict, args: str, base: str = "dgx-h100", *,
+                  parameters: Parameters | None = None) -> str:
     """Write the cluster YAML of ``simulate --emit-cluster`` to ``path``; return the path written.
 
     The mapping is one the core's loader accepts: ``base:`` (a catalog cluster: its accelerator and links)
@@ -28,7 +29,8 @@ def write_cluster(path: str, fab, result: dict, args: str, base: str = "dgx-h100
     load_cluster(base)  # an unknown base is a clear error before anything is written
     ratio = result["analytic_time_s"] / result["time_s"] if result["time_s"] else 0.0
     ratio = min(max(ratio, 0.0), 1.0)
-    eff = load_parameters().collectives["link_efficiency"]["scale_out"] * ratio
+    parameters = parameters if parameters is not None else load_parameters()  # a command's entry point
+    eff = parameters.collectives["link_efficiency"]["scale_out"] * ratio
     data = {
         "base": base,
         "name": f"{fab.family}-{fab.num_gpus}-simulated",

@@ -10,7 +10,7 @@ from tierwise.pricing.comm import hop_times, pick, placed_hops
 __all__ = ["cp_layer_comm"]
 
 
-def cp_layer_comm(cluster, plans, P, C, traffic, strides, interference):
+def cp_layer_comm(cluster, plans, P, C, traffic, strides, interference, *, parameters):
     """(tier, seconds, exposed seconds, bytes) of one layer's ring-attention traffic on one rank.
 
     Every rank passes its K/V chunk to the next at once, so a pass lasts as long as the ring's slowest hop (the
@@ -25,7 +25,7 @@ def cp_layer_comm(cluster, plans, P, C, traffic, strides, interference):
     if not np.any(plans.cp > 1):
         zero = np.zeros(n)
         return hops.tier, zero, zero, zero
-    p2p = pick(hops.slowest, hop_times(cluster, ring.bytes, hops))
+    p2p = pick(hops.slowest, hop_times(cluster, ring.bytes, hops, parameters=parameters))
     fwd = ring.counts["forward"] * p2p
     t = ring.calls * p2p
     exposed = np.maximum(fwd - C.core_t, 0) + np.maximum(2 * fwd - 2 * C.core_t, 0)

@@ -34,7 +34,8 @@ class _NoCost:
     time_s = bytes_per_rank = 0.0
 
 
-def _dp_costs(cluster, plans: PlanBatch, g: DpGroups, params, *, span_full, group, pieces, cparams, grad_factor=1.0):
+def _dp_costs(cluster, plans: PlanBatch, g: DpGroups, params, *, span_full, group, pieces, cparams, parameters,
+              grad_factor=1.0):
     """(gradient seconds, gather seconds, bytes per rank) per step for ``params`` per GPU reduced over
     ``group`` ranks (``span_full``): ZeRO 0 all-reduces the gradients; ZeRO >= 1 reduce-scatters them and
     all-gathers the weights, over the shard group plus an all-reduce of the 1/shard gradients over the replicas
@@ -47,7 +48,7 @@ def _dp_costs(cluster, plans: PlanBatch, g: DpGroups, params, *, span_full, grou
     used = group > 1
 
     def maybe(needed, kind, size, span):
-        return price_collective(kind, size, span, cluster) if np.any(needed) else _NoCost
+        return price_collective(kind, size, span, cluster, parameters=parameters) if np.any(needed) else _NoCost
 
     ar = maybe(used & (zero == 0), "all-reduce", g_bytes, span_full)
     rs_full = maybe(used & (zero >= 1) & ~hsdp, "reduce-scatter", g_bytes, span_full)
@@ -105,7 +106,7 @@ def _dp_exposed(plans: PlanBatch, P: Derived, pipe: Pipeline, grad_t, gather_t, 
 
 
 def data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, *, P: Derived, S: StageCompute,
-                  pipe: Pipeline, strides, cparams, hbm) -> DataParallel:
+                  pipe: Pipeline, strides, cparams, hbm, parameters) -> DataParallel:
     """Gradient reduction, parameter gathers (ZeRO 0-3, HSDP) and the optimizer step of the slowest stage."""
     n, tp, ep, etp, m = P.n, P.deg.tp, P.deg.ep, P.deg.etp, P.m
     single = P.deg.pp == 1
@@ -122,10 +123,12 @@ def data_parallel(model, shape: ModelShape, cluster, plans: PlanBatch, *, P: Der
     total_params_local = dense_params + expert_params
     factor, lever_s = _dp_levers(model, shape, cluster, P, cparams, total_params_local, hbm)
     d_grad, d_gather, d_bytes = _dp_costs(cluster, plans, g, dense_params, span_full=g.dp_span, group=dp_group,
-                                          pieces=pieces, cparams=cparams, grad_factor=factor)
+                                          pieces=pieces, cparams=cparams, grad_factor=factor,
+                                          parameters=parameters)
     if model.moe is not None:
         e_grad, e_gather, e_bytes = _dp_costs(cluster, plans, g, expert_params, span_full=g.edp_span, group=edp,
-                                              pieces=pieces, cparams=cparams, grad_factor=factor)
+                                              pieces=pieces, cparams=cparams, grad_factor=factor,
+                                              parameters=parameters)
     else:
         e_grad = e_gather = e_bytes = np.zeros(n)
     time, exposed = _dp_exposed(plans, P, pipe, d_grad + e_grad, d_gather + e_gather, total_params_local, cparams)

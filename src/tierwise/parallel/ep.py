@@ -193,7 +193,7 @@ def moe_host_extra_s(plans: PlanBatch, P, shape, gpu_moe, op_overhead) -> np.nda
     return np.maximum(kf * op_overhead - gpu_moe, 0.0) + np.maximum(kb * op_overhead - 2.0 * gpu_moe, 0.0)
 
 
-def ep_layer_comm(model, cluster, plans: PlanBatch, P, C, traffic, strides, cparams):
+def ep_layer_comm(model, cluster, plans: PlanBatch, P, C, traffic, strides, cparams, *, parameters):
     """(span, seconds, bytes, exposed seconds) of one MoE layer's dispatch and combine all-to-alls, forward and
     backward (+ forward again under full recompute), over the EP group (ranks ``etp`` apart).
 
@@ -211,7 +211,7 @@ def ep_layer_comm(model, cluster, plans: PlanBatch, P, C, traffic, strides, cpar
     if not (traffic["ep"] and np.any(plans.ep > 1)):
         zero = np.zeros(n)
         return span, zero, zero, zero
-    t, bytes_, (a2a,) = price_records(traffic["ep"], span, cluster, n)
+    t, bytes_, (a2a,) = price_records(traffic["ep"], span, cluster, n, parameters=parameters)
     dedup = deepep_node_dedup(model, plans, span)
     imb = moe_imbalance(model, plans, cparams, P.tokens)
     t, bytes_, a2a = t * dedup * imb, bytes_ * dedup, a2a * dedup * imb

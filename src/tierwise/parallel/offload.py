@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tierwise.errors import SpecError
-from tierwise.specs.parameters import load_parameters
+from tierwise.specs.parameters import Parameters
 from tierwise.specs.plan import PlanBatch
 
 __all__ = ["Offload", "offloaded_layers", "host_copy_rate", "activation_offload"]
@@ -54,20 +54,21 @@ def offloaded_layers(plans: PlanBatch, layers) -> np.ndarray:
     return np.clip(plans.activation_offload_layers.astype(float), 0.0, np.maximum(layers - 1.0, 0.0))
 
 
-def host_copy_rate(cluster) -> float:
-    """Achievable one-way bytes/s of one GPU's host link (module docstring); 0 when the cluster has none."""
-    eff = {**load_parameters().collectives["link_efficiency"], **cluster.efficiency}["host"]
+def host_copy_rate(cluster, parameters: Parameters) -> float:
+    """Achievable one-way bytes/s of one GPU's host link under ``parameters`` (module docstring); 0 when the
+    cluster has none."""
+    eff = {**parameters.collectives["link_efficiency"], **cluster.efficiency}["host"]
     return float(cluster.host_bytes_per_s) * eff
 
 
 def activation_offload(cluster, plans: PlanBatch, layers, fwd_per_layer, bwd_per_layer,
-                       act_bytes_per_layer) -> Offload:
+                       act_bytes_per_layer, *, parameters: Parameters) -> Offload:
     """The offload of one micro-batch on a stage of ``layers`` layers (module docstring): ``fwd_per_layer`` /
     ``bwd_per_layer`` one layer's forward / backward seconds, ``act_bytes_per_layer`` one layer's saved
     activation bytes for the micro-batch. A cluster without a host-link figure cannot price it: an error."""
     k = offloaded_layers(plans, layers)
     used = k > 0
-    rate = host_copy_rate(cluster)
+    rate = host_copy_rate(cluster, parameters)
     act = np.asarray(act_bytes_per_layer, dtype=float)
     if rate <= 0 and np.any(used):
         raise SpecError(f"activation_offload_layers needs the host link's bandwidth, which cluster {cluster.name!r} "

@@ -90,7 +90,7 @@ def mtp_head_s(model, C: LayerCompute):
     return mtp * (proj + C.logits_t + C.logits_elem / 3)
 
 
-def pipeline_p2p(cluster, chain, hops: GroupHops, P):
+def pipeline_p2p(cluster, chain, hops: GroupHops, P, *, parameters):
     """Pipeline send/recv per micro-batch of the slowest stage (``pp_t``) and in the fill and drain
     (``pp_fill``), each stage boundary priced on the tier it crosses.
 
@@ -107,7 +107,7 @@ def pipeline_p2p(cluster, chain, hops: GroupHops, P):
     replaces the ``(pp - 1) / v x 2 v c`` that the bubble term ``(pp - 1) / v x t_mb`` would charge. For a
     pipeline inside one tier both are the former uniform ``2 v c`` and ``2 (pp - 1) c``.
     """
-    times = hop_times(cluster, chain.bytes, hops)
+    times = hop_times(cluster, chain.bytes, hops, parameters=parameters)
     many = P.deg.pp > 1
     # the chain's calls per micro-batch are 2 v (a forward and a backward transfer per chunk)
     pp_t = np.where(many, chain.calls / 2 * (pick(hops.slowest, times) + pick(hops.fastest, times)), 0.0)
@@ -187,7 +187,7 @@ def dualpipe_bubble(pp, dual, pair, fwd, wgrad):
     return slots * np.maximum(2.0 * pair - fwd - 3.0 * wgrad, 0.0)
 
 
-def pp_comm(model, cluster, plans: PlanBatch, P, traffic, strides, tp_span):
+def pp_comm(model, cluster, plans: PlanBatch, P, traffic, strides, tp_span, *, parameters):
     """(tier, steady-state seconds per micro-batch, fill-and-drain seconds, bytes per micro-batch) of the
     pipeline's send/recv of one micro-batch's activations (scattered over tp with SP), forward and backward, per
     chunk (:func:`pipeline_p2p`).
@@ -198,10 +198,11 @@ def pp_comm(model, cluster, plans: PlanBatch, P, traffic, strides, tp_span):
     group (``tp_span``)."""
     (chain,) = traffic["pp"]
     hops = placed_hops(cluster, plans.pp, strides["pp"], ring=False)
-    pp_t, pp_fill = pipeline_p2p(cluster, chain, hops, P)
+    pp_t, pp_fill = pipeline_p2p(cluster, chain, hops, P, parameters=parameters)
     gather = plans.pp_scatter_gather & (plans.tp > 1) & ~P.sp & (plans.pp > 1)
     if np.any(gather):
-        t_ag = price_collective("all-gather", 2.0 * P.tokens * model.hidden_size, tp_span, cluster).time_s
+        t_ag = price_collective("all-gather", 2.0 * P.tokens * model.hidden_size, tp_span, cluster,
+                                parameters=parameters).time_s
         pp_t = pp_t + np.where(gather, chain.calls * t_ag, 0.0)
         pp_fill = pp_fill + np.where(gather, 2.0 * (P.deg.pp - 1) * t_ag, 0.0)
     return hops.tier, pp_t, pp_fill, chain.calls * chain.bytes

@@ -28,7 +28,7 @@ class TpComm:
     moe_exposed: np.ndarray
 
 
-def tp_layer_comm(model, cluster, plans, P, C, traffic, strides, interference) -> TpComm:
+def tp_layer_comm(model, cluster, plans, P, C, traffic, strides, interference, *, parameters) -> TpComm:
     """TP (and SP) records of every layer's forward, backward and full-recompute forward
     (:func:`tierwise.workload.traffic.layer_traffic` ``tp``), priced over the TP group (consecutive ranks at
     stride ``strides["tp"]``). Exposed unless ``tp_comm_overlap``: then they hide behind the layer's GEMMs
@@ -36,7 +36,7 @@ def tp_layer_comm(model, cluster, plans, P, C, traffic, strides, interference) -
     and HBM bandwidth from the GEMMs they overlap; Jangda et al. ASPLOS 2022 section 2)."""
     n = P.n
     span = placed_span(cluster, plans.tp, strides["tp"])
-    t, bytes_, _ = price_records(traffic["tp"], span, cluster, n)
+    t, bytes_, _ = price_records(traffic["tp"], span, cluster, n, parameters=parameters)
 
     def exposed(time):
         hidden_ok = np.maximum(time - 3 * C.dense_lin_t, 0.0)
@@ -46,7 +46,7 @@ def tp_layer_comm(model, cluster, plans, P, C, traffic, strides, interference) -
     # a MoE layer (with SP): the MLP block's pair (half the SP records) runs over the expert-TP group instead
     if model.moe is not None and np.any(P.sp):
         etp_t, etp_bytes, _ = price_records(traffic["tp_moe"], placed_span(cluster, plans.etp, strides["tp"]),
-                                            cluster, n)
+                                            cluster, n, parameters=parameters)
         moe_t = np.where(P.sp, 0.5 * t + etp_t, t)
         moe_bytes = np.where(P.sp, 0.5 * bytes_ + etp_bytes, bytes_)
         moe_exposed = exposed(moe_t)

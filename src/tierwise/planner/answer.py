@@ -33,6 +33,7 @@ from tierwise.planner.explain import (
 from tierwise.planner.results import NearMiss, PlanAnswer, RankedPlan, ScaleAnswer, ScalePoint
 from tierwise.planner.space import Constraints, check_constraints, to_batch
 from tierwise.planner.why import memory_choice
+from tierwise.specs.parameters import Parameters, load_parameters
 from tierwise.specs.plan import PlanBatch, valid_plan_mask
 
 __all__ = ["answer_plans", "answer_scale", "plan_document", "scale_document", "parse_gpu_range"]
@@ -122,7 +123,7 @@ def _expert_line(model, cluster, result: SearchResult, plans, c: Constraints) ->
             f"is {loss:.1%} slower; it trades {compare(both, 0, 1)}"]
 
 
-def _balance_line(model, cluster, plans) -> list[str]:
+def _balance_line(model, cluster, plans, parameters: Parameters) -> list[str]:
     """For an MoE winner with ``ep > 1`` and the router's own load: what its expert balance costs, and what
     auxiliary-loss-free balancing (DeepSeek-V3 arXiv:2412.19437 sec. 2.1.2; Megatron-Core
     ``--moe-router-enable-expert-bias``) would give the same plan (:func:`tierwise.parallel.eplb.
@@ -131,7 +132,7 @@ def _balance_line(model, cluster, plans) -> list[str]:
     if model.moe is None or p.ep <= 1 or p.moe_force_balance:
         return []
     batch = PlanBatch.from_plans([p])
-    cparams = {**compute_params(), **cluster.compute}
+    cparams = {**compute_params(parameters), **cluster.compute}
     tokens = np.array([p.micro_batch_size * p.seq_length / p.cp], dtype=float)
     load = float(moe_imbalance(model, batch, cparams, tokens)[0])
     if model.moe.balance == "aux-free":
@@ -167,11 +168,13 @@ def _nothing_fits(model, cluster, result: SearchResult, c: Constraints) -> str:
 
 def answer_plans(model, cluster, num_gpus: int, global_batch_size: int, seq_length: int, *,
                  constraints: Constraints | None = None, objective: str = "step_time", top: int = 10,
-                 show_infeasible: bool = False) -> PlanAnswer:
-    """The planner's answer: ranked plans best first, the explanation, and the search's counts."""
+                 show_infeasible: bool = False, parameters: Parameters | None = None) -> PlanAnswer:
+    """The planner's answer: ranked plans best first, the explanation, and the search's counts (priced under
+    ``parameters``; None, this being a command's entry point: :func:`load_parameters`)."""
     c = constraints or Constraints()
+    parameters = parameters if parameters is not None else load_parameters()
     result = search(model, cluster, num_gpus, global_batch_size, seq_length, constraints=c, objective=objective,
-                    top=top)
+                    top=top, parameters=parameters)
     n = len(result.plans["tp"])
     ranked: list[RankedPlan] = []
     if n:
@@ -186,7 +189,7 @@ def answer_plans(model, cluster, num_gpus: int, global_batch_size: int, seq_leng
         lines = explain_lines(model, cluster, est, plans, memory=why,
                               neighbours=_neighbours(model, cluster, result, plans[0], c),
                               crossing=_crossing_lines(model, cluster, result, est, plans, c)
-                              + _expert_line(model, cluster, result, plans, c) + _balance_line(model, cluster, plans))
+                              + _expert_line(model, cluster, result, plans, c) + _balance_line(model, cluster, plans, parameters))
     else:
         lines = [_nothing_fits(model, cluster, result, c)]
     return PlanAnswer(

@@ -67,6 +67,7 @@ from tierwise.planner.space import (
     space_size,
     to_batch,
 )
+from tierwise.specs.parameters import Parameters, load_parameters
 from tierwise.specs.plan import RECOMPUTE, ep_overlap_allowed, is_dualpipe
 
 __all__ = ["search", "SearchResult", "OBJECTIVES", "light_variants", "Evaluator", "brute_force"]
@@ -100,15 +101,16 @@ class SearchResult:
 class Evaluator:
     """Runs the estimator on tables in chunks, counting plans; returns score, bound, fit and memory."""
 
-    def __init__(self, model, cluster, space: Space, objective: str):
+    def __init__(self, model, cluster, space: Space, objective: str, *, parameters: Parameters):
 
         self._estimate = estimate
         self.model, self.cluster, self.space, self.objective = model, cluster, space, objective
+        self.parameters = parameters
         self.num_evaluated = 0
         self.num_feasible = 0
         self.bound_violations = 0
 
-        self._interference = float(compute_params().get("overlap_interference", 0.0))
+        self._interference = float(compute_params(parameters).get("overlap_interference", 0.0))
 
     def __call__(self, table: Table) -> dict[str, np.ndarray]:
         """Score, bound, fit and memory share of each row; where the space searches activation offload, each
@@ -135,7 +137,7 @@ class Evaluator:
     def _score(self, table: Table) -> dict[str, np.ndarray]:
         s = self.space
         batch = to_batch(table, s.global_batch_size, s.seq_length)
-        r = self._estimate(self.model, self.cluster, batch)
+        r = self._estimate(self.model, self.cluster, batch, parameters=self.parameters)
         weight = r.peak_flops_per_s if self.objective == "mfu" else 1.0
         pp, vpp = table["pp"], table["vpp"]
         # TP traffic at the default refinement has its group at stride 1 (the fastest placement), and even
@@ -340,8 +342,10 @@ def _argmin_per_group(group: np.ndarray, score: np.ndarray) -> np.ndarray:
 
 
 def search(model, cluster, num_gpus: int, global_batch_size: int, seq_length: int, *,
-           constraints: Constraints | None = None, objective: str = "step_time", top: int = 10) -> SearchResult:
-    """The best ``top`` units for ``model`` on ``num_gpus`` GPUs of ``cluster``, best first (see module doc).
+           constraints: Constraints | None = None, objective: str = "step_time", top: int = 10,
+           parameters: Parameters | None = None) -> SearchResult:
+    """The best ``top`` units for ``model`` on ``num_gpus`` GPUs of ``cluster``, best first (see module doc),
+    every plan priced under ``parameters`` (None, this being a public entry point: :func:`load_parameters`).
 
     Raises :class:`~tierwise.errors.PlanError` when the input admits no plan at all; when plans exist but
     none fits memory the result has no plans and the nearest misses in ``infeasible``.
@@ -354,7 +358,8 @@ def search(model, cluster, num_gpus: int, global_batch_size: int, seq_length: in
         raise PlanError(f"top={top}: ask for at least one plan (--top >= 1)")
     space = build_space(model, cluster, num_gpus, global_batch_size, seq_length, constraints)
     k = top
-    ev = Evaluator(model, cluster, space, objective)
+    ev = Evaluator(model, cluster, space, objective,
+                   parameters=parameters if parameters is not None else load_parameters())
     mem_ok, lower, seed_struct, seed_score, misses = _level1(space, model, ev)
     units = _level2(space, model, ev, k, mem_ok, lower, seed_struct, seed_score) if mem_ok.any() else {}
     best = _level3(space, ev, k, units)
@@ -368,12 +373,14 @@ def search(model, cluster, num_gpus: int, global_batch_size: int, seq_length: in
                         space_size=space_size(space, model), infeasible=misses, notes=notes)
 
 
-def brute_force(model, cluster, space: Space, objective: str = "step_time"):
-    """Every plan of ``space`` through the estimator: (table with ``_score``, ``_fits``), for tests and docs."""
+def brute_force(model, cluster, space: Space, objective: str = "step_time", *, parameters: Parameters | None = None):
+    """Every plan of ``space`` through the estimator: (table with ``_score``, ``_fits``), for tests and docs
+    (an entry point: ``parameters`` None is :func:`load_parameters`)."""
     units = expand_switches(space, model, space.structure)
     units.pop("_struct")
     table = expand_refinements(space, units)
-    res = Evaluator(model, cluster, space, objective)(table)
+    res = Evaluator(model, cluster, space, objective,
+                    parameters=parameters if parameters is not None else load_parameters())(table)
     table["_score"], table["_fits"] = res["score"], res["fits"]
     return table
 

@@ -17,6 +17,7 @@ import numpy as np
 from tierwise.errors import PlanError
 from tierwise.planner.branch_and_bound import Evaluator, light_variants
 from tierwise.planner.space import Constraints, build_space, to_batch
+from tierwise.specs.parameters import Parameters, load_parameters
 
 __all__ = ["MinimumFit", "min_gpus_to_fit"]
 
@@ -31,13 +32,13 @@ class MinimumFit:
     memory_fraction: float
 
 
-def _lightest_fit(model, cluster, num_gpus: int, gbs: int, seq: int, c: Constraints):
+def _lightest_fit(model, cluster, num_gpus: int, gbs: int, seq: int, c: Constraints, parameters: Parameters):
     try:
         space = build_space(model, cluster, num_gpus, gbs, seq, c)
     except PlanError:
         return None
     light = light_variants(space, model)
-    res = Evaluator(model, cluster, space, "step_time")(light)
+    res = Evaluator(model, cluster, space, "step_time", parameters=parameters)(light)
     if not res["fits"].any():
         return None
     i = int(np.argmin(np.where(res["fits"], res["memory"], np.inf)))
@@ -45,12 +46,15 @@ def _lightest_fit(model, cluster, num_gpus: int, gbs: int, seq: int, c: Constrai
 
 
 def min_gpus_to_fit(model, cluster, start: int, global_batch_size: int, seq_length: int,
-                    constraints: Constraints | None = None) -> MinimumFit | None:
-    """The fewest GPUs above ``start`` with a plan that fits, or None up to 2^21 GPUs."""
+                    constraints: Constraints | None = None, *,
+                    parameters: Parameters | None = None) -> MinimumFit | None:
+    """The fewest GPUs above ``start`` with a plan that fits, or None up to 2^21 GPUs (an entry point:
+    ``parameters`` None is :func:`load_parameters`)."""
     c = constraints or Constraints()
+    parameters = parameters if parameters is not None else load_parameters()
     lo, hi, found = start, max(start, 1) * 2, None
     while hi <= _MAX_GPUS:
-        found = _lightest_fit(model, cluster, hi, global_batch_size, seq_length, c)
+        found = _lightest_fit(model, cluster, hi, global_batch_size, seq_length, c, parameters)
         if found:
             break
         lo, hi = hi, hi * 2
@@ -62,7 +66,7 @@ def min_gpus_to_fit(model, cluster, start: int, global_batch_size: int, seq_leng
     left, right = 0, len(candidates) - 1  # candidates[right] == hi fits
     while left < right:
         mid = (left + right) // 2
-        got = _lightest_fit(model, cluster, candidates[mid], global_batch_size, seq_length, c)
+        got = _lightest_fit(model, cluster, candidates[mid], global_batch_size, seq_length, c, parameters)
         if got:
             right, best = mid, (candidates[mid], got)
         else:

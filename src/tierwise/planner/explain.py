@@ -205,7 +205,7 @@ def explain_lines(model, cluster, est, plans, *, neighbours=None, crossing=None,
             hides = hides or float(est.axis_exposed_s[axis][0]) < float(est.axis_time_s[axis][0])
     if hides:
 
-        lines.append("  note: " + interference_note(cluster))
+        lines.append("  note: " + interference_note(cluster, est.parameters))
     lines.append(_tier_rule(est, 0, w, crossing or []))
     lines.append(_limit(est, 0))
     if memory and (w.recompute != "none" or w.activation_offload_layers):

@@ -10,24 +10,25 @@ import numpy as np
 
 from tierwise.collectives.model import collective_cost as _collective_cost
 from tierwise.hierarchy import GroupHops, group_hops, group_span, pair_span
-from tierwise.specs.parameters import parameters_source
+from tierwise.specs.parameters import Parameters
 
 _COMM_MEMO: dict | None = None
 
 
-def price_collective(kind, size, span, cluster):
-    """:func:`tierwise.collectives.model.collective_cost`, memoized inside :func:`comm_memo` blocks.
+def price_collective(kind, size, span, cluster, *, parameters: Parameters):
+    """:func:`tierwise.collectives.model.collective_cost` under ``parameters``, memoized inside
+    :func:`comm_memo` blocks.
 
     Communication costs do not depend on the ``compute:`` parameters, so a fit that re-estimates the same
     plans many times with new compute parameters reuses them (a pure speed-up: same results).
     """
     if _COMM_MEMO is None:
-        return _collective_cost(kind, size, span, cluster)
+        return _collective_cost(kind, size, span, cluster, parameters=parameters)
     size_arr = np.asarray(size, dtype=float)
-    key = (kind, cluster.fingerprint, size_arr.tobytes(), size_arr.shape,
+    key = (kind, cluster.fingerprint, parameters.fingerprint, size_arr.tobytes(), size_arr.shape,
            *(np.asarray(getattr(span, f)).tobytes() for f in span.__dataclass_fields__))
     if key not in _COMM_MEMO:
-        _COMM_MEMO[key] = _collective_cost(kind, size, span, cluster)
+        _COMM_MEMO[key] = _collective_cost(kind, size, span, cluster, parameters=parameters)
     return _COMM_MEMO[key]
 
 
@@ -59,7 +60,7 @@ def placed_hops(cluster, size, stride, *, ring: bool) -> GroupHops:
                  lambda: group_hops(cluster, size, stride, ring=ring))
 
 
-def hop_times(cluster, msg_bytes, hops: GroupHops) -> list[np.ndarray | None]:
+def hop_times(cluster, msg_bytes, hops: GroupHops, *, parameters: Parameters) -> list[np.ndarray | None]:
     """Seconds of one send/recv of ``msg_bytes`` across a hop of each class of ``hops`` (None for a class no
     group of the batch uses): the transfer priced on the tier that hop crosses."""
     out = []
@@ -67,7 +68,8 @@ def hop_times(cluster, msg_bytes, hops: GroupHops) -> list[np.ndarray | None]:
         if np.any(hops.hops[k] > 0):
             # one geometry per class: a span of one element, broadcast against the message sizes
             span = pair_span(cluster, [k])
-            out.append(np.broadcast_to(price_collective("send-recv", msg_bytes, span, cluster).time_s, hops.slowest.shape))
+            cost = price_collective("send-recv", msg_bytes, span, cluster, parameters=parameters)
+            out.append(np.broadcast_to(cost.time_s, hops.slowest.shape))
         else:
             out.append(None)
     return out
@@ -94,7 +96,7 @@ def comm_memo():
         _COMM_MEMO = outer
 
 
-def price_records(records, span, cluster, n):
+def price_records(records, span, cluster, n, *, parameters: Parameters):
     """Seconds and ring-equivalent bytes per rank of the collective ``records`` of one axis (all on one
     group ``span``), per layer or micro-batch (each record's calls over every phase), and the seconds of one
     call of each record; a kind no plan of the batch uses is not priced."""
@@ -103,7 +105,7 @@ def price_records(records, span, cluster, n):
         if not np.any(r.calls > 0):
             one_call.append(np.zeros(n))
             continue
-        cost = price_collective(r.kind, r.bytes, span, cluster)
+        cost = price_collective(r.kind, r.bytes, span, cluster, parameters=parameters)
         time = time + r.calls * cost.time_s
         bytes_ = bytes_ + r.calls * cost.bytes_per_rank
         one_call.append(cost.time_s)
@@ -138,15 +140,15 @@ algorithm switch undershoots it; at four points per octave that reached 0.62% (r
 at 100 tokens, once the rack's cable latency moved the switch into one cell), at eight it stays under 0.5%."""
 
 
-def _curve(cluster, kind: str, group: int, stride: int, bytes_per_token: float) -> np.ndarray:
+def _curve(cluster, kind: str, group: int, stride: int, bytes_per_token: float, parameters: Parameters) -> np.ndarray:
     """Time of ``kind`` over ``group`` ranks at ``stride`` at every :data:`GRID_TOKENS` (one vectorized
     :func:`price_collective` call per geometry, kept for the process, keyed on the cluster's content and the
-    parameters in force: a planner's bisections query the same few geometries hundreds of times)."""
-    key = (cluster.fingerprint, kind, group, stride, bytes_per_token, parameters_source())
+    ``parameters``' fingerprint: a planner's bisections query the same few geometries hundreds of times)."""
+    key = (cluster.fingerprint, kind, group, stride, bytes_per_token, parameters.fingerprint)
     if key not in _CURVES:
         size = GRID_TOKENS * bytes_per_token
         span = group_span(cluster, np.full(size.shape, group), stride)
-        _CURVES[key] = _collective_cost(kind, size, span, cluster).time_s
+        _CURVES[key] = _collective_cost(kind, size, span, cluster, parameters=parameters).time_s
     return _CURVES[key]
 
 
@@ -160,7 +162,7 @@ def _geometries(size, stride, per_token):
     return [tuple(row) for row in rows if row[0] > 1]
 
 
-def price_per_token_records(records, cluster, tokens, *, launch: float = 0.0) -> np.ndarray:
+def price_per_token_records(records, cluster, tokens, *, parameters: Parameters, launch: float = 0.0) -> np.ndarray:
     """Seconds of ``records`` per their ``per`` (each record's forward calls times one call's time), for the
     record bytes proportional to ``tokens`` (an inference step's records: :func:`tierwise.workload.traffic.
     forward_traffic`), read off a tabulated curve of :func:`tierwise.collectives.model.collective_cost` per group
@@ -180,7 +182,7 @@ def price_per_token_records(records, cluster, tokens, *, launch: float = 0.0) ->
         one = np.zeros(tokens.shape)
         for g, s, b in _geometries(size, stride, per_token):
             sel = (size == g) & (stride == s) & (per_token == b)
-            t = np.interp(tokens, GRID_TOKENS, _curve(cluster, r.kind, int(g), int(s), float(b)))
+            t = np.interp(tokens, GRID_TOKENS, _curve(cluster, r.kind, int(g), int(s), float(b), parameters))
             one = np.where(sel, np.maximum(t - launch, 0.0), one)
         out = out + calls * one
     return out

@@ -65,11 +65,11 @@ from tierwise.serve.kv import (
     weight_bytes_per_gpu,
     weight_bytes_read_per_step,
 )
-from tierwise.serve.params import ServingParameters
+from tierwise.serve.params import ServingParameters, model_parameters
 from tierwise.serve.records import DecodeStep, DecodeToken, MtpDraft, PrefillCost, ServingSetup
 from tierwise.specs.cluster import Cluster
 from tierwise.specs.model import ModelSpec
-from tierwise.specs.parameters import load_parameters
+from tierwise.specs.parameters import Parameters
 from tierwise.workload.flops import attention_core_flops_per_token, decode_attention_flops_per_token
 from tierwise.workload.kernels import elementwise_bytes
 from tierwise.workload.traffic import forward_traffic
@@ -79,10 +79,11 @@ __all__ = ["serving_rates", "layer_work", "linear_time", "prefill_time", "decode
 
 
 def serving_rates(cluster: Cluster, params: ServingParameters) -> ComputeRates:
-    """The cluster accelerator's rates under the ``compute:`` parameters in force (the training fit, the
-    cluster's own measured ``compute:`` block over it) and the serving set's ``fp4_efficiency_ratio``, through
+    """The cluster accelerator's rates under the ``compute:`` parameters ``params`` carries (the training fit,
+    the cluster's own measured ``compute:`` block over it) and the serving set's ``fp4_efficiency_ratio``, through
     :func:`tierwise.pricing.kernels.compute_rates`: the rates the training step prices the same part with."""
-    cparams = {**compute_params(), **cluster.compute, "fp4_efficiency_ratio": params.fp4_efficiency_ratio}
+    cparams = {**compute_params(model_parameters(params)), **cluster.compute,
+               "fp4_efficiency_ratio": params.fp4_efficiency_ratio}
     return compute_rates(cluster.accelerator, cparams)
 
 
@@ -143,7 +144,7 @@ def linear_time(model: ModelSpec, cluster: Cluster, precision: str, tp, ep, toke
     return _layers(model, dense, moe)
 
 
-def comm_time(model: ModelSpec, cluster: Cluster, tp, ep, tokens, weight_precision: str, *,
+def comm_time(model: ModelSpec, cluster: Cluster, tp, ep, tokens, weight_precision: str, *, parameters: Parameters,
               low_latency: bool = False, layers: tuple[float, float] | None = None) -> np.ndarray:
     """TP all-reduces and EP all-to-alls of one forward over an attention group's ``tokens`` tokens (seconds).
 
@@ -152,18 +153,19 @@ def comm_time(model: ModelSpec, cluster: Cluster, tp, ep, tokens, weight_precisi
     per call (CUDA graphs; params docstring). With ``ep > tp`` the all-to-alls are DeepEP's kernels
     (:func:`tierwise.parallel.deepep.deepep_time`: the normal kernels for prefill, the low-latency ones for
     decode, ``low_latency``), each rank dispatching its ``1 / tp`` share of its group's tokens. ``layers``: (layers,
-    MoE layers) to price instead of the model's (an MTP module's one block)."""
+    MoE layers) to price instead of the model's (an MTP module's one block). ``parameters``: the model's
+    (:mod:`tierwise.specs.parameters`), the collectives priced under them."""
     n_layers, n_moe = (model.num_layers, model.num_moe_layers) if layers is None else layers
     tp = np.asarray(tp, dtype=np.int64)
     ep = np.asarray(ep, dtype=np.int64)
     tokens = np.asarray(tokens, dtype=float)
     tp, ep, tokens = np.broadcast_arrays(tp, ep, tokens)
-    launch = load_parameters().collectives["launch_overhead"]
+    launch = parameters.collectives["launch_overhead"]
     fp8 = weight_precision in ("fp8", "fp4")
     records = forward_traffic(model, tp, ep, tokens, fp8_dispatch=fp8)
-    out = n_layers * price_per_token_records(records["tp"], cluster, tokens, launch=launch)
+    out = n_layers * price_per_token_records(records["tp"], cluster, tokens, parameters=parameters, launch=launch)
     if model.moe is not None and n_moe and np.any(ep > 1):
-        a2a = price_per_token_records(records["ep"], cluster, tokens, launch=launch)
+        a2a = price_per_token_records(records["ep"], cluster, tokens, parameters=parameters, launch=launch)
         wide = ep > tp
         if np.any(wide):
             deep = deepep_time(model, cluster, np.where(wide, ep, 1), tokens / tp, low_latency=low_latency,
@@ -225,7 +227,8 @@ def prefill_time(setup: ServingSetup, tp, ep, input_len, num_requests=1.0) -> Pr
     layers = _layers(model, fwd.dense, fwd.moe)
     head = lm_head_time(model, rates, tokens=per_group, tp=work.tp, peak=fwd.gemm_peak)
     memory = weight_bytes_per_gpu(model, precision, work.tp, work.ep, params.redundant_experts, mtp=params.mtp) / rates.hbm
-    comm = comm_time(model, cluster, work.tp.astype(np.int64), work.ep.astype(np.int64), work.tokens, precision)
+    comm = comm_time(model, cluster, work.tp.astype(np.int64), work.ep.astype(np.int64), work.tokens, precision,
+                     parameters=model_parameters(params))
     if params.mtp:
         # the MTP modules run over the prompt too (their KV cache, the first draft): one more block each, the
         # projection and the head at the last position (:func:`mtp_draft_time`'s parts)
@@ -233,7 +236,7 @@ def prefill_time(setup: ServingSetup, tp, ep, input_len, num_requests=1.0) -> Pr
         layers = layers + k * (fwd.moe if moe_block else fwd.dense)
         head = head * (1.0 + k * (1.0 + 2.0 * model.hidden_size / model.vocab_size))
         comm = comm + comm_time(model, cluster, work.tp.astype(np.int64), work.ep.astype(np.int64), work.tokens,
-                                precision, layers=(float(k), float(k * moe_block)))
+                                precision, parameters=model_parameters(params), layers=(float(k), float(k * moe_block)))
     compute = layers + head
     gpu, host = finish_step(model, params, layers=layers, comm=comm, head=head, batch=n, tp=work.tp)
     total = gpu + host
@@ -310,7 +313,7 @@ def mtp_draft_time(setup: ServingSetup, tp, ep, batch, context) -> MtpDraft:
     head = lm_head_time(model, rates, tokens=seqs, tp=work.tp, peak=peak)
     proj = head * 2.0 * model.hidden_size / model.vocab_size
     comm = comm_time(model, cluster, work.tp.astype(np.int64), work.ep.astype(np.int64), work.tokens, precision,
-                     low_latency=True, layers=(1.0, float(moe_block)))
+                     parameters=model_parameters(setup.params), low_latency=True, layers=(1.0, float(moe_block)))
     h = model.hidden_size
     flops = block_f + dec_f + (4.0 * h * h + 2.0 * h * model.vocab_size) / work.tp * seqs
     weights = mtp_weight_bytes_per_gpu(model, precision, work.tp, work.ep, params.redundant_experts, modules=1)
@@ -360,7 +363,7 @@ def decode_step_time(setup: ServingSetup, tp, ep, batch, context, *, prefill_tok
              + 2.0 * model.hidden_size * model.vocab_size / tp_ * (seqs * q) + draft.flops)
     compute = flops / gemm_rate
     comm = comm_time(model, cluster, tp_.astype(np.int64), work.ep.astype(np.int64), work.tokens, precision,
-                     low_latency=True)
+                     parameters=model_parameters(params), low_latency=True)
     gpu, overhead = finish_step(model, params, layers=layers, comm=comm, head=head + draft.gpu_s,
                                 batch=seqs + pt / dp / pc, tp=tp_, extra_launches=draft.launches)
     total = gpu + overhead

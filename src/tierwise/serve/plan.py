@@ -30,6 +30,7 @@ from tierwise.hierarchy import TIER_ORDER, group_span
 from tierwise.parallel.eplb import serving_imbalance
 from tierwise.serve.engine import Deployments, evaluate
 from tierwise.serve.kv import attention_dp, weight_bytes_per_gpu, weight_bytes_read_per_step
+from tierwise.serve.params import model_parameters
 from tierwise.serve.phases import decode_step_time
 from tierwise.serve.records import ServeResults
 from tierwise.serve.result import PlanChoice, PlanSearch
@@ -185,7 +186,7 @@ def explain_redundant(workload, chosen: PlanChoice, per_choice: dict[int, PlanCh
     model = workload.model
     ep, tp = chosen.decode_ep, chosen.decode_tp
     rows = chosen.results.batch * workload.beams
-    cparams = {**compute_params(), **workload.cluster.compute}
+    cparams = {**compute_params(model_parameters(workload.params)), **workload.cluster.compute}
     load = {c: float(serving_imbalance(model, cparams, ep, rows, c)) for c in per_choice}
     cost = {c: float(weight_bytes_per_gpu(model, workload.precision, tp, ep, c)
                      - weight_bytes_per_gpu(model, workload.precision, tp, ep, 0)) for c in per_choice}

@@ -24,9 +24,8 @@ import numpy as np
 from tierwise.collectives.model import collective_cost
 from tierwise.errors import ScenarioError
 from tierwise.hierarchy import TierCode, hop_classes, pair_span
-from tierwise.serve.params import ServingParameters
+from tierwise.serve.params import ServingParameters, model_parameters
 from tierwise.specs.cluster import Cluster
-from tierwise.specs.parameters import load_parameters
 
 __all__ = ["KV_LINKS", "pick_kv_link", "kv_transfer_time", "exposed_transfer"]
 
@@ -54,16 +53,18 @@ def kv_transfer_time(cluster: Cluster, link: str, bytes_per_sender, params: Serv
     size = np.asarray(bytes_per_sender, dtype=float)
     if link == "scale_up":
         k = _hop(cluster, TierCode.SCALE_UP)
-        return collective_cost("send-recv", size, pair_span(cluster, k, size.shape), cluster).time_s
+        return collective_cost("send-recv", size, pair_span(cluster, k, size.shape), cluster,
+                               parameters=model_parameters(params)).time_s
     if link == "scale_out":
         if cluster.nics_per_node <= 0:
             raise ScenarioError(f"cluster {cluster.name!r} has no NICs for --kv-link scale_out; use host or tcp")
         k = _hop(cluster, TierCode.SCALE_OUT)
-        return collective_cost("send-recv", size, pair_span(cluster, k, size.shape), cluster).time_s
+        return collective_cost("send-recv", size, pair_span(cluster, k, size.shape), cluster,
+                               parameters=model_parameters(params)).time_s
     if link == "host":
         if cluster.host_bytes_per_s <= 0:
             raise ScenarioError(f"cluster {cluster.name!r} has no host link figure for --kv-link host; use tcp")
-        eff = load_parameters().collectives["link_efficiency"]["host"]
+        eff = model_parameters(params).collectives["link_efficiency"]["host"]
         return cluster.host_latency_s + size / (cluster.host_bytes_per_s * eff)
     if link == "tcp":
         return params.tcp_latency_s + size / (params.tcp_bytes_per_s_per_node / cluster.gpus_per_node)

@@ -220,17 +220,17 @@ def _predict(kw: dict, metric: str):
     return None
 
 
-def _transfer_row(row: dict[str, str]):
+def _transfer_row(row: dict[str, str], params):
     """Mooncake's transfer-engine rows: 40 GB between two nodes of ``n x rate`` RoCE NICs (8 GPUs each)."""
 
     m = re.search(r"(\d+)x(\d+)\s*gbps", row["hardware"].lower())
     if not m:
         return None, "no NIC count and rate in the hardware column"
     nics, gbps = int(m.group(1)), int(m.group(2))
-    cluster = load_cluster({"base": "dgx-h100", "nics_per_node": nics, "nic_bandwidth": f"{gbps} Gb/s"})
+    cluster = load_cluster({"base": "dgx-h100", "nics_per_node": nics, "nic_bandwidth": f"{gbps} Gb/s"},
+                           params.parameters)
     total = 131072 * 327680.0
     per_gpu = total / cluster.gpus_per_node
-    params = serving_parameters()
     rdma = total / float(kv_transfer_time(cluster, "scale_out", per_gpu, params)) / 1e9
     if row["metric"] == "kv_transfer_bandwidth":
         return rdma, None
@@ -238,7 +238,7 @@ def _transfer_row(row: dict[str, str]):
     return rdma / tcp, None
 
 
-def _row_record(row: dict[str, str], engine: str | None = None) -> dict:
+def _row_record(row: dict[str, str], params, engine: str | None = None) -> dict:
     rec = {"row_id": row["row_id"], "source_id": row["source_id"], "model": row["model"].split(" (")[0],
            "hardware": row["hardware"].split(" (")[0], "num_gpus": row["num_gpus"], "tp": row["tp"],
            "scenario": row["scenario"], "metric": row["metric"], "confidence": row["confidence"],
@@ -247,7 +247,7 @@ def _row_record(row: dict[str, str], engine: str | None = None) -> dict:
            "throughput_row": row["metric"] in THROUGHPUT_METRICS}
     metric = row["metric"]
     if metric in ("kv_transfer_bandwidth", "rdma_vs_tcp_bandwidth_ratio"):
-        pred, why = _transfer_row(row)
+        pred, why = _transfer_row(row, params)
         if metric == "rdma_vs_tcp_bandwidth_ratio":
             rec["filled"].append("not scored: the TCP rate parameter is taken from this row")
             rec["scored"] = False
@@ -298,17 +298,18 @@ def serving_validation_document(path: str | Path | None = None, *, source: str |
         rows = [r for r in rows if r["source_id"] == source]
     if engine not in (None, "default"):
         engine_spec(engine)  # one line listing the known engines when unknown
-    records = [_row_record(r, engine) for r in rows]
+    p = serving_parameters()  # the command's entry point: the model's parameters loaded once
+    records = [_row_record(r, p, engine) for r in rows]
     used = [r for r in records if r["error_pct"] is not None and r["scored"]]
     per_source = {}
     for sid in sorted({r["source_id"] for r in records}):
         sel = [r["error_pct"] for r in used if r["source_id"] == sid]
         per_source[sid] = {**_stats(sel), "skipped": sum(1 for r in records if r["source_id"] == sid
                                                           and r["skipped"])}
-    p = serving_parameters()
     return {
         "dataset": str(path or default_serving_dataset()),
-        "parameters": {k: (getattr(p, k).label if k == "engine" else getattr(p, k)) for k in p.__dataclass_fields__},
+        "parameters": {k: (getattr(p, k).label if k == "engine" else getattr(p, k)) for k in p.__dataclass_fields__
+                       if k != "parameters"},
         "engine": engine or "per row (software column)",
         "summary": {
             "small_batch_latency": _stats([r["error_pct"] for r in used if r["row_id"] in SMALL_BATCH_ROWS]),

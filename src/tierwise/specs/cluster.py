@@ -33,7 +33,7 @@ from tierwise.specs import catalog
 from tierwise.specs._mapping import check_keys, get_bool, get_float, get_int, require_mapping
 from tierwise.specs.accelerator import Accelerator, load_accelerator
 from tierwise.specs.compute_profile import check_device, parse_compute, profile_in_force
-from tierwise.specs.parameters import load_parameters
+from tierwise.specs.parameters import Parameters, load_parameters
 from tierwise.units import parse_bandwidth, parse_bytes, parse_time
 
 __all__ = ["Cluster", "ScaleOutLevel", "FittedRegime", "FittedTier", "cluster_from_mapping", "load_cluster",
@@ -116,6 +116,10 @@ class Cluster:
     scale_up_latency_s: float
     host_latency_s: float
     scale_out_latency_s: float
+    latency_parameters: Mapping[str, float]
+    """The ``latency:`` section of the parameters the cluster was built under (:func:`load_cluster`'s
+    ``parameters``): the defaults a derived copy re-derives its latencies from (:func:`with_scale_up_domain`,
+    :func:`with_fabric_latency`, :attr:`scale_up_extra_latency_s`)."""
     scale_out_levels: tuple[ScaleOutLevel, ...] = ()
     efficiency: Mapping[str, float] = field(default_factory=dict)
     """Per-tier bandwidth efficiency overriding the global parameters (e.g. from the network simulator)."""
@@ -164,7 +168,7 @@ class Cluster:
         constant by the collective model."""
         if self.scale_up_latency_stated:
             return 0.0
-        return scale_up_extra_s(self.accelerator, self.gpus_per_node, self.scale_up_domain)
+        return scale_up_extra_s(self.accelerator, self.gpus_per_node, self.scale_up_domain, self.latency_parameters)
 
     @property
     def scale_out_reduction(self) -> bool:
@@ -191,16 +195,18 @@ def switches_crossed(num_domains, radix: int):
     return np.where(m <= half, 1.0, np.where(m <= radix * half, 3.0, 5.0))
 
 
-def scale_up_extra_s(accelerator: Accelerator, gpus_per_node: int, domain: int) -> float:
+def scale_up_extra_s(accelerator: Accelerator, gpus_per_node: int, domain: int,
+                     latency: Mapping[str, float]) -> float:
     """Hardware latency a scale-up step adds over NCCL's NVLink constant (calibrated on an 8-GPU baseboard:
     GPU -> switch -> GPU over board trace). Derivation in parameters.yaml ``latency.scale_up_*``: a domain inside
     one host adds 0; one that spans hosts within one switch tier's reach (the accelerator's catalog domain, e.g.
     NVL72) adds the copper runs GPU -> switch -> GPU (``scale_up_rack_cable``); a larger one (NVL144, NVL576: a
     second tier, design/scaleup.yaml ``nvlink.second_tier``) also crosses a leaf and a spine more
-    (2 x ``scale_up_per_switch``) over 2 optical runs (``scale_up_spine_cable``)."""
+    (2 x ``scale_up_per_switch``) over 2 optical runs (``scale_up_spine_cable``). ``latency``: the parameters'
+    ``latency:`` section (:class:`~tierwise.specs.parameters.Parameters`)."""
     if domain <= gpus_per_node:
         return 0.0
-    lat = load_parameters().latency
+    lat = latency
     extra = lat["scale_up_rack_cable"]
     if domain > max(accelerator.scale_up_domain_size, gpus_per_node):
         extra += 2 * lat["scale_up_per_switch"] + lat["scale_up_spine_cable"]
@@ -211,8 +217,9 @@ def with_scale_up_domain(cluster: Cluster, domain: int, **changes: Any) -> Clust
     """``cluster`` with a ``domain``-GPU scale-up domain, its latency re-derived for that domain (NCCL's NVLink
     constant plus :func:`scale_up_extra_s`) unless the cluster file states it."""
     if not cluster.scale_up_latency_stated and "scale_up_latency_s" not in changes:
-        changes["scale_up_latency_s"] = load_parameters().latency["nvlink"] + scale_up_extra_s(
-            cluster.accelerator, cluster.gpus_per_node, domain)
+        lat = cluster.latency_parameters
+        changes["scale_up_latency_s"] = lat["nvlink"] + scale_up_extra_s(
+            cluster.accelerator, cluster.gpus_per_node, domain, lat)
     return replace(cluster, scale_up_domain=domain, **changes)
 
 
@@ -228,7 +235,7 @@ def with_fabric_latency(cluster: Cluster, fabric: str) -> Cluster:
         cluster = replace(cluster, fabric={k: v for k, v in cluster.fabric.items() if k != "sharp"})
     if cluster.scale_out_latency_stated:
         return cluster
-    extra = load_parameters().latency["roce_extra_per_switch"] if fabric == "roce" else 0.0
+    extra = cluster.latency_parameters["roce_extra_per_switch"] if fabric == "roce" else 0.0
     return cluster if extra == cluster.scale_out_extra_per_switch_s else replace(
         cluster, scale_out_extra_per_switch_s=extra)
 
@@ -379,8 +386,10 @@ def _merge_base(data: Mapping[str, Any], origin: str, name: str | None = None) -
     return merged
 
 
-def cluster_from_mapping(data: Mapping[str, Any], *, name: str | None = None, origin: str = "cluster") -> Cluster:
-    """Build and validate a :class:`Cluster` from a mapping (catalog entry, scenario, or file)."""
+def cluster_from_mapping(data: Mapping[str, Any], *, name: str | None = None, origin: str = "cluster",
+                         parameters: Parameters | None = None) -> Cluster:
+    """Build and validate a :class:`Cluster` from a mapping (catalog entry, scenario, or file), its latency
+    defaults from ``parameters``' ``latency:`` section (None, this being an entry point: :func:`load_parameters`)."""
     data = require_mapping(data, origin)
     check_keys(data, _KEYS, origin)
     if "base" in data:
@@ -389,7 +398,7 @@ def cluster_from_mapping(data: Mapping[str, Any], *, name: str | None = None, or
     acc = load_accelerator(data["accelerator"])
     gpn, domain, nics, nic_bw = _node_shape(data, acc, origin)
     up_bw, p2p_bw, topo = _scale_up_links(data, acc, origin)
-    lat = load_parameters().latency
+    lat = (parameters if parameters is not None else load_parameters()).latency
     return Cluster(
         name=str(data.get("name", name or "custom")),
         display_name=str(data.get("display_name", data.get("name", name or "custom"))),
@@ -406,10 +415,10 @@ def cluster_from_mapping(data: Mapping[str, Any], *, name: str | None = None, or
                           if "host_bandwidth" in data else acc.host_bytes_per_s),
         host_memory_bytes=(parse_bytes(data["host_memory"], what=f"{origin}: host_memory")
                            if "host_memory" in data else acc.host_memory_bytes),
-        scale_up_latency_s=_latency(data, "scale_up_latency", lat["nvlink"] + scale_up_extra_s(acc, gpn, domain),
+        scale_up_latency_s=_latency(data, "scale_up_latency", lat["nvlink"] + scale_up_extra_s(acc, gpn, domain, lat),
                                     origin),
         host_latency_s=_latency(data, "host_latency", lat["pci"], origin),
-        scale_out_latency_s=_latency(data, "scale_out_latency", lat["net"], origin),
+        scale_out_latency_s=_latency(data, "scale_out_latency", lat["net"], origin), latency_parameters=dict(lat),
         scale_out_levels=_levels(data.get("scale_out_levels"), origin),
         efficiency=_fractions(data.get("efficiency"), origin, "efficiency", TIER_NAMES),
         fitted=_fitted(data.get("fitted"), origin),
@@ -492,16 +501,19 @@ CLUSTER_FILE_NEEDS = "it needs cluster keys (accelerator, gpus_per_node, ... or 
 """What a cluster file must hold, said when one is empty or not a mapping."""
 
 
-def load_cluster(ref: str | Mapping[str, Any] | Path) -> Cluster:
-    """A catalog name, a mapping, or the path of a YAML file holding a cluster mapping."""
+def load_cluster(ref: str | Mapping[str, Any] | Path, parameters: Parameters | None = None) -> Cluster:
+    """A catalog name, a mapping, or the path of a YAML file holding a cluster mapping; its latency defaults from
+    ``parameters`` (:func:`cluster_from_mapping`; None, this being an entry point: :func:`load_parameters`)."""
+    parameters = parameters if parameters is not None else load_parameters()
     if isinstance(ref, Mapping):
-        return _with_profile(cluster_from_mapping(ref, origin="cluster"), "cluster")
+        return _with_profile(cluster_from_mapping(ref, origin="cluster", parameters=parameters), "cluster")
     text = str(ref)
     if isinstance(ref, Path) or text.endswith((".yaml", ".yml", ".json")) or "/" in text:
         data = require_document(catalog.load_yaml_file(text, what="cluster file"), f"cluster file {text!r}",
                                 CLUSTER_FILE_NEEDS)
         origin = f"cluster file {text!r}"
-        return _with_profile(cluster_from_mapping(data, name=Path(text).stem, origin=origin), origin)
+        return _with_profile(cluster_from_mapping(data, name=Path(text).stem, origin=origin, parameters=parameters),
+                             origin)
     key = text.strip().lower()
-    return _with_profile(cluster_from_mapping(catalog.entry("clusters", key), name=key,
+    return _with_profile(cluster_from_mapping(catalog.entry("clusters", key), name=key, parameters=parameters,
                                               origin=f"catalog cluster {key!r}"), f"catalog cluster {key!r}")

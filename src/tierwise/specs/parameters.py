@@ -6,15 +6,20 @@ A parameters file of the user's (``tierwise validate --fit --fit-out FILE`` writ
 the environment variable ``TIERWISE_PARAMETERS`` names it: each section of the file (``compute:``,
 ``collectives:``, ``latency:``) updates the installed section key by key, so the file may hold only what
 it changes. The installed file is never written.
+
+The parameters are arguments (docs/architecture.md, "Parameters are arguments"): :func:`load_parameters` is
+the one place that reads the environment variable, called once by each public entry point (the CLI's
+commands, the functions ``tierwise.__all__`` exports) when it is given none; everything below takes the
+:class:`Parameters` it is handed.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
+import hashlib
+import json
 import os
-from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tierwise.errors import SpecError
@@ -23,12 +28,10 @@ from tierwise.specs import catalog
 from tierwise.specs.parameter_ranges import check_parameters
 from tierwise.units import parse_time
 
-__all__ = ["Parameters", "load_parameters", "parameters_from_mapping", "PARAMETERS_ENV", "using_parameters"]
+__all__ = ["Parameters", "load_parameters", "parameters_file", "parameters_from_mapping", "PARAMETERS_ENV"]
 
 PARAMETERS_ENV = "TIERWISE_PARAMETERS"
 """Environment variable naming a parameters file to use instead of the installed one (module docstring)."""
-
-_OVERRIDE: list[str] = []
 
 PROTOCOLS = ("ll", "ll128", "simple")
 LINK_CLASSES = ("nvlink", "pci", "net")
@@ -42,31 +45,34 @@ class Parameters:
     """Collective-model parameters with times parsed to seconds."""
     compute: dict[str, Any]
     raw: dict[str, Any]
+    fingerprint: str = field(default="", compare=False)
+    """A stable digest of ``raw`` (the merged file), computed once when the record is built: it keys any
+    cache of what the parameters determine (:mod:`tierwise.pricing.comm`'s curves)."""
 
 
 def _times(table: dict[str, Any]) -> dict[str, float]:
     return {k: parse_time(v) for k, v in table.items()}
 
 
-def parameters_source() -> str | None:
-    """The parameters file in force (None: the installed catalog): :func:`load_parameters` is cached by it, so
-    it keys any cache of what the parameters determine."""
-    return _OVERRIDE[-1] if _OVERRIDE else (os.environ.get(PARAMETERS_ENV) or None)
-
-
 def load_parameters() -> Parameters:
-    """The parameters in force: the installed catalog, updated by ``$TIERWISE_PARAMETERS`` (or
-    :func:`using_parameters`) when one is named."""
-    return _load(parameters_source())
+    """The parameters of this run: the installed catalog, updated by the file ``$TIERWISE_PARAMETERS`` names
+    (the one place the variable is read; a public entry point calls this once when given no parameters)."""
+    return _load(os.environ.get(PARAMETERS_ENV) or None, True)
+
+
+def parameters_file(path: str | os.PathLike) -> Parameters:
+    """The installed parameters updated by the parameters file ``path`` (``validate --fit-out`` reads back the
+    file it wrote this way)."""
+    return _load(str(path), False)
 
 
 @functools.cache
-def _load(path: str | None) -> Parameters:
+def _load(path: str | None, from_env: bool) -> Parameters:
     installed = catalog.entries("parameters")
     if path is None:
         return _parse(installed, "catalog/parameters.yaml")
-    where = f"parameters file {path!r}" + ("" if _OVERRIDE else f" (${PARAMETERS_ENV})")
-    what = "parameters file" + ("" if _OVERRIDE else f" (${PARAMETERS_ENV})")
+    where = f"parameters file {path!r}" + (f" (${PARAMETERS_ENV})" if from_env else "")
+    what = "parameters file" + (f" (${PARAMETERS_ENV})" if from_env else "")
     data = catalog.load_yaml_file(path, what=what)
     return parameters_from_mapping(data, where)
 
@@ -116,16 +122,6 @@ def _cache_clear() -> None:
 load_parameters.cache_clear = _cache_clear  # type: ignore[attr-defined]
 
 
-@contextlib.contextmanager
-def using_parameters(path: str | os.PathLike) -> Iterator[None]:
-    """Use the parameters file ``path`` (over ``$TIERWISE_PARAMETERS``) inside the ``with`` block."""
-    _OVERRIDE.append(str(path))
-    try:
-        yield
-    finally:
-        _OVERRIDE.pop()
-
-
 def _parse_sections(raw: dict[str, Any]) -> Parameters:
     col = dict(raw["collectives"])
     parsed = {
@@ -155,4 +151,6 @@ def _parse_sections(raw: dict[str, Any]) -> Parameters:
         "collnet_efficiency": float(col["collnet_efficiency"]),
     }
     lat = {k: parse_time(v) for k, v in raw["latency"].items() if k != "source"}
-    return Parameters(latency=lat, collectives=parsed, compute=dict(raw.get("compute", {})), raw=raw)
+    digest = hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return Parameters(latency=lat, collectives=parsed, compute=dict(raw.get("compute", {})), raw=raw,
+                      fingerprint=digest)

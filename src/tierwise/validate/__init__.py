@@ -12,7 +12,7 @@ from pathlib import Path
 from tierwise.atomic import check_writable
 from tierwise.estimate.compute import compute_params
 from tierwise.specs.compute import unmeasured
-from tierwise.specs.parameters import using_parameters
+from tierwise.specs.parameters import load_parameters, parameters_file
 from tierwise.validate.dataset import DatasetError, default_dataset_path, load_rows
 from tierwise.validate.fit import cross_validate as loso
 from tierwise.validate.fit import cross_validate_groups, fit_parameters, write_parameters
@@ -39,13 +39,13 @@ def validation_document(path: str | Path | None = None, *, source: str | None = 
             write_parameters({}, "", out=None)  # raises the one-line error naming --fit-out
         check_writable(fit_out, "--fit-out")
 
-        doc = _document(path, source, cross_validate, fit_out)
-        with using_parameters(str(fit_out)):
-            return _finish(doc, path, source, cross_validate)
-    return _finish(_document(path, source, cross_validate, None), path, source, cross_validate)
+        doc = _document(path, source, cross_validate, fit_out, load_parameters())
+        return _finish(doc, path, source, cross_validate, parameters_file(fit_out))  # validated with the fit
+    parameters = load_parameters()
+    return _finish(_document(path, source, cross_validate, None, parameters), path, source, cross_validate, parameters)
 
 
-def _document(path, source, cross_validate, fit_out) -> dict:
+def _document(path, source, cross_validate, fit_out, parameters) -> dict:
 
     doc: dict = {"dataset": str(path or default_dataset_path()), "_cases": None}
     all_cases = load_cases(path)
@@ -55,8 +55,8 @@ def _document(path, source, cross_validate, fit_out) -> dict:
     if fit_out is not None:
         from datetime import date
 
-        before = {k: float(v) for k, v in compute_params().items() if isinstance(v, int | float)}
-        params, info = fit_parameters(all_cases)
+        before = {k: float(v) for k, v in compute_params(parameters).items() if isinstance(v, int | float)}
+        params, info = fit_parameters(all_cases, parameters=parameters)
         note = (f"fitted {date.today().isoformat()} by tierwise validate --fit on {info['rows']} high/medium-"
                 f"confidence rows of {Path(doc['dataset']).name}: {info['method']}; {info['evaluations']} "
                 f"iterations ({info['jacobians']} finite-difference Jacobians); see docs/validation.md")
@@ -66,12 +66,12 @@ def _document(path, source, cross_validate, fit_out) -> dict:
     return doc
 
 
-def _finish(doc: dict, path, source, cross_validate) -> dict:
+def _finish(doc: dict, path, source, cross_validate, parameters) -> dict:
 
     all_cases = doc.pop("_cases")
     cases = [c for c in all_cases if source is None or c.source_id == source]
-    v = validate(cases=cases)
-    doc["parameters"] = {k: v_ for k, v_ in compute_params().items() if isinstance(v_, int | float)}
+    v = validate(cases=cases, parameters=parameters)
+    doc["parameters"] = {k: v_ for k, v_ in compute_params(parameters).items() if isinstance(v_, int | float)}
 
     # catalog accelerators without their own large-GEMM / HBM microbenchmark, and the figure each uses instead
     doc["compute_fallbacks"] = unmeasured()
@@ -82,6 +82,6 @@ def _finish(doc: dict, path, source, cross_validate) -> dict:
     if cross_validate:
 
         # the headline: leave-one-(hardware x software-stack)-out; leave-one-source-out is secondary
-        doc["cross_validation_groups"] = cross_validate_groups(all_cases)
-        doc["cross_validation"] = loso(all_cases)
+        doc["cross_validation_groups"] = cross_validate_groups(all_cases, parameters=parameters)
+        doc["cross_validation"] = loso(all_cases, parameters=parameters)
     return doc

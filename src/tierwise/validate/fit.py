@@ -21,7 +21,7 @@ from tierwise.estimate.scenario import scenario_from_mapping
 from tierwise.estimate.step import estimate
 from tierwise.pricing.comm import comm_memo
 from tierwise.specs.catalog import load_yaml_text
-from tierwise.specs.parameters import PARAMETERS_ENV, load_parameters, parameters_from_mapping
+from tierwise.specs.parameters import PARAMETERS_ENV, Parameters, load_parameters, parameters_from_mapping
 from tierwise.specs.plan import PlanBatch
 from tierwise.validate.mapping import Case
 from tierwise.validate.run import SCORED_CONFIDENCE, predict
@@ -69,10 +69,11 @@ def _scored(cases: Sequence[Case]) -> np.ndarray:
     return np.array([c.used and c.confidence in SCORED_CONFIDENCE for c in cases], dtype=bool)
 
 
-def objective_residuals(cases: Sequence[Case], params: dict[str, float]) -> np.ndarray:
-    """Weighted log-ratio residuals of the scored rows under ``params``."""
+def objective_residuals(cases: Sequence[Case], params: dict[str, float], *,
+                        parameters: Parameters | None = None) -> np.ndarray:
+    """Weighted log-ratio residuals of the scored rows under ``params`` (over ``parameters``: None, the run's)."""
     mask = _scored(cases)
-    pred, _ = predict(cases, params)
+    pred, _ = predict(cases, params, parameters=parameters)
     meas = np.array([c.measured_tokens_per_s_per_gpu for c in cases])
     sources = np.array([c.source_id for c in cases])
     counts = {s: int((mask & (sources == s)).sum()) for s in set(sources[mask])}
@@ -82,12 +83,15 @@ def objective_residuals(cases: Sequence[Case], params: dict[str, float]) -> np.n
 
 
 def fit_parameters(cases: Sequence[Case], start: dict[str, float] | None = None,
-                   names: Sequence[str] | None = None) -> tuple[dict[str, float], dict]:
-    """Least-squares fit of :data:`FITTED` on ``cases``; returns (parameters, fit info)."""
+                   names: Sequence[str] | None = None, *, parameters: Parameters | None = None
+                   ) -> tuple[dict[str, float], dict]:
+    """Least-squares fit of :data:`FITTED` on ``cases`` from ``parameters`` (None, this being an entry point of
+    the validation API: :func:`load_parameters`); returns (parameters, fit info)."""
     from scipy.optimize import least_squares
 
+    parameters = parameters if parameters is not None else load_parameters()
     names = list(names or FITTED)
-    base = {**compute_params(), **START, **(start or {})}
+    base = {**compute_params(parameters), **START, **(start or {})}
     x0 = np.array([float(base[n]) for n in names])
     lo = np.array([FITTED[n][0] for n in names])
     hi = np.array([FITTED[n][1] for n in names])
@@ -97,10 +101,11 @@ def fit_parameters(cases: Sequence[Case], start: dict[str, float] | None = None,
     with comm_memo():
         # a parameter no scored row depends on (an attention family no row of a fold runs) keeps its starting
         # value: the data say nothing about it
-        r0 = objective_residuals(cases, base)
+        r0 = objective_residuals(cases, base, parameters=parameters)
         informed = [n for n in names
                     if not np.allclose(objective_residuals(cases, {**base, n: base[n] + 1e-2 * (FITTED[n][1] -
-                                                                                                 FITTED[n][0])}),
+                                                                                                 FITTED[n][0])},
+                                                                    parameters=parameters),
                                        r0, rtol=0.0, atol=1e-12)]
         keep = [i for i, n in enumerate(names) if n in informed]
         fixed = {n: float(x0[i]) for i, n in enumerate(names) if n not in informed}
@@ -108,7 +113,7 @@ def fit_parameters(cases: Sequence[Case], start: dict[str, float] | None = None,
 
         def resid(z):
             params = dict(base, **dict(zip(names, lo + z * scale, strict=True)))
-            return objective_residuals(cases, params)
+            return objective_residuals(cases, params, parameters=parameters)
 
         res = least_squares(resid, (x0 - lo) / scale, bounds=(0.0, 1.0), loss="soft_l1",
                             f_scale=_SOFT_L1_SCALE, x_scale=1.0, diff_step=1e-3, max_nfev=400,
@@ -121,6 +126,8 @@ def fit_parameters(cases: Sequence[Case], start: dict[str, float] | None = None,
 
 
 _FOLD_CASES: Sequence[Case] = ()
+_FOLD_PARAMETERS: list[Parameters] = []
+"""The rows and the parameters of the folds in progress (forked workers inherit them)."""
 
 _QUIET = {"initializer": signal.signal, "initargs": (signal.SIGINT, signal.SIG_IGN)}
 """Pool workers ignore SIGINT: a terminal's Ctrl-C reaches the whole process group; the parent stops the pool,
@@ -133,19 +140,20 @@ def _fold(source: str) -> tuple[str, dict, np.ndarray]:
     scored = _scored(cases)
     train = [c for c in cases if c.source_id != source]
     test = [c for i, c in enumerate(cases) if c.source_id == source and scored[i]]
-    params, _ = fit_parameters(train)
+    parameters = _FOLD_PARAMETERS[0]
+    params, _ = fit_parameters(train, parameters=parameters)
     with comm_memo():
-        pred, _ = predict(test, {**compute_params(), **params})
+        pred, _ = predict(test, {**compute_params(parameters), **params}, parameters=parameters)
     meas = np.array([c.measured_tokens_per_s_per_gpu for c in test])
     err = np.abs(pred - meas) / meas * 100.0
     return source, params, err
 
 
-def cross_validate(cases: Sequence[Case], workers: int | None = None) -> dict:
+def cross_validate(cases: Sequence[Case], workers: int | None = None, *, parameters: Parameters | None = None) -> dict:
     """Leave-one-source-out: fit on all sources but one, predict the held-out source, for each source.
 
     Folds are independent; they run in ``workers`` forked processes (default: the CPU count) where the
-    platform forks, else one after another.
+    platform forks, else one after another. ``parameters``: None, this being an entry point, the run's.
     """
     import multiprocessing
     import os
@@ -153,6 +161,7 @@ def cross_validate(cases: Sequence[Case], workers: int | None = None) -> dict:
     global _FOLD_CASES
     sources = sorted({c.source_id for c in cases if c.used})
     _FOLD_CASES = list(cases)
+    _FOLD_PARAMETERS[:] = [parameters if parameters is not None else load_parameters()]
     workers = min(workers or os.cpu_count() or 1, len(sources))
     try:
         if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
@@ -204,21 +213,23 @@ def _group_fold(fold: tuple[str, list[int], list[int]]) -> tuple[str, dict, np.n
     """One leave-one-(hardware x stack)-out fold: fit on its training rows, predict its held-out rows."""
     group, train_idx, test_idx = fold
     cases = _FOLD_CASES
-    params, _ = fit_parameters([cases[i] for i in train_idx])
+    parameters = _FOLD_PARAMETERS[0]
+    params, _ = fit_parameters([cases[i] for i in train_idx], parameters=parameters)
     test = [cases[i] for i in test_idx]
     with comm_memo():
-        pred, _ = predict(test, {**compute_params(), **params})
+        pred, _ = predict(test, {**compute_params(parameters), **params}, parameters=parameters)
     meas = np.array([c.measured_tokens_per_s_per_gpu for c in test])
     return group, params, np.abs(pred - meas) / meas * 100.0
 
 
-def _run_folds(fn, folds, workers: int | None, cases: Sequence[Case]):
+def _run_folds(fn, folds, workers: int | None, cases: Sequence[Case], parameters: Parameters):
     """``fn`` over ``folds`` in forked worker processes where the platform forks, else one after another."""
     import multiprocessing
     import os
 
     global _FOLD_CASES
     _FOLD_CASES = list(cases)
+    _FOLD_PARAMETERS[:] = [parameters]
     workers = min(workers or os.cpu_count() or 1, len(folds))
     try:
         if workers > 1 and "fork" in multiprocessing.get_all_start_methods():
@@ -229,13 +240,16 @@ def _run_folds(fn, folds, workers: int | None, cases: Sequence[Case]):
         _FOLD_CASES = ()
 
 
-def cross_validate_groups(cases: Sequence[Case], workers: int | None = None) -> dict:
+def cross_validate_groups(cases: Sequence[Case], workers: int | None = None, *,
+                          parameters: Parameters | None = None) -> dict:
     """Leave-one-(hardware x software-stack)-out: for each group (accelerator generation / stack,
     :func:`tierwise.validate.mapping.stack_for_row`), refit the global parameters on every other group and
     predict the held-out group's scored rows. The headline of ``tierwise validate`` (docs/validation.md):
-    unlike leave-one-source-out, no fold trains on rows of its own hardware and software era."""
+    unlike leave-one-source-out, no fold trains on rows of its own hardware and software era. ``parameters``:
+    None, this being an entry point, the run's."""
     folds = group_folds(cases)
-    results = _run_folds(_group_fold, folds, workers, cases)
+    results = _run_folds(_group_fold, folds, workers, cases,
+                         parameters if parameters is not None else load_parameters())
     per_group = {}
     for (group, _, test_idx), (_, params, err) in zip(folds, results, strict=True):
         per_group[group] = {

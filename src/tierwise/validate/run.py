@@ -16,6 +16,7 @@ import numpy as np
 
 from tierwise.errors import did_you_mean
 from tierwise.estimate.step import estimate
+from tierwise.specs.parameters import Parameters
 from tierwise.specs.plan import PlanBatch
 from tierwise.validate.dataset import DatasetError, load_rows
 from tierwise.validate.mapping import Case, borrow_parallelism, case_from_row
@@ -72,8 +73,10 @@ _BATCHES: dict[tuple, PlanBatch] = {}
 the same groups hundreds of times."""
 
 
-def predict(cases: Sequence[Case], params: Mapping[str, float] | None = None) -> tuple[np.ndarray, dict]:
-    """Predicted tokens/s per GPU for each case (NaN where skipped), one estimator call per (model, cluster)."""
+def predict(cases: Sequence[Case], params: Mapping[str, float] | None = None, *,
+            parameters: Parameters | None = None) -> tuple[np.ndarray, dict]:
+    """Predicted tokens/s per GPU for each case (NaN where skipped), one estimator call per (model, cluster), under
+    ``parameters`` (None: :func:`~tierwise.estimate.step.estimate`'s, the run's)."""
     pred = np.full(len(cases), np.nan)
     terms = {t: np.full(len(cases), np.nan) for t in _TERMS}
     groups: dict[tuple, list[int]] = {}
@@ -86,7 +89,7 @@ def predict(cases: Sequence[Case], params: Mapping[str, float] | None = None) ->
         batch = _BATCHES.get(key)
         if batch is None:
             batch = _BATCHES[key] = PlanBatch.from_plans(list(key))
-        est = estimate(first.model, first.cluster, batch, params=params)
+        est = estimate(first.model, first.cluster, batch, params=params, parameters=parameters)
         pred[idx] = est.tokens_per_s_per_gpu
         for t in _TERMS:
             if t in ("memory_fits", "memory_per_gpu_bytes"):
@@ -135,10 +138,12 @@ def memory_misfits(v: Validation) -> list[str]:
 
 
 def validate(path: str | Path | None = None, source: str | None = None,
-             params: Mapping[str, float] | None = None, cases: Sequence[Case] | None = None) -> Validation:
-    """Map, predict and summarize a dataset (the shipped one by default)."""
+             params: Mapping[str, float] | None = None, cases: Sequence[Case] | None = None, *,
+             parameters: Parameters | None = None) -> Validation:
+    """Map, predict and summarize a dataset (the shipped one by default) under ``parameters`` (None: the run's;
+    ``validate --fit --fit-out`` passes the fitted file's)."""
     cases = list(cases) if cases is not None else load_cases(path, source)
-    pred, terms = predict(cases, params)
+    pred, terms = predict(cases, params, parameters=parameters)
     v = Validation(cases=cases, predicted=pred, terms=terms, params=params)
     v.summary = summarize(cases, v.error_pct)
     v.summary["memory_does_not_fit"] = memory_misfits(v)
