@@ -154,3 +154,20 @@ def test_the_python_api_checks_the_parameters_argument():
     with pytest.raises(TierwiseError, match=r"search\(parameters=...\)"):
         tierwise.search(tierwise.load_model("llama3.1-8b"), tierwise.load_cluster("dgx-h100"), 8, 16, 4096,
                         parameters={"compute": {}})
+
+
+def test_serving_values_are_arguments_too():
+    """``validate --serving`` prices under the serving values it is given (``tools/fit_serving.py`` passes each
+    grid point's), with no module-level override stack: the same call without them is unchanged after."""
+    import dataclasses
+
+    from tierwise.serve import params as serve_params
+    from tierwise.serve.params import serving_parameters
+    from tierwise.serve.validate import serving_validation_document
+
+    assert not hasattr(serve_params, "_OVERRIDES")
+    before = serving_validation_document(source="S15")["summary"]["latency"]
+    gap = dataclasses.replace(serving_parameters(), kernel_gap_s=serving_parameters().kernel_gap_s * 4)
+    moved = serving_validation_document(source="S15", params=gap)["summary"]["latency"]
+    after = serving_validation_document(source="S15")["summary"]["latency"]
+    assert moved["median"] != before["median"] and after == before

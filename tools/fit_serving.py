@@ -8,9 +8,10 @@ broken by the latency median. About a second a point: ``python tools/fit_serving
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
-from tierwise.serve import params as P
+from tierwise.serve.params import serving_parameters
 from tierwise.serve.validate import serving_validation_document
 
 GRID = {
@@ -25,16 +26,14 @@ HBM laws are the training model's (tierwise.pricing.kernels), so nothing of thei
 
 def main() -> None:
     results = []
+    base = serving_parameters()
     for values in itertools.product(*GRID.values()):
         point = dict(zip(GRID, values, strict=True))
-        P._OVERRIDES.clear()
-        P._OVERRIDES.update(point)
-        s = serving_validation_document()["summary"]
+        s = serving_validation_document(params=dataclasses.replace(base, **point))["summary"]
         t, lat = s["throughput"], s["latency"]
         results.append((t["p90"], t["median"], lat["median"], lat["p90"], point))
         print(f"throughput p90 {t['p90']:5.1f} median {t['median']:5.1f}  latency median {lat['median']:5.1f} "
               f"p90 {lat['p90']:5.1f}  {point}", flush=True)
-    P._OVERRIDES.clear()
     ok = [r for r in results if r[1] <= 15.0] or results
     best = min(ok, key=lambda r: (round(r[0], 1), r[2]))
     print(f"best (lowest throughput p90 with median <= 15%, then latency median): {best[4]} -> throughput "

@@ -30,7 +30,7 @@ from tierwise.serve.kv import (
     mtp_weight_bytes_per_gpu,
     weight_bytes_per_gpu,
 )
-from tierwise.serve.params import serving_parameters
+from tierwise.serve.params import ServingParameters, serving_parameters
 from tierwise.serve.phases import accepted_per_step, decode_step_time
 from tierwise.serve.plan import MAX_DISAGGREGATED_GPUS, REDUNDANT_CHOICES, ep_tier_name, serve_plan
 from tierwise.serve.prefix import (
@@ -247,12 +247,13 @@ def _with_engine(params, engine: str | None, assumed: list[str]):
     return dataclasses.replace(params, engine=engine_spec(engine))
 
 
-def _resolve(cfg: ServeConfig):
-    """Load the specs, fill the defaults (recorded in ``assumed``), check the degrees."""
+def _resolve(cfg: ServeConfig, params: ServingParameters | None = None):
+    """Load the specs, fill the defaults (recorded in ``assumed``), check the degrees. ``params``: the serving
+    values to start from (None: :func:`serving_parameters`, the run's)."""
 
     _check(cfg)
-    model, cluster = load_model(cfg.model), load_cluster(cfg.cluster)
-    params = serving_parameters()
+    params = params if params is not None else serving_parameters()
+    model, cluster = load_model(cfg.model), load_cluster(cfg.cluster, params.parameters)
     if cfg.max_batch is not None:
         params = dataclasses.replace(params, max_batch=cfg.max_batch)
     if cfg.attention_kernel != "auto":
@@ -451,12 +452,12 @@ def _smallest_tp(model, cluster, precision: str, gpus: int) -> int:
     return max(t for t in range(1, gpus + 1) if gpus % t == 0 and (t & (t - 1)) == 0)
 
 
-def estimate_serving(cfg: ServeConfig) -> ServeEstimate:
+def estimate_serving(cfg: ServeConfig, *, params: ServingParameters | None = None) -> ServeEstimate:
     """One deployment served (:class:`~tierwise.serve.result.ServeEstimate`): ``cfg`` resolved, its scenario
     evaluated (:func:`tierwise.serve.engine.evaluate`), the single prefill and the decode step at the batch served
     priced (:mod:`tierwise.serve.phases`)."""
 
-    w, d, assumed = _resolve(cfg)
+    w, d, assumed = _resolve(cfg, params)
     r = evaluate(w, d).at(0)
     dep = _deployment(d)
     pf = w.prefill(dep.prefill_tp, dep.prefill_ep)

@@ -7,7 +7,6 @@ Nothing here is specific to one row, source or system of the serving set.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 
 from tierwise.errors import SpecError
@@ -83,25 +82,20 @@ class ServingParameters:
     4 x 200 Gb/s (87 GB/s -> 36.3 GB/s) and 4.6x on 8 x 400 Gb/s (190 GB/s -> 41.3 GB/s); TCP is CPU-bound and
     barely grows with the NICs, so one per-node figure, the mean of the two, is used."""
     tcp_latency_s: float = 50e-6
+    """Per-transfer TCP setup and kernel round trip (Linux loopback-free RTT on a datacenter LAN is tens of
+    microseconds; the per-request KV transfer is dominated by bytes, not by this)."""
     parameters: Parameters | None = field(default=None, compare=False, repr=False)
     """The performance model's parameters (:mod:`tierwise.specs.parameters`: ``compute:`` prices every kernel,
     ``collectives:`` every collective), carried here so that every serving function takes them as an argument;
     :func:`serving_parameters` fills them in."""
-    """Per-transfer TCP setup and kernel round trip (Linux loopback-free RTT on a datacenter LAN is tens of
-    microseconds; the per-request KV transfer is dominated by bytes, not by this)."""
-
-
-_OVERRIDES: dict[str, float] = {}
-"""Values set by a fit in progress (``serve/validate.py`` fit helper); empty in normal use."""
 
 
 def serving_parameters(parameters: Parameters | None = None) -> ServingParameters:
     """The serving values in force, carrying ``parameters`` (the kernels themselves are priced with the
     training model's ``compute:`` parameters, :func:`tierwise.serve.phases.serving_rates`). None: the run's,
     :func:`~tierwise.specs.parameters.load_parameters` (the serving entry points call this once)."""
-    base = ServingParameters(fp4_efficiency_ratio=0.7,
+    return ServingParameters(fp4_efficiency_ratio=0.7,
                              parameters=parameters if parameters is not None else load_parameters())
-    return dataclasses.replace(base, **_OVERRIDES) if _OVERRIDES else base
 
 
 def model_parameters(params: ServingParameters) -> Parameters:

@@ -21,7 +21,7 @@ import numpy as np
 from tierwise.errors import SpecError
 from tierwise.files import read_user_text
 from tierwise.serve.api import ServeConfig, estimate_serving
-from tierwise.serve.params import serving_parameters
+from tierwise.serve.params import ServingParameters, serving_parameters
 from tierwise.serve.transfer import kv_transfer_time
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.engine import engine_for_software, engine_spec
@@ -203,12 +203,12 @@ def _engine_kw(row: dict[str, str], kw: dict, filled: list[str], engine: str | N
         filled.append("vLLM defaults: 16-bit KV cache (kv_cache_dtype auto), max_num_seqs 256")
 
 
-def _predict(kw: dict, metric: str):
+def _predict(kw: dict, metric: str, params: ServingParameters):
 
     keys = ("model", "cluster", "precision", "num_gpus", "tp", "input_len", "output_len", "scenario", "batching",
             "kv_reservation", "batch", "ttft_slo", "tpot_slo", "kv_precision", "max_batch", "beams",
             "kv_cache_fraction", "kv_cache_of", "attention_kernel", "engine")
-    est = estimate_serving(ServeConfig(**{k: kw[k] for k in keys if k in kw}))
+    est = estimate_serving(ServeConfig(**{k: kw[k] for k in keys if k in kw}), params=params)
     if metric == "output_tokens_per_s_total":
         return float(est.results.output_tokens_per_s)
     if metric == "samples_per_s":
@@ -262,7 +262,7 @@ def _row_record(row: dict[str, str], params, engine: str | None = None) -> dict:
                        + (f" batch {kw['batch']}" if kw["batch"] else "")
                        + (f", KV cache {kw.get('kv_cache_fraction', 0.9)} of free HBM"
                           if kw.get("kv_cache_of") == "free" else ""))
-        pred, why = _predict(kw, metric), None
+        pred, why = _predict(kw, metric, params), None
     else:
         rec["skipped"] = f"metric {metric!r} (a ratio between two deployments or a routing policy) is not modelled"
         return rec
@@ -284,11 +284,12 @@ def _stats(errors: list[float]) -> dict:
 
 
 def serving_validation_document(path: str | Path | None = None, *, source: str | None = None,
-                                engine: str | None = None) -> dict:
+                                engine: str | None = None, params: ServingParameters | None = None) -> dict:
     """The ``tierwise validate --serving --json`` document: every row, then the summaries (throughput rows,
     latency rows, per source) over scored rows (high and medium confidence). ``engine``: every row on that engine
     (``default``: the tool's default engine, as for a deployment that states none) instead of the engine its
-    software column names (:func:`tierwise.specs.engine.engine_for_software`)."""
+    software column names (:func:`tierwise.specs.engine.engine_for_software`). ``params``: the serving values to
+    price under (``tools/fit_serving.py`` passes each grid point's); None: :func:`serving_parameters`."""
 
     rows = load_serving_rows(path)
     if source is not None:
@@ -298,7 +299,7 @@ def serving_validation_document(path: str | Path | None = None, *, source: str |
         rows = [r for r in rows if r["source_id"] == source]
     if engine not in (None, "default"):
         engine_spec(engine)  # one line listing the known engines when unknown
-    p = serving_parameters()  # the command's entry point: the model's parameters loaded once
+    p = params if params is not None else serving_parameters()  # the command's entry point: loaded once
     records = [_row_record(r, p, engine) for r in rows]
     used = [r for r in records if r["error_pct"] is not None and r["scored"]]
     per_source = {}
