@@ -178,7 +178,7 @@ def test_a_backward_row_on_blackwell_is_priced_with_the_backward_factor():
     _, bwd_hopper_ratio = attention_time(np.array(flops), _Heads128, rates, seq_len=4096, eff=eff, overlap=1.0)
     row = {"kernel": "attention-backward", "family": "cudnn", "flops": 3.5 * flops, "time_s": float(fwd + bwd),
            "seq": 4096, "head_dim": 128, "dtype": "bf16", "shape": "4x16x4096x128", "backend": "cudnn"}
-    (pred,) = predictions([row], cluster.accelerator)
+    (pred,) = predictions([row], cluster.accelerator, parameters=load_parameters())
     assert pred["predicted_s"] == pytest.approx(float(fwd + bwd), rel=1e-9)
     assert pred["predicted_s"] > float(fwd + bwd_hopper_ratio)
 
