@@ -12,7 +12,9 @@ Shipped kinds:
 
 A kind declares its ``parameters`` (name -> default; ``required`` ones have no default), normalises each
 value into plain JSON (the point id hashes it), checks a whole study once before any work (loads every model,
-cluster, plan, topology), runs one point into ``(columns, document)``: flat columns for SQL (declared in
+cluster, plan, topology), runs one point (``run(params, parameters)``, the model's
+:class:`~tierwise.specs.parameters.Parameters` that :func:`tierwise.sweep.run.run_point` loads once per point)
+into ``(columns, document)``: flat columns for SQL (declared in
 ``columns`` with their Arrow type) and the command's whole ``--json`` document, stored as JSON text.
 
 Models and clusters are named as on the command line (catalog name or file). A cluster may also be a
