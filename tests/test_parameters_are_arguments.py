@@ -61,6 +61,7 @@ ENTRY_POINTS = {
     ("validate/run.py", "load_cases"),  # the validation API
     ("validate/mapping.py", "case_from_row"),  # the validation API
     ("measure/compute.py", "finish_profile"),  # measure compute's command
+    ("measure/hf_step.py", "prepare_hf_step"),  # measure compute --hf-step, before anything is measured
 }
 
 SHORTHANDS = {"compute_params", "serving_parameters"}
@@ -94,10 +95,6 @@ OMITS_PARAMETERS = {
     ("netsim/emit.py", "write_cluster", "load_cluster"),  # simulate --emit-cluster's entry point
     ("measure/calibrate.py", "_read_inputs", "load_cluster"),  # measure/testbed commands: not threaded yet
     ("measure/compute.py", "profile_target", "cluster_from_mapping"),
-    ("measure/hf_step.py", "_memory", "estimate"),
-    ("measure/hf_step.py", "prepare_hf_step", "cluster_from_mapping"),
-    ("measure/hf_step.py", "finish_hf_step", "cluster_from_mapping"),
-    ("measure/hf_step.py", "finish_hf_step", "estimate"),
     ("testbed/check.py", "predict_rows", "load_cluster"),
     ("testbed/run.py", "bring_up", "cluster_from_mapping"),  # only checks that the written mapping loads
 }
