@@ -6,6 +6,10 @@ handed. Every call of ``load_parameters`` in src/tierwise outside cli/ and specs
 argument-less call of ``compute_params`` / ``serving_parameters`` (shorthands for it), is read with
 :mod:`ast`; one in a function not listed here fails: pass the parameters down instead.
 
+Below the entry points every call passes the record on: a call inside src/tierwise (outside cli/) to a
+function that takes ``parameters`` must pass it (by keyword, or in its position), unless the caller is an
+entry point (which resolves None itself) or is listed in :data:`OMITS_PARAMETERS` with its reason.
+
 The environment variable ``TIERWISE_PARAMETERS`` is read in specs/parameters.py alone.
 """
 
@@ -30,6 +34,16 @@ ENTRY_POINTS = {
     ("planner/branch_and_bound.py", "brute_force"),  # the exhaustive reference the tests compare search with
     ("planner/capacity.py", "min_gpus_to_fit"),  # plan's "nothing fits" answer, also called on its own
     ("planner/answer.py", "answer_plans"),  # plan's command
+    ("planner/answer.py", "answer_scale"),  # scale's command (answer_plans gets its record per count)
+    ("design/designs.py", "compare_designs"),  # design's command
+    ("design/trend.py", "generation_trend"),  # design --trend
+    ("design/domain.py", "domain_sweep"),  # design --domain-sweep
+    ("design/power.py", "power_capped"),  # design --power
+    ("design/bandwidth.py", "job_plan"),  # bandwidth's plan (the planner's best when not given)
+    ("design/bandwidth.py", "inverse_bandwidth"),  # bandwidth's command
+    ("estimate/scenario.py", "safe_estimate"),  # estimate with several scenario files
+    ("sweep/run.py", "run_point"),  # one sweep point in its worker process (the kind's run gets the record)
+    ("sweep/kinds.py", "_check_models_clusters"),  # a study's check before any point runs (clusters load)
     ("goodput/model.py", "goodput"),  # tierwise.estimate_goodput
     ("goodput/ranking.py", "goodput_ranking"),  # plan --goodput
     ("goodput/ranking.py", "goodput_scaling"),  # scale --goodput
@@ -43,7 +57,11 @@ ENTRY_POINTS = {
     ("validate/fit.py", "fit_parameters"),  # the validation API
     ("validate/fit.py", "cross_validate"),  # the validation API
     ("validate/fit.py", "cross_validate_groups"),  # the validation API
+    ("validate/run.py", "validate"),  # the validation API
+    ("validate/run.py", "load_cases"),  # the validation API
+    ("validate/mapping.py", "case_from_row"),  # the validation API
     ("measure/compute.py", "finish_profile"),  # measure compute's command
+    ("measure/hf_step.py", "prepare_hf_step"),  # measure compute --hf-step, before anything is measured
 }
 
 SHORTHANDS = {"compute_params", "serving_parameters"}
@@ -68,6 +86,113 @@ def _calls() -> set[tuple[str, str]]:
                 if name == "load_parameters" or (name in SHORTHANDS and not node.args and not node.keywords):
                     found.add((rel, func.name))
     return found
+
+
+OMITS_PARAMETERS = {
+    # (module, calling function, called function): calls that still leave ``parameters`` to the callee, and why
+    ("serve/api.py", "_resolve", "serving_parameters"),  # serve's entry point: the serving record, once
+    ("serve/validate.py", "serving_validation_document", "serving_parameters"),  # validate --serving's entry
+    ("netsim/emit.py", "write_cluster", "load_cluster"),  # simulate --emit-cluster's entry point
+    ("measure/calibrate.py", "_read_inputs", "load_cluster"),  # measure/testbed commands: not threaded yet
+    ("measure/compute.py", "profile_target", "cluster_from_mapping"),
+    ("testbed/check.py", "predict_rows", "load_cluster"),
+    ("testbed/run.py", "bring_up", "cluster_from_mapping"),  # only checks that the written mapping loads
+}
+
+
+def _module(rel: str) -> str:
+    name = "tierwise." + rel[:-3].replace("/", ".")
+    return name.removesuffix(".__init__")
+
+
+def _takers(trees: dict[str, ast.Module]) -> dict[tuple[str, str], int | None]:
+    """(module, function) of every module-level function with a ``parameters`` argument -> its position
+    among the positional arguments (None: keyword-only)."""
+    out: dict[tuple[str, str], int | None] = {}
+    for rel, tree in trees.items():
+        for f in tree.body:
+            if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef):
+                pos = [a.arg for a in f.args.posonlyargs + f.args.args]
+                if "parameters" in pos:
+                    out[(_module(rel), f.name)] = pos.index("parameters")
+                elif "parameters" in [a.arg for a in f.args.kwonlyargs]:
+                    out[(_module(rel), f.name)] = None
+    return out
+
+
+def _names(rel: str, tree: ast.Module) -> dict[str, tuple[str, str]]:
+    """A module's names of functions -> (defining or importing module, name): its own and its imports."""
+    mod = _module(rel)
+    pkg = mod if rel.endswith("__init__.py") else mod.rsplit(".", 1)[0]
+    names = {f.name: (mod, f.name) for f in tree.body if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            names.update({a.asname or a.name: (base, a.name) for a in node.names})
+    return names
+
+
+def _omissions() -> set[tuple[str, str, str]]:
+    """(module, calling function, called function) of every call outside cli/ that passes no ``parameters`` to
+    a function that takes them (re-exports followed; ``**kwargs`` counts as passing them)."""
+    trees = {p.relative_to(SRC).as_posix(): ast.parse(p.read_text(), filename=str(p)) for p in sorted(SRC.rglob("*.py"))}
+    takers = _takers(trees)
+    names = {_module(rel): _names(rel, tree) for rel, tree in trees.items()}
+
+    def final(key):
+        for _ in range(5):  # a name re-exported by a package (tierwise.planner.search) is followed to its def
+            if key is None or key in takers or key[0] not in names or names[key[0]].get(key[1], key) == key:
+                break
+            key = names[key[0]][key[1]]
+        return key
+
+    found = set()
+    for rel, tree in trees.items():
+        if rel.startswith("cli/"):
+            continue
+        for func in ast.walk(tree):
+            if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(func):
+                if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+                    continue
+                key = final(names[_module(rel)].get(node.func.id))
+                if key not in takers or any(k.arg in ("parameters", None) for k in node.keywords):
+                    continue
+                pos = takers[key]
+                if pos is not None and (len(node.args) > pos or any(isinstance(a, ast.Starred) for a in node.args)):
+                    continue
+                found.add((rel, func.name, key[1]))
+    return found
+
+
+def test_calls_below_the_entry_points_pass_the_parameters():
+    """The record is handed down, not re-resolved: no call omits ``parameters`` to a function that takes them,
+    except in an entry point (it resolved None at its top) or a call listed with its reason."""
+    missing = sorted(o for o in _omissions() - OMITS_PARAMETERS if o[:2] not in ENTRY_POINTS)
+    assert not missing, (f"{missing}: pass parameters= to these calls (from the caller's own argument; "
+                         "docs/architecture.md, \"Parameters are arguments\")")
+
+
+def test_the_omissions_list_stays_honest():
+    stale = sorted(OMITS_PARAMETERS - _omissions())
+    assert not stale, f"{stale} pass the parameters now; remove them from OMITS_PARAMETERS"
+
+
+def test_the_scan_sees_an_omission(tmp_path, monkeypatch):
+    """The scan itself can fail: a module calling estimate() without parameters is reported."""
+    import shutil
+    import sys
+
+    copy = tmp_path / "tierwise"
+    shutil.copytree(SRC, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "planner" / "probe_omission.py").write_text(
+        "from tierwise.estimate.step import estimate\n\n\ndef helper(m, c, b):\n    return estimate(m, c, b)\n")
+    monkeypatch.setattr(sys.modules[__name__], "SRC", copy)
+    assert ("planner/probe_omission.py", "helper", "estimate") in _omissions()
 
 
 def test_only_entry_points_load_the_parameters():

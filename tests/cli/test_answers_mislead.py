@@ -89,10 +89,12 @@ def test_goodput_ranking_and_the_sweep_take_the_default_precision(capsys):
     doc = _json(capsys, "goodput", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "16",
                 "--global-batch", "32", "--seq", "4096", "--runs", "0", "--json")
     assert doc["plan"]["precision"] == "bf16"
+    from tierwise.specs.parameters import load_parameters
     from tierwise.sweep.kinds import get_kind
 
     cols, _ = get_kind("plan", "test").run({"model": "llama3.1-8b", "cluster": "dgx-h100", "gpus": 8, "global_batch": 16,
-                                    "seq": 4096, "objective": "step_time", "constraints": {"max_vpp": 1}})
+                                    "seq": 4096, "objective": "step_time", "constraints": {"max_vpp": 1}},
+                                   load_parameters())
     assert "bf16" in cols["plan"] and cols["mfu_bf16"] == pytest.approx(cols["mfu"])
 
 

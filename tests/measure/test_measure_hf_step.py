@@ -15,6 +15,7 @@ from tierwise.cli import main
 from tierwise.documents import schema
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.model import model_from_hf_config, model_from_mapping
+from tierwise.specs.parameters import load_parameters
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -91,8 +92,10 @@ def test_the_prediction_uses_the_compute_block_measured(tmp_path):
     keys = {"base": "dgx-h100"}
     run = prepare_hf_step(HFStep(model=_tiny(tmp_path), seq=2048, batch=4, layers=2), keys, "dgx-h100", "cpu")
     run.samples.append(0.01)
-    fast = finish_hf_step(run, keys, "dgx-h100", {"matmul_efficiency_max": 0.8}, "cpu", cpu=False)[0]
-    slow = finish_hf_step(run, keys, "dgx-h100", {"matmul_efficiency_max": 0.08}, "cpu", cpu=False)[0]
+    fast = finish_hf_step(run, keys, "dgx-h100", {"matmul_efficiency_max": 0.8}, "cpu", cpu=False,
+                          parameters=load_parameters())[0]
+    slow = finish_hf_step(run, keys, "dgx-h100", {"matmul_efficiency_max": 0.08}, "cpu", cpu=False,
+                          parameters=load_parameters())[0]
     assert slow["predicted_s"] > fast["predicted_s"] and fast["note"] == ""
     assert base.accelerator.name == "h100-sxm"
     eager = prepare_hf_step(HFStep(model=_tiny(tmp_path), attention="eager"), keys, "dgx-h100", "cpu")

@@ -155,7 +155,7 @@ def test_plan_and_simulate_points(tmp_path):
 
 def test_a_new_kind_plugs_in(tmp_path):
     kind = PointKind(name="square", parameters={"x": None}, columns={"x_squared": "int64"},
-                     run=lambda p: ({"x_squared": p["x"] ** 2}, {"x": p["x"], "x_squared": p["x"] ** 2}),
+                     run=lambda p, parameters: ({"x_squared": p["x"] ** 2}, {"x": p["x"], "x_squared": p["x"] ** 2}),
                      normalizers={"x": lambda v, w: int(v)})
     register_kind(kind)
     try:

@@ -44,6 +44,7 @@ from tierwise.hierarchy import TIER_ORDER
 from tierwise.planner import search
 from tierwise.planner.space import Constraints
 from tierwise.specs.cluster import Cluster
+from tierwise.specs.parameters import Parameters, load_parameters
 from tierwise.specs.plan import Plan, PlanBatch, validate_plan_batch
 from tierwise.specs.plan_mapping import plan_from_mapping
 
@@ -102,13 +103,15 @@ def scale_tier(cluster: Cluster, tier: str, bandwidth: float = 1.0, latency: flo
 
 
 def job_plan(model, cluster: Cluster, num_gpus: int, global_batch: int, seq: int, *, precision: str = "bf16",
-             zero: int | None = None, grad_reduce_dtype: str | None = None, **degrees: int | None) -> tuple[Plan, str]:
+             zero: int | None = None, grad_reduce_dtype: str | None = None, parameters: Parameters | None = None,
+             **degrees: int | None) -> tuple[Plan, str]:
     """The plan to answer for, and where it came from.
 
     With ``tp``, ``pp`` and ``dp`` all given the plan is taken as given (``cp``, ``ep``, ``vpp``,
     ``micro_batch_size`` default to 1; it need not fit memory: ``--window`` asks only for its bytes). Otherwise
     the planner's best plan in the restricted space of ``design`` (:data:`RESTRICTED_SPACE`) with the given
-    degrees fixed; :class:`PlanError` when no plan fits memory.
+    degrees fixed; :class:`PlanError` when no plan fits memory. ``parameters``: the planner's (None, this
+    being ``bandwidth``'s entry point: :func:`load_parameters`).
     """
     given = {k: v for k, v in degrees.items() if v is not None}
     if all(k in given for k in ("tp", "pp", "dp")):
@@ -122,7 +125,8 @@ def job_plan(model, cluster: Cluster, num_gpus: int, global_batch: int, seq: int
         return plan, "given"
     c = Constraints(zero_stages=(zero,) if zero is not None else (1, 3), precision=(precision,), max_vpp=4,
                     max_micro_batch_size=2, hsdp=False, ep_comm_overlap=False, **given)
-    r = search(model, cluster, num_gpus, global_batch, seq, constraints=c, top=1)
+    parameters = parameters if parameters is not None else load_parameters()
+    r = search(model, cluster, num_gpus, global_batch, seq, constraints=c, top=1, parameters=parameters)
     if not len(r.plans["tp"]):
         raise PlanError(f"no plan of {model.name} fits memory on {num_gpus} GPUs of {cluster.name} with these flags; "
                         "fix --tp/--pp/--dp to ask about a plan anyway, or add GPUs")
@@ -140,6 +144,7 @@ class _Probe:
     cluster: Cluster
     batch: PlanBatch
     tier: str
+    parameters: Parameters
     what: str = "bandwidth"
 
     def __post_init__(self):
@@ -153,7 +158,8 @@ class _Probe:
     def at(self, k: float):
         if k not in self._memo:
             kw = {self.what: k}
-            self._memo[k] = estimate(self.model, scale_tier(self.cluster, self.tier, **kw), self.batch)
+            self._memo[k] = estimate(self.model, scale_tier(self.cluster, self.tier, **kw), self.batch,
+                                     parameters=self.parameters)
         return self._memo[k]
 
     def share(self, axis: str, k: float) -> float:
@@ -221,19 +227,19 @@ def _need(status: str, k: float, base_bw: float, degree: int) -> dict[str, Any]:
     return out
 
 
-def _axis(model, cluster, batch, plan, est, axis, probes) -> AxisNeed | None:
+def _axis(model, cluster, batch, plan, est, axis, probes, parameters: Parameters) -> AxisNeed | None:
     degree = _degree(plan, axis)
     code = int(est.axis_tier[axis][0])
     tier = TIER_ORDER[code]
     if degree <= 1 or tier == "local":
         return None
-    probe = probes.setdefault(tier, _Probe(model, cluster, batch, tier))
+    probe = probes.setdefault(tier, _Probe(model, cluster, batch, tier, parameters))
     base_bw = tier_bytes_per_s(cluster, tier)
     needs = {}
     for label, target in TARGETS:
         status, k = _bisect(lambda k: probe.share(axis, k), target, increasing=False)
         needs[label] = {"share": target, **_need(status, k, base_bw, degree)}
-    lat_probe = probes.setdefault(("lat", tier), _Probe(model, cluster, batch, tier, what="latency"))
+    lat_probe = probes.setdefault(("lat", tier), _Probe(model, cluster, batch, tier, parameters, what="latency"))
     base_lat = getattr(cluster, f"{tier}_latency_s")
     latency: dict[str, Any] = {"tier_latency_us": base_lat * 1e6}
     for label, target in TARGETS[1:]:
@@ -258,7 +264,8 @@ def window_bandwidth(dp_bytes_per_gpu: float, window_s: float, dp: int) -> dict[
             "formula": "bytes a GPU sends in the DP reduction per step / window (= nccl-tests bus bandwidth)"}
 
 
-def bandwidth_for_step(model, cluster: Cluster, plan: Plan, target_step_s: float) -> dict[str, Any]:
+def bandwidth_for_step(model, cluster: Cluster, plan: Plan, target_step_s: float, *,
+                       parameters: Parameters) -> dict[str, Any]:
     """The factor on every tier's bandwidth at once (scale-up, host and scale-out together) at which the plan's
     step reaches ``target_step_s``. Raises :class:`PlanError` when unlimited bandwidth does not reach it
     (the job is compute-bound there)."""
@@ -268,7 +275,7 @@ def bandwidth_for_step(model, cluster: Cluster, plan: Plan, target_step_s: float
         c = cluster
         for tier in ("scale_up", "host", "scale_out"):
             c = scale_tier(c, tier, bandwidth=k)
-        return float(estimate(model, c, batch).step_time_s[0])
+        return float(estimate(model, c, batch, parameters=parameters).step_time_s[0])
 
     status, k = _bisect(step, target_step_s, increasing=False)
     if status == "never":
@@ -281,12 +288,14 @@ def bandwidth_for_step(model, cluster: Cluster, plan: Plan, target_step_s: float
 
 
 def inverse_bandwidth(model, cluster: Cluster, plan: Plan, *, window_s: float | None = None,
-                      target_step_s: float | None = None) -> dict[str, Any]:
-    """The ``bandwidth --json`` document for one plan (module docstring)."""
+                      target_step_s: float | None = None, parameters: Parameters | None = None) -> dict[str, Any]:
+    """The ``bandwidth --json`` document for one plan (module docstring), priced under ``parameters`` (None,
+    this being ``bandwidth``'s entry point: :func:`load_parameters`)."""
+    parameters = parameters if parameters is not None else load_parameters()
     batch = PlanBatch.from_plans([plan])
-    est = estimate(model, cluster, batch)
+    est = estimate(model, cluster, batch, parameters=parameters)
     probes: dict = {}
-    axes = [a for a in (_axis(model, cluster, batch, plan, est, axis, probes) for axis in AXES) if a is not None]
+    axes = [a for a in (_axis(model, cluster, batch, plan, est, axis, probes, parameters) for axis in AXES) if a is not None]
     step = float(est.step_time_s[0])
     doc: dict[str, Any] = {
         "model": model.name, "cluster": cluster.name, "num_gpus": plan.num_gpus,
@@ -311,17 +320,19 @@ def inverse_bandwidth(model, cluster: Cluster, plan: Plan, *, window_s: float | 
     if window_s is not None:
         doc["window"] = window_bandwidth(float(est.axis_bytes["dp"][0]), window_s, int(plan.dp))
     if target_step_s is not None:
-        doc["target_step"] = bandwidth_for_step(model, cluster, plan, target_step_s)
+        doc["target_step"] = bandwidth_for_step(model, cluster, plan, target_step_s, parameters=parameters)
     return doc
 
 
 def interconnect_bound_generation(model, num_gpus: int, *, global_batch: int = 2048, seq: int = 8192,
-                                  bound_share: float = 0.10, clusters=GENERATIONS) -> dict[str, Any]:
+                                  bound_share: float = 0.10, clusters=GENERATIONS,
+                                  parameters: Parameters | None = None) -> dict[str, Any]:
     """Across generations (:func:`tierwise.design.trend.generation_trend`, each with its own best plan), the
     first at which the job's exposed communication reaches ``bound_share`` of the step (interconnect-bound),
     with each generation's own scale-up domain and with the domain held at 8 GPUs (the seeds' "a cluster that
     is compute-bound today can be interconnect-bound two generations later ... because the ratio moved")."""
-    doc = generation_trend(model, num_gpus, global_batch=global_batch, seq=seq, clusters=clusters)
+    doc = generation_trend(model, num_gpus, global_batch=global_batch, seq=seq, clusters=clusters,
+                           parameters=parameters)
     rows = []
     own_first = fixed_first = None
     for r in doc["generations"]:

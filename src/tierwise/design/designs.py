@@ -39,6 +39,7 @@ from tierwise.planner.explain import plan_entry
 from tierwise.planner.gpus import CANDIDATES, gpus_block, max_idle_gpus, usable_counts
 from tierwise.planner.space import Constraints, NoLayoutError
 from tierwise.specs.cluster import ScaleOutLevel, load_cluster, with_fabric_latency
+from tierwise.specs.parameters import Parameters, load_parameters
 from tierwise.topology.choose import FabricOverrides
 from tierwise.topology.costs import load_prices
 from tierwise.topology.fat_tree import leaf_ports
@@ -106,29 +107,32 @@ def _constraints(precision: str):
                        ep_comm_overlap=False)
 
 
-def _best_on(model, cluster, num_gpus: int, global_batch: int, seq: int, precision: str) -> dict[str, Any] | None:
-    r = search(model, cluster, num_gpus, global_batch, seq, constraints=_constraints(precision), top=1)
+def _best_on(model, cluster, num_gpus: int, global_batch: int, seq: int, precision: str,
+             parameters: Parameters) -> dict[str, Any] | None:
+    r = search(model, cluster, num_gpus, global_batch, seq, constraints=_constraints(precision), top=1,
+               parameters=parameters)
     if not len(r.plans["tp"]):
         return None
     batch = r.batch()
-    entry = plan_entry(model, cluster, num_gpus, batch.plan(0), estimate(model, cluster, batch), 0)
+    entry = plan_entry(model, cluster, num_gpus, batch.plan(0), estimate(model, cluster, batch, parameters=parameters), 0)
     entry["gpus"] = gpus_block(cluster, num_gpus, num_gpus)
     return entry
 
 
-def best_plan(model, cluster, num_gpus: int, global_batch: int, seq: int, precision: str) -> dict[str, Any] | None:
+def best_plan(model, cluster, num_gpus: int, global_batch: int, seq: int, precision: str, *,
+              parameters: Parameters) -> dict[str, Any] | None:
     """The planner's best plan (restricted space, :data:`RESTRICTED_SPACE`) and its estimate entry; None when
     no plan fits memory. When no layout uses every GPU, the best of the largest usable counts, as ``plan``
     does (:mod:`tierwise.planner.gpus`); ``gpus`` in the entry says how many it uses."""
     try:
-        return _best_on(model, cluster, num_gpus, global_batch, seq, precision)
+        return _best_on(model, cluster, num_gpus, global_batch, seq, precision, parameters)
     except NoLayoutError as exc:
         first = exc
     best = None
     idle = max_idle_gpus(cluster, num_gpus)
     for n in usable_counts(model, num_gpus, global_batch, seq, _constraints(precision), idle)[:CANDIDATES]:
         try:
-            entry = _best_on(model, cluster, n, global_batch, seq, precision)
+            entry = _best_on(model, cluster, n, global_batch, seq, precision, parameters)
         except NoLayoutError:
             continue
         if entry and (best is None or entry["estimate"]["tokens_per_s"] > best["estimate"]["tokens_per_s"]):
@@ -139,7 +143,8 @@ def best_plan(model, cluster, num_gpus: int, global_batch: int, seq: int, precis
     return best
 
 
-def ep_across_domains(model, cluster, num_gpus: int, global_batch: int, seq: int, precision: str) -> dict:
+def ep_across_domains(model, cluster, num_gpus: int, global_batch: int, seq: int, precision: str, *,
+                      parameters: Parameters) -> dict:
     """The best plan (of the :data:`EP_TOP` best with EP >= 2, restricted space) whose EP group spans more than
     one scale-up domain (``ep x etp`` GPUs > the domain) with an expert TP smaller than the domain, so that its
     dispatch / combine all-to-all crosses the scale-out fabric between GPUs at different positions in their
@@ -150,7 +155,7 @@ def ep_across_domains(model, cluster, num_gpus: int, global_batch: int, seq: int
         return {"why": "dense model: no expert parallelism"}
     try:
         r = search(model, cluster, num_gpus, global_batch, seq, constraints=replace(_constraints(precision), min_ep=2),
-                   top=EP_TOP)
+                   top=EP_TOP, parameters=parameters)
     except NoLayoutError as exc:
         return {"why": f"no EP plan on {num_gpus} GPUs: {exc}"}
     span = np.asarray(r.plans["ep"]) * np.asarray(r.plans["etp"])
@@ -161,7 +166,7 @@ def ep_across_domains(model, cluster, num_gpus: int, global_batch: int, seq: int
                        "scale-up domain or keeps its peers on one rail (expert TP = the domain)"}
     i = int(rows[0])
     batch = r.batch()
-    entry = plan_entry(model, cluster, num_gpus, batch.plan(i), estimate(model, cluster, batch), i)
+    entry = plan_entry(model, cluster, num_gpus, batch.plan(i), estimate(model, cluster, batch, parameters=parameters), i)
     e = entry["estimate"]
     return {"plan": {k: entry[k] for k in ("tp", "pp", "cp", "dp", "ep", "vpp", "micro_batch_size", "zero_stage")},
             "ep_gpus": int(span[i]), "step_time_s": e["step_time_s"], "tokens_per_s": e["tokens_per_s"]}
@@ -208,10 +213,10 @@ def _scale_up_beyond_rack(cl, gpus: int) -> dict | None:
 
 
 def _evaluate(design: Design, model, num_gpus, global_batch, seq, *, precision, prices, tokens, cache,
-              overrides: FabricOverrides | None = None) -> dict:
+              parameters: Parameters, overrides: FabricOverrides | None = None) -> dict:
     """One design's best plan, fabric (chosen for the GPUs: :func:`tierwise.topology.choose.choose_fabric`, the
     design's topology, fabric and oversubscription fixed unless ``overrides`` fix them), capex and economics."""
-    base = load_cluster(design.cluster)
+    base = load_cluster(design.cluster, parameters=parameters)
     o = overrides or FabricOverrides()
     fixed = FabricOverrides(topology=o.topology or design.family, fabric=o.fabric or design.fabric, radix=o.radix,
                             tiers=o.tiers, oversubscription=o.oversubscription or design.oversubscription)
@@ -225,9 +230,10 @@ def _evaluate(design: Design, model, num_gpus, global_batch, seq, *, precision, 
         cl = replace(cl, fabric={**cl.fabric, "topology": "rail-only"})
     key = (design.cluster, round(cl.nic_bytes_per_s * 8 / 1e9), over, cl.scale_out_extra_per_switch_s, rail_only)
     if key not in cache:
-        cache[key] = best_plan(model, cl, num_gpus, global_batch, seq, precision)
+        cache[key] = best_plan(model, cl, num_gpus, global_batch, seq, precision, parameters=parameters)
     if ("ep",) + key not in cache:
-        cache[("ep",) + key] = ep_across_domains(model, cl, num_gpus, global_batch, seq, precision)
+        cache[("ep",) + key] = ep_across_domains(model, cl, num_gpus, global_batch, seq, precision,
+                                                   parameters=parameters)
     entry = cache[key]
     priced = spec.gpus
     net = fabric_cost(cl, priced, prices, spec=spec, fabric=choice.fabric)
@@ -261,17 +267,18 @@ def _evaluate(design: Design, model, num_gpus, global_batch, seq, *, precision, 
 
 
 def right_size(model, base_cluster: str, num_gpus: int, global_batch: int, seq: int, precision: str, *,
-               tolerance: float, gbps=(50, 100, 200, 400, 800, 1600), cache: dict | None = None) -> dict:
+               tolerance: float, gbps=(50, 100, 200, 400, 800, 1600), cache: dict | None = None,
+               parameters: Parameters) -> dict:
     """The slowest NIC speed (scale-out bandwidth per GPU) whose best plan's step is within ``tolerance`` of the
     best step over ``gbps`` (each speed gets its own best plan)."""
-
-    base = load_cluster(base_cluster)
+    base = load_cluster(base_cluster, parameters=parameters)
     rows = []
     cache = {} if cache is None else cache
     for g in gbps:
         key = (base_cluster, g, 1.0)
         if key not in cache:
-            cache[key] = best_plan(model, design_cluster(base, g), num_gpus, global_batch, seq, precision)
+            cache[key] = best_plan(model, design_cluster(base, g), num_gpus, global_batch, seq, precision,
+                                   parameters=parameters)
         entry = cache[key]
         rows.append({"nic_gbps": g, "step_time_s": entry["estimate"]["step_time_s"] if entry else None,
                      "plan": entry and {k: entry[k] for k in ("tp", "pp", "cp", "dp")}})
@@ -288,15 +295,17 @@ def right_size(model, base_cluster: str, num_gpus: int, global_batch: int, seq: 
 def compare_designs(model, num_gpus: int, *, global_batch: int = 2048, seq: int = 8192, precision: str = "bf16",
                     tokens: float | None = None, budget: float | None = None, prices: dict | None = None,
                     tolerance: float = 0.05, designs=DEFAULT_DESIGNS,
-                    overrides: FabricOverrides | None = None) -> dict:
+                    overrides: FabricOverrides | None = None, parameters: Parameters | None = None) -> dict:
     """The ``design --json`` document (module docstring); ``overrides`` fix the fabric of every design (the
-    user's ``--topology --fabric --radix --tiers --oversubscription``)."""
+    user's ``--topology --fabric --radix --tiers --oversubscription``). ``parameters``: the model's parameters
+    every design is priced under (None, this being ``design``'s entry point: :func:`load_parameters`)."""
+    parameters = parameters if parameters is not None else load_parameters()
     if precision not in ("bf16", "fp8"):
         raise TierwiseError(f"--precision {precision!r}; choose bf16 or fp8")
     prices = prices or load_prices()
     cache: dict = {}
     rows = [_evaluate(d, model, num_gpus, global_batch, seq, precision=precision, prices=prices, tokens=tokens,
-                      cache=cache, overrides=overrides) for d in designs]
+                      cache=cache, overrides=overrides, parameters=parameters) for d in designs]
     ok = [i for i, r in enumerate(rows) if r["fits"]]
     front = [ok[i] for i in pareto_front([(rows[i]["tokens_per_s"], rows[i]["tokens_per_usd"]) for i in ok])]
     for i, r in enumerate(rows):
@@ -305,7 +314,7 @@ def compare_designs(model, num_gpus: int, *, global_batch: int = 2048, seq: int 
     affordable = [i for i in ok if rows[i]["within_budget"]]
     best = max(affordable, key=lambda i: rows[i]["tokens_per_s"]) if affordable else None
     inverse = right_size(model, designs[0].cluster, num_gpus, global_batch, seq, precision, tolerance=tolerance,
-                         cache=cache)
+                         cache=cache, parameters=parameters)
     notes = [
         "fat tree, rail-optimized, rail-only and dragonfly at the same NIC rate give the same analytic step for "
         "plans without EP: data/pipeline/context rings are same-rail traffic; they differ in cost (and, for "

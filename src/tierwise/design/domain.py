@@ -40,6 +40,7 @@ from tierwise.estimate.step import estimate
 from tierwise.goodput import FailureModel, GoodputOptions, evaluate, failure_model
 from tierwise.specs import catalog
 from tierwise.specs.cluster import Cluster, load_cluster, with_scale_up_domain
+from tierwise.specs.parameters import Parameters, load_parameters
 from tierwise.specs.plan import PlanBatch
 from tierwise.topology.costs import load_prices
 
@@ -99,18 +100,18 @@ def _failure_model(cluster: Cluster, num_gpus: int, opts: GoodputOptions, switch
 
 
 def _row(model, base, size, num_gpus, *, global_batch, seq, precision, prices, figures, optics, opts, net,
-         ualink=False) -> dict[str, Any]:
+         parameters: Parameters, ualink=False) -> dict[str, Any]:
     cl = domain_cluster(base, size, ualink=ualink, figures=figures)
     label = f"UALink {size}" if ualink else f"NVL{size}"
     row: dict[str, Any] = {"domain": label, "scale_up_domain": size, "fabric": "ualink" if ualink else "nvlink",
                            "scale_up_gbytes_per_s_per_gpu": cl.scale_up_bytes_per_s / 1e9}
     try:
-        plan, _ = job_plan(model, cl, num_gpus, global_batch, seq, precision=precision)
+        plan, _ = job_plan(model, cl, num_gpus, global_batch, seq, precision=precision, parameters=parameters)
     except TierwiseError as exc:
         row.update(fits=False, why=str(exc))
         return row
     batch = PlanBatch.from_plans([plan])
-    est = estimate(model, cl, batch)
+    est = estimate(model, cl, batch, parameters=parameters)
     extra = scale_up_extra(cl, size, figures, optics, ualink=ualink)
     unit = max(size, 72)
     bought = -(-num_gpus // unit) * unit
@@ -143,11 +144,13 @@ def _row(model, base, size, num_gpus, *, global_batch, seq, precision, prices, f
 def domain_sweep(model, num_gpus: int, *, base: str | Cluster = "gb200-nvl72", sizes=DOMAIN_SIZES,
                  ualink_pod: bool = True, global_batch: int = 2048, seq: int = 8192, precision: str = "bf16",
                  prices: dict | None = None, optics: str = "pluggable",
-                 goodput: GoodputOptions | None = None) -> dict[str, Any]:
-    """The ``design --domain-sweep --json`` document (module docstring)."""
+                 goodput: GoodputOptions | None = None, parameters: Parameters | None = None) -> dict[str, Any]:
+    """The ``design --domain-sweep --json`` document (module docstring), priced under ``parameters`` (None,
+    this being the command's entry point: :func:`load_parameters`)."""
+    parameters = parameters if parameters is not None else load_parameters()
     figures = load_figures()
     prices = prices or load_prices()
-    cl = base if isinstance(base, Cluster) else load_cluster(base)
+    cl = base if isinstance(base, Cluster) else load_cluster(base, parameters=parameters)
     if cl.accelerator.name not in _RACK_KEYS:
         raise TierwiseError(f"the domain sweep prices NVL72 racks; base {cl.name} has {cl.accelerator.name}: use "
                             "gb200-nvl72 or gb300-nvl72")
@@ -159,7 +162,7 @@ def domain_sweep(model, num_gpus: int, *, base: str | Cluster = "gb200-nvl72", s
     unit72 = -(-num_gpus // 72) * 72
     net = fabric_cost(replace(cl, scale_up_domain=72), unit72, prices)
     common = dict(global_batch=global_batch, seq=seq, precision=precision, prices=prices, figures=figures,
-                  optics=optics, opts=opts, net=net)
+                  optics=optics, opts=opts, net=net, parameters=parameters)
     rows = [_row(model, cl, int(s), num_gpus, **common) for s in sizes]
     if ualink_pod:
         rows.append(_row(model, cl, UALINK_POD, num_gpus, **common, ualink=True))

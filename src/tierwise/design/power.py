@@ -29,6 +29,7 @@ from tierwise.design.scaleup import OPTICS, load_figures
 from tierwise.errors import TierwiseError
 from tierwise.estimate.step import estimate
 from tierwise.specs.cluster import load_cluster
+from tierwise.specs.parameters import Parameters, load_parameters
 from tierwise.specs.plan import PlanBatch
 from tierwise.topology.choose import FabricOverrides
 from tierwise.topology.costs import load_prices
@@ -129,7 +130,7 @@ def _fit_gpus(cluster, budget_w, prices, fabric, nic_gbps, option, pue) -> Facil
     return None
 
 
-def _best_count(model, cl, d, n, global_batch, seq, precision, cache):
+def _best_count(model, cl, d, n, global_batch, seq, precision, cache, *, parameters: Parameters):
     """The job's GPU count (``n`` rounded down to 512, 1,024, 2,048, 4,096 or a power of two: a count the plan
     splits well; a
     power-bought cluster need not run every GPU in one job), its plan and estimate, by tokens/s."""
@@ -142,8 +143,8 @@ def _best_count(model, cl, d, n, global_batch, seq, precision, cache):
         key = (d.cluster, d.nic_gbps, m)
         if key not in cache:
             try:
-                plan, _ = job_plan(model, cl, m, global_batch, seq, precision=precision)
-                cache[key] = (plan, estimate(model, cl, PlanBatch.from_plans([plan])))
+                plan, _ = job_plan(model, cl, m, global_batch, seq, precision=precision, parameters=parameters)
+                cache[key] = (plan, estimate(model, cl, PlanBatch.from_plans([plan]), parameters=parameters))
             except TierwiseError as exc:
                 cache[key] = (None, str(exc))
         plan, est = cache[key]
@@ -153,7 +154,7 @@ def _best_count(model, cl, d, n, global_batch, seq, precision, cache):
 
 
 def _row(model, d: PowerDesign, cl, optics: str, budget_w, *, prices, option, pue, global_batch, seq, precision,
-         cache) -> dict[str, Any]:
+         cache, parameters: Parameters) -> dict[str, Any]:
     """One design with one optics option under the budget: GPUs it powers, the job's count and plan, the rates."""
     life, kwh = float(prices["life_years"]["value"]), float(prices["usd_per_kwh"]["value"])
     row: dict[str, Any] = {"design": d.name, "cluster": d.cluster, "optics": optics, "fabric": d.fabric,
@@ -162,7 +163,8 @@ def _row(model, d: PowerDesign, cl, optics: str, budget_w, *, prices, option, pu
     if fit is None:
         row.update(fits=False, why="the budget powers fewer than 64 GPUs of this design")
         return row
-    job_n, plan, est = _best_count(model, cl, d, fit.gpus, global_batch, seq, precision, cache)
+    job_n, plan, est = _best_count(model, cl, d, fit.gpus, global_batch, seq, precision, cache,
+                                    parameters=parameters)
     row.update(gpus=fit.gpus, job_gpus=job_n, gpus_bought=fit.gpus_bought, facility_w=fit.facility_w,
                it_w=fit.it_w, network_w=fit.network_w, servers_w=fit.servers_w, capex_usd=fit.capex_usd)
     if plan is None:
@@ -179,8 +181,10 @@ def _row(model, d: PowerDesign, cl, optics: str, budget_w, *, prices, option, pu
 
 def power_capped(model, facility_budget_w: float, *, designs=POWER_DESIGNS, optics=OPTICS, global_batch: int = 2048,
                  seq: int = 8192, precision: str = "bf16", prices: dict | None = None,
-                 pue: float | None = None) -> dict[str, Any]:
-    """The ``design --power --json`` document (module docstring)."""
+                 pue: float | None = None, parameters: Parameters | None = None) -> dict[str, Any]:
+    """The ``design --power --json`` document (module docstring), priced under ``parameters`` (None, this
+    being the command's entry point: :func:`load_parameters`)."""
+    parameters = parameters if parameters is not None else load_parameters()
     prices = prices or load_prices()
     figures = load_figures()
     pue = float(prices["pue"]["value"]) if pue is None else pue
@@ -189,7 +193,7 @@ def power_capped(model, facility_budget_w: float, *, designs=POWER_DESIGNS, opti
     for o in optics:
         if o not in OPTICS:
             raise TierwiseError(f"--optics {o!r}; choose from {', '.join(OPTICS)}")
-    clusters = {d.cluster: load_cluster(d.cluster) for d in designs}
+    clusters = {d.cluster: load_cluster(d.cluster, parameters=parameters) for d in designs}
     smallest = min(facility_power(clusters[d.cluster], max(clusters[d.cluster].scale_up_domain,
                                                            clusters[d.cluster].gpus_per_node),
                                   prices, d.fabric, d.nic_gbps, figures["optics"]["pluggable"], pue).facility_w
@@ -200,7 +204,7 @@ def power_capped(model, facility_budget_w: float, *, designs=POWER_DESIGNS, opti
     cache: dict = {}
     rows = [_row(model, d, design_cluster(clusters[d.cluster], d.nic_gbps), o, facility_budget_w, prices=prices,
                  option=figures["optics"][o], pue=pue, global_batch=global_batch, seq=seq, precision=precision,
-                 cache=cache) for d in designs for o in optics]
+                 cache=cache, parameters=parameters) for d in designs for o in optics]
     _savings(rows)
     ok = [r for r in rows if r["fits"]]
     if not ok:

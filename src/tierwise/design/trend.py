@@ -16,6 +16,7 @@ from typing import Any
 
 from tierwise.design.designs import RESTRICTED_SPACE, best_plan
 from tierwise.specs.cluster import load_cluster, with_scale_up_domain
+from tierwise.specs.parameters import Parameters, load_parameters
 
 __all__ = ["GENERATIONS", "generation_trend"]
 
@@ -23,9 +24,8 @@ GENERATIONS = ("dgx-a100", "dgx-h100", "dgx-b200", "gb200-nvl72", "gb300-nvl72")
 """A100 -> H100 -> B200 -> GB200 -> GB300, each in its reference system (catalog clusters)."""
 
 
-def _row(model, cluster, num_gpus, global_batch, seq) -> dict[str, Any]:
-
-    entry = best_plan(model, cluster, num_gpus, global_batch, seq, "bf16")
+def _row(model, cluster, num_gpus, global_batch, seq, parameters: Parameters) -> dict[str, Any]:
+    entry = best_plan(model, cluster, num_gpus, global_batch, seq, "bf16", parameters=parameters)
     flops = cluster.accelerator.peak_flops_per_s("bf16")
     bw = cluster.scale_out_bytes_per_s
     row: dict[str, Any] = {"cluster": cluster.name, "accelerator": cluster.accelerator.name,
@@ -47,17 +47,18 @@ def _row(model, cluster, num_gpus, global_batch, seq) -> dict[str, Any]:
 
 
 def generation_trend(model, num_gpus: int, *, global_batch: int = 2048, seq: int = 8192, clusters=None,
-                     extra=()) -> dict:
+                     extra=(), parameters: Parameters | None = None) -> dict:
     """The ``trend --json`` document. ``clusters``: catalog names or loaded clusters (default
-    :data:`GENERATIONS`); ``extra``: user-given future parts (loaded clusters), appended last."""
-
-    loaded = [c if not isinstance(c, str) else load_cluster(c) for c in (clusters or GENERATIONS)] + list(extra)
+    :data:`GENERATIONS`); ``extra``: user-given future parts (loaded clusters), appended last. ``parameters``:
+    the model's parameters (None, this being ``trend``'s entry point: :func:`load_parameters`)."""
+    parameters = parameters if parameters is not None else load_parameters()
+    loaded = [c if not isinstance(c, str) else load_cluster(c, parameters=parameters) for c in (clusters or GENERATIONS)] + list(extra)
     rows = []
     for cl in loaded:
-        row = _row(model, cl, num_gpus, global_batch, seq)
+        row = _row(model, cl, num_gpus, global_batch, seq, parameters)
         other = 72 if cl.scale_up_domain <= 8 else 8
         alt = with_scale_up_domain(cl, other, name=f"{cl.name} with {other}-GPU scale-up domains")
-        alt_row = _row(model, alt, num_gpus, global_batch, seq)
+        alt_row = _row(model, alt, num_gpus, global_batch, seq, parameters)
         row["other_domain"] = {"scale_up_domain": other, **{k: alt_row.get(k) for k in
                                                            ("fits", "step_time_s", "exposed_comm_s", "comm_share",
                                                             "tokens_per_s", "plan")}}

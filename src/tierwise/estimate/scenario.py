@@ -62,15 +62,16 @@ def _relative_to(ref: Any, base_dir: Path | None) -> Any:
 
 
 def scenario_from_mapping(data: Mapping[str, Any], *, origin: str = "scenario", base_dir: Path | None = None,
-                          framework: str | None = None) -> Scenario:
+                          framework: str | None = None, parameters: Parameters | None = None) -> Scenario:
     """A scenario from its mapping; ``framework`` (the CLI's ``--framework``) is used when the file names
-    none, and must agree with it when it does."""
+    none, and must agree with it when it does. The cluster is loaded under ``parameters`` (None:
+    :func:`~tierwise.specs.cluster.load_cluster`'s, the run's)."""
     data = require_mapping(data, origin)
     check_keys(data, _KEYS, origin, required=("model", "cluster", "num_gpus", "plan"))
     model_ref = _relative_to(data["model"], base_dir)
     cluster_ref = _relative_to(data["cluster"], base_dir)
     model = load_model(model_ref)
-    cluster = load_cluster(cluster_ref)
+    cluster = load_cluster(cluster_ref, parameters=parameters)
     num_gpus = get_int(data, "num_gpus", origin)
     if "framework" in data:
         own = check_framework(data["framework"], origin)
@@ -87,12 +88,14 @@ def scenario_from_mapping(data: Mapping[str, Any], *, origin: str = "scenario", 
     return Scenario(model=model, cluster=cluster, num_gpus=num_gpus, plan=plan, name=str(data.get("name", "")))
 
 
-def load_scenario(path: str | Path, framework: str | None = None) -> Scenario:
+def load_scenario(path: str | Path, framework: str | None = None, *, parameters: Parameters | None = None) -> Scenario:
+    """A scenario file (:func:`scenario_from_mapping`, its cluster loaded under ``parameters``)."""
     p = Path(path)
     data = require_document(catalog.load_yaml_file(p, what="scenario file"), f"scenario file {str(p)!r}",
                             "it needs the keys model, cluster, num_gpus and plan, one key: value per line",
                             error=ScenarioError)
-    return scenario_from_mapping(data, origin=f"scenario {str(p)!r}", base_dir=p.parent, framework=framework)
+    return scenario_from_mapping(data, origin=f"scenario {str(p)!r}", base_dir=p.parent, framework=framework,
+                                 parameters=parameters)
 
 
 def axis_group_ranks(plan: Any) -> dict[str, int]:
@@ -324,7 +327,8 @@ def mtp_share(scenario: Scenario, result) -> dict[str, Any]:
     """The MTP modules' share of an estimate (``breakdown.mtp``): their bytes on the GPU that holds them (the
     last stage, DualPipe's rank 0: :func:`tierwise.estimate.footprint.memory_footprint`), and what they add to
     the step, the fullest GPU's bytes and the model FLOPs, against the same plan without them."""
-    base = estimate(replace(scenario.model, mtp_layers=0), scenario.cluster, PlanBatch.from_plans([scenario.plan]))
+    base = estimate(replace(scenario.model, mtp_layers=0), scenario.cluster, PlanBatch.from_plans([scenario.plan]),
+                    parameters=result.parameters)
     return {"modules": scenario.model.mtp_layers,
             "stage_bytes": float(result.memory["mtp_bytes"][0]),
             "step_s": float(result.step_time_s[0] - base.step_time_s[0]),
@@ -394,10 +398,12 @@ def result_dict(result, i: int, plan: Plan, scenario: Scenario | None = None) ->
     return doc
 
 
-def safe_estimate(path: str, framework: str | None = None) -> dict[str, Any]:
-    """Estimate one file; a user error becomes ``{"file": .., "error": ..}`` (for multi-file runs)."""
+def safe_estimate(path: str, framework: str | None = None, *, parameters: Parameters | None = None) -> dict[str, Any]:
+    """Estimate one file; a user error becomes ``{"file": .., "error": ..}`` (for multi-file runs). Priced
+    under ``parameters`` (None, this being ``estimate``'s entry point for several files: :func:`load_parameters`)."""
+    parameters = parameters if parameters is not None else load_parameters()
     try:
-        doc = estimate_scenario(load_scenario(path, framework))
+        doc = estimate_scenario(load_scenario(path, framework, parameters=parameters), parameters=parameters)
     except TierwiseError as exc:
         return {"file": path, "error": str(exc)}
     doc = {"file": path, **doc}

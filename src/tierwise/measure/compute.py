@@ -470,7 +470,8 @@ def finish_profile(bench: ComputeBench, target: ProfileTarget, rows: list[dict],
     compute = compute_block(rows, target.accelerator, parameters=parameters, small=bench.small)
     step = None
     done = None if hf is None else finish_hf_step(hf, target.keys, target.label, compute, target.info["device"],
-                                                  cpu=bench.device == "cpu", interrupted=interrupted)
+                                                  cpu=bench.device == "cpu", parameters=parameters,
+                                                  interrupted=interrupted)
     if done is not None:
         step, row = done
         rows = [*rows, row]

@@ -40,6 +40,7 @@ from tierwise.estimate import estimate
 from tierwise.measure.bench import require_torch
 from tierwise.specs.cluster import cluster_from_mapping
 from tierwise.specs.model import ModelSpec, load_model, model_from_hf_config
+from tierwise.specs.parameters import Parameters, load_parameters
 from tierwise.specs.plan import PlanBatch, validate_plan_batch
 from tierwise.specs.plan_mapping import plan_from_mapping
 from tierwise.units import format_bytes
@@ -266,16 +267,20 @@ def _free_bytes(torch, device: str) -> float:
         return float("inf")
 
 
-def _memory(spec: ModelSpec, cluster, plan) -> dict[str, float]:
-    mem = estimate(spec, cluster, PlanBatch.from_plans([plan])).memory
+def _memory(spec: ModelSpec, cluster, plan, parameters: Parameters) -> dict[str, float]:
+    mem = estimate(spec, cluster, PlanBatch.from_plans([plan]), parameters=parameters).memory
     out = {k: float(mem[k][0]) for k in ("weights_bytes", "gradients_bytes", "optimizer_bytes", "activations_bytes")}
     out["total_bytes"] = float(mem["per_gpu_bytes"][0] - mem["overhead_bytes"][0])
     return out
 
 
-def prepare_hf_step(step: HFStep, cluster_keys: dict, label: str, device: str) -> HFStepRun:
+def prepare_hf_step(step: HFStep, cluster_keys: dict, label: str, device: str, *,
+                    parameters: Parameters | None = None) -> HFStepRun:
     """The step checked before anything is measured or allocated: transformers there, the model read both
-    ways, the plan valid, the estimated memory within what the device has free (else one line with it)."""
+    ways, the plan valid, the estimated memory within what the device has free (else one line with it).
+    ``parameters``: the memory estimate's (None, this being ``measure compute --hf-step``'s entry point:
+    :func:`load_parameters`)."""
+    parameters = parameters if parameters is not None else load_parameters()
     torch = require_torch()
     if step.attention not in HF_ATTENTION:
         raise MeasureError(f"--hf-attention {step.attention}: use {' or '.join(HF_ATTENTION)}")
@@ -285,13 +290,13 @@ def prepare_hf_step(step: HFStep, cluster_keys: dict, label: str, device: str) -
     batch = step.batch or (CPU_SIZES if cpu else GPU_SIZES)["batch"]
     try:
         spec, config = _resolve(step, layers, seq)
-        cluster = cluster_from_mapping(cluster_keys, name=label, origin=f"--cluster {label}")
+        cluster = cluster_from_mapping(cluster_keys, name=label, origin=f"--cluster {label}", parameters=parameters)
         plan = step_plan(spec, cluster, step.attention, seq, batch)
     except MeasureError:
         raise
     except TierwiseError as exc:
         raise MeasureError(f"--hf-step {step.model}: {exc}") from None
-    memory = _memory(spec, cluster, plan)
+    memory = _memory(spec, cluster, plan, parameters)
     free = _free_bytes(torch, device)
     if memory["total_bytes"] > free:
         raise MeasureError(
@@ -369,15 +374,16 @@ def run_hf_step(run: HFStepRun, device: str) -> None:
 
 
 def finish_hf_step(run: HFStepRun, cluster_keys: dict, label: str, compute: dict[str, float], device_name: str,
-                   *, cpu: bool, interrupted: bool = False) -> tuple[dict, dict] | None:
+                   *, cpu: bool, parameters: Parameters, interrupted: bool = False) -> tuple[dict, dict] | None:
     """(the ``hf_step`` block of the document, the step's row for ``compute_rows``): the median measured step
     beside the estimator's, priced on the cluster with the measured ``compute`` block in force; None when no
     step was timed (interrupted first)."""
     if not run.samples:
         return None
     cluster = cluster_from_mapping({**cluster_keys, "compute": compute} if compute else cluster_keys, name=label,
-                                   origin=f"--cluster {label} with the measured compute block")
-    est = estimate(run.spec, cluster, PlanBatch.from_plans([run.plan]))
+                                   origin=f"--cluster {label} with the measured compute block",
+                                   parameters=parameters)
+    est = estimate(run.spec, cluster, PlanBatch.from_plans([run.plan]), parameters=parameters)
     measured = statistics.median(run.samples)
     predicted = float(est.step_time_s[0])
     flops = float(est.model_flops_per_step[0])

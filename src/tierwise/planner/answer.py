@@ -40,12 +40,12 @@ __all__ = ["answer_plans", "answer_scale", "plan_document", "scale_document", "p
 
 
 
-def _estimate(model, cluster, batch: PlanBatch):
+def _estimate(model, cluster, batch: PlanBatch, parameters: Parameters):
+    return estimate(model, cluster, batch, parameters=parameters)
 
-    return estimate(model, cluster, batch)
 
-
-def _neighbours(model, cluster, result: SearchResult, plan, c: Constraints) -> list[tuple[str, float, bool, float]]:
+def _neighbours(model, cluster, result: SearchResult, plan, c: Constraints,
+                parameters: Parameters) -> list[tuple[str, float, bool, float]]:
     """The winner with one memory-saving choice undone: less recompute, a lower ZeRO stage, a doubled
     micro-batch. (description, step, fits, memory fraction) of each valid one."""
     cands = []
@@ -67,13 +67,14 @@ def _neighbours(model, cluster, result: SearchResult, plan, c: Constraints) -> l
     if not ok.any():
         return []
     keep = np.nonzero(ok)[0]
-    est = _estimate(model, cluster, batch.select(keep))
+    est = _estimate(model, cluster, batch.select(keep), parameters)
     mem = est.memory["per_gpu_bytes"] / est.memory["capacity_bytes"]
     return [(cands[j][0], float(est.step_time_s[n]), bool(est.memory["fits"][n]), float(mem[n]))
             for n, j in enumerate(keep)]
 
 
-def _crossing_lines(model, cluster, result: SearchResult, est, plans, c: Constraints) -> list[str]:
+def _crossing_lines(model, cluster, result: SearchResult, est, plans, c: Constraints,
+                    parameters: Parameters) -> list[str]:
     """For TP, CP or EP groups of the winner that cross scale-out: what crossing buys against the best plan that
     keeps that axis inside one scale-up domain (a second, constrained search). Each line starts with
     :func:`~tierwise.planner.explain.crossing_head`, which the tier rule's pointer names."""
@@ -86,7 +87,7 @@ def _crossing_lines(model, cluster, result: SearchResult, est, plans, c: Constra
         try:
             alt = search(model, cluster, result.space.num_gpus, result.space.global_batch_size,
                          result.space.seq_length, constraints=replace(c, inside_scale_up=(axis,), **{axis: None}),
-                         objective=result.objective, top=1)
+                         objective=result.objective, top=1, parameters=parameters)
         except PlanError:
             alt = None
         if alt is None or not len(alt.plans["tp"]):
@@ -94,7 +95,7 @@ def _crossing_lines(model, cluster, result: SearchResult, est, plans, c: Constra
                          f"{cluster.scale_up_domain}-GPU scale-up domain fits")
             continue
         other = alt.batch().plan(0)
-        both = _estimate(model, cluster, PlanBatch.from_plans([w, other]))
+        both = _estimate(model, cluster, PlanBatch.from_plans([w, other]), parameters)
         gain = float(both.step_time_s[1]) / float(both.step_time_s[0]) - 1
         head = f"{crossing_head(axis, w)} ({float(both.axis_exposed_s[axis][0]):.3g} s exposed)"
         inside = f"the best plan keeping {label} inside one {cluster.scale_up_domain}-GPU scale-up domain"
@@ -104,19 +105,19 @@ def _crossing_lines(model, cluster, result: SearchResult, est, plans, c: Constra
     return lines
 
 
-def _expert_line(model, cluster, result: SearchResult, plans, c: Constraints) -> list[str]:
+def _expert_line(model, cluster, result: SearchResult, plans, c: Constraints, parameters: Parameters) -> list[str]:
     """For an MoE model whose winner uses no expert parallelism: what the best plan with ep >= 2 trades."""
     if model.moe is None or plans[0].ep > 1 or c.ep is not None:
         return []
     try:
         alt = search(model, cluster, result.space.num_gpus, result.space.global_batch_size, result.space.seq_length,
-                     constraints=replace(c, min_ep=2), objective=result.objective, top=1)
+                     constraints=replace(c, min_ep=2), objective=result.objective, top=1, parameters=parameters)
     except PlanError:
         return []
     if not len(alt.plans["tp"]):
         return ["EP is not used: no plan with expert parallelism fits"]
     other = alt.batch().plan(0)
-    both = _estimate(model, cluster, PlanBatch.from_plans([plans[0], other]))
+    both = _estimate(model, cluster, PlanBatch.from_plans([plans[0], other]), parameters)
     tier = TIER_ORDER[int(both.axis_tier["ep"][1])]
     loss = float(both.step_time_s[1]) / float(both.step_time_s[0]) - 1
     return [f"EP is not used: the best plan with expert parallelism ({plan_label(other)}, its EP group on {tier}) "
@@ -139,7 +140,7 @@ def _balance_line(model, cluster, plans, parameters: Parameters) -> list[str]:
         return [f"expert balance: auxiliary-loss-free router, the busiest of {p.ep} EP ranks gets {load:.2f}x the "
                 "mean tokens (sampling only)"]
     free = replace(model, moe=replace(model.moe, balance="aux-free"))
-    both = [_estimate(m, cluster, batch) for m in (model, free)]
+    both = [_estimate(m, cluster, batch, parameters) for m in (model, free)]
     gain = 1.0 - float(both[1].step_time_s[0]) / float(both[0].step_time_s[0])
     load_free = float(moe_imbalance(free, batch, cparams, tokens)[0])
     return [f"expert balance: the auxiliary-loss router puts {load:.2f}x the mean tokens on the busiest of {p.ep} EP "
@@ -147,7 +148,7 @@ def _balance_line(model, cluster, plans, parameters: Parameters) -> list[str]:
             "(a change to how the model is trained; its effect on quality is not scored)"]
 
 
-def _nothing_fits(model, cluster, result: SearchResult, c: Constraints) -> str:
+def _nothing_fits(model, cluster, result: SearchResult, c: Constraints, parameters: Parameters) -> str:
     acc = cluster.accelerator
     cap = acc.hbm_capacity_bytes / 2**30
     name = model.display_name or model.name
@@ -155,7 +156,7 @@ def _nothing_fits(model, cluster, result: SearchResult, c: Constraints) -> str:
     if len(result.infeasible.get("tp", [])):
         head += f" (the lightest needs {float(result.infeasible['_memory'][0]):.0%} of the memory)"
     fit = min_gpus_to_fit(model, cluster, result.space.num_gpus, result.space.global_batch_size,
-                          result.space.seq_length, c)
+                          result.space.seq_length, c, parameters=parameters)
     if fit is None:
         return head + "; none fits up to 2,097,152 GPUs either"
     p = fit.plan
@@ -182,23 +183,24 @@ def answer_plans(model, cluster, num_gpus: int, global_batch_size: int, seq_leng
         plans = [batch.plan(i) for i in range(n)]
         if result.space.framework:
             plans = [p.replace(framework=result.space.framework) for p in plans]
-        est = _estimate(model, cluster, batch)
+        est = _estimate(model, cluster, batch, parameters)
         ranked = [ranked_plan(model, cluster, num_gpus, plans[i], est, i) for i in range(n)]
-        why = memory_choice(model, cluster, plans[0], result.space)
+        why = memory_choice(model, cluster, plans[0], result.space, parameters=parameters)
         ranked[0] = replace(ranked[0], recompute_why=why)
         lines = explain_lines(model, cluster, est, plans, memory=why,
-                              neighbours=_neighbours(model, cluster, result, plans[0], c),
-                              crossing=_crossing_lines(model, cluster, result, est, plans, c)
-                              + _expert_line(model, cluster, result, plans, c) + _balance_line(model, cluster, plans, parameters))
+                              neighbours=_neighbours(model, cluster, result, plans[0], c, parameters),
+                              crossing=_crossing_lines(model, cluster, result, est, plans, c, parameters)
+                              + _expert_line(model, cluster, result, plans, c, parameters)
+                              + _balance_line(model, cluster, plans, parameters))
     else:
-        lines = [_nothing_fits(model, cluster, result, c)]
+        lines = [_nothing_fits(model, cluster, result, c, parameters)]
     return PlanAnswer(
         model=model.name, cluster=cluster.name, num_gpus=num_gpus, global_batch_size=global_batch_size,
         seq_length=seq_length, objective=objective, plans=tuple(ranked), explanation=tuple(lines),
         num_evaluated=result.num_evaluated, num_feasible=result.num_feasible, space_size=result.space_size,
         notes=tuple(n for n in (result.space.precision_note, *result.notes) if n),
         framework=result.space.framework or None, assumed=tuple(result.space.assumed),
-        infeasible=_infeasible(model, cluster, result) if show_infeasible else None)
+        infeasible=_infeasible(model, cluster, result, parameters) if show_infeasible else None)
 
 
 def plan_document(model, cluster, num_gpus: int, global_batch_size: int, seq_length: int, **kw) -> dict[str, Any]:
@@ -207,13 +209,13 @@ def plan_document(model, cluster, num_gpus: int, global_batch_size: int, seq_len
     return _plan_doc(answer_plans(model, cluster, num_gpus, global_batch_size, seq_length, **kw))
 
 
-def _infeasible(model, cluster, result: SearchResult) -> tuple[NearMiss, ...]:
+def _infeasible(model, cluster, result: SearchResult, parameters: Parameters) -> tuple[NearMiss, ...]:
     """The nearest misses: per structure that fits with no switches, its lightest plan and memory."""
     miss = result.infeasible
     if not len(miss.get("tp", [])):
         return ()
     batch = to_batch(miss, result.space.global_batch_size, result.space.seq_length)
-    est = _estimate(model, cluster, batch)
+    est = _estimate(model, cluster, batch, parameters)
     plans = [batch.plan(i) for i in range(len(batch))]
     return tuple(NearMiss(plan=p, label=plan_label(p), memory_per_gpu_bytes=float(est.memory["per_gpu_bytes"][i]),
                           capacity_bytes=float(est.memory["capacity_bytes"][i])) for i, p in enumerate(plans))
@@ -257,7 +259,7 @@ MAX_SCALE_POINTS = 64
 
 def answer_scale(model, cluster, counts: list[int], global_batch_size: int, seq_length: int, *,
                  constraints: Constraints | None = None, objective: str = "step_time",
-                 plan_fn=None) -> ScaleAnswer:
+                 plan_fn=None, parameters: Parameters | None = None) -> ScaleAnswer:
     """Best plan per GPU count (fixed global batch: strong scaling) and the efficiency against linear.
 
     ``plan_fn`` answers one count (default :func:`answer_plans`; ``tierwise scale`` passes
@@ -266,8 +268,11 @@ def answer_scale(model, cluster, counts: list[int], global_batch_size: int, seq_
 
     ``efficiency_vs_linear`` = tokens/s per GPU against the smallest count that has a plan; the knee is the
     first doubling that buys less than 1.5x the tokens/s (half of its GPUs' linear share is lost), and its
-    reason is the step component whose share of the step grew most from the previous point.
+    reason is the step component whose share of the step grew most from the previous point. ``parameters``:
+    the model's parameters every count is priced under (None, this being ``scale``'s entry point:
+    :func:`load_parameters`).
     """
+    parameters = parameters if parameters is not None else load_parameters()
     if objective not in OBJECTIVES:  # checked once: a bad argument is an error, not a "-" at every count
         raise PlanError(f"--objective {short_repr(objective, 40)} is unknown; choose one of {', '.join(OBJECTIVES)}")
     check_constraints(model, cluster, constraints or Constraints())
@@ -278,7 +283,8 @@ def answer_scale(model, cluster, counts: list[int], global_batch_size: int, seq_
             constraints = replace(constraints or Constraints(), precision=(precision,))
         try:
             answer = (plan_fn or answer_plans)(model, cluster, n, global_batch_size, seq_length,
-                                               constraints=constraints, objective=objective, top=1)
+                                               constraints=constraints, objective=objective, top=1,
+                                               parameters=parameters)
         except PlanError as exc:
             points.append(ScalePoint(num_gpus=n, best=None, reason=str(exc)))
             continue

@@ -25,6 +25,7 @@ from tierwise.documents.training import gpus_document, plan_document
 from tierwise.planner.answer import answer_plans
 from tierwise.planner.results import GpuUse, PlanAnswer
 from tierwise.planner.space import Constraints, NoLayoutError
+from tierwise.specs.parameters import Parameters
 from tierwise.specs.plan import PlanBatch, valid_plan_mask
 
 __all__ = ["MAX_IDLE_FRACTION", "CANDIDATES", "usable_counts", "answer_any_gpus", "plan_any_gpus", "gpu_use", "why_no_layout", "max_idle_gpus",
@@ -143,12 +144,13 @@ def gpus_block(cluster, asked: int, used: int) -> dict[str, Any]:
 
 def answer_any_gpus(model, cluster, num_gpus: int, global_batch_size: int, seq_length: int, *,
                     constraints: Constraints | None = None, objective: str = "step_time", top: int = 10,
-                    show_infeasible: bool = False) -> PlanAnswer:
+                    show_infeasible: bool = False, parameters: Parameters | None = None) -> PlanAnswer:
     """:func:`tierwise.planner.answer.answer_plans` on ``num_gpus`` GPUs, or, when no layout uses them all, on
     the best of the :data:`CANDIDATES` largest usable counts (module docstring); its ``gpus`` says which.
-    Raises :class:`~tierwise.planner.space.NoLayoutError` naming the failing rule when none has a layout."""
+    Raises :class:`~tierwise.planner.space.NoLayoutError` naming the failing rule when none has a layout.
+    ``parameters`` go to every :func:`answer_plans` (None: each loads the run's)."""
     c = constraints or Constraints()
-    kw = dict(constraints=c, objective=objective, top=top, show_infeasible=show_infeasible)
+    kw = dict(constraints=c, objective=objective, top=top, show_infeasible=show_infeasible, parameters=parameters)
     try:
         answer = answer_plans(model, cluster, num_gpus, global_batch_size, seq_length, **kw)
         return replace(answer, gpus=gpu_use(cluster, num_gpus, num_gpus))

@@ -14,18 +14,19 @@ from __future__ import annotations
 import numpy as np
 
 from tierwise.estimate import estimate
+from tierwise.specs.parameters import Parameters
 from tierwise.specs.plan import RECOMPUTE, PlanBatch
 from tierwise.units import format_bytes
 
 __all__ = ["memory_choice"]
 
 
-def _fewest_offload(model, cluster, plan) -> tuple[int, object | None]:
+def _fewest_offload(model, cluster, plan, parameters: Parameters) -> tuple[int, object | None]:
     """(k, estimate of the k layer counts) with k the fewest offloaded layers that fit ``plan`` without
     recompute (0: none fits)."""
     ks = list(range(1, model.num_layers))
     cands = [plan.replace(recompute="none", activation_offload_layers=k) for k in ks]
-    est = estimate(model, cluster, PlanBatch.from_plans(cands))
+    est = estimate(model, cluster, PlanBatch.from_plans(cands), parameters=parameters)
     fits = np.asarray(est.memory["fits"], dtype=bool)
     return (ks[int(np.argmax(fits))] if fits.any() else 0), est
 
@@ -35,11 +36,11 @@ def _option(label: str, step: float, fits: bool, mem: float, winner: float) -> s
     return f"{label} {gap:+.1%} step" + ("" if fits else f" but needs {mem:.0%} of memory")
 
 
-def memory_choice(model, cluster, plan, space) -> str:
+def memory_choice(model, cluster, plan, space, *, parameters: Parameters) -> str:
     """One line: the winner's recompute / offload, and what each alternative on its structure would give."""
     allowed = [RECOMPUTE[r] for r in space.recompute]
     base = [plan.replace(recompute=r, activation_offload_layers=0) for r in allowed]
-    est = estimate(model, cluster, PlanBatch.from_plans([plan, *base]))
+    est = estimate(model, cluster, PlanBatch.from_plans([plan, *base]), parameters=parameters)
     step = float(est.step_time_s[0])
     mem = est.memory["per_gpu_bytes"] / est.memory["capacity_bytes"]
     k = plan.activation_offload_layers
@@ -58,11 +59,11 @@ def memory_choice(model, cluster, plan, space) -> str:
         head = (f"recompute: {plan.recompute}, " + ("the cheapest that fits" if plan.recompute != "none"
                                                      else "nothing recomputed or offloaded")
                 + f" ({mem[0]:.0%} of memory)")
-        others += _offload_option(model, cluster, plan, space, step)
+        others += _offload_option(model, cluster, plan, space, step, parameters)
     return head + ("; instead: " + ", ".join(others) if others else "")
 
 
-def _offload_option(model, cluster, plan, space, step: float) -> list[str]:
+def _offload_option(model, cluster, plan, space, step: float, parameters: Parameters) -> list[str]:
     """What offload would give a winner that recomputes (nothing for one that fits without either)."""
     if plan.recompute == "none":
         return []
@@ -71,7 +72,7 @@ def _offload_option(model, cluster, plan, space, step: float) -> list[str]:
     if plan.pp > 1:
         return ["no recompute with activation offload: not with pp > 1 (Megatron-Core has no CPU offloading "
                 "with pipeline parallelism)"]
-    k, est = _fewest_offload(model, cluster, plan)
+    k, est = _fewest_offload(model, cluster, plan, parameters)
     if not k:
         return [f"no recompute with activation offload: even {model.num_layers - 1} offloaded layers do not fit"]
     return [f"no recompute with {k} layers offloaded {float(est.step_time_s[k - 1]) / step - 1:+.1%} step"]

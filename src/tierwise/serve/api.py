@@ -284,7 +284,7 @@ def _resolve(cfg: ServeConfig, params: ServingParameters | None = None):
                        "mlcommons/inference language/llama2-70b/README.md)")
     disagg = cfg.prefill_gpus is not None or cfg.decode_gpus is not None
     if disagg:
-        dcl = None if cfg.decode_cluster is None else load_cluster(cfg.decode_cluster)
+        dcl = None if cfg.decode_cluster is None else load_cluster(cfg.decode_cluster, params.parameters)
         pg, dg, ptp, dtp, dep, pep, link = _resolve_disagg(cfg, model, cluster, assumed, dcl)
     else:
         if cfg.decode_cluster is not None:
@@ -568,7 +568,7 @@ def _plan_pairs(w, cfg: ServeConfig, *, max_tp: int, top: int, modes: str, assum
     usd_p, basis = gpu_usd_per_s(w.cluster)
     prices = {w.cluster.name: basis}
     for name in names:
-        dcl = load_cluster(name)
+        dcl = load_cluster(name, w.params.parameters)  # the run's record, as the prefill pool's cluster
         r = serve_plan(dataclasses.replace(w, decode_cluster=dcl), cfg.num_gpus, max_tp=max_tp, kv_link=link,
                        top=top, modes="disaggregated")
         total, feasible = total + r.candidates, feasible + r.feasible

@@ -12,7 +12,9 @@ Shipped kinds:
 
 A kind declares its ``parameters`` (name -> default; ``required`` ones have no default), normalises each
 value into plain JSON (the point id hashes it), checks a whole study once before any work (loads every model,
-cluster, plan, topology), runs one point into ``(columns, document)``: flat columns for SQL (declared in
+cluster, plan, topology), runs one point (``run(params, parameters)``, the model's
+:class:`~tierwise.specs.parameters.Parameters` that :func:`tierwise.sweep.run.run_point` loads once per point)
+into ``(columns, document)``: flat columns for SQL (declared in
 ``columns`` with their Arrow type) and the command's whole ``--json`` document, stored as JSON text.
 
 Models and clusters are named as on the command line (catalog name or file). A cluster may also be a
@@ -41,6 +43,7 @@ from tierwise.planner.space import Constraints
 from tierwise.specs import catalog
 from tierwise.specs.cluster import load_cluster
 from tierwise.specs.model import load_model
+from tierwise.specs.parameters import Parameters, load_parameters
 from tierwise.specs.plan import validate_plan_batch
 from tierwise.specs.plan_mapping import plan_from_mapping
 from tierwise.sweep.errors import SweepError
@@ -65,7 +68,7 @@ class PointKind:
 
     name: str
     parameters: dict[str, Any]
-    run: Callable[[dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]]
+    run: Callable[[dict[str, Any], Parameters], tuple[dict[str, Any], dict[str, Any]]]
     columns: dict[str, str]
     normalizers: dict[str, Callable[[Any, str], Any]] = field(default_factory=dict)
     study_check: Callable[[dict[str, list], str], None] | None = None
@@ -194,19 +197,22 @@ def _model(ref: str):
     return load_model(ref)
 
 
-@functools.lru_cache(maxsize=64)
-def _cluster_cached(text: str):
-
-    return load_cluster(json.loads(text))
+_CLUSTERS: dict[tuple[str, str], Any] = {}
+"""Loaded clusters by (reference as JSON, the parameters' fingerprint): a worker loads each once."""
 
 
-def _cluster(ref: Any):
-    return _cluster_cached(json.dumps(ref, sort_keys=True))
+def _cluster(ref: Any, parameters: Parameters):
+    key = (json.dumps(ref, sort_keys=True), parameters.fingerprint)
+    if key not in _CLUSTERS:
+        if len(_CLUSTERS) >= 64:
+            _CLUSTERS.clear()
+        _CLUSTERS[key] = load_cluster(json.loads(key[0]), parameters=parameters)
+    return _CLUSTERS[key]
 
 
-def cluster_label(ref: Any) -> str:
+def cluster_label(ref: Any, *, parameters: Parameters) -> str:
     """The cluster's name as results show it (a mapping's ``name``, else tierwise's name for it)."""
-    return _cluster(ref).name
+    return _cluster(ref, parameters).name
 
 
 def _mapping(value: Any, where: str) -> dict:
@@ -218,8 +224,9 @@ def _mapping(value: Any, where: str) -> dict:
 def _check_models_clusters(values: dict[str, list], where: str) -> None:
     for ref in values["model"]:
         _model(ref)
+    parameters = load_parameters()  # the grid's check, before any point runs: the run's parameters
     for ref in values["cluster"]:
-        _cluster(ref)
+        _cluster(ref, parameters)
 
 
 # ---- estimate ----------------------------------------------------------------------------------------------
@@ -239,8 +246,8 @@ def _plan(params: dict[str, Any], model):
     return plan_from_mapping(data, num_gpus=params["gpus"], origin="plan", num_layers=model.num_layers)
 
 
-def _train_columns(params: dict[str, Any], doc: dict[str, Any] | None, plan) -> dict[str, Any]:
-    cols = {"model": params["model"], "cluster": cluster_label(params["cluster"]), "num_gpus": params["gpus"],
+def _train_columns(params: dict[str, Any], doc: dict[str, Any] | None, plan, cluster) -> dict[str, Any]:
+    cols = {"model": params["model"], "cluster": cluster.name, "num_gpus": params["gpus"],
             "global_batch": params["global_batch"], "seq": params["seq"]}
     if doc is not None:
 
@@ -252,14 +259,14 @@ def _train_columns(params: dict[str, Any], doc: dict[str, Any] | None, plan) -> 
     return cols
 
 
-def _run_estimate(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-
-    model, cluster = _model(params["model"]), _cluster(params["cluster"])
+def _run_estimate(params: dict[str, Any], parameters: Parameters) -> tuple[dict[str, Any], dict[str, Any]]:
+    model, cluster = _model(params["model"]), _cluster(params["cluster"], parameters)
     plan = _plan(params, model)
     validate_plan_batch(model, [plan])
-    doc = estimate_scenario(Scenario(model=model, cluster=cluster, num_gpus=params["gpus"], plan=plan))
+    doc = estimate_scenario(Scenario(model=model, cluster=cluster, num_gpus=params["gpus"], plan=plan),
+                            parameters=parameters)
     doc.pop("model_summary", None)
-    return _train_columns(params, doc, plan), doc
+    return _train_columns(params, doc, plan, cluster), doc
 
 
 def _check_estimate(values: dict[str, list], where: str) -> None:
@@ -290,20 +297,19 @@ def _constraints(data: dict[str, Any]):
                          "zero_stages, precision, ...)") from None
 
 
-def _run_plan(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-
-    model, cluster = _model(params["model"]), _cluster(params["cluster"])
+def _run_plan(params: dict[str, Any], parameters: Parameters) -> tuple[dict[str, Any], dict[str, Any]]:
+    model, cluster = _model(params["model"]), _cluster(params["cluster"], parameters)
     result = search(model, cluster, params["gpus"], params["global_batch"], params["seq"],
-                    constraints=_constraints(params["constraints"]), objective=params["objective"], top=1)
+                    constraints=_constraints(params["constraints"]), objective=params["objective"], top=1, parameters=parameters)
     counts = {"num_evaluated": result.num_evaluated, "num_feasible": result.num_feasible,
               "space_size": result.space_size}
     if not len(result.plans["tp"]):
-        return _train_columns(params, None, None), {"plan": None, **counts, "notes": result.notes}
+        return _train_columns(params, None, None, cluster), {"plan": None, **counts, "notes": result.notes}
     batch = result.batch()
     plan = batch.plan(0)
-    doc = result_dict(estimate(model, cluster, batch), 0, plan)
+    doc = result_dict(estimate(model, cluster, batch, parameters=parameters), 0, plan)
     doc.update(counts)
-    return _train_columns(params, doc, plan), doc
+    return _train_columns(params, doc, plan, cluster), doc
 
 
 def _check_plan(values: dict[str, list], where: str) -> None:
@@ -352,7 +358,9 @@ def _topology_label(ref: dict) -> str:
     return f"{family}({rest})" if rest else str(family)
 
 
-def _run_simulate(params: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def _run_simulate(params: dict[str, Any], parameters: Parameters) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One simulated collective (the flow simulator takes no model parameters; ``parameters`` is the kinds'
+    common signature)."""
 
     fab = _fabric(json.dumps(params["topology"], sort_keys=True))
     pattern = params["pattern"]

@@ -31,6 +31,7 @@ from typing import Any
 
 from tierwise._version import __version__
 from tierwise.errors import TierwiseError
+from tierwise.specs.parameters import load_parameters
 from tierwise.sweep.grid import Point, SweepError, shard_points
 from tierwise.sweep.kinds import KINDS, all_columns
 from tierwise.sweep.store import finished_ids, run_tag, shard_lock, write_manifest, write_new_rows
@@ -49,7 +50,7 @@ def run_point(task: tuple[str, str, dict[str, Any], int]) -> dict[str, Any]:
     row: dict[str, Any] = {"point_id": pid, "kind": kind, "study": study, "status": "ok", "error": None,
                            "params": json.dumps(params, sort_keys=True), "tierwise_version": __version__}
     try:
-        cols, doc = KINDS[kind].run(params)
+        cols, doc = KINDS[kind].run(params, load_parameters())  # a worker's entry point: the run's parameters
         row.update(cols)
         if kind == "plan" and doc.get("plan") is None:
             row["status"] = "no_fit"

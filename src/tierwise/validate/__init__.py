@@ -48,9 +48,9 @@ def validation_document(path: str | Path | None = None, *, source: str | None = 
 def _document(path, source, cross_validate, fit_out, parameters) -> dict:
 
     doc: dict = {"dataset": str(path or default_dataset_path()), "_cases": None}
-    all_cases = load_cases(path)
+    all_cases = load_cases(path, parameters=parameters)
     if source is not None:
-        load_cases(path, source)  # validates the name (one clear error for an unknown source)
+        load_cases(path, source, parameters=parameters)  # validates the name (one clear error for an unknown source)
     doc["_cases"] = all_cases
     if fit_out is not None:
         from datetime import date

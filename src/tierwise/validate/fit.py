@@ -329,8 +329,9 @@ def _check_usable(text: str, fitted: dict[str, float], where: str) -> None:
             raise TierwiseError(f"{where}: {key} would read back as {back!r}, not {float(value):.4g}; nothing "
                                 "was written")
     compute = {k: v for k, v in params.compute.items() if k not in ("source", "fit")}
-    scenario = scenario_from_mapping(_REFERENCE, origin="the reference scenario")
-    result = estimate(scenario.model, scenario.cluster, PlanBatch.from_plans([scenario.plan]), params=compute)
+    scenario = scenario_from_mapping(_REFERENCE, origin="the reference scenario", parameters=params)
+    result = estimate(scenario.model, scenario.cluster, PlanBatch.from_plans([scenario.plan]), params=compute,
+                      parameters=params)  # the record read back
     step = float(np.asarray(result.step_time_s).ravel()[0])
     if not (np.isfinite(step) and step > 0):
         raise TierwiseError(f"the fitted parameters give a step time of {step} s on the reference scenario "

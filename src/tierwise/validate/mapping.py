@@ -7,7 +7,6 @@ FLOP rule) is skipped with its reason.
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass, field
 
@@ -18,6 +17,7 @@ from tierwise.specs import catalog
 from tierwise.specs.cluster import Cluster, load_cluster
 from tierwise.specs.framework import framework_for_text
 from tierwise.specs.model import ModelSpec, load_model, model_from_mapping
+from tierwise.specs.parameters import Parameters, load_parameters
 from tierwise.specs.plan import Plan, validate_plan_batch
 from tierwise.specs.plan_mapping import plan_from_mapping
 from tierwise.validate import rules
@@ -99,11 +99,16 @@ def _float(row: dict[str, str], key: str) -> float | None:
 # ------------------------------------------------------------------------------------------------ clusters
 
 
-@functools.cache
-def _cluster(key: str) -> Cluster:
-    if key == GRAND_TETON_H100_96GB["name"]:
-        return load_cluster(GRAND_TETON_H100_96GB)
-    return load_cluster(key)
+_CLUSTERS: dict[tuple[str, str], Cluster] = {}
+"""Loaded clusters by (key, the parameters' fingerprint): each loaded once per record."""
+
+
+def _cluster(key: str, parameters: Parameters) -> Cluster:
+    slot = (key, parameters.fingerprint)
+    if slot not in _CLUSTERS:
+        ref = GRAND_TETON_H100_96GB if key == GRAND_TETON_H100_96GB["name"] else key
+        _CLUSTERS[slot] = load_cluster(ref, parameters=parameters)
+    return _CLUSTERS[slot]
 
 
 def cluster_for_row(row: dict[str, str]) -> tuple[str, str]:
@@ -660,10 +665,13 @@ def stack_for_row(row: dict[str, str]) -> str:
     return f"{name}-{year.group(1)}"
 
 
-def case_from_row(row: dict[str, str]) -> Case:
+def case_from_row(row: dict[str, str], *, parameters: Parameters | None = None) -> Case:
     """Map one dataset row; a row that cannot be mapped comes back with ``skip`` set to the reason.
 
-    A stated number out of range (:func:`check_row_numbers`) is an error, not a skip."""
+    A stated number out of range (:func:`check_row_numbers`) is an error, not a skip. ``parameters``: the
+    cluster is loaded and the inferred settings chosen under them (None, this being part of the validation
+    API: :func:`load_parameters`)."""
+    parameters = parameters if parameters is not None else load_parameters()
     check_row_numbers(row)
     rule = rules.rule_for(row["flops_counting"])
     n = _int(row, "num_gpus") or 0
@@ -674,15 +682,14 @@ def case_from_row(row: dict[str, str]) -> Case:
         key, note = cluster_for_row(row)
         if not key:
             raise _Skip(f"hardware {row['hardware_id']!r} not mapped to a cluster")
-        case.cluster = _cluster(key)
+        case.cluster = _cluster(key, parameters)
         case.generation = case.cluster.accelerator.generation
         if note:
             case.filled.append(note)
         case.model, case.model_source = model_for_row(row, case.filled)
         case.plan = plan_for_row(row, case.model, case.filled, case.cluster.accelerator.generation)
         if case.plan.inferred:
-
-            case.plan, note = infer_settings(case.model, case.cluster, case.plan)
+            case.plan, note = infer_settings(case.model, case.cluster, case.plan, parameters=parameters)
             case.filled.append(note)
         case.measured_tokens_per_s_per_gpu, case.metric = measured_tokens(row, rule, case.model)
     except _Skip as exc:

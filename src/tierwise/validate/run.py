@@ -16,7 +16,7 @@ import numpy as np
 
 from tierwise.errors import did_you_mean
 from tierwise.estimate.step import estimate
-from tierwise.specs.parameters import Parameters
+from tierwise.specs.parameters import Parameters, load_parameters
 from tierwise.specs.plan import PlanBatch
 from tierwise.validate.dataset import DatasetError, load_rows
 from tierwise.validate.mapping import Case, borrow_parallelism, case_from_row
@@ -51,8 +51,11 @@ class Validation:
         return np.array([c.used and c.confidence in SCORED_CONFIDENCE for c in self.cases], dtype=bool)
 
 
-def load_cases(path: str | Path | None = None, source: str | None = None) -> list[Case]:
-    """Map every row of a dataset (optionally one source only)."""
+def load_cases(path: str | Path | None = None, source: str | None = None, *,
+               parameters: Parameters | None = None) -> list[Case]:
+    """Map every row of a dataset (optionally one source only) under ``parameters`` (None, this being part of
+    the validation API: :func:`load_parameters`)."""
+    parameters = parameters if parameters is not None else load_parameters()
     rows = load_rows(path)
     if source is not None:
         known = sorted({r["source_id"] for r in rows})
@@ -61,7 +64,7 @@ def load_cases(path: str | Path | None = None, source: str | None = None) -> lis
             raise DatasetError(f"unknown source {source!r}{did_you_mean(source, known)}; the dataset has "
                                f"{', '.join(known)}")
         rows = [r for r in rows if r["source_id"] == source]
-    return [case_from_row(r) for r in borrow_parallelism(rows)]
+    return [case_from_row(r, parameters=parameters) for r in borrow_parallelism(rows)]
 
 
 _TERMS = ("compute_s", "attention_s", "memory_bound_s", "recompute_s", "bubble_s", "exposed_comm_s", "optimizer_s",
@@ -141,8 +144,10 @@ def validate(path: str | Path | None = None, source: str | None = None,
              params: Mapping[str, float] | None = None, cases: Sequence[Case] | None = None, *,
              parameters: Parameters | None = None) -> Validation:
     """Map, predict and summarize a dataset (the shipped one by default) under ``parameters`` (None: the run's;
-    ``validate --fit --fit-out`` passes the fitted file's)."""
-    cases = list(cases) if cases is not None else load_cases(path, source)
+    ``validate --fit --fit-out`` passes the fitted file's; None, this being the validation API's entry:
+    :func:`load_parameters`)."""
+    parameters = parameters if parameters is not None else load_parameters()
+    cases = list(cases) if cases is not None else load_cases(path, source, parameters=parameters)
     pred, terms = predict(cases, params, parameters=parameters)
     v = Validation(cases=cases, predicted=pred, terms=terms, params=params)
     v.summary = summarize(cases, v.error_pct)
