@@ -166,6 +166,20 @@ def test_a_new_kind_plugs_in(tmp_path):
         KINDS.pop("square")
 
 
+def test_a_kind_written_for_run_params_alone_still_plugs_in(tmp_path):
+    """The plug-in signature before the model's parameters were passed (``run(params)``) keeps working."""
+    kind = PointKind(name="cube", parameters={"x": None}, columns={"x_cubed": "int64"},
+                     run=lambda p: ({"x_cubed": p["x"] ** 3}, {"x": p["x"], "x_cubed": p["x"] ** 3}),
+                     normalizers={"x": lambda v, w: int(v)})
+    register_kind(kind)
+    try:
+        out = prepare_out(str(tmp_path / "res"))
+        run_sweep(grid_from_mapping({"kind": "cube", "x": [2, 3]}), out)
+        assert sorted(r["x_cubed"] for r in _rows(out)) == [8, 27]
+    finally:
+        KINDS.pop("cube")
+
+
 def test_cli_run_and_show(tmp_path, capsys):
     grid = tmp_path / "grid.yaml"
     grid.write_text("kind: estimate\nmodel: llama3.1-8b\ncluster: dgx-h100\ngpus: [16, 32]\nplan: {tp: 8}\n")

@@ -24,7 +24,9 @@ catalog cluster with those keys replaced (``nic_bandwidth``, ``scale_up_domain``
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import inspect
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -97,8 +99,25 @@ class PointKind:
 KINDS: dict[str, PointKind] = {}
 
 
+def _with_parameters(kind: PointKind) -> PointKind:
+    """``kind`` with a ``run(params, parameters)``: a one-argument ``run(params)`` is wrapped to ignore the
+    parameters (it prices with whatever it loads itself, as plug-ins did before)."""
+    try:
+        positional = [p for p in inspect.signature(kind.run).parameters.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+    except (TypeError, ValueError):  # a builtin or C callable without a signature: called as declared
+        return kind
+    if len(positional) == 1 and positional[0].kind is not positional[0].VAR_POSITIONAL:
+        one = kind.run
+        return dataclasses.replace(kind, run=lambda params, parameters: one(params))
+    return kind
+
+
 def register_kind(kind: PointKind) -> PointKind:
-    """Add (or replace) a kind; its columns must not give a column another kind declares a different type."""
+    """Add (or replace) a kind; its columns must not give a column another kind declares a different type. A
+    ``run`` written for one argument (``run(params)``, the plug-in signature before the model's parameters were
+    passed as an argument) is kept working: it is called without them (:func:`_with_parameters`)."""
+    kind = _with_parameters(kind)
     for col, typ in kind.columns.items():
         for other in KINDS.values():
             if other.name != kind.name and other.columns.get(col, typ) != typ:
