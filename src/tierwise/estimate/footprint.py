@@ -13,7 +13,7 @@ from tierwise.workload.memory import activation_bytes_per_token_per_layer, in_fl
 
 
 def memory_footprint(model, shape: ModelShape, cluster, plans: PlanBatch, P: Derived, S: StageCompute,
-                     D: DataParallel, cparams):
+                     D: DataParallel, cparams, *, offloaded_per_mb=0.0):
     """Bytes per GPU on the fullest stage (see :mod:`tierwise.workload.memory`).
 
     The first stage holds the embedding and the most in-flight activations, the last the LM head, the fp32
@@ -22,7 +22,9 @@ def memory_footprint(model, shape: ModelShape, cluster, plans: PlanBatch, P: Der
     checked too. Under DualPipe the ranks are checked as they hold stages (:func:`_dualpipe_ranks`). The
     breakdown is the fullest stage's (or rank's). Reads tokens per micro-batch, sequence parallelism, recompute
     and micro-batches from ``P``, each stage's layers and MoE layers from ``S``, and parameters per GPU and the
-    sharding groups from ``D``.
+    sharding groups from ``D``. ``offloaded_per_mb``: the bytes activation offload moves to the host per
+    micro-batch (:class:`tierwise.parallel.offload.Offload` ``bytes_per_mb``), held there for the micro-batches
+    in flight (:func:`_host_memory`).
     """
     m = P.m
     in_flight = in_flight_microbatches(m, plans.pp, plans.vpp, P.dual)
@@ -50,7 +52,8 @@ def memory_footprint(model, shape: ModelShape, cluster, plans: PlanBatch, P: Der
         take = S.mid_exists & (mid[0] > parts[0])
         parts = [np.where(take, a, b) for a, b in zip(mid, parts, strict=True)]
     out = _breakdown(parts, cluster.accelerator.hbm_capacity_bytes, overhead, len(plans))
-    _host_memory(out, cluster, _offloaded_bytes(model, shape, plans, P, S, in_flight + extra))
+    # offload runs only with pp 1 (specs.plan._OFFLOAD_RULES): one micro-batch in flight, two under combined 1F1B
+    _host_memory(out, cluster, np.broadcast_to(offloaded_per_mb * (in_flight + extra), (len(plans),)))
     if shape.mtp_layers:
         held = np.where(dual, 1.0, held_last)  # DualPipe's rank 0 holds one chunk of the last stage
         out["mtp_bytes"] = _mtp_bytes(shape, model.vocab_size, P, stage, copies * ~dual + dual, held) - overhead
@@ -110,20 +113,6 @@ def _stage_bytes(model, shape: ModelShape, plans: PlanBatch, P: Derived, D: Data
         return total, weights + gathered, grads, optimizer, activations
 
     return stage
-
-
-def _offloaded_bytes(model, shape: ModelShape, plans: PlanBatch, P: Derived, S: StageCompute, held):
-    """Bytes per GPU that activation offload parks in host memory at the peak: the offloaded layers' share of the
-    first stage's saved activations for the ``held`` micro-batches in flight (offload runs only with pp 1,
-    ``specs.plan._OFFLOAD_RULES``, so one micro-batch, two under combined 1F1B): what :func:`_stage_bytes` takes
-    out of HBM."""
-    if not np.any(plans.activation_offload_layers > 0):
-        return np.zeros(len(plans))
-    dense_act, moe_act = layer_activation_bytes(model, shape, plans, P)
-    layers, moe_layers = S.layers[0], S.moe[0]
-    layer_act = (layers - moe_layers) * dense_act + moe_layers * moe_act
-    share = offloaded_layers(plans, layers) / np.maximum(layers, 1)
-    return layer_act * share * P.tokens * held
 
 
 def _host_memory(out: dict, cluster, host_bytes) -> None:

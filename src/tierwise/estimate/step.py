@@ -219,7 +219,7 @@ def _estimate(model: ModelSpec, cluster: Cluster, plans: PlanBatch,
     compute_useful = m * (3 * pipe.fwd + layers_slow * C.attn_bwd_extra + moe_slow * C.moe_host_extra)
     memory_bound_s = m * 3 * ((layers_slow - moe_slow) * C.elem_dense + moe_slow * C.elem_moe
                               + np.where((pipe.slow == 1) | (P.deg.pp == 1), C.logits_elem / 3, 0.0))
-    memory = memory_footprint(model, shape, cluster, plans, P, S, D, cparams)
+    memory = memory_footprint(model, shape, cluster, plans, P, S, D, cparams, offloaded_per_mb=offload.bytes_per_mb)
     axis_bytes, axis_time, axis_exposed, axis_tier = _per_axis(plans, X, D, pipe, m, ep_unpaired, P.dual > 0)
     return StepEstimates(
         step_time_s=step, tokens_per_s=tokens_step / step, tokens_per_s_per_gpu=tokens_step / step / P.num_gpus,
