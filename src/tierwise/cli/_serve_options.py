@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from tierwise.cli._plan_options import JsonOpt  # noqa: F401  (one --json option for every command)
+
 # options serve and serve-plan share
 ScenarioFileArg = Annotated[str | None, typer.Argument(help="scenario YAML (keys as the flags)")]
 ModelOpt = Annotated[str | None, typer.Option("--model", help="catalog model name")]
@@ -27,7 +29,6 @@ MtpOpt = Annotated[int | None, typer.Option(
 MtpAcceptanceOpt = Annotated[float | None, typer.Option(
     "--mtp-acceptance", help="--mtp: probability a drafted token is accepted (default 0.85, DeepSeek-V3 report "
                              "sec. 5.4.3)")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="print the JSON document")]
 
 # serve: the deployment
 GpusOpt = Annotated[int | None, typer.Option("--gpus", help="GPUs (aggregated)")]

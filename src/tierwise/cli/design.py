@@ -10,6 +10,7 @@ import typer
 
 from tierwise.cli._fabric import FabricOpt, OversubOpt, RadixOpt, TiersOpt, TopologyOpt, fabric_overrides
 from tierwise.cli._output import emit, print_table
+from tierwise.cli._plan_options import JsonOpt
 
 __all__ = ["register"]
 
@@ -37,7 +38,6 @@ def _html_first(html):
 ModelOpt = Annotated[str, typer.Option("--model", help="catalog name, YAML file or config.json")]
 GlobalBatchOpt = Annotated[int, typer.Option("--global-batch", help="global batch in sequences")]
 SeqOpt = Annotated[int, typer.Option("--seq", help="sequence length")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="print the JSON document")]
 HtmlOpt = Annotated[str | None, typer.Option("--html", help="write an HTML page with plots to FILE")]
 DesignGpusOpt = Annotated[int | None, typer.Option("--gpus", help="GPUs the job runs on (not with --power)")]
 TokensOpt = Annotated[float | None, typer.Option("--tokens", help="tokens to train on (time, cost, energy)")]
